@@ -1,0 +1,70 @@
+"""Request and response headers, and which header version each API version uses.
+
+Request header v1 adds the (always non-compact, nullable) client id; v2 adds tagged fields and is used by
+every flexible API version. Response header v1 adds tagged fields, except that ApiVersions responses always
+use v0 so that a client can parse the answer before it knows what the broker supports.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from sluice.protocol.primitives import DecodeError, read_string, read_uvarint, skip_tagged_field
+
+API_VERSIONS_KEY = 18
+CONTROLLED_SHUTDOWN_KEY = 7
+_FIXED = struct.Struct(">hhi")
+_CORRELATION = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def peek_request_header(frame: bytes) -> RequestHeader:
+    """The fixed part of the header, readable whatever the API: enough to answer 'unsupported'."""
+    if len(frame) < _FIXED.size:
+        raise DecodeError(f"request of {len(frame)} bytes is shorter than a header")
+    api_key, api_version, correlation_id = _FIXED.unpack_from(frame)
+    return RequestHeader(api_key, api_version, correlation_id, None)
+
+
+def parse_request_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
+    """Parse a whole request header; returns it and where the body starts."""
+    header = peek_request_header(frame)
+    pos = _FIXED.size
+    if header.api_key == CONTROLLED_SHUTDOWN_KEY and header.api_version == 0:
+        return header, pos
+    try:
+        header.client_id, pos = read_string(frame, pos)
+        if flexible:
+            count, pos = read_uvarint(frame, pos)
+            for _ in range(count):
+                _, pos = read_uvarint(frame, pos)
+                pos = skip_tagged_field(frame, pos)
+    except (IndexError, struct.error, UnicodeDecodeError) as exc:
+        raise DecodeError(f"malformed request header: {exc}") from exc
+    return header, pos
+
+
+def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
+    if flexible and api_key != API_VERSIONS_KEY:
+        return _CORRELATION.pack(correlation_id) + b"\x00"
+    return _CORRELATION.pack(correlation_id)
+
+
+def request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool) -> bytes:
+    parts = [_FIXED.pack(api_key, api_version, correlation_id)]
+    if client_id is None:
+        parts.append(b"\xff\xff")
+    else:
+        data = client_id.encode()
+        parts.append(len(data).to_bytes(2, "big") + data)
+    if flexible:
+        parts.append(b"\x00")
+    return b"".join(parts)
