@@ -1,0 +1,358 @@
+"""Consume-and-ack semantics of the gateway, free of I/O.
+
+Nothing here touches sockets, threads or clocks: time is passed in as a float
+(seconds, any monotonic origin). The Kafka side feeds fetched messages in and
+takes commit points out; the API side takes messages to hand out and reports
+acknowledgements.
+
+Offsets are tracked per (group, topic, partition) by a `PartitionTracker`:
+
+* a message handed out ("offered") must be acknowledged within `ack_timeout`,
+  otherwise it is handed out again, possibly to another caller;
+* at most `max_pending` messages of a partition are offered and un-acked at
+  once; past that the partition hands out nothing new until acks arrive;
+* after `max_retries` re-deliveries a message is dead-lettered: acknowledged
+  here and reported so the caller can park it elsewhere (-1: retry forever);
+* the committed offset is the lowest un-acked offset, and the acknowledged
+  ranges above it travel in the commit metadata string, encoded as kafka-pixy
+  does, so that a restarted gateway (or a kafka-pixy) redelivers only what was
+  not acknowledged.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+# kafka-pixy packs each number as little-endian groups of 5 bits, one character
+# of the standard base64 alphabet per group, with 0x20 set on every group but
+# the last one.
+_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_DECODE = {char: index for index, char in enumerate(_ALPHABET)}
+_CONTINUATION = 0x20
+_MAX_GROUPS_PER_NUMBER = 64 // 5 + 1
+
+
+class SparseAcksError(ValueError):
+    """Commit metadata that is not a valid sparse-acks encoding."""
+
+
+def _encode_number(number: int, out: list[str]) -> None:
+    group, number = number & 0x1F, number >> 5
+    while number > 0:
+        out.append(_ALPHABET[group | _CONTINUATION])
+        group, number = number & 0x1F, number >> 5
+    out.append(_ALPHABET[group])
+
+
+def _decode_number(encoded: str, position: int) -> tuple[int, int]:
+    number = 0
+    for shift_index in range(_MAX_GROUPS_PER_NUMBER):
+        if position >= len(encoded):
+            break
+        char = encoded[position]
+        value = _DECODE.get(char)
+        if value is None:
+            raise SparseAcksError(f"bad char: {char!r}")
+        number |= (value & 0x1F) << (5 * shift_index)
+        position += 1
+        if not value & _CONTINUATION:
+            return number, position
+    raise SparseAcksError(f"bad sequence: {encoded[position - 1:]!r}")
+
+
+def encode_sparse_acks(base: int, acked_ranges: Sequence[tuple[int, int]]) -> str:
+    """Encode half-open acked ranges [from, to) lying above offset `base`."""
+    out: list[str] = []
+    for range_from, range_to in acked_ranges:
+        _encode_number(range_from - base, out)
+        _encode_number(range_to - range_from, out)
+        base = range_to
+    return "".join(out)
+
+
+def decode_sparse_acks(base: int, encoded: str) -> list[tuple[int, int]]:
+    """Inverse of `encode_sparse_acks`; raises `SparseAcksError` on garbage."""
+    ranges: list[tuple[int, int]] = []
+    position = 0
+    while position < len(encoded):
+        delta, position = _decode_number(encoded, position)
+        range_from = base + delta
+        if position >= len(encoded):
+            raise SparseAcksError(f"bad encoding: {encoded!r}: range without an end")
+        length, position = _decode_number(encoded, position)
+        range_to = range_from + length
+        if range_from >= range_to or range_from <= 0:
+            raise SparseAcksError(f"bad encoding: {encoded!r}: bad range {range_from}-{range_to}")
+        ranges.append((range_from, range_to))
+        base = range_to
+    return ranges
+
+
+def sparse_acks_to_str(base: int, encoded: str) -> str:
+    """Human readable acked ranges relative to `base`, e.g. "1-3,5-6" (kafka-pixy's format)."""
+    try:
+        ranges = decode_sparse_acks(base, encoded)
+    except SparseAcksError:
+        return ""
+    return ",".join(f"{range_from - base}-{range_to - base}" for range_from, range_to in ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    message: Message
+    # 0 for the first hand-out, n for the n-th redelivery.
+    attempt: int
+
+
+class AckOutcome(enum.Enum):
+    ACKED = "acked"
+    # Already acknowledged (or below the committed offset): harmless, nothing changes.
+    DUPLICATE = "duplicate"
+    # This gateway never handed the message out, or the partition is not ours.
+    NOT_HANDED_OUT = "not handed out"
+
+
+@dataclass(slots=True)
+class _Offer:
+    message: Message
+    deadline: float
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPoint:
+    offset: int
+    metadata: str
+
+
+class PartitionTracker:
+    """Offers, acks and the commit point of one (group, topic, partition)."""
+
+    def __init__(
+        self,
+        partition: int,
+        committed_offset: int,
+        metadata: str = "",
+        *,
+        ack_timeout: float,
+        max_pending: int,
+        max_retries: int = -1,
+    ) -> None:
+        self.partition = partition
+        self.ack_timeout = ack_timeout
+        self.max_pending = max_pending
+        self.max_retries = max_retries
+        self._committed = committed_offset
+        try:
+            self._acked_ranges = [list(r) for r in decode_sparse_acks(committed_offset, metadata or "")]
+        except SparseAcksError:
+            # Metadata written by something else: start from the plain offset.
+            self._acked_ranges = []
+        self._fetched: deque[Message] = deque()
+        self._offers: dict[int, _Offer] = {}
+        self._dead_letters: list[Message] = []
+        self._last_committed: CommitPoint | None = None
+        self.highest_fetched = committed_offset - 1
+
+    # -- queries ---------------------------------------------------------------
+    @property
+    def committed_offset(self) -> int:
+        return self._committed
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._offers)
+
+    @property
+    def buffered_count(self) -> int:
+        return len(self._fetched)
+
+    @property
+    def acked_ranges(self) -> list[tuple[int, int]]:
+        return [(r[0], r[1]) for r in self._acked_ranges]
+
+    def is_acked(self, offset: int) -> bool:
+        if offset < self._committed:
+            return True
+        index = bisect.bisect_right(self._acked_ranges, [offset, float("inf")]) - 1
+        return index >= 0 and self._acked_ranges[index][0] <= offset < self._acked_ranges[index][1]
+
+    def commit_point(self) -> CommitPoint:
+        return CommitPoint(self._committed, encode_sparse_acks(self._committed, self.acked_ranges))
+
+    def next_deadline(self) -> float | None:
+        if not self._offers:
+            return None
+        return min(offer.deadline for offer in self._offers.values())
+
+    def has_ready(self, now: float) -> bool:
+        if any(offer.deadline <= now for offer in self._offers.values()):
+            return True
+        return bool(self._fetched) and len(self._offers) < self.max_pending
+
+    # -- state changes ---------------------------------------------------------
+    def add_fetched(self, message: Message) -> None:
+        self.highest_fetched = max(self.highest_fetched, message.offset)
+        if self.is_acked(message.offset) or message.offset in self._offers:
+            return
+        self._fetched.append(message)
+
+    def next_delivery(self, now: float) -> Delivery | None:
+        """The message to hand out now: an expired offer first, then a fresh one."""
+        while True:
+            expired = [offer for offer in self._offers.values() if offer.deadline <= now]
+            if not expired:
+                break
+            offer = min(expired, key=lambda o: o.message.offset)
+            if 0 <= self.max_retries <= offer.attempt:
+                self._dead_letters.append(offer.message)
+                self.ack(offer.message.offset)
+                continue
+            offer.attempt += 1
+            offer.deadline = now + self.ack_timeout
+            return Delivery(offer.message, offer.attempt)
+        if len(self._offers) >= self.max_pending:
+            return None
+        while self._fetched:
+            message = self._fetched.popleft()
+            if self.is_acked(message.offset) or message.offset in self._offers:
+                continue
+            self._offers[message.offset] = _Offer(message, now + self.ack_timeout, 0)
+            return Delivery(message, 0)
+        return None
+
+    def ack(self, offset: int) -> AckOutcome:
+        if self.is_acked(offset):
+            self._offers.pop(offset, None)
+            return AckOutcome.DUPLICATE
+        if self._offers.pop(offset, None) is None:
+            return AckOutcome.NOT_HANDED_OUT
+        self._mark_acked(offset)
+        return AckOutcome.ACKED
+
+    def take_dead_letters(self) -> list[Message]:
+        letters, self._dead_letters = self._dead_letters, []
+        return letters
+
+    def take_commit_if_changed(self) -> CommitPoint | None:
+        """The commit point if it differs from the last one taken."""
+        point = self.commit_point()
+        if point == self._last_committed:
+            return None
+        self._last_committed = point
+        return point
+
+    def mark_committed(self, point: CommitPoint) -> None:
+        self._last_committed = point
+
+    def _mark_acked(self, offset: int) -> None:
+        ranges = self._acked_ranges
+        if offset == self._committed:
+            self._committed += 1
+            if ranges and ranges[0][0] == self._committed:
+                self._committed = ranges.pop(0)[1]
+            return
+        index = bisect.bisect_left(ranges, [offset, offset])
+        joins_previous = index > 0 and ranges[index - 1][1] == offset
+        joins_next = index < len(ranges) and ranges[index][0] == offset + 1
+        if joins_previous and joins_next:
+            ranges[index - 1][1] = ranges.pop(index)[1]
+        elif joins_previous:
+            ranges[index - 1][1] = offset + 1
+        elif joins_next:
+            ranges[index][0] = offset
+        else:
+            ranges.insert(index, [offset, offset + 1])
+
+
+@dataclass
+class TrackerSettings:
+    ack_timeout: float = 300.0
+    max_pending: int = 300
+    max_retries: int = -1
+
+
+@dataclass
+class GroupTopicCore:
+    """All partitions of one topic that this gateway holds for one group."""
+
+    settings: TrackerSettings = field(default_factory=TrackerSettings)
+    trackers: dict[int, PartitionTracker] = field(default_factory=dict)
+    _rotation: int = 0
+
+    def assign(self, partition: int, committed_offset: int, metadata: str = "") -> PartitionTracker:
+        tracker = PartitionTracker(
+            partition,
+            committed_offset,
+            metadata,
+            ack_timeout=self.settings.ack_timeout,
+            max_pending=self.settings.max_pending,
+            max_retries=self.settings.max_retries,
+        )
+        self.trackers[partition] = tracker
+        return tracker
+
+    def revoke(self, partition: int) -> CommitPoint | None:
+        tracker = self.trackers.pop(partition, None)
+        return tracker.commit_point() if tracker is not None else None
+
+    def add_fetched(self, messages: Iterable[Message]) -> None:
+        for message in messages:
+            tracker = self.trackers.get(message.partition)
+            if tracker is not None:
+                tracker.add_fetched(message)
+
+    def next_delivery(self, now: float) -> Delivery | None:
+        """Round-robin over partitions so one busy partition cannot starve the rest."""
+        partitions = sorted(self.trackers)
+        for step in range(len(partitions)):
+            partition = partitions[(self._rotation + step) % len(partitions)]
+            delivery = self.trackers[partition].next_delivery(now)
+            if delivery is not None:
+                self._rotation = (self._rotation + step + 1) % len(partitions)
+                return delivery
+        return None
+
+    def has_ready(self, now: float) -> bool:
+        return any(tracker.has_ready(now) for tracker in self.trackers.values())
+
+    def ack(self, partition: int, offset: int) -> AckOutcome:
+        tracker = self.trackers.get(partition)
+        if tracker is None:
+            return AckOutcome.NOT_HANDED_OUT
+        return tracker.ack(offset)
+
+    def next_deadline(self) -> float | None:
+        deadlines = [d for d in (t.next_deadline() for t in self.trackers.values()) if d is not None]
+        return min(deadlines) if deadlines else None
+
+    def take_commits(self) -> dict[int, CommitPoint]:
+        commits: dict[int, CommitPoint] = {}
+        for partition, tracker in self.trackers.items():
+            point = tracker.take_commit_if_changed()
+            if point is not None:
+                commits[partition] = point
+        return commits
+
+    def take_dead_letters(self) -> list[Message]:
+        letters: list[Message] = []
+        for tracker in self.trackers.values():
+            letters.extend(tracker.take_dead_letters())
+        return letters
+
+    def buffered_counts(self) -> dict[int, int]:
+        return {partition: tracker.buffered_count for partition, tracker in self.trackers.items()}

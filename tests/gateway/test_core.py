@@ -1,0 +1,198 @@
+"""Pure consume/ack semantics: no Kafka, no clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from sluice.gateway.core import (
+    AckOutcome,
+    GroupTopicCore,
+    Message,
+    PartitionTracker,
+    SparseAcksError,
+    TrackerSettings,
+    decode_sparse_acks,
+    encode_sparse_acks,
+    sparse_acks_to_str,
+)
+
+
+def message(offset: int, partition: int = 0) -> Message:
+    return Message(partition=partition, offset=offset, key=None, value=b"v%d" % offset)
+
+
+def tracker(committed: int = 0, metadata: str = "", **settings: float) -> PartitionTracker:
+    options = {"ack_timeout": 10.0, "max_pending": 100, "max_retries": -1, **settings}
+    return PartitionTracker(0, committed, metadata, **options)  # type: ignore[arg-type]
+
+
+def fill(t: PartitionTracker, offsets: range) -> None:
+    for offset in offsets:
+        t.add_fetched(message(offset))
+
+
+def hand_out(t: PartitionTracker, count: int, now: float = 0.0) -> list[int]:
+    offsets = []
+    for _ in range(count):
+        delivery = t.next_delivery(now)
+        assert delivery is not None
+        offsets.append(delivery.message.offset)
+    return offsets
+
+
+class TestSparseAcksEncoding:
+    def test_known_values_match_kafka_pixy_alphabet(self) -> None:
+        # One range starting right above the base, one long: "B" = 1, "C" = 2.
+        assert encode_sparse_acks(10, [(11, 13)]) == "BC"
+        # 32 needs two 5-bit groups: low group 0 with continuation ("g"), then 1 ("B").
+        assert encode_sparse_acks(0, [(32, 33)]) == "gBB"
+
+    @pytest.mark.parametrize(
+        "base,ranges",
+        [(0, []), (5, [(7, 9)]), (100, [(101, 102), (104, 200), (1000, 70000)]), (2**40, [(2**40 + 3, 2**41)])],
+    )
+    def test_round_trip(self, base: int, ranges: list[tuple[int, int]]) -> None:
+        assert decode_sparse_acks(base, encode_sparse_acks(base, ranges)) == ranges
+
+    @pytest.mark.parametrize("garbage", ["!", "B", "g", "BA", "gggggggggggggggg"])
+    def test_garbage_is_rejected(self, garbage: str) -> None:
+        with pytest.raises(SparseAcksError):
+            decode_sparse_acks(10, garbage)
+
+    def test_human_readable_form_is_relative_to_the_offset(self) -> None:
+        assert sparse_acks_to_str(10, encode_sparse_acks(10, [(11, 13), (20, 21)])) == "1-3,10-11"
+        assert sparse_acks_to_str(10, "!!") == ""
+
+
+class TestPartitionTracker:
+    def test_committed_offset_is_lowest_unacked_and_sparse_acks_go_to_metadata(self) -> None:
+        t = tracker()
+        fill(t, range(5))
+        assert hand_out(t, 5) == [0, 1, 2, 3, 4]
+        assert t.ack(1) is AckOutcome.ACKED
+        assert t.ack(3) is AckOutcome.ACKED
+        point = t.commit_point()
+        assert point.offset == 0
+        assert decode_sparse_acks(0, point.metadata) == [(1, 2), (3, 4)]
+        t.ack(0)
+        assert t.commit_point().offset == 2
+        t.ack(2)
+        assert t.commit_point() == t.commit_point().__class__(4, "")
+
+    def test_acks_merge_adjacent_ranges(self) -> None:
+        t = tracker()
+        fill(t, range(10))
+        hand_out(t, 10)
+        for offset in (5, 3, 4, 8, 7):
+            t.ack(offset)
+        assert t.acked_ranges == [(3, 6), (7, 9)]
+        t.ack(6)
+        assert t.acked_ranges == [(3, 9)]
+
+    def test_restart_from_commit_redelivers_only_unacked(self) -> None:
+        t = tracker()
+        fill(t, range(6))
+        hand_out(t, 6)
+        for offset in (1, 2, 4):
+            t.ack(offset)
+        point = t.commit_point()
+        restarted = tracker(point.offset, point.metadata)
+        fill(restarted, range(point.offset, 6))
+        assert hand_out(restarted, 3) == [0, 3, 5]
+        assert restarted.next_delivery(0.0) is None
+
+    def test_unacked_message_is_redelivered_after_ack_timeout(self) -> None:
+        t = tracker(ack_timeout=5.0)
+        fill(t, range(2))
+        assert hand_out(t, 1, now=0.0) == [0]
+        assert t.next_delivery(4.9) is not None  # offset 1, fresh
+        redelivery = t.next_delivery(5.0)
+        assert redelivery is not None and redelivery.message.offset == 0 and redelivery.attempt == 1
+        assert t.next_delivery(5.1) is None
+        assert t.next_deadline() == pytest.approx(9.9)
+
+    def test_max_pending_stops_new_hand_outs_until_acked(self) -> None:
+        t = tracker(max_pending=2)
+        fill(t, range(5))
+        assert hand_out(t, 2) == [0, 1]
+        assert t.next_delivery(0.0) is None
+        assert not t.has_ready(0.0)
+        t.ack(0)
+        assert hand_out(t, 1) == [2]
+
+    def test_ack_of_message_never_handed_out_moves_nothing(self) -> None:
+        t = tracker(committed=3)
+        fill(t, range(3, 6))
+        assert t.ack(4) is AckOutcome.NOT_HANDED_OUT
+        assert t.ack(100) is AckOutcome.NOT_HANDED_OUT
+        assert t.commit_point().offset == 3 and t.acked_ranges == []
+
+    def test_duplicate_ack_is_harmless(self) -> None:
+        t = tracker()
+        fill(t, range(2))
+        hand_out(t, 2)
+        assert t.ack(0) is AckOutcome.ACKED
+        assert t.ack(0) is AckOutcome.DUPLICATE
+        assert t.commit_point().offset == 1
+
+    def test_dead_letter_after_max_retries(self) -> None:
+        t = tracker(ack_timeout=1.0, max_retries=1)
+        fill(t, range(2))
+        assert hand_out(t, 1, now=0.0) == [0]
+        again = t.next_delivery(1.0)
+        assert again is not None and again.message.offset == 0 and again.attempt == 1
+        # Second expiry exceeds max_retries: parked, acked, and the next message flows.
+        following = t.next_delivery(2.0)
+        assert following is not None and following.message.offset == 1
+        assert [m.offset for m in t.take_dead_letters()] == [0]
+        assert t.commit_point().offset == 1
+
+    def test_zero_retries_means_offered_once(self) -> None:
+        t = tracker(ack_timeout=1.0, max_retries=0)
+        fill(t, range(1))
+        hand_out(t, 1)
+        assert t.next_delivery(1.0) is None
+        assert [m.offset for m in t.take_dead_letters()] == [0]
+
+    def test_fetched_messages_already_acked_are_skipped(self) -> None:
+        t = tracker(committed=5, metadata=encode_sparse_acks(5, [(6, 8)]))
+        fill(t, range(3, 10))
+        assert hand_out(t, 3) == [5, 8, 9]
+
+    def test_garbage_metadata_falls_back_to_plain_offset(self) -> None:
+        t = tracker(committed=2, metadata="not sparse acks!")
+        assert t.commit_point().offset == 2 and t.acked_ranges == []
+
+    def test_commit_only_when_changed(self) -> None:
+        t = tracker()
+        fill(t, range(2))
+        assert t.take_commit_if_changed() is not None
+        assert t.take_commit_if_changed() is None
+        hand_out(t, 1)
+        t.ack(0)
+        point = t.take_commit_if_changed()
+        assert point is not None and point.offset == 1
+
+
+class TestGroupTopicCore:
+    def test_round_robin_across_partitions(self) -> None:
+        core = GroupTopicCore(TrackerSettings(ack_timeout=10, max_pending=10))
+        core.assign(0, 0)
+        core.assign(1, 0)
+        core.add_fetched([message(o, 0) for o in range(3)] + [message(o, 1) for o in range(3)])
+        handed = [core.next_delivery(0.0) for _ in range(4)]
+        assert [d.message.partition for d in handed if d] == [0, 1, 0, 1]
+
+    def test_ack_for_unassigned_partition(self) -> None:
+        core = GroupTopicCore()
+        assert core.ack(7, 0) is AckOutcome.NOT_HANDED_OUT
+
+    def test_revoke_returns_final_commit(self) -> None:
+        core = GroupTopicCore()
+        core.assign(0, 4)
+        core.add_fetched([message(4), message(5)])
+        core.next_delivery(0.0)
+        core.ack(0, 4)
+        point = core.revoke(0)
+        assert point is not None and point.offset == 5
+        assert core.next_delivery(0.0) is None
