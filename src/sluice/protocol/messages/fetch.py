@@ -74,10 +74,11 @@ NodeEndpoints           []NodeEndpoint  v16+  tag=0
 )
 
 # Kafka 4.0 dropped v0 (KIP-896); v0 alone has MaxNumOffsets and OldStyleOffsets.
+# v11 (KIP-1023) only adds a timestamp sentinel, no fields.
 LIST_OFFSETS = Api(
     key=2,
     name="ListOffsets",
-    valid="0-10",
+    valid="0-11",
     flexible="6+",
     request="""
 ReplicaId               int32
