@@ -1,0 +1,53 @@
+"""Gateway failures, named by what the caller should do about them.
+
+The gRPC and HTTP adapters each map a `Failure` to their own status code, so a
+failure reads the same whichever API reported it.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+
+
+class Failure(enum.Enum):
+    INVALID_ARGUMENT = "invalid argument"
+    NOT_FOUND = "not found"
+    # Nothing to consume before the long polling timeout: call again.
+    LONG_POLL_TIMEOUT = "long polling timeout"
+    # Too many waiting requests or a full producer queue: back off.
+    TOO_MANY_REQUESTS = "too many requests"
+    # Consuming disabled, or the gateway is shutting down.
+    UNAVAILABLE = "unavailable"
+    TOO_LARGE = "too large"
+    INTERNAL = "internal"
+
+
+class GatewayError(Exception):
+    def __init__(self, failure: Failure, message: str) -> None:
+        super().__init__(message)
+        self.failure = failure
+        self.message = message
+
+
+def invalid(message: str) -> GatewayError:
+    return GatewayError(Failure.INVALID_ARGUMENT, message)
+
+
+# Kafka's own rule for topic names.
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+_MAX_GROUP_LENGTH = 249
+
+
+def validate_topic(topic: str) -> str:
+    if not _TOPIC_NAME.match(topic or "") or topic in (".", ".."):
+        raise invalid(f"bad topic name {topic!r}: 1-249 characters of [a-zA-Z0-9._-] expected")
+    return topic
+
+
+def validate_group(group: str) -> str:
+    if not group:
+        raise invalid("group is required")
+    if len(group) > _MAX_GROUP_LENGTH or any(ch.isspace() or not ch.isprintable() for ch in group):
+        raise invalid(f"bad group name {group!r}: up to {_MAX_GROUP_LENGTH} printable characters without spaces")
+    return group
