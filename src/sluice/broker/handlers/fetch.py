@@ -1,0 +1,145 @@
+"""Fetch (with long polling), ListOffsets and OffsetForLeaderEpoch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.broker.api import Outcome, RequestContext, Respond, RespondWhenData, handles, response_class
+from sluice.broker.broker import Broker, PartitionState
+from sluice.errors import ErrorCode, KafkaError
+
+FetchResponse = response_class("Fetch")
+ListOffsetsResponse = response_class("ListOffsets")
+OffsetForLeaderEpochResponse = response_class("OffsetForLeaderEpoch")
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any, int]:
+    """Build a fetch response from what is durable now; returns it and how many record bytes it holds."""
+    budget = min(request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker.config.fetch_max_bytes)
+    total = 0
+    by_id = ctx.api_version >= 13
+    topics = []
+    for topic in request.topics:
+        if by_id:
+            meta = broker.storage.topic_by_id(topic.topic_id)
+            name = meta.name if meta else None
+            unknown = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            name, unknown = topic.topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partitions = []
+        for part in topic.partitions:
+            out = FetchResponse.PartitionData(partition_index=part.partition, records=b"")
+            partitions.append(out)
+            state = broker.partitions.get((name, part.partition)) if name is not None else None
+            if state is None:
+                out.error_code, out.high_watermark = unknown, -1
+                continue
+            out.high_watermark = out.last_stable_offset = state.high_watermark
+            out.log_start_offset = state.log.log_start_offset
+            limit = min(part.partition_max_bytes, budget - total)
+            if limit <= 0 and total > 0:
+                continue
+            try:
+                data = broker.read(state, part.fetch_offset, max(limit, 1))
+            except KafkaError as exc:
+                out.error_code = exc.code
+                continue
+            if total > 0 and len(data) > limit:
+                # Only the first partition with data may exceed the limits (so a huge batch still moves).
+                continue
+            out.records = data
+            total += len(data)
+        topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
+    return FetchResponse(responses=topics, session_id=0), total
+
+
+@handles("Fetch", "4-18")
+def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
+    response, total = _fetch_once(broker, ctx, request)
+    wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
+    if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
+        return Respond(response)
+
+    def retry(now_ms: int, final: bool) -> Any:
+        again, got = _fetch_once(broker, ctx, request)
+        return again if final or got >= max(request.min_bytes, 1) or _has_error(again) else None
+
+    by_id = ctx.api_version >= 13
+    watch = [
+        (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition) for t in request.topics for p in t.partitions
+    ]
+    return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
+
+
+def _name_of(broker: Broker, topic_id: Any) -> str:
+    meta = broker.storage.topic_by_id(topic_id)
+    return meta.name if meta else ""
+
+
+def _has_error(response: Any) -> bool:
+    return any(p.error_code for t in response.responses for p in t.partitions)
+
+
+def _list_offset(broker: Broker, state: PartitionState, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for one ListOffsets query, within what consumers may read."""
+    log = state.log
+    if timestamp == LATEST_TIMESTAMP:
+        return state.high_watermark, -1
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+        return log.log_start_offset, -1
+    if timestamp == MAX_TIMESTAMP:
+        offset, ts = log.max_timestamp()
+        return (offset, ts) if 0 <= offset < state.high_watermark else (-1, -1)
+    if timestamp < 0:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown special timestamp {timestamp}")
+    found = log.offset_for_timestamp(timestamp)
+    if found is None or found[0] >= state.high_watermark:
+        return -1, -1
+    return found
+
+
+@handles("ListOffsets", "1-10")
+def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            out = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=part.partition_index, leader_epoch=0)
+            state = broker.partitions.get((topic.name, part.partition_index))
+            if state is None:
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                try:
+                    out.offset, out.timestamp = _list_offset(broker, state, part.timestamp)
+                except KafkaError as exc:
+                    out.error_code = exc.code
+            partitions.append(out)
+        topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return Respond(ListOffsetsResponse(topics=topics))
+
+
+@handles("OffsetForLeaderEpoch", "2-4")
+def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    # One leader forever: epoch 0 covers the whole log, so its end offset is the high watermark.
+    R = OffsetForLeaderEpochResponse
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            state = broker.partitions.get((topic.topic, part.partition))
+            out = R.OffsetForLeaderPartitionResult(partition=part.partition, leader_epoch=0)
+            if state is None:
+                out.error_code, out.end_offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+            elif part.leader_epoch > 0:
+                out.error_code, out.end_offset, out.leader_epoch = ErrorCode.NONE, -1, -1
+            else:
+                out.end_offset = state.high_watermark
+            partitions.append(out)
+        topics.append(R.OffsetForLeaderTopicResult(topic=topic.topic, partitions=partitions))
+    return Respond(R(topics=topics))

@@ -1,0 +1,93 @@
+"""ApiVersions, Metadata and DescribeCluster: what the broker is and what it serves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.broker.api import HANDLERS, RequestContext, Respond, handles, response_class
+from sluice.broker.broker import Broker, check_topic_name
+from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.api import TopicMeta
+
+ApiVersionsResponse = response_class("ApiVersions")
+MetadataResponse = response_class("Metadata")
+DescribeClusterResponse = response_class("DescribeCluster")
+
+
+def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> Any:
+    keys = [
+        ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+        for key, low, high in HANDLERS.supported()
+    ]
+    return ApiVersionsResponse(error_code=error, api_keys=keys)
+
+
+@handles("ApiVersions")
+def api_versions(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    return Respond(api_versions_body())
+
+
+def _partitions(broker: Broker, meta: TopicMeta) -> list[Any]:
+    node = broker.config.node_id
+    return [
+        MetadataResponse.MetadataResponsePartition(
+            error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node], isr_nodes=[node]
+        )
+        for index in range(meta.partitions)
+    ]
+
+
+def _topic(broker: Broker, meta: TopicMeta) -> Any:
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.internal, partitions=_partitions(broker, meta)
+    )
+
+
+def _missing_topic(name: str | None, error: ErrorCode, topic_id: Any = None) -> Any:
+    topic = MetadataResponse.MetadataResponseTopic(error_code=error, name=name)
+    if topic_id is not None:
+        topic.topic_id = topic_id
+    return topic
+
+
+@handles("Metadata")
+def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    host, port = broker.config.advertised
+    all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
+    topics: list[Any] = []
+    if all_topics:
+        topics = [_topic(broker, meta) for meta in sorted(broker.storage.topics(), key=lambda m: m.name)]
+    else:
+        for wanted in request.topics:
+            if wanted.name is None:
+                meta = broker.storage.topic_by_id(wanted.topic_id)
+                topics.append(_topic(broker, meta) if meta else _missing_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
+                continue
+            try:
+                check_topic_name(wanted.name)
+            except KafkaError:
+                topics.append(_missing_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            meta = broker.topic_for_metadata(wanted.name, request.allow_auto_topic_creation)
+            topics.append(_topic(broker, meta) if meta else _missing_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    return Respond(
+        MetadataResponse(
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.config.node_id, host=host, port=port)],
+            cluster_id=broker.storage.cluster_id,
+            controller_id=broker.config.node_id,
+            topics=topics,
+        )
+    )
+
+
+@handles("DescribeCluster")
+def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    host, port = broker.config.advertised
+    node = broker.config.node_id
+    return Respond(
+        DescribeClusterResponse(
+            cluster_id=broker.storage.cluster_id,
+            controller_id=node,
+            brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=node, host=host, port=port)],
+        )
+    )

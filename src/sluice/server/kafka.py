@@ -1,0 +1,370 @@
+"""The Kafka listener: the thin asyncio shell around the broker.
+
+It owns sockets, timers and the fsync thread; the broker owns state. Requests on one connection are decoded
+and dispatched as they arrive (so a pipelining producer's appends share one fsync), and their responses are
+written strictly in request order, as Kafka clients require.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Hashable
+from typing import Any
+
+from sluice.broker.api import (
+    HANDLERS,
+    NoResponse,
+    Parked,
+    RequestContext,
+    Respond,
+    RespondWhenData,
+    RespondWhenDurable,
+)
+from sluice.broker.broker import Broker
+from sluice.broker.handlers.metadata import api_versions_body
+from sluice.errors import ErrorCode, ProtocolError
+from sluice.protocol.framing import FrameDecoder, frame
+from sluice.protocol.headers import (
+    API_VERSIONS_KEY,
+    parse_request_header,
+    peek_request_header,
+    response_header,
+)
+from sluice.protocol.messages import APIS_BY_KEY, request_codecs, response_codecs
+
+log = logging.getLogger("sluice.kafka")
+
+# Pause reading from a client whose unsent responses exceed this (a consumer that stopped reading).
+WRITE_BUFFER_HIGH = 64 * 1024 * 1024
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ResponseSlot:
+    """A place in a connection's response order; filled now or later."""
+
+    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts")
+
+    def __init__(self, connection: KafkaConnection, api_key: int, api_version: int, correlation_id: int) -> None:
+        self.connection = connection
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.parts: list[Any] | None = None
+
+    def fill(self, response: Any, version: int | None = None) -> None:
+        version = self.api_version if version is None else version
+        api = APIS_BY_KEY[self.api_key]
+        flexible = version in api.response_def.flexible
+        parts: list[Any] = [response_header(self.correlation_id, self.api_key, flexible)]
+        response_codecs(self.api_key)[version].encode_into(response, parts)
+        self.parts = parts
+        self.connection.flush_responses()
+
+
+class LongPoll:
+    __slots__ = ("done", "outcome", "slot", "timer")
+
+    def __init__(self, slot: ResponseSlot, outcome: RespondWhenData) -> None:
+        self.slot = slot
+        self.outcome = outcome
+        self.timer: asyncio.TimerHandle | None = None
+        self.done = False
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.broker.config.max_request_bytes)
+        self.pending: deque[ResponseSlot] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.peer_host = ""
+        self.closed = False
+        self.reading_paused = False
+        self.writing_paused = False
+
+    # ----- asyncio callbacks -----
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer_host = peer[0] if peer else ""
+        if len(self.server.connections) >= self.server.broker.config.max_connections:
+            log.warning("refusing connection from %s: %d connections open", self.peer_host, len(self.server.connections))
+            transport.abort()
+            return
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.pending.clear()
+        self.server.connections.discard(self)
+        self.server.forget_connection(self)
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self.abort(str(exc))
+            return
+        for body in frames:
+            if self.closed:
+                return
+            self.handle_frame(body)
+        self._update_reading()
+
+    # ----- requests -----
+
+    def abort(self, reason: str) -> None:
+        if not self.closed:
+            log.info("closing connection from %s: %s", self.peer_host, reason)
+            self.closed = True
+            if self.transport is not None:
+                self.transport.abort()
+
+    def handle_frame(self, body: bytes) -> None:
+        server = self.server
+        try:
+            header = peek_request_header(body)
+            spec = HANDLERS.handlers.get(header.api_key)
+            if spec is None:
+                self.abort(f"unknown API key {header.api_key}")
+                return
+            if header.api_version not in spec.versions:
+                if header.api_key == API_VERSIONS_KEY:
+                    # Kafka answers an ApiVersions it cannot parse in v0, so the client can pick a version.
+                    slot = self._new_slot(header.api_key, 0, header.correlation_id)
+                    slot.fill(api_versions_body(ErrorCode.UNSUPPORTED_VERSION), 0)
+                    return
+                self.abort(f"unsupported version {header.api_version} of API {header.api_key}")
+                return
+            flexible = header.api_version in APIS_BY_KEY[header.api_key].request_def.flexible
+            header, pos = parse_request_header(body, flexible)
+            request, _ = request_codecs(header.api_key)[header.api_version].decode(body, pos)
+        except ProtocolError as exc:
+            self.abort(f"malformed request: {exc}")
+            return
+        ctx = RequestContext(
+            header.api_key, header.api_version, header.correlation_id, header.client_id, self.peer_host, now_ms()
+        )
+        slot = None
+        outcome: Any
+        try:
+            slot = self._new_slot(header.api_key, header.api_version, header.correlation_id)
+            ctx.reply_token = slot
+            outcome = server.broker.dispatch(ctx, request)
+        except Exception:
+            log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
+            self.abort("internal error")
+            return
+        if isinstance(outcome, Respond):
+            slot.fill(outcome.response)
+        elif isinstance(outcome, RespondWhenDurable):
+            server.group_commit.wait(slot, outcome.response)
+        elif isinstance(outcome, RespondWhenData):
+            server.long_poll(slot, outcome)
+        elif isinstance(outcome, NoResponse):
+            self.pending.remove(slot)
+            self.flush_responses()
+        elif isinstance(outcome, Parked):
+            pass
+        server.deliver_ready_replies()
+
+    def _new_slot(self, api_key: int, api_version: int, correlation_id: int) -> ResponseSlot:
+        slot = ResponseSlot(self, api_key, api_version, correlation_id)
+        self.pending.append(slot)
+        return slot
+
+    def flush_responses(self) -> None:
+        """Write every response at the head of the order that is ready."""
+        if self.closed or self.transport is None:
+            return
+        pending = self.pending
+        while pending and pending[0].parts is not None:
+            slot = pending.popleft()
+            self.transport.writelines(frame(slot.parts or []))
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        limit = self.server.broker.config.max_in_flight_per_connection
+        should_pause = len(self.pending) >= limit or self.writing_paused
+        if should_pause and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        elif not should_pause and self.reading_paused:
+            self.transport.resume_reading()
+            self.reading_paused = False
+
+
+class GroupCommit:
+    """One fsync in a worker thread covers every append that arrived while the previous one ran."""
+
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.waiting: list[tuple[ResponseSlot, Any]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def wait(self, slot: ResponseSlot, response: Any) -> None:
+        self.waiting.append((slot, response))
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        broker = self.server.broker
+        try:
+            while self.waiting or broker.unflushed:
+                batch, self.waiting = self.waiting, []
+                flushing = broker.begin_flush()
+                try:
+                    await loop.run_in_executor(None, _flush_all, flushing)
+                except OSError:
+                    log.exception("fsync failed: closing the connections waiting for it, nothing is acknowledged")
+                    for slot, _ in batch:
+                        slot.connection.abort("storage error")
+                    continue
+                broker.end_flush(flushing)
+                for slot, response in batch:
+                    if not slot.connection.closed:
+                        slot.fill(response)
+        finally:
+            self.task = None
+
+
+def _flush_all(flushing: list[Any]) -> None:
+    for state, _ in flushing:
+        state.log.flush()
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.connections: set[KafkaConnection] = set()
+        self.group_commit = GroupCommit(self)
+        self.watchers: dict[tuple[str, int], set[LongPoll]] = {}
+        self.server: asyncio.Server | None = None
+        self._tick_timer: asyncio.TimerHandle | None = None
+        broker.on_data = self._on_data
+
+    async def start(self) -> tuple[str, int]:
+        config = self.broker.config
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(
+            lambda: KafkaConnection(self), config.listen_host, config.listen_port, reuse_address=True
+        )
+        host, port = self.server.sockets[0].getsockname()[:2]
+        if config.listen_port == 0:
+            config.listen_port = port
+        self.schedule_tick()
+        return host, port
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for connection in list(self.connections):
+            connection.abort("shutting down")
+        if self.group_commit.task is not None:
+            await self.group_commit.task
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+
+    # ----- long polls -----
+
+    def long_poll(self, slot: ResponseSlot, outcome: RespondWhenData) -> None:
+        poll = LongPoll(slot, outcome)
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, (outcome.deadline_ms - now_ms()) / 1000)
+        poll.timer = loop.call_later(delay, self._finish_poll, poll, True)
+        for key in outcome.watch:
+            self.watchers.setdefault(key, set()).add(poll)
+
+    def _on_data(self, key: tuple[str, int]) -> None:
+        polls = self.watchers.get(key)
+        if not polls:
+            return
+        loop = asyncio.get_running_loop()
+        for poll in list(polls):
+            loop.call_soon(self._finish_poll, poll, False)
+
+    def _finish_poll(self, poll: LongPoll, final: bool) -> None:
+        if poll.done or poll.slot.connection.closed:
+            self._drop_poll(poll)
+            return
+        try:
+            response = poll.outcome.retry(now_ms(), final)
+        except Exception:
+            log.exception("long poll retry failed")
+            poll.slot.connection.abort("internal error")
+            self._drop_poll(poll)
+            return
+        if response is None:
+            return
+        self._drop_poll(poll)
+        poll.slot.fill(response)
+
+    def _drop_poll(self, poll: LongPoll) -> None:
+        poll.done = True
+        if poll.timer is not None:
+            poll.timer.cancel()
+        for key in poll.outcome.watch:
+            polls = self.watchers.get(key)
+            if polls is not None:
+                polls.discard(poll)
+                if not polls:
+                    del self.watchers[key]
+
+    def forget_connection(self, connection: KafkaConnection) -> None:
+        for key in list(self.watchers):
+            for poll in list(self.watchers.get(key, ())):
+                if poll.slot.connection is connection:
+                    self._drop_poll(poll)
+
+    # ----- parked requests and timers (consumer groups) -----
+
+    def deliver_ready_replies(self) -> None:
+        for token, response, durable in self.broker.take_ready_replies():
+            slot = token
+            if not isinstance(slot, ResponseSlot) or slot.connection.closed:
+                continue
+            if durable:
+                self.group_commit.wait(slot, response)
+            else:
+                slot.fill(response)
+        self.schedule_tick()
+
+    def schedule_tick(self) -> None:
+        deadline = self.broker.next_deadline()
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
+            self._tick_timer = None
+        if deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._tick_timer = loop.call_later(max(0.0, (deadline - now_ms()) / 1000), self._tick)
+
+    def _tick(self) -> None:
+        self._tick_timer = None
+        try:
+            self.broker.tick(now_ms())
+        except Exception:
+            log.exception("broker timer failed")
+        self.deliver_ready_replies()
+
+
+__all__ = ["Hashable", "KafkaServer"]
