@@ -1,0 +1,217 @@
+"""The disk engine: one directory per partition (`<data-dir>/<topic>-<partition>/`), Kafka's segment
+layout inside, topic metadata in `<data-dir>/metadata.json`.
+
+A `.clean-shutdown` marker written by `close(clean=True)` and removed at open lets the next start skip
+recovery scans; a `.lock` file (flock) keeps a second process out of the same directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.api import TopicMeta
+from sluice.storage.config import TopicConfig
+from sluice.storage.loader import Checkpoint, load_partition, write_checkpoint
+from sluice.storage.log import SegmentedLog
+from sluice.storage.memory import MemoryStorage
+from sluice.storage.metadata import (
+    TopicStore,
+    decode_metadata,
+    encode_metadata,
+    new_cluster_id,
+    sync_directory,
+    write_atomically,
+)
+from sluice.storage.segment import FileSegment
+
+METADATA_FILE = "metadata.json"
+CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
+LOCK_FILE = ".lock"
+MEMORY_DATA_DIR = ":memory:"
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+_TRASH_SUFFIX = ".deleting"
+
+
+class DiskPartitionLog(SegmentedLog):
+    """A partition log in a directory of FileSegments.
+
+    Flush threading contract: `flush()` may run on one worker thread while the event-loop thread keeps
+    calling `append`, `read` and friends. It snapshots (under a short lock) the active segment and the
+    sealed segments not yet durable, then fsyncs outside that lock, so appends never wait for the disk.
+    Every byte appended before `flush()` was called is in one of the snapshotted files, so it is durable
+    when `flush()` returns. Sealed segments also get their indexes written and fsynced, after which the
+    recovery point in the checkpoint moves past them. Deleting segments and `close` take the flush lock,
+    so they wait for a running fsync instead of closing its descriptor.
+    """
+
+    def __init__(self, directory: Path, config: TopicConfig, *, clean: bool) -> None:
+        loaded = load_partition(directory, config.index_interval_bytes, clean=clean)
+        super().__init__(loaded.segments, loaded.log_start_offset, config)
+        self.directory = directory
+        self.truncated_bytes_at_load = loaded.truncated_bytes
+        self._not_durable: list[FileSegment] = list(loaded.not_durable)
+        self._recovery_point = loaded.recovery_point
+        self._directory_dirty = not clean
+        self._checkpoint_lock = threading.Lock()
+
+    @property
+    def segments(self) -> list[FileSegment]:
+        return list(self._segments)  # type: ignore[arg-type]
+
+    def _new_segment(self, base_offset: int) -> FileSegment:
+        segment = FileSegment(self.directory, base_offset, self.config.index_interval_bytes, create=True)
+        self._directory_dirty = True
+        return segment
+
+    def _on_sealed(self, segment: FileSegment) -> None:  # type: ignore[override]
+        self._not_durable.append(segment)
+
+    def _on_deleted(self, segments: list[FileSegment]) -> None:  # type: ignore[override]
+        with self._segments_lock:
+            self._not_durable = [s for s in self._not_durable if s not in segments]
+        self._directory_dirty = True
+
+    def _on_log_start_changed(self) -> None:
+        self._write_checkpoint()
+
+    def _write_checkpoint(self) -> None:
+        with self._checkpoint_lock:
+            write_checkpoint(self.directory, Checkpoint(self._log_start_offset, self._recovery_point))
+
+    def flush(self) -> None:
+        with self._flush_lock:
+            if self._closed:
+                return
+            with self._segments_lock:
+                sealed = list(self._not_durable)
+                active: FileSegment = self._segments[-1]  # type: ignore[assignment]
+                directory_dirty, self._directory_dirty = self._directory_dirty, False
+            for segment in sealed:
+                segment.make_durable()
+            active.sync()
+            if directory_dirty:
+                # New segment files must survive power loss as names, not only as data.
+                sync_directory(self.directory)
+            if sealed:
+                with self._segments_lock:
+                    self._not_durable = [s for s in self._not_durable if s not in sealed]
+                    first_not_durable = self._not_durable[0] if self._not_durable else self._segments[-1]
+                    self._recovery_point = first_not_durable.base_offset
+                self._write_checkpoint()
+
+    def close_clean(self) -> None:
+        """Flush, finish the active segment's indexes and checkpoint, so the next open trusts them."""
+        self.flush()
+        with self._flush_lock:
+            if self._closed:
+                return
+            active: FileSegment = self._segments[-1]  # type: ignore[assignment]
+            active.seal()
+            active.write_indexes(sync=True)
+            self._recovery_point = active.base_offset
+            self._write_checkpoint()
+        self.close()
+
+
+class DiskStorage(TopicStore):
+    """`api.Storage` in a data directory. Opening it recovers every partition (see loader.py)."""
+
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR, f"{self.data_dir} is in use by another process"
+            ) from None
+        metadata_path = self.data_dir / METADATA_FILE
+        if metadata_path.exists():
+            cluster_id, topics = decode_metadata(metadata_path.read_bytes())
+            super().__init__(cluster_id, topics)
+        else:
+            super().__init__(new_cluster_id(), {})
+            self._persist()
+        marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
+        self.was_clean_shutdown = marker.exists()
+        self._remove_orphans()
+        for meta in self._topics.values():
+            config = meta.config
+            for partition in range(meta.partitions):
+                directory = self._partition_dir(meta.name, partition)
+                self._logs[(meta.name, partition)] = DiskPartitionLog(
+                    directory, config, clean=self.was_clean_shutdown
+                )
+        if self.was_clean_shutdown:
+            # From here on the directory may change; a crash must not be mistaken for a clean stop.
+            marker.unlink()
+            sync_directory(self.data_dir)
+
+    def _partition_dir(self, topic: str, partition: int) -> Path:
+        return self.data_dir / f"{topic}-{partition}"
+
+    def _remove_orphans(self) -> None:
+        """Data of deleted topics and partitions whose removal a crash interrupted."""
+        for path in self.data_dir.iterdir():
+            if not path.is_dir():
+                continue
+            if path.name.endswith(_TRASH_SUFFIX):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            match = _PARTITION_DIR.match(path.name)
+            if match:
+                meta = self._topics.get(match.group(1))
+                if meta is None or int(match.group(2)) >= meta.partitions:
+                    shutil.rmtree(path, ignore_errors=True)
+
+    def _open_log(self, meta: TopicMeta, partition: int) -> DiskPartitionLog:
+        directory = self._partition_dir(meta.name, partition)
+        directory.mkdir()
+        sync_directory(self.data_dir)
+        return DiskPartitionLog(directory, meta.config, clean=True)
+
+    def _remove_partition_data(self, topic: str, partition: int) -> None:
+        directory = self._partition_dir(topic, partition)
+        if not directory.exists():
+            return
+        # Rename first so a crash mid-removal leaves an obvious leftover, never a half-deleted partition.
+        trash = directory.with_name(directory.name + _TRASH_SUFFIX)
+        os.replace(directory, trash)
+        shutil.rmtree(trash)
+        sync_directory(self.data_dir)
+
+    def _persist(self) -> None:
+        write_atomically(self.data_dir / METADATA_FILE, encode_metadata(self._cluster_id, self._topics))
+
+    def log(self, topic: str, partition: int) -> DiskPartitionLog:
+        return super().log(topic, partition)  # type: ignore[return-value]
+
+    def close(self, clean: bool = True) -> None:
+        if self._lock_fd < 0:
+            return
+        logs = list(self._logs.values())
+        self._logs.clear()
+        if clean:
+            for log in logs:
+                log.close_clean()  # type: ignore[attr-defined]
+            write_atomically(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
+        else:
+            for log in logs:
+                log.close()
+        os.close(self._lock_fd)
+        self._lock_fd = -1
+
+
+def open_storage(data_dir: str | os.PathLike[str]) -> DiskStorage | MemoryStorage:
+    """`:memory:` gives a MemoryStorage; anything else a DiskStorage in that directory."""
+    if os.fspath(data_dir) == MEMORY_DATA_DIR:
+        return MemoryStorage()
+    return DiskStorage(data_dir)

@@ -1,0 +1,143 @@
+"""Opening a partition directory: find the segments, decide which to trust, recover the rest
+(after Kafka's LogLoader).
+
+Trust rules:
+- After a clean shutdown every segment's indexes were written and fsynced, so each is adopted after a
+  structural check of its index files and of the few batches after the last index entry.
+- After a crash, segments at or after the checkpointed recovery point (everything not known to be fsynced,
+  always including the active segment) are scanned batch by batch, checking lengths, magic, contiguous
+  offsets and CRC-32C; the scan rebuilds the indexes and truncates the file after the last intact batch.
+  Earlier segments get the structural check, and the full scan only if it fails.
+- Corruption inside a segment that has successors drops the successors too (their offsets would no
+  longer follow on), as Kafka does.
+
+The checkpoint file (`partition.checkpoint`, JSON) holds the log start offset and the recovery point.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluice.storage.metadata import write_atomically
+from sluice.storage.segment import LOG_SUFFIX, FileSegment
+
+CHECKPOINT_FILE = "partition.checkpoint"
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    log_start_offset: int = 0
+    # Segments with a base offset at or above this may hold data that was never fsynced.
+    recovery_point: int = 0
+
+
+def read_checkpoint(directory: Path) -> Checkpoint:
+    try:
+        raw = json.loads((directory / CHECKPOINT_FILE).read_bytes())
+        return Checkpoint(int(raw["log_start_offset"]), int(raw["recovery_point"]))
+    except FileNotFoundError:
+        return Checkpoint()
+    except (ValueError, KeyError, TypeError):
+        # Written atomically, so this means outside damage; recovering everything is the safe answer.
+        _log.warning("unreadable checkpoint in %s; recovering every segment", directory)
+        return Checkpoint()
+
+
+def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
+    document = {"log_start_offset": checkpoint.log_start_offset, "recovery_point": checkpoint.recovery_point}
+    write_atomically(directory / CHECKPOINT_FILE, json.dumps(document).encode())
+
+
+@dataclass(slots=True)
+class LoadedPartition:
+    segments: list[FileSegment]
+    log_start_offset: int
+    recovery_point: int
+    # Sealed segments whose data or indexes may not be durable yet: the first flush syncs them.
+    not_durable: list[FileSegment] = field(default_factory=list)
+    truncated_bytes: int = 0
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    """Base offsets of the `.log` files; index files without a log and temporary files are removed."""
+    bases: set[int] = set()
+    index_files: list[tuple[int, Path]] = []
+    for path in directory.iterdir():
+        if path.name.endswith(".tmp"):
+            path.unlink()
+            continue
+        match = _SEGMENT_FILE.match(path.name)
+        if not match:
+            continue
+        base = int(match.group(1))
+        if match.group(2) == LOG_SUFFIX:
+            bases.add(base)
+        else:
+            index_files.append((base, path))
+    for base, path in index_files:
+        if base not in bases:
+            path.unlink()
+    return sorted(bases)
+
+
+def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -> LoadedPartition:
+    directory.mkdir(parents=True, exist_ok=True)
+    checkpoint = read_checkpoint(directory)
+    segments = [
+        FileSegment(directory, base, index_interval_bytes, create=False) for base in _segment_bases(directory)
+    ]
+    truncated_bytes = 0
+    n = 0
+    while n < len(segments):
+        segment = segments[n]
+        is_last = n == len(segments) - 1
+        expected_next = None if is_last else segments[n + 1].base_offset
+        must_scan = not clean and (is_last or segment.base_offset >= checkpoint.recovery_point)
+        trusted = not must_scan and segment.load_indexes() and segment.resume_after_index(expected_next)
+        if not trusted:
+            truncated = segment.recover()
+            truncated_bytes += truncated
+            if truncated:
+                _log.warning(
+                    "truncated %d bytes of torn or corrupt data from %s", truncated, segment.log_path
+                )
+            if not is_last:
+                # Rebuilt indexes of a segment that will stay sealed; written now so the next start trusts them.
+                segment.write_indexes(sync=False)
+            if expected_next is not None and segment.next_offset != expected_next:
+                _log.warning(
+                    "dropping %d segments after the damage in %s", len(segments) - n - 1, segment.log_path
+                )
+                for later in segments[n + 1 :]:
+                    later.delete()
+                del segments[n + 1 :]
+        n += 1
+
+    log_start = checkpoint.log_start_offset
+    if segments and log_start > segments[-1].next_offset:
+        # Recovery lost data below the log start; keep offsets monotonic by starting over at log start.
+        for segment in segments:
+            segment.delete()
+        segments = []
+    if not segments:
+        segments = [FileSegment(directory, log_start, index_interval_bytes, create=True)]
+    # Whole segments below the log start: a deletion that the crash interrupted.
+    while len(segments) > 1 and segments[0].next_offset <= log_start:
+        segments.pop(0).delete()
+    log_start = max(log_start, segments[0].base_offset)
+
+    active = segments[-1]
+    if clean:
+        not_durable: list[FileSegment] = []
+        recovery_point = active.base_offset
+    else:
+        # Recovered from the page cache, perhaps, but not known to be on disk until the first flush.
+        not_durable = [s for s in segments[:-1] if s.base_offset >= checkpoint.recovery_point]
+        recovery_point = min(checkpoint.recovery_point, active.base_offset)
+    return LoadedPartition(segments, log_start, recovery_point, not_durable, truncated_bytes)

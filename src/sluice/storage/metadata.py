@@ -1,0 +1,229 @@
+"""Topic metadata: the rules for creating, growing, reconfiguring and deleting topics, shared by every
+engine, and the atomic JSON file the disk engine keeps them in.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.api import TopicMeta
+from sluice.storage.config import TopicConfig, validate_topic_configs
+from sluice.storage.log import SegmentedLog
+
+_LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_NAME_LENGTH = 249
+METADATA_VERSION = 1
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Kafka's Topic.validate rules; they also keep names safe as directory names."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL_TOPIC_NAME.match(name):
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new content."""
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+    sync_directory(path.parent)
+
+
+def sync_directory(directory: Path) -> None:
+    """Make created, renamed or removed names in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _meta_to_json(meta: TopicMeta) -> dict[str, Any]:
+    return {
+        "name": meta.name,
+        "topic_id": str(meta.topic_id),
+        "partitions": meta.partitions,
+        "configs": dict(meta.configs),
+        "internal": meta.internal,
+    }
+
+
+def _meta_from_json(raw: Mapping[str, Any]) -> TopicMeta:
+    return TopicMeta(
+        name=raw["name"],
+        topic_id=uuid.UUID(raw["topic_id"]),
+        partitions=int(raw["partitions"]),
+        configs=dict(raw["configs"]),
+        internal=bool(raw["internal"]),
+    )
+
+
+def encode_metadata(cluster_id: str, topics: Mapping[str, TopicMeta]) -> bytes:
+    document = {
+        "version": METADATA_VERSION,
+        "cluster_id": cluster_id,
+        "topics": [_meta_to_json(meta) for meta in topics.values()],
+    }
+    return json.dumps(document, indent=1, sort_keys=True).encode()
+
+
+def decode_metadata(data: bytes) -> tuple[str, dict[str, TopicMeta]]:
+    document = json.loads(data)
+    if document.get("version") != METADATA_VERSION:
+        raise ValueError(f"unsupported metadata version {document.get('version')!r}")
+    topics = [_meta_from_json(raw) for raw in document["topics"]]
+    return document["cluster_id"], {meta.name: meta for meta in topics}
+
+
+def new_cluster_id() -> str:
+    """Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class TopicStore:
+    """Topics and their open logs; engines supply log creation, data removal and persistence.
+
+    Implements `api.Storage` together with an engine subclass. Every method runs on the event-loop thread.
+    """
+
+    def __init__(self, cluster_id: str, topics: Mapping[str, TopicMeta]) -> None:
+        self._cluster_id = cluster_id
+        self._topics: dict[str, TopicMeta] = dict(topics)
+        self._logs: dict[tuple[str, int], SegmentedLog] = {}
+
+    # --- engine hooks -------------------------------------------------------------------------------
+
+    def _open_log(self, meta: TopicMeta, partition: int) -> SegmentedLog:
+        raise NotImplementedError
+
+    def _remove_partition_data(self, topic: str, partition: int) -> None:
+        """Delete a partition's stored data (its log is already closed)."""
+
+    def _persist(self) -> None:
+        """Make the current topic metadata durable."""
+
+    # --- Storage ------------------------------------------------------------------------------------
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def _require(self, name: str) -> TopicMeta:
+        meta = self._topics.get(name)
+        if meta is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        return meta
+
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str], *, internal: bool = False
+    ) -> TopicMeta:
+        problem = topic_name_problem(name)
+        if problem:
+            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+        if name in self._topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        if partitions < 1:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"partition count must be >= 1, got {partitions}")
+        problem = validate_topic_configs(configs)
+        if problem:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
+        meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs), internal)
+        for partition in range(partitions):
+            # Leftovers of a topic of the same name whose deletion was interrupted.
+            self._remove_partition_data(name, partition)
+        self._topics[name] = meta
+        self._persist()
+        for partition in range(partitions):
+            self._logs[(name, partition)] = self._open_log(meta, partition)
+        return meta
+
+    def delete_topic(self, name: str) -> None:
+        meta = self._require(name)
+        del self._topics[name]
+        # Forget the topic durably first: a crash then leaves orphan data, which open() removes.
+        self._persist()
+        for partition in range(meta.partitions):
+            log = self._logs.pop((name, partition), None)
+            if log is not None:
+                log.close()
+            self._remove_partition_data(name, partition)
+
+    def create_partitions(self, name: str, new_total: int) -> TopicMeta:
+        meta = self._require(name)
+        if new_total <= meta.partitions:
+            raise KafkaError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"topic {name!r} has {meta.partitions} partitions; the new total {new_total} must be larger",
+            )
+        grown = TopicMeta(meta.name, meta.topic_id, new_total, meta.configs, meta.internal)
+        for partition in range(meta.partitions, new_total):
+            self._remove_partition_data(name, partition)
+        self._topics[name] = grown
+        self._persist()
+        for partition in range(meta.partitions, new_total):
+            self._logs[(name, partition)] = self._open_log(grown, partition)
+        return grown
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicMeta:
+        meta = self._require(name)
+        problem = validate_topic_configs(configs)
+        if problem:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
+        merged = dict(meta.configs)
+        for key, value in configs.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        altered = TopicMeta(meta.name, meta.topic_id, meta.partitions, merged, meta.internal)
+        self._topics[name] = altered
+        self._persist()
+        config = TopicConfig.from_configs(merged)
+        for partition in range(altered.partitions):
+            self._logs[(name, partition)].update_config(config)
+        return altered
+
+    def topics(self) -> list[TopicMeta]:
+        return list(self._topics.values())
+
+    def topic(self, name: str) -> TopicMeta | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        for meta in self._topics.values():
+            if meta.topic_id == topic_id:
+                return meta
+        return None
+
+    def log(self, topic: str, partition: int) -> SegmentedLog:
+        log = self._logs.get((topic, partition))
+        if log is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{partition}")
+        return log
+
+    def _close_logs(self) -> None:
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()

@@ -1,0 +1,285 @@
+"""One on-disk segment: `<20-digit base offset>.log` plus its `.index` and `.timeindex` (Kafka's layout).
+
+The log file is whole v2 batches back to back, exactly as served to consumers. Appends are one
+pwritev (new baseOffset + the caller's bytes, no copy); reads are one pread after a binary search of the
+sparse offset index and a short header scan. Segment data is never held in memory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from sluice.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_batch_header
+from sluice.storage.api import NO_TIMESTAMP
+from sluice.storage.batches import BASE_OFFSET, batch_length_at, intact_batch_header, plausible_length
+from sluice.storage.index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+# Header scans between sparse index entries read this much at a time; index.interval.bytes is 4 KiB.
+_SCAN_CHUNK = 16 * 1024
+# Recovery validates whole batches, so it reads bigger chunks.
+_RECOVERY_CHUNK = 1024 * 1024
+_sync_data = getattr(os, "fdatasync", os.fsync)
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+class FileSegment:
+    """A segment backed by files in a partition directory.
+
+    Threading: `append`, reads, `seal` and recovery run on the event-loop thread. `sync` and
+    `make_durable` may run on the flush thread: `sync` only fsyncs the descriptor, and `make_durable` is
+    only called for sealed segments, whose indexes no longer change.
+    """
+
+    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, create: bool) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        self._fd = os.open(self.log_path, flags, 0o644)
+        self.size_bytes = os.fstat(self._fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.offset_index = OffsetIndex(base_offset)
+        self.time_index = TimeIndex(base_offset)
+        self._bytes_since_index_entry = 0
+        self._first_batch_timestamp: int | None = None
+        self._created_ms = int(time.time() * 1000)
+        self._closed = False
+
+    # --- appending ----------------------------------------------------------------------------------
+
+    def append(
+        self,
+        batch: bytes | bytearray | memoryview,
+        header: BatchHeader,
+        base_offset: int,
+        append_time_ms: int,
+    ) -> None:
+        position = self.size_bytes
+        if position == 0:
+            self._first_batch_timestamp = header.max_timestamp
+            self._created_ms = append_time_ms
+        buffers = [BASE_OFFSET.pack(base_offset), memoryview(batch)[8:]]
+        size = len(batch)
+        written = os.pwritev(self._fd, buffers, position)
+        while written < size:  # regular files rarely write short, but a full disk can
+            rest = (BASE_OFFSET.pack(base_offset) + bytes(memoryview(batch)[8:]))[written:]
+            written += os.pwrite(self._fd, rest, position + written)
+        self._track(base_offset, header.last_offset_delta, header.max_timestamp, position, size)
+
+    def _track(
+        self, base_offset: int, last_offset_delta: int, max_timestamp: int, position: int, size: int
+    ) -> None:
+        """Account for a batch now at `position`: offsets, largest timestamp, sparse index entries."""
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = base_offset
+        if self._bytes_since_index_entry > self.index_interval_bytes:
+            self.offset_index.append(base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += size
+        self.next_offset = base_offset + last_offset_delta + 1
+        self.size_bytes = position + size
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def _headers_at(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch from the batch boundary `position` to the end of the file."""
+        end = self.size_bytes
+        buffer = b""
+        buffer_start = position
+        while position + BATCH_HEADER_SIZE <= end:
+            relative = position - buffer_start
+            if len(buffer) - relative < BATCH_HEADER_SIZE:
+                buffer = os.pread(self._fd, _SCAN_CHUNK, position)
+                buffer_start, relative = position, 0
+                if len(buffer) < BATCH_HEADER_SIZE:
+                    return
+            header = parse_batch_header(buffer, relative)
+            yield position, header
+            position += header.size
+
+    def _locate(self, offset: int) -> tuple[int, BatchHeader]:
+        """Position and header of the batch containing `offset` (the first batch if `offset` is earlier)."""
+        _, start = self.offset_index.lookup(offset)
+        for position, header in self._headers_at(start):
+            if header.last_offset >= offset:
+                return position, header
+        raise LookupError(f"offset {offset} is not in segment {self.log_path}")
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        start, header = self._locate(offset)
+        limit = start + max(max_bytes, header.size)
+        if limit >= self.size_bytes:
+            end = self.size_bytes
+        else:
+            # Jump to the last indexed batch boundary within the limit, then scan the few headers after it.
+            _, end = self.offset_index.lookup_position(limit)
+            end = max(end, start)
+            for position, batch_header in self._headers_at(end):
+                if position + batch_header.size > limit:
+                    break
+                end = position + batch_header.size
+        return os.pread(self._fd, end - start, start)
+
+    def batch_containing(self, offset: int) -> bytes:
+        position, header = self._locate(offset)
+        return os.pread(self._fd, header.size, position)
+
+    def find_batch_by_timestamp(self, timestamp_ms: int, min_offset: int) -> bytes | None:
+        start_offset = max(self.time_index.lookup(timestamp_ms), min_offset)
+        _, start = self.offset_index.lookup(start_offset)
+        for position, header in self._headers_at(start):
+            if header.last_offset >= min_offset and header.max_timestamp >= timestamp_ms:
+                return os.pread(self._fd, header.size, position)
+        return None
+
+    def headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        _, position = self.offset_index.lookup(offset)
+        for _, header in self._headers_at(position):
+            if header.last_offset >= offset:
+                yield header
+
+    def roll_age_ms(self, now_ms: int, incoming_max_timestamp: int) -> int:
+        if self._first_batch_timestamp is None and self.size_bytes >= BATCH_HEADER_SIZE:
+            self._first_batch_timestamp = parse_batch_header(
+                os.pread(self._fd, BATCH_HEADER_SIZE, 0)
+            ).max_timestamp
+        if self._first_batch_timestamp is not None and self._first_batch_timestamp >= 0:
+            return incoming_max_timestamp - self._first_batch_timestamp
+        return now_ms - self._created_ms
+
+    def retention_timestamp_ms(self) -> int:
+        if self.max_timestamp > 0:
+            return self.max_timestamp
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
+    # --- durability ---------------------------------------------------------------------------------
+
+    def seal(self) -> None:
+        """Add the final time-index entry so the last entry is the segment's largest timestamp."""
+        if self.max_timestamp != NO_TIMESTAMP:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def sync(self) -> None:
+        _sync_data(self._fd)
+
+    def write_indexes(self, *, sync: bool) -> None:
+        self.offset_index.write(self.index_path, sync=sync)
+        self.time_index.write(self.time_index_path, sync=sync)
+
+    def make_durable(self) -> None:
+        """For a sealed segment: fsync its log and write and fsync its indexes."""
+        self.sync()
+        self.write_indexes(sync=True)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            path.unlink(missing_ok=True)
+
+    # --- recovery -----------------------------------------------------------------------------------
+
+    def load_indexes(self) -> bool:
+        """Adopt the index files if they exist and fit the log; False means they must be rebuilt."""
+        offset_index = OffsetIndex.load(self.index_path, self.base_offset)
+        time_index = TimeIndex.load(self.time_index_path, self.base_offset)
+        if offset_index is None or time_index is None or offset_index.problem(self.size_bytes):
+            return False
+        if offset_index:
+            # The last entry must land on a batch with that base offset.
+            offset, position = offset_index.last_entry()
+            head = os.pread(self._fd, LOG_OVERHEAD, position)
+            if len(head) < LOG_OVERHEAD or BASE_OFFSET.unpack_from(head)[0] != offset:
+                return False
+        self.offset_index, self.time_index = offset_index, time_index
+        return True
+
+    def resume_after_index(self, expected_next_offset: int | None) -> bool:
+        """Rebuild in-memory state of a trusted segment by scanning headers after its last index entry.
+
+        Checks structure only (lengths, magic, contiguous offsets), not CRCs. False means the tail or the
+        time index does not fit and the segment needs `recover`.
+        """
+        offset, position = self.offset_index.last_entry()
+        last = self.time_index.last_entry()
+        if last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+        self.next_offset = offset
+        self._bytes_since_index_entry = 0
+        end = self.size_bytes
+        while position < end:
+            head = os.pread(self._fd, BATCH_HEADER_SIZE, position)
+            if len(head) < BATCH_HEADER_SIZE or not plausible_length(batch_length_at(head, 0)):
+                return False
+            header = parse_batch_header(head)
+            if header.magic != 2 or header.base_offset != self.next_offset or position + header.size > end:
+                return False
+            self._track(
+                header.base_offset, header.last_offset_delta, header.max_timestamp, position, header.size
+            )
+            position += header.size
+        self.size_bytes = end
+        if expected_next_offset is not None and self.next_offset != expected_next_offset:
+            return False
+        return not self.time_index.problem(self.next_offset)
+
+    def recover(self) -> int:
+        """Validate every batch (length, magic, CRC-32C, contiguous offsets), rebuild both indexes and
+        truncate the file after the last intact batch. Returns the number of bytes truncated.
+        """
+        self.offset_index = OffsetIndex(self.base_offset)
+        self.time_index = TimeIndex(self.base_offset)
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.next_offset = self.base_offset
+        self._bytes_since_index_entry = 0
+        file_size = os.fstat(self._fd).st_size
+        position = 0
+        buffer = b""
+        buffer_start = 0
+        while position < file_size:
+            relative = position - buffer_start
+            if len(buffer) - relative < LOG_OVERHEAD:
+                buffer = os.pread(self._fd, _RECOVERY_CHUNK, position)
+                buffer_start, relative = position, 0
+                if len(buffer) < LOG_OVERHEAD:
+                    break
+            batch_length = batch_length_at(buffer, relative)
+            if not plausible_length(batch_length) or position + LOG_OVERHEAD + batch_length > file_size:
+                break
+            if len(buffer) - relative < LOG_OVERHEAD + batch_length:
+                buffer = os.pread(self._fd, max(_RECOVERY_CHUNK, LOG_OVERHEAD + batch_length), position)
+                buffer_start, relative = position, 0
+            header = intact_batch_header(buffer, relative)
+            if header is None or header.base_offset != self.next_offset:
+                break
+            self._track(
+                header.base_offset, header.last_offset_delta, header.max_timestamp, position, header.size
+            )
+            position += header.size
+        self.size_bytes = position
+        truncated = file_size - position
+        if truncated:
+            os.ftruncate(self._fd, position)
+        self._first_batch_timestamp = None
+        return truncated
