@@ -269,7 +269,6 @@ def test_consumer_group_heartbeat_request_v0_and_v1() -> None:
     roundtrip(groups.CONSUMER_GROUP_HEARTBEAT.request_def, 0, obj, expected)
 
 
-@pytest.mark.xfail(reason="codec: a nullable (non-array) struct needs Kafka's int8 -1/1 presence marker")
 def test_consumer_group_heartbeat_response_nullable_assignment() -> None:
     c = codecs_of(groups.CONSUMER_GROUP_HEARTBEAT.response_def)
     obj = build(

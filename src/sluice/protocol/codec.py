@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sluice.protocol import primitives as p
-from sluice.protocol.schema import MISSING, PRIMITIVE_TYPES, FieldDef, MessageDef, StructDef
+from sluice.protocol.schema import MISSING, NO_VERSIONS, PRIMITIVE_TYPES, FieldDef, MessageDef, StructDef
 
 _MISSING_ARG: Any = object()
 
@@ -165,6 +165,15 @@ class _Generator:
             return [f"{ind}{target}, pos = {reader}(buf, pos)", *null_check]
         if f.type == "uuid":
             return [f"{ind}{target}, pos = read_uuid(buf, pos)"]
+        if nullable:
+            # A nullable struct is preceded by an int8 presence marker: -1 for null, 1 when present.
+            return [
+                f"{ind}if buf[pos] == 0xFF:",
+                f"{ind}    {target} = None",
+                f"{ind}    pos += 1",
+                f"{ind}else:",
+                f"{ind}    {target}, pos = _dec_{f.type}(buf, pos + 1)",
+            ]
         return [f"{ind}{target}, pos = _dec_{f.type}(buf, pos)"]
 
     def _read_array(self, f: FieldDef, target: str, ind: str, nullable: bool) -> list[str]:
@@ -185,7 +194,7 @@ class _Generator:
             return lines
         items = self.fresh("items")
         item = self.fresh("item")
-        element = FieldDef(f.name, f.type, False, f.versions, f.nullable, None, f.default, f.struct)
+        element = FieldDef(f.name, f.type, False, f.versions, NO_VERSIONS, None, MISSING, f.struct)
         lines.append(f"{ind}    {items} = []")
         lines.append(f"{ind}    for _ in range({count}):")
         lines.extend(self._read(element, item, ind + "        "))
@@ -242,7 +251,7 @@ class _Generator:
                 lines.append(f"{ind}if {value}: {out}.append(_pack('>%d{letter}' % len({value}), *{value}))")
                 return lines
             item = self.fresh("item")
-            element = FieldDef(f.name, f.type, False, f.versions, f.nullable, None, f.default, f.struct)
+            element = FieldDef(f.name, f.type, False, f.versions, NO_VERSIONS, None, MISSING, f.struct)
             lines.append(f"{ind}for {item} in {value} or ():")
             lines.extend(self._write(element, item, out, ind + "    "))
             return lines
@@ -254,6 +263,14 @@ class _Generator:
             return [f"{ind}write_{'compact_' if flex else ''}{kind}({out}, {value})"]
         if f.type == "uuid":
             return [f"{ind}write_uuid({out}, {value})"]
+        if self.version in f.nullable:
+            return [
+                f"{ind}if {value} is None:",
+                f"{ind}    {out}.append(b'\\xff')",
+                f"{ind}else:",
+                f"{ind}    {out}.append(b'\\x01')",
+                f"{ind}    _enc_{f.type}({value}, {out})",
+            ]
         return [f"{ind}_enc_{f.type}({value}, {out})"]
 
 
