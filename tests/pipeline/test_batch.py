@@ -1,0 +1,83 @@
+"""Batch reads and writes of format("sluice") with a real SparkSession and a real broker."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+
+def _read(spark: Any, kafka: Any, **options: str) -> Any:
+    reader = spark.read.format("sluice").option("kafka.bootstrap.servers", kafka.bootstrap)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader.load()
+
+
+def test_batch_read_returns_every_record_with_kafka_schema(spark: Any, kafka: Any) -> None:
+    topic = kafka.new_topic("read", partitions=2)
+    kafka.produce(
+        topic,
+        [
+            {"value": b"v%d" % i, "key": b"k%d" % i, "partition": i % 2, "timestamp": 1_700_000_000_000 + i,
+             "headers": [("h", b"x%d" % i), ("empty", None)]}
+            for i in range(20)
+        ],
+    )
+    frame = _read(spark, kafka, subscribe=topic, includeHeaders="true")
+    assert frame.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+        "timestampType:int,headers:array<struct<key:string,value:binary>>>"
+    )
+    rows = sorted(frame.collect(), key=lambda r: int(r.value[1:]))
+    assert [bytes(r.value) for r in rows] == [b"v%d" % i for i in range(20)]
+    assert [bytes(r.key) for r in rows] == [b"k%d" % i for i in range(20)]
+    assert {(r.partition, r.offset) for r in rows} == {(p, o) for p in range(2) for o in range(10)}
+    first = rows[0]
+    assert first.topic == topic
+    assert first.timestampType == 0
+    assert int(first.timestamp.timestamp() * 1000) == 1_700_000_000_000
+    assert [(h.key, None if h.value is None else bytes(h.value)) for h in first.headers] == [
+        ("h", b"x0"),
+        ("empty", None),
+    ]
+
+
+def test_batch_read_honours_offsets_and_min_partitions(spark: Any, kafka: Any) -> None:
+    topic = kafka.new_topic("range", partitions=2)
+    kafka.produce(topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(40)])
+    starting = json.dumps({topic: {"0": 5, "1": -2}})
+    ending = json.dumps({topic: {"0": 15, "1": -1}})
+    frame = _read(spark, kafka, subscribe=topic, startingOffsets=starting, endingOffsets=ending, minPartitions="6")
+    assert frame.rdd.getNumPartitions() >= 6
+    offsets = sorted((r.partition, r.offset) for r in frame.select("partition", "offset").collect())
+    assert offsets == [(0, o) for o in range(5, 15)] + [(1, o) for o in range(20)]
+
+
+def test_batch_read_by_pattern_and_assign(spark: Any, kafka: Any) -> None:
+    topic = kafka.new_topic("pattern", partitions=3)
+    kafka.produce(topic, [{"value": b"x", "partition": p} for p in range(3) for _ in range(2)])
+    assert _read(spark, kafka, subscribePattern=topic.replace("-", ".")).count() == 6
+    assert _read(spark, kafka, assign=json.dumps({topic: [0, 2]})).count() == 4
+
+
+def test_batch_write_then_read_back(spark: Any, kafka: Any) -> None:
+    topic = kafka.new_topic("write", partitions=2)
+    rows = [(f"k{i}", f"value-{i}", i % 2, [("trace", f"t{i}".encode())]) for i in range(30)]
+    frame = spark.createDataFrame(
+        rows, "key string, value string, partition int, headers array<struct<key:string,value:binary>>"
+    )
+    (
+        frame.write.format("sluice")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("topic", topic)
+        .options(**{f"kafka.{k}": v for k, v in kafka.producer_overrides.items()})
+        .mode("append")
+        .save()
+    )
+    messages = kafka.consume_all(topic, partitions=2)
+    got = sorted((m.key(), m.value(), m.partition(), m.headers()) for m in messages)
+    assert got == sorted((k.encode(), v.encode(), p, [(hk, hv)]) for k, v, p, [(hk, hv)] in rows)
