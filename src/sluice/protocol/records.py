@@ -40,6 +40,8 @@ MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 BATCH_LENGTH_OFFSET = 8
 PARTITION_LEADER_EPOCH_OFFSET = 12
 MAX_TIMESTAMP_OFFSET = 35
+# crc + magic + attributes + key length + value length: the smallest v0 message after its size field.
+_MIN_LEGACY_MESSAGE_LENGTH = 14
 DEFAULT_MAX_UNCOMPRESSED = 64 * 1024 * 1024
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -358,11 +360,7 @@ def iter_batches(buf: ByteSource) -> Iterator[tuple[int, BatchHeader]]:
     total = len(view)
     pos = 0
     while total - pos > MAGIC_OFFSET:
-        _check_magic(view[pos + MAGIC_OFFSET], pos)
-        (batch_length,) = _INT32.unpack_from(view, pos + BATCH_LENGTH_OFFSET)
-        if batch_length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"batch at {pos} has length {batch_length}, below {MIN_BATCH_LENGTH}")
-        size = LOG_OVERHEAD + batch_length
+        size = LOG_OVERHEAD + _checked_batch_length(view, pos)
         if pos + size > total:
             return
         yield pos, parse_batch_header(view, pos)
@@ -383,17 +381,12 @@ def validate_batches(buf: ByteSource, *, max_batch_bytes: int, from_client: bool
     headers: list[BatchHeader] = []
     pos = 0
     while pos < total:
+        # A v0/v1 message can be shorter than a v2 header; name the format if we can see it.
+        if total - pos > MAGIC_OFFSET:
+            _checked_batch_length(view, pos)
         if total - pos < BATCH_HEADER_SIZE:
-            # A v0/v1 message can be shorter than a v2 header; name the format if we can see it.
-            if total - pos > MAGIC_OFFSET:
-                _check_magic(view[pos + MAGIC_OFFSET], pos)
             raise CorruptRecordError(f"{total - pos} trailing bytes at {pos} do not form a batch")
-        _check_magic(view[pos + MAGIC_OFFSET], pos)
         header = parse_batch_header(view, pos)
-        if header.batch_length < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(
-                f"batch at {pos} has length {header.batch_length}, below {MIN_BATCH_LENGTH}"
-            )
         size = header.size
         if pos + size > total:
             raise CorruptRecordError(f"batch at {pos} claims {size} bytes but only {total - pos} remain")
@@ -440,12 +433,21 @@ def _byte_view(buf: ByteSource) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def _check_magic(magic: int, pos: int) -> None:
-    if magic == MAGIC_V2:
-        return
+def _checked_batch_length(view: memoryview, pos: int) -> int:
+    """Check the length and magic of the batch at `pos`; at least 17 bytes must be there."""
+    (batch_length,) = _INT32.unpack_from(view, pos + BATCH_LENGTH_OFFSET)
+    # Below the smallest v0 message the bytes are no batch of any format; judging that before the
+    # magic byte keeps a run of zeros from passing for a v0 message.
+    if batch_length < _MIN_LEGACY_MESSAGE_LENGTH:
+        raise CorruptRecordError(f"batch at {pos} has length {batch_length}, below any message format")
+    magic = view[pos + MAGIC_OFFSET]
     if magic in (0, 1):
         raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "message format v0/v1 is not supported")
-    raise CorruptRecordError(f"batch at {pos} has unknown magic {magic}")
+    if magic != MAGIC_V2:
+        raise CorruptRecordError(f"batch at {pos} has unknown magic {magic}")
+    if batch_length < MIN_BATCH_LENGTH:
+        raise CorruptRecordError(f"batch at {pos} has length {batch_length}, below {MIN_BATCH_LENGTH}")
+    return batch_length
 
 
 def _read_whole_header(view: memoryview, pos: int) -> BatchHeader:
@@ -453,12 +455,10 @@ def _read_whole_header(view: memoryview, pos: int) -> BatchHeader:
         raise ValueError(f"position must not be negative, got {pos}")
     available = len(view) - pos
     if available > MAGIC_OFFSET:
-        _check_magic(view[pos + MAGIC_OFFSET], pos)
+        _checked_batch_length(view, pos)
     if available < BATCH_HEADER_SIZE:
         raise CorruptRecordError(f"batch header at {pos} is truncated ({max(available, 0)} bytes)")
     header = parse_batch_header(view, pos)
-    if header.batch_length < MIN_BATCH_LENGTH:
-        raise CorruptRecordError(f"batch at {pos} has length {header.batch_length}, below {MIN_BATCH_LENGTH}")
     if header.size > available:
         raise CorruptRecordError(f"batch at {pos} claims {header.size} bytes but only {available} remain")
     return header
