@@ -46,6 +46,8 @@ DEFAULT_MAX_UNCOMPRESSED = 64 * 1024 * 1024
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
+ByteSource = bytes | bytearray | memoryview
+
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
@@ -132,7 +134,6 @@ _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _VARINT_MAX_BYTES = 5
 _VARLONG_MAX_BYTES = 10
-ByteSource = bytes | bytearray | memoryview
 
 
 def write_varint(out: bytearray, value: int) -> None:
