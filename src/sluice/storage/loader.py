@@ -109,6 +109,7 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
                 )
             if not is_last:
                 # Rebuilt indexes of a segment that will stay sealed; written now so the next start trusts them.
+                segment.seal()
                 segment.write_indexes(sync=False)
             if expected_next is not None and segment.next_offset != expected_next:
                 _log.warning(
