@@ -15,7 +15,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from sluice.pipeline.options import Subscription, client_config
+from sluice.pipeline.options import PipelineOptionError, Subscription, client_config
 from sluice.pipeline.planning import (
     DataLossError,
     OffsetRange,
@@ -67,7 +67,7 @@ class KafkaMetadata:
         try:
             self._admin = AdminClient(settings)
         except KafkaException as error:
-            raise KafkaUnavailableError(f"invalid Kafka client settings: {error}") from None
+            raise PipelineOptionError(f"invalid kafka.* option: {error.args[0].str()}") from None
         self._consumer_config = _consumer_config(bootstrap, kafka_config)
         self._consumer: Consumer | None = None
 

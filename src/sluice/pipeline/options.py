@@ -86,22 +86,23 @@ class SinkOptions:
     metadata_timeout_s: float
 
 
-_COMMON_OPTIONS = {"kafka.bootstrap.servers", "metadatatimeoutms"}
-_SOURCE_OPTIONS = _COMMON_OPTIONS | {
+_COMMON_OPTIONS = ("kafka.bootstrap.servers", "metadataTimeoutMs")
+_SOURCE_OPTIONS = (
+    *_COMMON_OPTIONS,
     "subscribe",
-    "subscribepattern",
+    "subscribePattern",
     "assign",
-    "startingoffsets",
-    "endingoffsets",
-    "startingtimestamp",
-    "endingtimestamp",
-    "maxoffsetspertrigger",
-    "minpartitions",
-    "failondataloss",
-    "includeheaders",
-    "kafkaconsumer.polltimeoutms",
-}
-_SINK_OPTIONS = _COMMON_OPTIONS | {"topic", "writetimestamps"}
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "maxOffsetsPerTrigger",
+    "minPartitions",
+    "failOnDataLoss",
+    "includeHeaders",
+    "kafkaConsumer.pollTimeoutMs",
+)
+_SINK_OPTIONS = (*_COMMON_OPTIONS, "topic", "writeTimestamps")
 # Spark's Kafka connector rejects these because they would break its offset tracking; so do we.
 _FORBIDDEN_KAFKA_KEYS = {
     "auto.offset.reset": "use startingOffsets instead",
@@ -118,12 +119,13 @@ def _lowered(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items()}
 
 
-def _check_known(options: Mapping[str, str], known: set[str], what: str) -> None:
-    unknown = sorted(k for k in options if k not in known and not k.startswith("kafka."))
+def _check_known(options: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
+    lowered = {name.lower() for name in known}
+    unknown = sorted(k for k in options if k not in lowered and not k.startswith("kafka."))
     if unknown:
         raise PipelineOptionError(
             f"unknown {what} option(s) for format 'sluice': {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(known))} and any kafka.<librdkafka setting>"
+            f"known: {', '.join(known)} and any kafka.<librdkafka setting>"
         )
 
 

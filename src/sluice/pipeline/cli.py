@@ -1,0 +1,214 @@
+"""`sluice pipeline archive|replay|stats`: Spark jobs over Kafka topics.
+
+pyspark is imported only when a command runs, so this sub-app can be mounted in installs
+without the ``pipeline`` extra.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+app = typer.Typer(
+    help="Spark jobs over Kafka topics: archive to Parquet, replay an archive, topic statistics.",
+    no_args_is_help=True,
+)
+console = Console(stderr=True)
+
+Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers HOST:PORT[,...]")]
+Master = Annotated[str, typer.Option("--master", help="Spark master URL, e.g. local[*] or spark://host:7077")]
+KafkaSettings = Annotated[
+    list[str] | None,
+    typer.Option("--kafka", "-k", help="extra librdkafka setting NAME=VALUE (repeatable)"),
+]
+_OUR_ERRORS = ("PipelineOptionError", "KafkaUnavailableError", "DataLossError", "ProduceFailedError")
+
+
+def _kafka_options(settings: list[str] | None) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for setting in settings or []:
+        name, sep, value = setting.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"expected NAME=VALUE, got {setting!r}", param_hint="--kafka")
+        options[f"kafka.{name.strip()}"] = value
+    return options
+
+
+def _explain(error: BaseException) -> str:
+    """The line that matters from an error that may have crossed Spark's JVM and Python workers."""
+    text = str(error)
+    for line in reversed(text.splitlines()):
+        for name in _OUR_ERRORS:
+            if f"{name}: " in line:
+                return line.split(f"{name}: ", 1)[1]
+    first_line = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return first_line
+
+
+def _fail(error: BaseException) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {_explain(error)}")
+    return typer.Exit(code=2)
+
+
+def _session(master: str, app_name: str) -> SparkSession:
+    from sluice.pipeline.jobs import build_spark_session
+
+    with console.status(f"starting Spark ({master}); the first start can take minutes..."):
+        return build_spark_session(master, app_name)
+
+
+def _follow_stream(query: StreamingQuery, available_now: bool) -> int:
+    """Show micro-batch progress until the query ends (availableNow) or Ctrl-C; return rows written."""
+    total_rows = 0
+    seen_batches: set[int] = set()
+    try:
+        with console.status("archiving: waiting for the first micro-batch...") as status:
+            while query.isActive:
+                for progress in query.recentProgress:
+                    batch_id = int(progress["batchId"])
+                    if batch_id in seen_batches:
+                        continue
+                    seen_batches.add(batch_id)
+                    total_rows += int(progress["numInputRows"])
+                    rate = progress.get("processedRowsPerSecond") or 0.0
+                    status.update(
+                        f"archiving: batch {batch_id}, {total_rows} records so far ({rate:,.0f} records/s)"
+                    )
+                time.sleep(1.0)
+    except KeyboardInterrupt:
+        console.print("stopping (the checkpoint keeps the position; run again to continue)...")
+        query.stop()
+    if available_now or not query.isActive:
+        query.awaitTermination()
+    for progress in query.recentProgress:
+        if int(progress["batchId"]) not in seen_batches:
+            seen_batches.add(int(progress["batchId"]))
+            total_rows += int(progress["numInputRows"])
+    return total_rows
+
+
+@app.command()
+def archive(
+    topics: Annotated[str, typer.Option("--topics", help="comma-separated topics to archive")],
+    to: Annotated[Path, typer.Option("--to", help="archive directory (Parquet by topic and date)")],
+    checkpoint: Annotated[
+        Path | None, typer.Option("--checkpoint", help="Spark checkpoint directory [default: <to>/_checkpoint]")
+    ] = None,
+    available_now: Annotated[
+        bool, typer.Option("--available-now", help="archive what is there now, then stop")
+    ] = False,
+    max_per_batch: Annotated[
+        int | None, typer.Option("--max-per-batch", help="maxOffsetsPerTrigger: records per micro-batch")
+    ] = None,
+    interval: Annotated[str, typer.Option("--interval", help="micro-batch interval when running continuously")] = "10 seconds",
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    master: Master = "local[*]",
+    kafka: KafkaSettings = None,
+) -> None:
+    """Stream topics into Parquet; restarts continue exactly where the checkpoint left off."""
+    from sluice.pipeline.jobs import start_archive
+
+    spark = _session(master, "sluice-archive")
+    try:
+        query = start_archive(
+            spark, bootstrap, topics, to, checkpoint, available_now, interval, max_per_batch, _kafka_options(kafka)
+        )
+        rows = _follow_stream(query, available_now)
+        if query.exception() is not None:
+            raise _fail(query.exception())  # type: ignore[arg-type]
+    except typer.Exit:
+        raise
+    except Exception as error:
+        raise _fail(error) from None
+    finally:
+        spark.stop()
+    console.print(f"[green]archived {rows} records[/] to {to}")
+
+
+@app.command()
+def replay(
+    from_dir: Annotated[Path, typer.Option("--from", help="archive directory written by `archive`")],
+    to_topic: Annotated[str, typer.Option("--to-topic", help="topic to produce to (must exist)")],
+    since: Annotated[str | None, typer.Option("--since", help="ISO time or epoch ms, inclusive")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="ISO time or epoch ms, exclusive")] = None,
+    topics: Annotated[str | None, typer.Option("--topics", help="only these archived topics")] = None,
+    keep_timestamps: Annotated[
+        bool, typer.Option("--keep-timestamps", help="send the archived timestamps as CreateTime")
+    ] = False,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    master: Master = "local[*]",
+    kafka: KafkaSettings = None,
+) -> None:
+    """Produce archived records back to a topic, in offset order per partition (at-least-once)."""
+    from sluice.pipeline.jobs import parse_time
+    from sluice.pipeline.jobs import replay as run_replay
+
+    try:
+        since_time = parse_time(since) if since else None
+        until_time = parse_time(until) if until else None
+    except ValueError as error:
+        raise _fail(error) from None
+    spark = _session(master, "sluice-replay")
+    try:
+        result = run_replay(
+            spark,
+            bootstrap,
+            from_dir,
+            to_topic,
+            since_time,
+            until_time,
+            [t for t in topics.split(",") if t] if topics else None,
+            keep_timestamps,
+            _kafka_options(kafka),
+        )
+    except Exception as error:
+        raise _fail(error) from None
+    finally:
+        spark.stop()
+    placement = "same partition numbers" if result.kept_partitions else "partitioned by key"
+    console.print(f"[green]replayed {result.records} records[/] to {to_topic} ({placement})")
+
+
+@app.command()
+def stats(
+    topics: Annotated[str | None, typer.Option("--topics", help="comma-separated topics to read")] = None,
+    from_dir: Annotated[Path | None, typer.Option("--from", help="use an archive instead of the broker")] = None,
+    bootstrap: Bootstrap = "127.0.0.1:9092",
+    master: Master = "local[*]",
+    kafka: KafkaSettings = None,
+) -> None:
+    """Messages and bytes per topic, partition and hour; distinct keys per topic."""
+    from sluice.pipeline.jobs import read_archive, read_topics
+    from sluice.pipeline.jobs import stats as compute_stats
+
+    if (topics is None) == (from_dir is None):
+        raise typer.BadParameter("give exactly one of --topics or --from")
+    spark = _session(master, "sluice-stats")
+    try:
+        frame = read_archive(spark, from_dir) if from_dir else read_topics(spark, bootstrap, topics or "", _kafka_options(kafka))
+        report = compute_stats(frame)
+    except Exception as error:
+        raise _fail(error) from None
+    finally:
+        spark.stop()
+    out = Console()
+    out.print(_table("per topic", ["topic", "messages", "bytes", "distinct_keys"], report.by_topic))
+    out.print(_table("per partition and hour (UTC)", ["topic", "partition", "hour", "messages", "bytes"], report.by_hour))
+
+
+def _table(title: str, columns: list[str], rows: list[Any]) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("topic", "hour") else "right")
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in columns))
+    return table

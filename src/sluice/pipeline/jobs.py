@@ -1,0 +1,230 @@
+"""Ready-made Spark jobs over Kafka: archive topics to Parquet, replay an archive, topic statistics.
+
+Archive layout: Parquet files partitioned by ``topic`` and ``date`` (UTC day of the record
+timestamp when the session time zone is UTC, which ``build_spark_session`` sets), holding every
+column of the Kafka schema including headers. The file sink records committed files in
+``<dir>/_spark_metadata`` and the checkpoint records consumed offsets, so a restarted archive
+neither loses nor duplicates records; always read the archive back through Spark (or these
+jobs), which honours that metadata log, rather than globbing the files.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import StringType, StructField, StructType
+
+from sluice.pipeline.kafka_io import KafkaMetadata
+from sluice.pipeline.options import PipelineOptionError
+from sluice.pipeline.source import FORMAT_NAME, kafka_schema, register
+
+ARCHIVE_SCHEMA = StructType([*kafka_schema(include_headers=True).fields, StructField("date", StringType(), True)])
+CHECKPOINT_DIR_NAME = "_checkpoint"
+
+
+def build_spark_session(master: str = "local[*]", app_name: str = "sluice-pipeline") -> SparkSession:
+    """A SparkSession with format("sluice") registered and UTC as the session time zone."""
+    # Python workers must run this interpreter (it has sluice and confluent-kafka installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "true")
+    )
+    if master.startswith("local"):
+        # A local driver bound to a non-loopback interface can miss its own executor heartbeats.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        builder = builder.config("spark.ui.enabled", "false")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    register(spark)
+    return spark
+
+
+def parse_time(text: str) -> datetime:
+    """ISO 8601 (naive means UTC) or milliseconds since the epoch."""
+    from datetime import UTC
+
+    stripped = text.strip()
+    if stripped.isdigit():
+        return datetime.fromtimestamp(int(stripped) / 1000, tz=UTC)
+    try:
+        parsed = datetime.fromisoformat(stripped)
+    except ValueError:
+        raise PipelineOptionError(
+            f"cannot read time {text!r}: use ISO 8601 like 2024-05-01T12:00:00 or epoch milliseconds"
+        ) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _topics_list(topics: Sequence[str] | str) -> list[str]:
+    names = [t.strip() for t in (topics.split(",") if isinstance(topics, str) else topics) if t.strip()]
+    if not names:
+        raise PipelineOptionError("give at least one topic")
+    return names
+
+
+def start_archive(
+    spark: SparkSession,
+    bootstrap: str,
+    topics: Sequence[str] | str,
+    to_dir: str | Path,
+    checkpoint_dir: str | Path | None = None,
+    available_now: bool = False,
+    trigger_interval: str = "10 seconds",
+    max_offsets_per_trigger: int | None = None,
+    kafka_options: Mapping[str, str] | None = None,
+) -> StreamingQuery:
+    """Start streaming ``topics`` into Parquet under ``to_dir``; exactly once across restarts."""
+    to_path = Path(to_dir)
+    checkpoint = Path(checkpoint_dir) if checkpoint_dir is not None else to_path / CHECKPOINT_DIR_NAME
+    reader = (
+        spark.readStream.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(_topics_list(topics)))
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .options(**dict(kafka_options or {}))
+    )
+    if max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    frame = reader.load().withColumn("date", F.date_format(F.col("timestamp"), "yyyy-MM-dd"))
+    writer = (
+        frame.writeStream.format("parquet")
+        .option("path", str(to_path))
+        .option("checkpointLocation", str(checkpoint))
+        .partitionBy("topic", "date")
+        .queryName(f"sluice-archive-{'-'.join(_topics_list(topics))}"[:200])
+    )
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
+    return writer.start()
+
+
+def read_archive(spark: SparkSession, from_dir: str | Path) -> DataFrame:
+    """An archive as a DataFrame with the Kafka schema plus ``date``; partition values stay strings."""
+    path = Path(from_dir)
+    if not (path / "_spark_metadata").is_dir():
+        raise PipelineOptionError(f"{path} is not a sluice archive (no _spark_metadata directory)")
+    return spark.read.schema(ARCHIVE_SCHEMA).parquet(str(path))
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    records: int
+    kept_partitions: bool
+
+
+def replay(
+    spark: SparkSession,
+    bootstrap: str,
+    from_dir: str | Path,
+    to_topic: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    topics: Sequence[str] | None = None,
+    keep_timestamps: bool = False,
+    kafka_options: Mapping[str, str] | None = None,
+    metadata_timeout_ms: int = 10_000,
+) -> ReplayResult:
+    """Produce archived records (``since`` <= timestamp < ``until``) to ``to_topic`` in offset order.
+
+    When ``to_topic`` has at least as many partitions as the archive used, record from partition
+    p goes to partition p, so the order of every partition is kept. Otherwise records are placed by
+    key, which keeps the order per key.
+    """
+    frame = read_archive(spark, from_dir)
+    if topics:
+        frame = frame.where(F.col("topic").isin(list(topics)))
+    if since is not None:
+        frame = frame.where(F.col("timestamp") >= F.lit(since))
+    if until is not None:
+        frame = frame.where(F.col("timestamp") < F.lit(until))
+    metadata = KafkaMetadata(bootstrap, dict(kafka_options or {}), metadata_timeout_ms / 1000)
+    target_partitions = metadata.topic_partitions().get(to_topic)
+    if target_partitions is None:
+        raise PipelineOptionError(f"topic {to_topic!r} does not exist on {bootstrap}; create it first")
+    highest_partition = frame.agg(F.max("partition")).first()[0]  # type: ignore[index]
+    if highest_partition is None:
+        return ReplayResult(records=0, kept_partitions=True)
+    keep_partitions = int(highest_partition) < target_partitions
+    # One Spark task per source partition, producing in offset order, keeps partition order.
+    ordered = frame.repartition("topic", "partition").sortWithinPartitions("topic", "partition", "offset")
+    columns = ["key", "value", "headers"] + (["partition"] if keep_partitions else [])
+    columns += ["timestamp"] if keep_timestamps else []
+    records = frame.count()
+    producer_options = {
+        # Retries must not reorder records, and keyed placement should match Java clients.
+        "kafka.enable.idempotence": "true",
+        "kafka.partitioner": "murmur2_random",
+        **dict(kafka_options or {}),
+    }
+    (
+        ordered.select(*columns)
+        .write.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", to_topic)
+        .option("writeTimestamps", str(keep_timestamps).lower())
+        .option("metadataTimeoutMs", str(metadata_timeout_ms))
+        .options(**producer_options)
+        .mode("append")
+        .save()
+    )
+    return ReplayResult(records=records, kept_partitions=keep_partitions)
+
+
+def read_topics(
+    spark: SparkSession, bootstrap: str, topics: Sequence[str] | str, kafka_options: Mapping[str, str] | None = None
+) -> DataFrame:
+    """Current contents of ``topics`` as a batch DataFrame (earliest to latest)."""
+    return (
+        spark.read.format(FORMAT_NAME)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", ",".join(_topics_list(topics)))
+        .options(**dict(kafka_options or {}))
+        .load()
+    )
+
+
+@dataclass(frozen=True)
+class TopicStats:
+    by_topic: list[Row]
+    by_hour: list[Row]
+
+
+def _record_bytes() -> Any:
+    return F.coalesce(F.octet_length("key"), F.lit(0)) + F.coalesce(F.octet_length("value"), F.lit(0))
+
+
+def stats(frame: DataFrame) -> TopicStats:
+    """Messages and bytes (key + value) per topic and per topic/partition/hour; distinct keys per topic."""
+    sized = frame.withColumn("bytes", _record_bytes()).withColumn(
+        "hour", F.date_format(F.date_trunc("hour", "timestamp"), "yyyy-MM-dd HH:00")
+    )
+    by_topic = (
+        sized.groupBy("topic")
+        .agg(
+            F.count(F.lit(1)).alias("messages"),
+            F.sum("bytes").alias("bytes"),
+            F.count_distinct("key").alias("distinct_keys"),
+        )
+        .orderBy("topic")
+        .collect()
+    )
+    by_hour = (
+        sized.groupBy("topic", "partition", "hour")
+        .agg(F.count(F.lit(1)).alias("messages"), F.sum("bytes").alias("bytes"))
+        .orderBy("topic", "partition", "hour")
+        .collect()
+    )
+    return TopicStats(by_topic=by_topic, by_hour=by_hour)
