@@ -241,8 +241,10 @@ def test_corrupt_index_is_rebuilt(data_dir: Path, damage: str) -> None:
     assert all_batches(log) == contents
     for base, _, batch in contents[::5]:
         assert log.read(base, 1)[: len(batch)] == batch
-    if damage != "zero_filled":
+    if damage not in ("zero_filled", "not_increasing"):
         assert index.read_bytes() == good
+    # Disorder between the first and last entries escapes the open-time sanity check (as in Kafka);
+    # lookups must still find every batch.
     storage.close()
 
 

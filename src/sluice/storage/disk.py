@@ -57,7 +57,8 @@ class DiskPartitionLog(SegmentedLog):
         self.truncated_bytes_at_load = loaded.truncated_bytes
         self._not_durable: list[FileSegment] = list(loaded.not_durable)
         self._recovery_point = loaded.recovery_point
-        self._directory_dirty = not clean
+        # The first flush makes the directory entries of this partition's files durable.
+        self._directory_dirty = True
         self._checkpoint_lock = threading.Lock()
 
     @property
@@ -68,6 +69,11 @@ class DiskPartitionLog(SegmentedLog):
         segment = FileSegment(self.directory, base_offset, self.config.index_interval_bytes, create=True)
         self._directory_dirty = True
         return segment
+
+    def update_config(self, config: TopicConfig) -> None:
+        super().update_config(config)
+        active: FileSegment = self._segments[-1]  # type: ignore[assignment]
+        active.index_interval_bytes = config.index_interval_bytes
 
     def _on_sealed(self, segment: FileSegment) -> None:  # type: ignore[override]
         self._not_durable.append(segment)

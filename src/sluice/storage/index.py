@@ -1,40 +1,25 @@
 """Sparse per-segment indexes: offset -> file position and timestamp -> offset (Kafka's formats).
 
-Both live in a bytearray while the segment is open and are written to their files in bulk: a sealed
-segment's indexes when it becomes durable, the active segment's on clean close. A file may therefore lag
-its log after a crash; the loader rescans every segment from the recovery point and rebuilds indexes
-that are missing, torn or inconsistent, so the files are hints for speed, never the source of truth.
+The active segment's indexes live in a bytearray and are written to their files in bulk: when the
+segment is sealed and made durable, or on clean close. Sealed segments' index files are then memory-mapped
+read-only, so the kernel, not the heap, holds them. A file may lag its log after a crash; the loader
+rescans every segment from the recovery point and rebuilds indexes that are missing, torn or
+inconsistent, so the files are hints for speed, never the source of truth.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from pathlib import Path
+from typing import Self
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 
 
-def _read_entries(path: Path, entry_size: int) -> bytearray | None:
-    """The file's entries without trailing all-zero ones (preallocated or zero-filled space);
-    None when the file is missing or its size is not a whole number of entries (torn write).
-    """
-    try:
-        data = bytearray(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    if len(data) % entry_size:
-        return None
-    end = len(data)
-    zero = bytes(entry_size)
-    while end and data[end - entry_size : end] == zero:
-        end -= entry_size
-    del data[end:]
-    return data
-
-
-def _write_file(path: Path, data: bytes | bytearray, *, sync: bool) -> None:
+def _write_file(path: Path, data: bytes | bytearray | memoryview, *, sync: bool) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
@@ -46,7 +31,69 @@ def _write_file(path: Path, data: bytes | bytearray, *, sync: bool) -> None:
         os.close(fd)
 
 
-class OffsetIndex:
+class _SparseIndex:
+    """Fixed-size big-endian entries in a growable bytearray or a read-only mapping of the file."""
+
+    ENTRY: struct.Struct
+
+    def __init__(self, base_offset: int, buffer: bytearray | mmap.mmap | None = None, used: int = 0) -> None:
+        self.base_offset = base_offset
+        self._buffer: bytearray | mmap.mmap = buffer if buffer is not None else bytearray()
+        self._used = used
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, *, mapped: bool = False) -> Self | None:
+        """The file's entries without trailing all-zero ones (preallocated or zero-filled space); None
+        when the file is missing or its size is not a whole number of entries (torn write). `mapped`
+        maps the file instead of reading it; such an index cannot be appended to.
+        """
+        entry_size = cls.ENTRY.size
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if size % entry_size:
+                return None
+            buffer: bytearray | mmap.mmap
+            if mapped and size:
+                buffer = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            else:
+                buffer = bytearray(os.pread(fd, size, 0))
+        finally:
+            os.close(fd)
+        used = size
+        zero = bytes(entry_size)
+        while used and buffer[used - entry_size : used] == zero:
+            used -= entry_size
+        if isinstance(buffer, bytearray):
+            del buffer[used:]
+        return cls(base_offset, buffer, used)
+
+    def __len__(self) -> int:
+        return self._used // self.ENTRY.size
+
+    def _raw(self, n: int) -> tuple[int, int]:
+        return self.ENTRY.unpack_from(self._buffer, n * self.ENTRY.size)  # type: ignore[return-value]
+
+    def _append_raw(self, first: int, second: int) -> None:
+        if not isinstance(self._buffer, bytearray):
+            raise ValueError("a mapped index is read-only")
+        self._buffer += self.ENTRY.pack(first, second)
+        self._used += self.ENTRY.size
+
+    def write(self, path: Path, *, sync: bool) -> None:
+        _write_file(path, memoryview(self._buffer)[: self._used], sync=sync)
+
+    def close(self) -> None:
+        if isinstance(self._buffer, mmap.mmap):
+            self._buffer.close()
+            self._buffer = bytearray()
+            self._used = 0
+
+
+class OffsetIndex(_SparseIndex):
     """Sparse offset index of one segment, file `<base offset>.index`.
 
     Entries are 8 bytes, big-endian: relative offset int32 (a batch's baseOffset minus the segment's
@@ -57,30 +104,18 @@ class OffsetIndex:
     on the batch boundary at or before the target.
     """
 
-    ENTRY_SIZE = _OFFSET_ENTRY.size
-
-    def __init__(self, base_offset: int, entries: bytearray | None = None) -> None:
-        self.base_offset = base_offset
-        self._entries = entries if entries is not None else bytearray()
-
-    @classmethod
-    def load(cls, path: Path, base_offset: int) -> OffsetIndex | None:
-        entries = _read_entries(path, cls.ENTRY_SIZE)
-        return None if entries is None else cls(base_offset, entries)
-
-    def __len__(self) -> int:
-        return len(self._entries) // self.ENTRY_SIZE
+    ENTRY = _OFFSET_ENTRY
 
     def entry(self, n: int) -> tuple[int, int]:
-        relative, position = _OFFSET_ENTRY.unpack_from(self._entries, n * self.ENTRY_SIZE)
+        relative, position = self._raw(n)
         return self.base_offset + relative, position
 
     def last_entry(self) -> tuple[int, int]:
         """(offset, position) of the last entry, or the segment start when there are none."""
-        return self.entry(len(self) - 1) if self._entries else (self.base_offset, 0)
+        return self.entry(len(self) - 1) if self._used else (self.base_offset, 0)
 
     def append(self, offset: int, position: int) -> None:
-        self._entries += _OFFSET_ENTRY.pack(offset - self.base_offset, position)
+        self._append_raw(offset - self.base_offset, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry with offset <= `offset`, else the segment start."""
@@ -104,11 +139,14 @@ class OffsetIndex:
                 high = middle
         return self.entry(low - 1) if low else (self.base_offset, 0)
 
-    def problem(self, log_size: int) -> str | None:
-        """Why the entries cannot describe a log of `log_size` bytes, or None if they can."""
+    def problem(self, log_size: int, *, thorough: bool = True) -> str | None:
+        """Why the entries cannot describe a log of `log_size` bytes, or None if they can. Without
+        `thorough` only the first and last entries are checked (Kafka's sanity check for trusted files).
+        """
+        entries = range(len(self)) if thorough else sorted({0, len(self) - 1} - {-1})
         previous_relative, previous_position = -1, 0
-        for n in range(len(self)):
-            relative, position = _OFFSET_ENTRY.unpack_from(self._entries, n * self.ENTRY_SIZE)
+        for n in entries:
+            relative, position = self._raw(n)
             if relative <= previous_relative or position <= previous_position:
                 return f"entry {n} does not increase"
             if position >= log_size:
@@ -116,11 +154,8 @@ class OffsetIndex:
             previous_relative, previous_position = relative, position
         return None
 
-    def write(self, path: Path, *, sync: bool) -> None:
-        _write_file(path, self._entries, sync=sync)
 
-
-class TimeIndex:
+class TimeIndex(_SparseIndex):
     """Sparse time index of one segment, file `<base offset>.timeindex`.
 
     Entries are 12 bytes, big-endian: timestamp int64 (the segment's largest batch maxTimestamp so far)
@@ -131,31 +166,19 @@ class TimeIndex:
     smaller maxTimestamp, so a search for T may start at the last entry whose timestamp is <= T.
     """
 
-    ENTRY_SIZE = _TIME_ENTRY.size
-
-    def __init__(self, base_offset: int, entries: bytearray | None = None) -> None:
-        self.base_offset = base_offset
-        self._entries = entries if entries is not None else bytearray()
-
-    @classmethod
-    def load(cls, path: Path, base_offset: int) -> TimeIndex | None:
-        entries = _read_entries(path, cls.ENTRY_SIZE)
-        return None if entries is None else cls(base_offset, entries)
-
-    def __len__(self) -> int:
-        return len(self._entries) // self.ENTRY_SIZE
+    ENTRY = _TIME_ENTRY
 
     def entry(self, n: int) -> tuple[int, int]:
-        timestamp, relative = _TIME_ENTRY.unpack_from(self._entries, n * self.ENTRY_SIZE)
+        timestamp, relative = self._raw(n)
         return timestamp, self.base_offset + relative
 
     def last_entry(self) -> tuple[int, int] | None:
-        return self.entry(len(self) - 1) if self._entries else None
+        return self.entry(len(self) - 1) if self._used else None
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         last = self.last_entry()
         if last is None or timestamp > last[0]:
-            self._entries += _TIME_ENTRY.pack(timestamp, offset - self.base_offset)
+            self._append_raw(timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> int:
         """Offset to start searching for the first batch with maxTimestamp >= `timestamp`."""
@@ -168,17 +191,15 @@ class TimeIndex:
                 high = middle
         return self.entry(low - 1)[1] if low else self.base_offset
 
-    def problem(self, next_offset: int) -> str | None:
+    def problem(self, next_offset: int, *, thorough: bool = True) -> str | None:
         """Why the entries cannot describe a segment ending before `next_offset`, or None if they can."""
+        entries = range(len(self)) if thorough else sorted({0, len(self) - 1} - {-1})
         previous_timestamp, previous_relative = None, 0
-        for n in range(len(self)):
-            timestamp, relative = _TIME_ENTRY.unpack_from(self._entries, n * self.ENTRY_SIZE)
+        for n in entries:
+            timestamp, relative = self._raw(n)
             if previous_timestamp is not None and timestamp <= previous_timestamp:
                 return f"entry {n} timestamp does not increase"
             if relative < previous_relative or self.base_offset + relative >= next_offset:
                 return f"entry {n} offset out of order or past the segment"
             previous_timestamp, previous_relative = timestamp, relative
         return None
-
-    def write(self, path: Path, *, sync: bool) -> None:
-        _write_file(path, self._entries, sync=sync)

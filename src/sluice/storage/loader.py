@@ -99,7 +99,11 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
         is_last = n == len(segments) - 1
         expected_next = None if is_last else segments[n + 1].base_offset
         must_scan = not clean and (is_last or segment.base_offset >= checkpoint.recovery_point)
-        trusted = not must_scan and segment.load_indexes() and segment.resume_after_index(expected_next)
+        trusted = (
+            not must_scan
+            and segment.load_indexes(sealed=not is_last)
+            and segment.resume_after_index(expected_next)
+        )
         if not trusted:
             truncated = segment.recover()
             truncated_bytes += truncated

@@ -57,6 +57,7 @@ class FileSegment:
         self._bytes_since_index_entry = 0
         self._first_batch_timestamp: int | None = None
         self._created_ms = int(time.time() * 1000)
+        self._indexes_mapped = False
         self._closed = False
 
     # --- appending ----------------------------------------------------------------------------------
@@ -117,6 +118,11 @@ class FileSegment:
         """Position and header of the batch containing `offset` (the first batch if `offset` is earlier)."""
         _, start = self.offset_index.lookup(offset)
         for position, header in self._headers_at(start):
+            if header.last_offset >= offset:
+                if header.base_offset > offset and start:
+                    break  # the index sent us past the batch: damaged but trusted, scan from the start
+                return position, header
+        for position, header in self._headers_at(0):
             if header.last_offset >= offset:
                 return position, header
         raise LookupError(f"offset {offset} is not in segment {self.log_path}")
@@ -186,11 +192,26 @@ class FileSegment:
         """For a sealed segment: fsync its log and write and fsync its indexes."""
         self.sync()
         self.write_indexes(sync=True)
+        self._map_indexes()
+
+    def _map_indexes(self) -> None:
+        """Swap the in-heap indexes of a sealed segment for read-only mappings of their files.
+
+        Runs on the flush thread while the event loop may be searching the old objects; both hold the
+        same entries and attribute assignment is atomic, so a reader sees one or the other.
+        """
+        offset_index = OffsetIndex.load(self.index_path, self.base_offset, mapped=True)
+        time_index = TimeIndex.load(self.time_index_path, self.base_offset, mapped=True)
+        if offset_index is None or time_index is None:
+            return
+        self.offset_index, self.time_index = offset_index, time_index
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             os.close(self._fd)
+            self.offset_index.close()
+            self.time_index.close()
 
     def delete(self) -> None:
         self.close()
@@ -199,11 +220,23 @@ class FileSegment:
 
     # --- recovery -----------------------------------------------------------------------------------
 
-    def load_indexes(self) -> bool:
-        """Adopt the index files if they exist and fit the log; False means they must be rebuilt."""
-        offset_index = OffsetIndex.load(self.index_path, self.base_offset)
-        time_index = TimeIndex.load(self.time_index_path, self.base_offset)
-        if offset_index is None or time_index is None or offset_index.problem(self.size_bytes):
+    def load_indexes(self, *, sealed: bool) -> bool:
+        """Adopt the index files if they exist and fit the log; False means they must be rebuilt.
+
+        A sealed segment's files are mapped and only sanity-checked (first and last entries), so opening
+        many segments costs neither heap nor a read of every index; the active segment's are read into
+        memory, checked entry by entry, and appended to from then on.
+        """
+        self._indexes_mapped = sealed
+        offset_index = OffsetIndex.load(self.index_path, self.base_offset, mapped=sealed)
+        time_index = TimeIndex.load(self.time_index_path, self.base_offset, mapped=sealed)
+        if offset_index is None or time_index is None:
+            for index in (offset_index, time_index):
+                if index is not None:
+                    index.close()
+            return False
+        self.offset_index, self.time_index = offset_index, time_index
+        if offset_index.problem(self.size_bytes, thorough=not sealed):
             return False
         if offset_index:
             # The last entry must land on a batch with that base offset.
@@ -211,7 +244,6 @@ class FileSegment:
             head = os.pread(self._fd, LOG_OVERHEAD, position)
             if len(head) < LOG_OVERHEAD or BASE_OFFSET.unpack_from(head)[0] != offset:
                 return False
-        self.offset_index, self.time_index = offset_index, time_index
         return True
 
     def resume_after_index(self, expected_next_offset: int | None) -> bool:
@@ -241,14 +273,17 @@ class FileSegment:
         self.size_bytes = end
         if expected_next_offset is not None and self.next_offset != expected_next_offset:
             return False
-        return not self.time_index.problem(self.next_offset)
+        return not self.time_index.problem(self.next_offset, thorough=not self._indexes_mapped)
 
     def recover(self) -> int:
         """Validate every batch (length, magic, CRC-32C, contiguous offsets), rebuild both indexes and
         truncate the file after the last intact batch. Returns the number of bytes truncated.
         """
+        self.offset_index.close()
+        self.time_index.close()
         self.offset_index = OffsetIndex(self.base_offset)
         self.time_index = TimeIndex(self.base_offset)
+        self._indexes_mapped = False
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
         self.next_offset = self.base_offset
