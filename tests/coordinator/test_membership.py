@@ -219,3 +219,25 @@ def test_static_member_that_misses_the_rebalance_keeps_its_place() -> None:
         "a dynamic member would be gone"
     )
     assert driver.heartbeat(ids["i2"], 1, group_instance_id="i2") == ErrorCode.ILLEGAL_GENERATION
+
+
+def test_sole_static_member_may_restart_with_a_different_protocol() -> None:
+    driver = delayed_driver()
+    static_stable_group(driver, "i1")
+    sticky = consumer_protocols("orders", names=("cooperative-sticky",))
+    token = driver.join(client_id="i1", group_instance_id="i1", protocols=sticky)
+    result = driver.join_result(token)
+    assert result.error_code == ErrorCode.NONE, "its own old protocols must not outvote it"
+    assert (result.generation_id, result.protocol_name) == (2, "cooperative-sticky")
+
+
+def test_a_repeated_join_supersedes_the_parked_one() -> None:
+    driver = Driver()
+    ids = driver.stable_group("a", "b")
+    first = driver.join(member_id=ids["a"], client_id="a")
+    assert first not in driver.replies
+    second = driver.join(member_id=ids["a"], client_id="a")
+    assert driver.join_result(first).error_code == ErrorCode.REBALANCE_IN_PROGRESS
+    assert second not in driver.replies
+    driver.join(member_id=ids["b"], client_id="b")
+    assert driver.join_result(second).generation_id == 2

@@ -5,7 +5,8 @@ outputs are the dataclasses in :mod:`sluice.coordinator.messages`; the ``__consu
 record format is in :mod:`sluice.coordinator.records`.
 """
 
-from sluice.coordinator.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
+from sluice.coordinator.coordinator import GroupCoordinator
+from sluice.coordinator.outcome import CoordinatorConfig, Outcome
 from sluice.coordinator.records import PersistRecord
 
 __all__ = ["CoordinatorConfig", "GroupCoordinator", "Outcome", "PersistRecord"]

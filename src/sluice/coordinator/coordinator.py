@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import replace
 
 from sluice.coordinator import admin, offsets
 from sluice.coordinator.group import (
@@ -46,10 +46,10 @@ from sluice.coordinator.messages import (
     OffsetCommit,
     OffsetDelete,
     OffsetFetch,
-    Result,
     SyncGroup,
     SyncGroupResult,
 )
+from sluice.coordinator.outcome import CoordinatorConfig, Outcome
 from sluice.coordinator.persist import load_groups
 from sluice.coordinator.records import GroupMetadataKey, PersistRecord, group_metadata_record
 from sluice.errors import ErrorCode
@@ -59,35 +59,6 @@ _S = GroupState
 FIRST_VERSION_REQUIRING_MEMBER_ID = 4
 # From JoinGroup v9 a rejoining static leader may keep its assignment (KIP-814).
 FIRST_VERSION_SKIPPING_ASSIGNMENT = 9
-
-
-@dataclass(slots=True, frozen=True)
-class CoordinatorConfig:
-    group_min_session_timeout_ms: int = 6_000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_initial_rebalance_delay_ms: int = 3_000
-    group_max_size: int = 2**31 - 1
-    # How long a member that joined but was never answered may stay (Kafka: 5 minutes, fixed).
-    new_member_join_timeout_ms: int = 300_000
-    offsets_retention_ms: int = 7 * 24 * 3_600_000
-    offsets_retention_check_interval_ms: int = 600_000
-    offset_metadata_max_bytes: int = 4_096
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What one event produced.
-
-    The caller MUST append ``records`` to ``__consumer_offsets`` (in order) and have them durable
-    before it sends any of ``replies``: a reply may announce a commit or an assignment those
-    records carry. If the append fails, the replies must not be sent as successes.
-    """
-
-    replies: list[tuple[Hashable, Result]] = field(default_factory=list)
-    records: list[PersistRecord] = field(default_factory=list)
-
-    def reply(self, reply_to: Hashable, result: Result) -> None:
-        self.replies.append((reply_to, result))
 
 
 def random_member_id(client_id: str) -> str:
@@ -117,7 +88,7 @@ class GroupCoordinator:
         self._arm_offsets_check(now_ms)
         out = Outcome()
         if request.rebalance_timeout_ms < 0:  # JoinGroup v0 has none: the session timeout serves
-            request.rebalance_timeout_ms = request.session_timeout_ms
+            request = replace(request, rebalance_timeout_ms=request.session_timeout_ms)
         error = self._join_precheck(request)
         if error is not ErrorCode.NONE:
             out.reply(reply_to, JoinGroupResult(error, request.member_id))
@@ -168,7 +139,9 @@ class GroupCoordinator:
     def _join_new_member(
         self, group: ClassicGroup, request: JoinGroup, now_ms: int, reply_to: Hashable, out: Outcome
     ) -> None:
-        if not group.supports_protocols(request.protocol_type, request.protocols):
+        # A restarting static member replaces its old self, whose protocols must not get a say.
+        replaced = group.static_members.get(request.group_instance_id or "", NO_MEMBER_ID)
+        if not group.supports_protocols(request.protocol_type, request.protocols, replaced):
             out.reply(reply_to, JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, NO_MEMBER_ID))
             return
         member_id = self._new_member_id(request.client_id)

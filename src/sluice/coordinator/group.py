@@ -112,8 +112,8 @@ class Member:
     def protocols_match(self, protocols: list[JoinGroupProtocol]) -> bool:
         return [(p.name, p.metadata) for p in self.protocols] == [(p.name, p.metadata) for p in protocols]
 
-    def vote(self, candidates: set[str]) -> str:
-        return next(p.name for p in self.protocols if p.name in candidates)
+    def vote(self, candidates: set[str]) -> str | None:
+        return next((p.name for p in self.protocols if p.name in candidates), None)
 
     def session_can_expire(self) -> bool:
         # A member parked in JoinGroup or SyncGroup cannot heartbeat; the rebalance timeout and the
@@ -250,7 +250,12 @@ class ClassicGroup:
         votes: dict[str, int] = {}
         for member in self.members.values():
             choice = member.vote(candidates)
-            votes[choice] = votes.get(choice, 0) + 1
+            if choice is not None:
+                votes[choice] = votes.get(choice, 0) + 1
+        if not votes:
+            # Only possible with members restored from a log that lacks their protocols: keep going
+            # with what the group had rather than fail the whole rebalance.
+            return self.protocol_name or ""
         # Ties go to the protocol voted first (dicts keep insertion order; max keeps the first).
         return max(votes, key=lambda name: votes[name])
 
