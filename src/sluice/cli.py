@@ -19,7 +19,7 @@ from rich.table import Table
 from sluice.broker.config import BrokerConfig
 
 app = typer.Typer(help="Kafka from any program: an embedded broker, a kafka-pixy-compatible gateway, PySpark jobs.",
-                  no_args_is_help=True, pretty_exit_on_error=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, pretty_exceptions_enable=False)
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 console = Console()
@@ -119,7 +119,8 @@ def topics_create(
         if not sep:
             _fail(f"--config expects KEY=VALUE, got {item!r}")
         configs[key] = value
-    futures = _admin(bootstrap).create_topics([NewTopic(name, partitions, 1, config=configs)], request_timeout=15)
+    admin = _admin(bootstrap)  # the futures need their client alive until they resolve
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=configs)], request_timeout=15)
     try:
         futures[name].result()
     except Exception as exc:
@@ -177,7 +178,8 @@ def topics_describe(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
 @topics_app.command("delete")
 def topics_delete(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
     """Delete a topic and its data."""
-    futures = _admin(bootstrap).delete_topics([name], request_timeout=15)
+    admin = _admin(bootstrap)
+    futures = admin.delete_topics([name], request_timeout=15)
     try:
         futures[name].result()
     except Exception as exc:

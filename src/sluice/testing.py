@@ -1,0 +1,100 @@
+"""A real sluice broker in a child process, for tests (ours and users'): ephemeral port, own data dir."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+_READY = re.compile(r"^sluice broker listening on [^ ]+:(\d+)$")
+
+
+class BrokerProcess:
+    """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
+
+    def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
+                 extra_args: list[str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.config = config
+        self.extra_args = extra_args or []
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> BrokerProcess:
+        cmd = [sys.executable, "-m", "sluice", "broker", "--listen", f"127.0.0.1:{self.port}",
+               "--data-dir", str(self.data_dir) if self.data_dir is not None else ":memory:"]
+        if self.config is not None:
+            cmd += ["--config", str(self.config)]
+        cmd += self.extra_args
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line)
+                match = _READY.match(line)
+                if match and not ready.is_set():
+                    self.port = int(match.group(1))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.1):
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError("broker did not start:\n" + "".join(self.output))
+        if self.proc.poll() is not None:
+            raise RuntimeError("broker exited at start:\n" + "".join(self.output))
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, exactly like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: the clean shutdown path."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise
+        return self.proc.returncode
+
+    def restart(self) -> BrokerProcess:
+        """Start again on the same port and data dir (after kill() or stop())."""
+        return self.start()
+
+    def rss_bytes(self) -> int:
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.kill()
