@@ -240,6 +240,9 @@ def test_max_timestamp_names_the_record(make_log: MakeLog) -> None:
     for n in range(8):
         append(log, 3, timestamps=[NOW + n, NOW + 5000 if n == 4 else NOW + n, NOW + n])
     assert log.max_timestamp() == (13, NOW + 5000)
+    # Records removed by DeleteRecords no longer count (at batch granularity: 15 starts a batch).
+    log.delete_records_before(15)
+    assert log.max_timestamp() == (21, NOW + 7)
 
 
 def test_iter_batch_headers(make_log: MakeLog) -> None:

@@ -94,7 +94,8 @@ class PartitionLog(Protocol):
     def max_timestamp(self) -> tuple[int, int]:
         """(offset, timestamp) of the first record with the largest timestamp, for ListOffsets
         MAX_TIMESTAMP; (-1, -1) when no batch carries a timestamp. Record-exact for uncompressed batches,
-        the batch's first offset for compressed ones.
+        the batch's first offset for compressed ones. Records below `log_start_offset` are ignored at batch
+        granularity: a batch straddling the log start still counts with its maxTimestamp.
         """
         ...
 

@@ -177,16 +177,22 @@ class SegmentedLog:
         return None
 
     def max_timestamp(self) -> tuple[int, int]:
-        best: Segment | None = None
-        for segment in self._segments:
-            if segment.next_offset > self._log_start_offset and (
-                best is None or segment.max_timestamp > best.max_timestamp
-            ):
-                best = segment
-        if best is None or best.max_timestamp == NO_TIMESTAMP:
+        start = self._log_start_offset
+        best_timestamp, best_offset, best_segment = NO_TIMESTAMP, -1, None
+        for segment in self._segments[bisect_right(self._bases, start) - 1 :]:
+            timestamp, offset = segment.max_timestamp, segment.offset_of_max_timestamp
+            if offset < start and segment.next_offset > start:
+                # The segment's largest timestamp was removed by DeleteRecords: look at what is left.
+                timestamp, offset = NO_TIMESTAMP, -1
+                for header in segment.headers_from(start):
+                    if header.max_timestamp > timestamp:
+                        timestamp, offset = header.max_timestamp, header.base_offset
+            if timestamp > best_timestamp:
+                best_timestamp, best_offset, best_segment = timestamp, offset, segment
+        if best_segment is None:
             return NO_TIMESTAMP, NO_TIMESTAMP
-        batch = best.batch_containing(best.offset_of_max_timestamp)
-        found = first_record_at_or_after(batch, parse_batch_header(batch), best.max_timestamp, 0)
+        batch = best_segment.batch_containing(best_offset)
+        found = first_record_at_or_after(batch, parse_batch_header(batch), best_timestamp, start)
         assert found is not None
         return found
 
