@@ -198,3 +198,24 @@ def test_restart_of_an_emptied_group_keeps_it_empty_with_its_generation() -> Non
     restarted = _restart(driver, driver.now)
     group = restarted.groups[GROUP]
     assert (group.state.value, group.generation_id, group.protocol_type) == ("Empty", 2, "consumer")
+
+
+def test_load_skips_record_types_a_classic_coordinator_does_not_own() -> None:
+    consumer_group_record = (b"\x00\x03\x00\x01g", b"\x00\x00whatever")
+    offset = (
+        encode_offset_commit_key(OffsetCommitKey("g", "t", 0)),
+        encode_offset_commit_value(OffsetCommitValue(5)),
+    )
+    restarted = GroupCoordinator()
+    restarted.load([consumer_group_record, offset], 0)
+    assert restarted.groups["g"].offsets[("t", 0)].offset == 5
+
+
+def test_tick_with_nothing_due_changes_nothing() -> None:
+    driver = Driver()
+    driver.stable_group("a")
+    deadline = driver.coordinator.next_deadline()
+    assert deadline is not None
+    outcome = driver.coordinator.tick(deadline - 1)
+    assert (outcome.replies, outcome.records) == ([], [])
+    assert driver.state() == "Stable"

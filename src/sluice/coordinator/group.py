@@ -1,12 +1,15 @@
 """One classic consumer group: its state table, members and committed offsets (no I/O, no clock).
 
-The lifecycle follows Kafka's ClassicGroup:
+The lifecycle follows Kafka's ClassicGroup (``TRANSITIONS`` below is the authority):
 
-    Empty ──join──> PreparingRebalance ──all joined / timeout──> CompletingRebalance
-      ^                 ^        │                                   │        │
-      │                 │        └──no members left──> Empty          │ leader syncs
-      │                 └──member joins, leaves, changes or expires───┴────> Stable
-    Dead: deleted or expired; the group object is then dropped.
+    Empty --first join--> PreparingRebalance --everyone rejoined, or timeout--> CompletingRebalance
+                            ^      |                                                  |
+                            |      +--nobody left--> Empty          leader's SyncGroup |
+                            |                                                         v
+                            +------ a member joins, leaves, changes or expires ---- Stable
+
+CompletingRebalance returns to PreparingRebalance the same way Stable does; a deleted or expired
+group becomes Dead and is dropped.
 
 The request handlers live in :mod:`sluice.coordinator.coordinator`; this module only keeps the
 books (who is a member, who is awaiting what, which protocol wins) and refuses illegal transitions.
