@@ -173,6 +173,15 @@ def test_static_leader_restart_on_v9_skips_assignment_but_sees_the_members() -> 
     assert driver.state() == "Stable"
 
 
+def test_static_leader_restart_before_v9_is_told_the_old_leader_id_so_it_does_not_assign() -> None:
+    driver = delayed_driver()
+    ids = static_stable_group(driver, "i1", "i2")
+    restarted = driver.join_result(driver.join(client_id="i1", group_instance_id="i1", api_version=8))
+    assert restarted.leader == ids["i1"] != restarted.member_id
+    assert (restarted.skip_assignment, restarted.members) == (False, [])
+    assert driver.coordinator.groups[GROUP].leader_id == restarted.member_id, "it still leads"
+
+
 def test_static_member_restart_with_new_subscription_rebalances() -> None:
     driver = delayed_driver()
     static_stable_group(driver, "i1", "i2")

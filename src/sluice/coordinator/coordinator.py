@@ -208,8 +208,8 @@ class GroupCoordinator:
             is_new=True,
             session_deadline_ms=now_ms + self.config.new_member_join_timeout_ms,
         )
-        if group.is_in(_S.PREPARING_REBALANCE) and group.generation_id == 0:
-            group.new_member_added = True
+        if group.is_in(_S.PREPARING_REBALANCE) and group.initial_delay_remaining_ms is not None:
+            group.new_member_added = True  # lets the initial delay run once more
         group.add(member)
         self._maybe_prepare_rebalance(group, now_ms, out)
 
@@ -244,6 +244,7 @@ class GroupCoordinator:
             out.reply(old.sync_waiter.reply_to, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
             old.sync_waiter = None
         metadata_unchanged = old.protocols_match(request.protocols)
+        previous_leader = group.leader_id or ""
         member = group.replace_static_member(request.group_instance_id, new_member_id)
         member.session_deadline_ms = now_ms + request.session_timeout_ms
         self._update_member(member, request, Waiter(reply_to, request.api_version), out)
@@ -253,9 +254,17 @@ class GroupCoordinator:
             out.records.append(
                 group_metadata_record(GroupMetadataKey(group.group_id), group.metadata_value())
             )
-            skip = group.is_leader(new_member_id) and request.api_version >= FIRST_VERSION_SKIPPING_ASSIGNMENT
-            result = self._join_result(group, new_member_id, with_members=skip)
-            result.skip_assignment = skip
+            result = self._join_result(group, new_member_id, with_members=False)
+            if request.api_version >= FIRST_VERSION_SKIPPING_ASSIGNMENT:
+                # A restarted leader learns it leads (so it can watch metadata) but must not
+                # reassign: a Stable group would not hand a new assignment out anyway.
+                if group.is_leader(new_member_id):
+                    result.members = group.member_list()
+                    result.skip_assignment = True
+            else:
+                # Older clients would assign if they saw themselves as leader; the old leader id
+                # never matches the new member id, so they do not.
+                result.leader = previous_leader
             out.reply(reply_to, result)
         elif group.is_in(_S.STABLE, _S.COMPLETING_REBALANCE):
             # In CompletingRebalance the leader may be assigning to the old member id: start over.
