@@ -237,3 +237,10 @@ def test_offsets_of_a_stable_group_do_not_expire_while_subscribed() -> None:
         driver.advance(9_000)
         driver.heartbeat(ids["a"], 1)
     assert set(fetch(driver, None)) == {("orders", 0)}
+
+
+def test_generation_minus_one_commits_into_an_empty_group_whatever_the_member_id() -> None:
+    driver = Driver()
+    commit(driver, {("t", 0): 1})
+    assert commit(driver, {("t", 0): 2}, member_id="admin-tool") == {("t", 0): ErrorCode.NONE}
+    assert fetch(driver, {"t": [0]})[("t", 0)][0] == 2

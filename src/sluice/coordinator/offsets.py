@@ -50,6 +50,9 @@ def _every_partition(request: OffsetCommit, error: ErrorCode) -> OffsetCommitRes
 def _commit_error(group: ClassicGroup, request: OffsetCommit) -> ErrorCode:
     if group.is_in(GroupState.DEAD):
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if request.generation_id < 0 and group.is_in(GroupState.EMPTY):
+        # Admin tools and consumers without group management commit into an idle group freely.
+        return ErrorCode.NONE
     claims_membership = (
         request.generation_id >= 0
         or request.member_id != NO_MEMBER_ID
