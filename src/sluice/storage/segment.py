@@ -111,6 +111,8 @@ class FileSegment:
                 if len(buffer) < BATCH_HEADER_SIZE:
                     return
             header = parse_batch_header(buffer, relative)
+            if not plausible_length(header.batch_length):
+                return  # only outside damage to a trusted file gets here; never loop backwards
             yield position, header
             position += header.size
 
