@@ -250,3 +250,16 @@ def test_a_repeated_join_supersedes_the_parked_one() -> None:
     assert second not in driver.replies
     driver.join(member_id=ids["b"], client_id="b")
     assert driver.join_result(second).generation_id == 2
+
+
+def test_new_member_stuck_in_a_long_rebalance_times_out_with_unknown_member_id() -> None:
+    driver = Driver(CoordinatorConfig(group_initial_rebalance_delay_ms=0, new_member_join_timeout_ms=5_000))
+    ids = driver.stable_group("a", "b")
+    newcomer = driver.join(client_id="c", api_version=3)
+    for _ in range(2):  # the old members stay alive but do not rejoin yet
+        driver.advance(2_500)
+        driver.heartbeat(ids["a"], 1)
+        driver.heartbeat(ids["b"], 1)
+    result = driver.join_result(newcomer)
+    assert (result.error_code, result.member_id) == (ErrorCode.UNKNOWN_MEMBER_ID, "")
+    assert set(driver.coordinator.groups[GROUP].members) == set(ids.values())
