@@ -159,6 +159,17 @@ class TestPartitionTracker:
         fill(t, range(3, 10))
         assert hand_out(t, 3) == [5, 8, 9]
 
+    def test_offsets_skipped_by_the_fetch_do_not_block_the_commit(self) -> None:
+        t = tracker(committed=10)
+        for offset in (10, 13, 14):  # 11-12: e.g. transaction markers
+            t.add_fetched(message(offset))
+        assert hand_out(t, 3) == [10, 13, 14]
+        t.ack(10)
+        assert t.commit_point().offset == 13
+        t.ack(14)
+        t.ack(13)
+        assert t.commit_point().offset == 15 and t.acked_ranges == []
+
     def test_garbage_metadata_falls_back_to_plain_offset(self) -> None:
         t = tracker(committed=2, metadata="not sparse acks!")
         assert t.commit_point().offset == 2 and t.acked_ranges == []

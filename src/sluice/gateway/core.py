@@ -206,6 +206,12 @@ class PartitionTracker:
 
     # -- state changes ---------------------------------------------------------
     def add_fetched(self, message: Message) -> None:
+        expected = self.highest_fetched + 1
+        if message.offset > expected >= self._committed:
+            # Offsets the fetch skipped (transaction markers, compaction, retention)
+            # never reach a caller, so nobody would ever ack them; without this the
+            # committed offset would be stuck at the gap forever.
+            self._add_acked_range(expected, message.offset)
         self.highest_fetched = max(self.highest_fetched, message.offset)
         if self.is_acked(message.offset) or message.offset in self._offers:
             return
@@ -258,6 +264,21 @@ class PartitionTracker:
 
     def mark_committed(self, point: CommitPoint) -> None:
         self._last_committed = point
+
+    def forget_last_commit(self) -> None:
+        """The last commit point taken did not reach Kafka: offer it again next time."""
+        self._last_committed = None
+
+    def _add_acked_range(self, range_from: int, range_to: int) -> None:
+        merged: list[list[int]] = []
+        for current in sorted([*self._acked_ranges, [range_from, range_to]]):
+            if merged and current[0] <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], current[1])
+            else:
+                merged.append(list(current))
+        while merged and merged[0][0] <= self._committed:
+            self._committed = max(self._committed, merged.pop(0)[1])
+        self._acked_ranges = merged
 
     def _mark_acked(self, offset: int) -> None:
         ranges = self._acked_ranges
@@ -347,6 +368,12 @@ class GroupTopicCore:
             if point is not None:
                 commits[partition] = point
         return commits
+
+    def forget_last_commits(self, partitions: Iterable[int]) -> None:
+        for partition in partitions:
+            tracker = self.trackers.get(partition)
+            if tracker is not None:
+                tracker.forget_last_commit()
 
     def take_dead_letters(self) -> list[Message]:
         letters: list[Message] = []

@@ -1,0 +1,411 @@
+"""Group consumers: one confluent-kafka Consumer per (cluster, group, topic).
+
+Each consumer is an ordinary member of the Kafka consumer group, so several
+gateways and plain Kafka consumers can share a group. Its thread owns the
+librdkafka handle (poll, rebalance callbacks, commits); the event loop side
+only touches the pure `GroupTopicCore` under a lock and waits on an
+`asyncio.Event` that the thread sets when something changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from .config import ClusterConfig
+from .core import AckOutcome, Delivery, GroupTopicCore, Message, TrackerSettings
+from .errors import Failure, GatewayError
+from .metrics import GatewayMetrics
+
+log = logging.getLogger(__name__)
+
+_FETCH_BATCH = 500
+_POLL_SECONDS = 0.1
+_KAFKA_TIMEOUT_SECONDS = 10.0
+# A partition whose fetched-but-not-handed-out backlog grows past this is paused.
+_BUFFER_HIGH_WATER = 2000
+
+DeadLetterSink = Callable[[str, str, list[Message]], None]
+
+
+def long_poll_timeout() -> GatewayError:
+    return GatewayError(Failure.LONG_POLL_TIMEOUT, "long polling timeout")
+
+
+def shutting_down() -> GatewayError:
+    return GatewayError(Failure.UNAVAILABLE, "service is shutting down")
+
+
+class GroupTopicConsumer:
+    def __init__(
+        self,
+        cluster: ClusterConfig,
+        group: str,
+        topic: str,
+        client_id: str,
+        metrics: GatewayMetrics,
+        dead_letter_sink: DeadLetterSink | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.group = group
+        self.topic = topic
+        self.client_id = client_id
+        self.metrics = metrics
+        self.settings = cluster.consumer
+        self.core = GroupTopicCore(
+            TrackerSettings(
+                ack_timeout=self.settings.ack_timeout,
+                max_pending=self.settings.max_pending_messages,
+                max_retries=self.settings.max_retries,
+            )
+        )
+        self.member_id = ""
+        self.last_used = time.monotonic()
+        self.waiters = 0
+        self._dead_letter_sink = dead_letter_sink
+        self._lock = threading.Lock()
+        self._loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
+        self._stopping = threading.Event()
+        self._closing = False
+        self._failure: str | None = None
+        self._thread = threading.Thread(target=self._run, name=f"gw-consumer-{group}-{topic}", daemon=True)
+        self._thread.start()
+
+    # -- event loop side -------------------------------------------------------
+    @property
+    def assigned_partitions(self) -> list[int]:
+        with self._lock:
+            return sorted(self.core.trackers)
+
+    def ack(self, partition: int, offset: int) -> None:
+        self.last_used = time.monotonic()
+        with self._lock:
+            outcome = self.core.ack(partition, offset)
+        if outcome is AckOutcome.NOT_HANDED_OUT:
+            raise GatewayError(
+                Failure.INVALID_ARGUMENT,
+                f"ack of a message this gateway has not handed out: group={self.group} topic={self.topic} "
+                f"partition={partition} offset={offset}",
+            )
+        if outcome is AckOutcome.ACKED:
+            self.metrics.acked.labels(self.cluster.name, self.group, self.topic).inc()
+            self._signal()
+
+    async def consume(self, timeout: float, *, auto_ack: bool = False) -> Delivery:
+        """Long-poll for one message to hand out."""
+        deliveries = await self.consume_many(1, timeout, auto_ack=auto_ack)
+        return deliveries[0]
+
+    async def consume_many(self, max_messages: int, timeout: float, *, auto_ack: bool = False) -> list[Delivery]:
+        """Wait up to `timeout` for the first message, then take what else is ready (up to max_messages)."""
+        self._check_usable()
+        if self.waiters >= self.settings.channel_buffer_size:
+            raise GatewayError(
+                Failure.TOO_MANY_REQUESTS,
+                "too many requests: consider increasing consumer.channel_buffer_size "
+                f"({self.settings.channel_buffer_size})",
+            )
+        self.waiters += 1
+        self.last_used = time.monotonic()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                changed = self._changed
+                deliveries = self._take(max_messages, auto_ack)
+                if deliveries:
+                    return deliveries
+                now = time.monotonic()
+                if now >= deadline:
+                    raise long_poll_timeout()
+                wait = deadline - now
+                with self._lock:
+                    next_redelivery = self.core.next_deadline()
+                if next_redelivery is not None:
+                    wait = min(wait, max(next_redelivery - now, 0.005))
+                try:
+                    await asyncio.wait_for(changed.wait(), wait)
+                except TimeoutError:
+                    pass
+                self._check_usable()
+        finally:
+            self.waiters -= 1
+            self.last_used = time.monotonic()
+
+    def _take(self, max_messages: int, auto_ack: bool) -> list[Delivery]:
+        now = time.monotonic()
+        deliveries: list[Delivery] = []
+        with self._lock:
+            while len(deliveries) < max_messages:
+                delivery = self.core.next_delivery(now)
+                if delivery is None:
+                    break
+                if auto_ack:
+                    self.core.ack(delivery.message.partition, delivery.message.offset)
+                deliveries.append(delivery)
+            dead_letters = self.core.take_dead_letters()
+        for delivery in deliveries:
+            self.metrics.handed_out.labels(
+                self.cluster.name, self.group, self.topic, str(delivery.attempt > 0).lower()
+            ).inc()
+        if dead_letters:
+            self.metrics.dead_lettered.labels(self.cluster.name, self.group, self.topic).inc(len(dead_letters))
+            if self._dead_letter_sink is not None:
+                self._dead_letter_sink(self.group, self.topic, dead_letters)
+        return deliveries
+
+    def _check_usable(self) -> None:
+        if self._closing:
+            raise shutting_down()
+        if self._failure is not None:
+            raise GatewayError(Failure.INTERNAL, self._failure)
+
+    def _signal(self) -> None:
+        # Waking every waiter by swapping the event keeps waiting race-free:
+        # a waiter grabs the current event before looking at the core.
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _signal_from_thread(self) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._signal)
+        except RuntimeError:
+            pass  # the loop is gone: nobody is waiting any more
+
+    def release_waiters(self) -> None:
+        self._closing = True
+        self._signal()
+
+    async def stop(self) -> None:
+        self.release_waiters()
+        self._stopping.set()
+        await asyncio.to_thread(self._thread.join, 30.0)
+
+    # -- consumer thread -------------------------------------------------------
+    def _consumer_config(self) -> dict[str, Any]:
+        session_ms = max(int(self.settings.session_timeout * 1000), 1000)
+        return {
+            **self.cluster.client_config(),
+            "group.id": self.group,
+            "client.id": self.client_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            "auto.offset.reset": "earliest" if self.settings.initial_offset == "oldest" else "latest",
+            "session.timeout.ms": session_ms,
+            "heartbeat.interval.ms": max(min(1000, session_ms // 3), 100),
+            "fetch.wait.max.ms": 100,
+        }
+
+    def _run(self) -> None:
+        try:
+            consumer = Consumer(self._consumer_config())
+            consumer.subscribe(
+                [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+            )
+        except KafkaException as exc:
+            self._failure = f"cannot start consumer for group {self.group}: {exc}"
+            log.error(self._failure)
+            self._signal_from_thread()
+            return
+        paused: set[int] = set()
+        next_commit = time.monotonic() + self.settings.offsets_commit_interval
+        try:
+            while not self._stopping.is_set():
+                self._poll_once(consumer)
+                self._apply_backpressure(consumer, paused)
+                if time.monotonic() >= next_commit:
+                    self._commit(consumer)
+                    next_commit = time.monotonic() + self.settings.offsets_commit_interval
+        finally:
+            self._commit(consumer)
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError) as exc:
+                log.warning("closing consumer of group %s: %s", self.group, exc)
+
+    def _poll_once(self, consumer: Consumer) -> None:
+        try:
+            records = consumer.consume(num_messages=_FETCH_BATCH, timeout=_POLL_SECONDS)
+        except KafkaException as exc:
+            log.warning("group %s topic %s: consume failed: %s", self.group, self.topic, exc)
+            time.sleep(_POLL_SECONDS)
+            return
+        messages: list[Message] = []
+        for record in records:
+            error = record.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("group %s topic %s: %s", self.group, self.topic, error.str())
+                continue
+            messages.append(
+                Message(
+                    partition=record.partition(),
+                    offset=record.offset(),
+                    key=record.key(),
+                    value=record.value(),
+                    headers=tuple((name, value or b"") for name, value in (record.headers() or ())),
+                    timestamp_ms=record.timestamp()[1],
+                )
+            )
+        if messages:
+            with self._lock:
+                self.core.add_fetched(messages)
+            self._signal_from_thread()
+
+    def _apply_backpressure(self, consumer: Consumer, paused: set[int]) -> None:
+        with self._lock:
+            buffered = self.core.buffered_counts()
+        paused &= set(buffered)
+        to_pause = [p for p, count in buffered.items() if count >= _BUFFER_HIGH_WATER and p not in paused]
+        to_resume = [p for p in paused if buffered.get(p, 0) < _BUFFER_HIGH_WATER // 2]
+        try:
+            if to_pause:
+                consumer.pause([TopicPartition(self.topic, p) for p in to_pause])
+                paused.update(to_pause)
+            if to_resume:
+                consumer.resume([TopicPartition(self.topic, p) for p in to_resume])
+                paused.difference_update(to_resume)
+        except KafkaException as exc:
+            log.warning("pause/resume of %s failed: %s", self.topic, exc)
+
+    def _commit(self, consumer: Consumer) -> None:
+        with self._lock:
+            commits = self.core.take_commits()
+        if not commits:
+            return
+        offsets = [
+            TopicPartition(self.topic, partition, point.offset, metadata=point.metadata)
+            for partition, point in commits.items()
+        ]
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as exc:
+            log.warning("group %s topic %s: commit failed, will retry: %s", self.group, self.topic, exc)
+            with self._lock:
+                self.core.forget_last_commits(commits)
+
+    def _start_offsets(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> list[tuple[int, int, str]]:
+        committed = consumer.committed(list(partitions), timeout=_KAFKA_TIMEOUT_SECONDS)
+        starts = []
+        for tp in committed:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(self.topic, tp.partition), timeout=_KAFKA_TIMEOUT_SECONDS
+            )
+            if tp.offset >= 0:
+                # Clamped, as librdkafka would reset it, so the tracker's baseline
+                # is an offset that will actually be fetched.
+                start, metadata = min(max(tp.offset, low), high), (tp.metadata or "")
+                if start != tp.offset:
+                    metadata = ""
+            else:
+                start, metadata = (low if self.settings.initial_offset == "oldest" else high), ""
+            starts.append((tp.partition, start, metadata))
+        return starts
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.member_id = consumer.memberid() or ""
+        starts: list[tuple[int, int, str]] = []
+        for attempt in range(3):
+            try:
+                starts = self._start_offsets(consumer, partitions)
+                break
+            except KafkaException as exc:
+                log.warning("group %s: reading committed offsets failed (try %d): %s", self.group, attempt + 1, exc)
+                time.sleep(0.2)
+        else:
+            self._failure = f"group {self.group} topic {self.topic}: cannot read committed offsets"
+        with self._lock:
+            for partition, start, metadata in starts:
+                self.core.assign(partition, start, metadata)
+        consumer.assign([TopicPartition(self.topic, partition, start) for partition, start, _ in starts])
+        log.info("group %s topic %s: assigned %s", self.group, self.topic, [p for p, _, _ in starts])
+        self._signal_from_thread()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        commits = []
+        with self._lock:
+            for tp in partitions:
+                point = self.core.revoke(tp.partition)
+                if point is not None:
+                    commits.append(TopicPartition(self.topic, tp.partition, point.offset, metadata=point.metadata))
+        if commits:
+            try:
+                consumer.commit(offsets=commits, asynchronous=False)
+            except KafkaException as exc:
+                log.warning("group %s: final commit on revoke failed: %s", self.group, exc)
+        consumer.unassign()
+        self._signal_from_thread()
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # The group moved on without us: our offsets may no longer be committed.
+        with self._lock:
+            for tp in partitions:
+                self.core.revoke(tp.partition)
+        consumer.unassign()
+        self._signal_from_thread()
+
+
+class ClusterConsumers:
+    """The group consumers of one cluster, created on first use and dropped when idle."""
+
+    def __init__(
+        self, cluster: ClusterConfig, client_id: str, metrics: GatewayMetrics, dead_letter_sink: DeadLetterSink
+    ) -> None:
+        self.cluster = cluster
+        self.client_id = client_id
+        self.metrics = metrics
+        self._dead_letter_sink = dead_letter_sink
+        self._consumers: dict[tuple[str, str], GroupTopicConsumer] = {}
+        self._closing = False
+
+    def get(self, group: str, topic: str) -> GroupTopicConsumer:
+        if self.cluster.consumer.disabled:
+            raise GatewayError(Failure.UNAVAILABLE, f"consumer is disabled for cluster {self.cluster.name}")
+        if self._closing:
+            raise shutting_down()
+        consumer = self._consumers.get((group, topic))
+        if consumer is None:
+            consumer = GroupTopicConsumer(
+                self.cluster, group, topic, self.client_id, self.metrics, self._dead_letter_sink
+            )
+            self._consumers[(group, topic)] = consumer
+            self.metrics.active_consumers.labels(self.cluster.name).set(len(self._consumers))
+        return consumer
+
+    def existing(self, group: str, topic: str) -> GroupTopicConsumer | None:
+        return self._consumers.get((group, topic))
+
+    async def drop(self, group: str, topic: str) -> None:
+        consumer = self._consumers.pop((group, topic), None)
+        if consumer is not None:
+            await consumer.stop()
+            self.metrics.active_consumers.labels(self.cluster.name).set(len(self._consumers))
+
+    async def drop_idle(self) -> None:
+        """kafka-pixy's subscription_timeout: leave the group after a quiet spell."""
+        now = time.monotonic()
+        idle = [
+            key
+            for key, consumer in self._consumers.items()
+            if consumer.waiters == 0 and now - consumer.last_used > self.cluster.consumer.subscription_timeout
+        ]
+        for group, topic in idle:
+            log.info("group %s topic %s: idle, leaving the group", group, topic)
+            await self.drop(group, topic)
+
+    def release_waiters(self) -> None:
+        self._closing = True
+        for consumer in self._consumers.values():
+            consumer.release_waiters()
+
+    async def close(self) -> None:
+        self._closing = True
+        consumers = list(self._consumers)
+        await asyncio.gather(*(self.drop(group, topic) for group, topic in consumers))

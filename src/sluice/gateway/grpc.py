@@ -1,0 +1,280 @@
+"""gRPC API: kafka-pixy's `KafkaPixy` service plus sluice's `SluiceGateway`.
+
+Status codes follow kafka-pixy: NotFound when a long poll ends empty (and for
+unknown topics), ResourceExhausted when too many requests wait, InvalidArgument
+for bad input and unknown clusters, Unavailable when consuming is disabled or
+the gateway is shutting down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+from grpc import aio
+
+from .core import Delivery, sparse_acks_to_str
+from .errors import Failure, GatewayError, invalid
+from .kafka import TopicInfo
+from .proto import kafkapixy_pb2 as pb
+from .proto import kafkapixy_pb2_grpc as pb_grpc
+from .service import AckRequest, GatewayService, failure_of
+
+T = TypeVar("T")
+
+STATUS_OF_FAILURE = {
+    Failure.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    Failure.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Failure.LONG_POLL_TIMEOUT: grpc.StatusCode.NOT_FOUND,
+    Failure.TOO_MANY_REQUESTS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Failure.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Failure.TOO_LARGE: grpc.StatusCode.INVALID_ARGUMENT,
+    Failure.INTERNAL: grpc.StatusCode.INTERNAL,
+}
+_STREAM_BATCH = 100
+
+
+def delivery_to_pb(delivery: Delivery) -> pb.ConsRs:
+    message = delivery.message
+    return pb.ConsRs(
+        partition=message.partition,
+        offset=message.offset,
+        key_value=message.key or b"",
+        key_undefined=message.key is None,
+        message=message.value or b"",
+        headers=[pb.RecordHeader(key=name, value=value) for name, value in message.headers],
+    )
+
+
+def topic_to_pb(info: TopicInfo, with_partitions: bool) -> pb.GetTopicMetadataRs:
+    reply = pb.GetTopicMetadataRs(version=1, config=info.config)
+    if with_partitions:
+        reply.partitions.extend(
+            pb.PartitionMetadata(partition=p.partition, leader=p.leader, replicas=p.replicas, isr=p.isr)
+            for p in info.partitions
+        )
+    return reply
+
+
+class _Adapter:
+    def __init__(self, service: GatewayService) -> None:
+        self.service = service
+
+    async def _call(self, operation: str, context: aio.ServicerContext, work: Callable[[], Awaitable[T]]) -> T:
+        try:
+            result = await work()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = failure_of(exc)
+            self.service.metrics.requests.labels("grpc", operation, error.failure.name.lower()).inc()
+            await context.abort(STATUS_OF_FAILURE[error.failure], error.message)
+            raise AssertionError("unreachable: abort raises") from exc
+        self.service.metrics.requests.labels("grpc", operation, "ok").inc()
+        return result
+
+
+class KafkaPixyServicer(_Adapter, pb_grpc.KafkaPixyServicer):
+    async def Produce(self, request: pb.ProdRq, context: aio.ServicerContext) -> pb.ProdRs:
+        async def work() -> pb.ProdRs:
+            key = None if request.key_undefined else bytes(request.key_value)
+            headers = [(h.key, bytes(h.value)) for h in request.headers]
+            partition, offset = await self.service.produce(
+                request.cluster, request.topic, key, bytes(request.message), headers, sync=not request.async_mode
+            )
+            return pb.ProdRs(partition=partition, offset=offset)
+
+        return await self._call("produce", context, work)
+
+    async def ConsumeNAck(self, request: pb.ConsNAckRq, context: aio.ServicerContext) -> pb.ConsRs:
+        async def work() -> pb.ConsRs:
+            if request.no_ack:
+                ack = AckRequest.none()
+            elif request.auto_ack:
+                ack = AckRequest.automatic()
+            else:
+                ack = AckRequest.of(request.ack_partition, request.ack_offset)
+            delivery = await self.service.consume(request.cluster, request.group, request.topic, ack)
+            return delivery_to_pb(delivery)
+
+        return await self._call("consume", context, work)
+
+    async def Ack(self, request: pb.AckRq, context: aio.ServicerContext) -> pb.AckRs:
+        async def work() -> pb.AckRs:
+            await self.service.ack(request.cluster, request.group, request.topic, request.partition, request.offset)
+            return pb.AckRs()
+
+        return await self._call("ack", context, work)
+
+    async def GetOffsets(self, request: pb.GetOffsetsRq, context: aio.ServicerContext) -> pb.GetOffsetsRs:
+        async def work() -> pb.GetOffsetsRs:
+            offsets = await self.service.get_offsets(request.cluster, request.group, request.topic)
+            return pb.GetOffsetsRs(
+                offsets=[
+                    pb.PartitionOffset(
+                        partition=o.partition,
+                        begin=o.begin,
+                        end=o.end,
+                        count=o.end - o.begin,
+                        offset=o.offset,
+                        lag=o.lag,
+                        metadata=o.metadata,
+                        sparse_acks=sparse_acks_to_str(o.offset, o.metadata),
+                    )
+                    for o in offsets
+                ]
+            )
+
+        return await self._call("get_offsets", context, work)
+
+    async def SetOffsets(self, request: pb.SetOffsetsRq, context: aio.ServicerContext) -> pb.SetOffsetsRs:
+        async def work() -> pb.SetOffsetsRs:
+            offsets = [(o.partition, o.offset, o.metadata) for o in request.offsets]
+            await self.service.set_offsets(request.cluster, request.group, request.topic, offsets)
+            return pb.SetOffsetsRs()
+
+        return await self._call("set_offsets", context, work)
+
+    async def ListTopics(self, request: pb.ListTopicRq, context: aio.ServicerContext) -> pb.ListTopicRs:
+        async def work() -> pb.ListTopicRs:
+            topics = await self.service.list_topics(request.cluster)
+            reply = pb.ListTopicRs()
+            for name, info in topics.items():
+                reply.topics[name].CopyFrom(topic_to_pb(info, request.with_partitions))
+            return reply
+
+        return await self._call("list_topics", context, work)
+
+    async def GetTopicMetadata(
+        self, request: pb.GetTopicMetadataRq, context: aio.ServicerContext
+    ) -> pb.GetTopicMetadataRs:
+        async def work() -> pb.GetTopicMetadataRs:
+            info = await self.service.topic_metadata(request.cluster, request.topic, with_config=True)
+            return topic_to_pb(info, request.with_partitions)
+
+        return await self._call("get_topic_metadata", context, work)
+
+    async def ListConsumers(self, request: pb.ListConsumersRq, context: aio.ServicerContext) -> pb.ListConsumersRs:
+        async def work() -> pb.ListConsumersRs:
+            groups = await self.service.list_consumers(request.cluster, request.topic, request.group)
+            reply = pb.ListConsumersRs()
+            for group, members in groups.items():
+                for member, partitions in members.items():
+                    reply.groups[group].consumers[member].partitions.extend(partitions)
+            return reply
+
+        return await self._call("list_consumers", context, work)
+
+
+class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
+    async def ConsumeBatch(self, request: pb.ConsBatchRq, context: aio.ServicerContext) -> pb.ConsBatchRs:
+        async def work() -> pb.ConsBatchRs:
+            if request.max_messages < 0 or request.wait_ms < 0:
+                raise invalid("max_messages and wait_ms must not be negative")
+            deliveries = await self.service.consume_many(
+                request.cluster,
+                request.group,
+                request.topic,
+                [(a.partition, a.offset) for a in request.acks],
+                max(request.max_messages, 1),
+                request.wait_ms / 1000 if request.wait_ms else None,
+            )
+            return pb.ConsBatchRs(messages=[delivery_to_pb(d) for d in deliveries])
+
+        return await self._call("consume_batch", context, work)
+
+    async def ConsumeStream(
+        self, request_iterator: AsyncIterator[pb.ConsStreamRq], context: aio.ServicerContext
+    ) -> AsyncIterator[pb.ConsRs]:
+        first = await anext(aiter(request_iterator), None)
+        if first is None:
+            return
+        cluster, group, topic = first.cluster, first.group, first.topic
+        credit = _Credit()
+        try:
+            self._apply_stream_request(cluster, group, topic, first, credit)
+        except GatewayError as error:
+            await context.abort(STATUS_OF_FAILURE[error.failure], error.message)
+        reader = asyncio.create_task(self._read_stream(request_iterator, cluster, group, topic, credit))
+        try:
+            while True:
+                available = await credit.wait_for_credit(reader)
+                if available == 0:
+                    return
+                try:
+                    deliveries = await self.service.consume_many(cluster, group, topic, [], min(available, _STREAM_BATCH))
+                except GatewayError as error:
+                    if error.failure is Failure.LONG_POLL_TIMEOUT:
+                        continue
+                    await context.abort(STATUS_OF_FAILURE[error.failure], error.message)
+                    return
+                credit.spend(len(deliveries))
+                for delivery in deliveries:
+                    yield delivery_to_pb(delivery)
+                if reader.done() and reader.exception() is not None:
+                    error = failure_of(reader.exception())  # type: ignore[arg-type]
+                    await context.abort(STATUS_OF_FAILURE[error.failure], error.message)
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+    def _apply_stream_request(
+        self, cluster: str, group: str, topic: str, request: pb.ConsStreamRq, credit: _Credit
+    ) -> None:
+        if request.credit < 0:
+            raise invalid("credit must not be negative")
+        if request.acks:
+            self.service.ack_many(cluster, group, topic, [(ack.partition, ack.offset) for ack in request.acks])
+        credit.grant(request.credit)
+
+    async def _read_stream(
+        self, requests: AsyncIterator[pb.ConsStreamRq], cluster: str, group: str, topic: str, credit: _Credit
+    ) -> None:
+        try:
+            async for request in requests:
+                self._apply_stream_request(cluster, group, topic, request, credit)
+        finally:
+            credit.wake()
+
+
+class _Credit:
+    """How many more messages the stream's client asked for."""
+
+    def __init__(self) -> None:
+        self.available = 0
+        self._changed = asyncio.Event()
+
+    def grant(self, amount: int) -> None:
+        self.available += amount
+        self.wake()
+
+    def spend(self, amount: int) -> None:
+        self.available -= amount
+
+    def wake(self) -> None:
+        self._changed.set()
+
+    async def wait_for_credit(self, reader: asyncio.Task[None]) -> int:
+        """Credit available now; 0 once the client stopped sending and none is left."""
+        while self.available <= 0:
+            if reader.done():
+                return 0
+            self._changed.clear()
+            await self._changed.wait()
+        return self.available
+
+
+def create_grpc_server(service: GatewayService, max_message_bytes: int) -> aio.Server:
+    server = aio.server(
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+    pb_grpc.add_KafkaPixyServicer_to_server(KafkaPixyServicer(service), server)
+    pb_grpc.add_SluiceGatewayServicer_to_server(SluiceGatewayServicer(service), server)
+    return server

@@ -1,0 +1,351 @@
+"""The confluent-kafka side of one cluster: producing and admin queries.
+
+Every blocking librdkafka call runs in a worker thread (`asyncio.to_thread`) or
+in the producer's own poll thread; the event loop only awaits futures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from .config import ClusterConfig
+from .errors import Failure, GatewayError
+from .metrics import GatewayMetrics
+from .partitioners import choose_partition
+
+log = logging.getLogger(__name__)
+
+_REQUIRED_ACKS = {"no_response": 0, "wait_for_local": 1, "wait_for_all": -1}
+_METADATA_TTL_SECONDS = 30.0
+_ADMIN_TIMEOUT_SECONDS = 10.0
+# Freshly auto-created topics report "leader not available" for a moment.
+_TOPIC_APPEAR_RETRIES = 10
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: tuple[PartitionInfo, ...]
+    config: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    partition: int
+    begin: int
+    end: int
+    offset: int
+    metadata: str
+
+    @property
+    def lag(self) -> int:
+        # kafka-pixy: no committed offset (-1) means "newest", so nothing lags.
+        if self.offset < 0:
+            return 0
+        return max(self.end - self.offset, 0)
+
+
+def unknown_topic(topic: str) -> GatewayError:
+    return GatewayError(Failure.NOT_FOUND, f"Unknown topic: {topic}")
+
+
+def _kafka_failure(error: KafkaError, what: str) -> GatewayError:
+    code = error.code()
+    if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION):
+        return GatewayError(Failure.NOT_FOUND, f"{what}: {error.str()}")
+    if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE, KafkaError.RECORD_LIST_TOO_LARGE):
+        return GatewayError(Failure.TOO_LARGE, f"{what}: {error.str()}")
+    if code == KafkaError._QUEUE_FULL:
+        return GatewayError(Failure.TOO_MANY_REQUESTS, f"{what}: producer queue is full")
+    return GatewayError(Failure.INTERNAL, f"{what}: {error.str()}")
+
+
+class ClusterClient:
+    """Producer, admin client and metadata cache of one named cluster."""
+
+    def __init__(self, config: ClusterConfig, metrics: GatewayMetrics) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.client_id = config.client_id or f"sluice-gateway-{uuid.uuid4().hex[:8]}"
+        producer_config = {
+            **config.client_config(),
+            "client.id": self.client_id,
+            "acks": _REQUIRED_ACKS[config.producer.required_acks],
+            "message.max.bytes": max(config.producer.max_message_bytes + 512, 1000),
+            "message.timeout.ms": int(config.producer.timeout * 1000) or 1,
+            "linger.ms": 2,
+        }
+        self._producer = Producer(producer_config)
+        self._admin = AdminClient({**config.client_config(), "client.id": self.client_id})
+        self._partition_counts: dict[str, tuple[int, float]] = {}
+        self._watermark_reader: Consumer | None = None
+        self._watermark_lock = threading.Lock()
+        self._running = True
+        self._poller = threading.Thread(target=self._poll_deliveries, name=f"gw-producer-{config.name}", daemon=True)
+        self._poller.start()
+
+    # -- lifecycle -------------------------------------------------------------
+    def _poll_deliveries(self) -> None:
+        while self._running:
+            self._producer.poll(0.1)
+
+    async def close(self) -> None:
+        remaining = await asyncio.to_thread(self._producer.flush, self.config.producer.timeout)
+        if remaining:
+            log.warning("cluster %s: %d produced messages not delivered at shutdown", self.config.name, remaining)
+        self._running = False
+        await asyncio.to_thread(self._poller.join, 2.0)
+
+    # -- producing -------------------------------------------------------------
+    async def partition_count(self, topic: str) -> int:
+        cached = self._partition_counts.get(topic)
+        now = time.monotonic()
+        if cached is not None and cached[1] > now:
+            return cached[0]
+        count = await asyncio.to_thread(self._fetch_partition_count, topic)
+        self._partition_counts[topic] = (count, now + _METADATA_TTL_SECONDS)
+        return count
+
+    def _fetch_partition_count(self, topic: str) -> int:
+        # The producer's metadata request may auto-create the topic, as kafka-pixy's would.
+        for attempt in range(_TOPIC_APPEAR_RETRIES):
+            try:
+                metadata = self._producer.list_topics(topic, timeout=_ADMIN_TIMEOUT_SECONDS)
+            except KafkaException as exc:
+                raise _kafka_failure(exc.args[0], f"metadata of {topic}") from exc
+            found = metadata.topics.get(topic)
+            if found is not None and found.error is None and found.partitions:
+                return len(found.partitions)
+            retriable = found is not None and found.error is not None and found.error.retriable()
+            if not retriable and attempt > 1:
+                break
+            time.sleep(0.1)
+        raise unknown_topic(topic)
+
+    async def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: Sequence[tuple[str, bytes]] = (),
+        *,
+        wait: bool = True,
+    ) -> tuple[int, int]:
+        """Write one message; with `wait`, return (partition, offset) once the broker has it."""
+        if len(value) + len(key or b"") > self.config.producer.max_message_bytes:
+            raise GatewayError(
+                Failure.TOO_LARGE,
+                f"message of {len(value)} bytes exceeds producer.max_message_bytes="
+                f"{self.config.producer.max_message_bytes}",
+            )
+        partition_count = await self.partition_count(topic)
+        partition = choose_partition(key, partition_count, self.config.producer.partitioner)
+        loop = asyncio.get_running_loop()
+        delivered: asyncio.Future[tuple[int, int]] | None = loop.create_future() if wait else None
+        started = time.monotonic()
+
+        def on_delivery(error: KafkaError | None, message: Any) -> None:
+            if delivered is None:
+                if error is not None:
+                    log.warning("async produce to %s failed: %s", topic, error.str())
+                return
+            loop.call_soon_threadsafe(_settle, delivered, error, message, topic)
+
+        try:
+            self._producer.produce(
+                topic,
+                value=value,
+                key=key,
+                partition=partition,
+                headers=list(headers) or None,
+                on_delivery=on_delivery,
+            )
+        except BufferError as exc:
+            raise GatewayError(Failure.TOO_MANY_REQUESTS, "producer queue is full, retry later") from exc
+        except KafkaException as exc:
+            raise _kafka_failure(exc.args[0], f"produce to {topic}") from exc
+        self.metrics.produced.labels(self.config.name, "sync" if wait else "async").inc()
+        if delivered is None:
+            return -1, -1
+        result = await delivered
+        self.metrics.produce_latency.labels(self.config.name).observe(time.monotonic() - started)
+        return result
+
+    # -- admin -----------------------------------------------------------------
+    async def list_topics(self, with_config: bool = False) -> dict[str, TopicInfo]:
+        metadata = await asyncio.to_thread(self._admin.list_topics, timeout=_ADMIN_TIMEOUT_SECONDS)
+        topics = {
+            name: TopicInfo(name, _partitions_of(topic))
+            for name, topic in metadata.topics.items()
+            if topic.error is None and not name.startswith("__")
+        }
+        if with_config:
+            for name in list(topics):
+                topics[name] = TopicInfo(name, topics[name].partitions, await self.topic_config(name))
+        return topics
+
+    async def topic(self, topic: str, with_config: bool = False) -> TopicInfo:
+        metadata = await asyncio.to_thread(self._admin.list_topics, topic, _ADMIN_TIMEOUT_SECONDS)
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            raise unknown_topic(topic)
+        config = await self.topic_config(topic) if with_config else {}
+        return TopicInfo(topic, _partitions_of(found), config)
+
+    async def topic_config(self, topic: str) -> dict[str, str]:
+        def describe() -> dict[str, str]:
+            futures = self._admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)])
+            entries = next(iter(futures.values())).result(timeout=_ADMIN_TIMEOUT_SECONDS)
+            return {name: str(entry.value) for name, entry in entries.items() if entry.value is not None}
+
+        try:
+            return await asyncio.to_thread(describe)
+        except KafkaException as exc:
+            # Brokers without DescribeConfigs still have topics worth listing.
+            log.info("describe configs of %s failed: %s", topic, exc)
+            return {}
+
+    async def group_offsets(self, group: str, topic: str) -> list[PartitionOffsets]:
+        info = await self.topic(topic)
+        partitions = [p.partition for p in info.partitions]
+
+        def fetch() -> list[PartitionOffsets]:
+            request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
+            future = self._admin.list_consumer_group_offsets([request])[group]
+            committed = {tp.partition: tp for tp in future.result(timeout=_ADMIN_TIMEOUT_SECONDS).topic_partitions}
+            results = []
+            for partition in partitions:
+                begin, end = self._watermarks(topic, partition)
+                tp = committed.get(partition)
+                offset = tp.offset if tp is not None and tp.error is None else -1
+                metadata = (tp.metadata or "") if tp is not None else ""
+                results.append(PartitionOffsets(partition, begin, end, offset if offset >= 0 else -1, metadata))
+            return results
+
+        try:
+            return await asyncio.to_thread(fetch)
+        except KafkaException as exc:
+            raise _kafka_failure(exc.args[0], f"offsets of group {group}") from exc
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        # An AdminClient cannot query watermarks; a throwaway Consumer's ListOffsets can.
+        consumer = self._watermark_consumer()
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_ADMIN_TIMEOUT_SECONDS)
+        return int(low), int(high)
+
+    def _watermark_consumer(self) -> Consumer:
+        with self._watermark_lock:
+            if self._watermark_reader is None:
+                # Never subscribes, so it never joins this (private) group.
+                self._watermark_reader = Consumer(
+                    {
+                        **self.config.client_config(),
+                        "group.id": f"{self.client_id}-watermarks",
+                        "enable.auto.commit": False,
+                        "client.id": self.client_id,
+                    }
+                )
+            return self._watermark_reader
+
+    async def set_group_offsets(self, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]) -> None:
+        info = await self.topic(topic)
+        known = {p.partition for p in info.partitions}
+        for partition, offset, _ in offsets:
+            if partition not in known:
+                raise GatewayError(Failure.INVALID_ARGUMENT, f"topic {topic} has no partition {partition}")
+            if offset < 0:
+                raise GatewayError(Failure.INVALID_ARGUMENT, f"bad offset {offset} for partition {partition}")
+
+        def alter() -> None:
+            partitions = [TopicPartition(topic, p, o, metadata=m) for p, o, m in offsets]
+            futures = self._admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)])
+            result = futures[group].result(timeout=_ADMIN_TIMEOUT_SECONDS)
+            for tp in result.topic_partitions:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+
+        try:
+            await asyncio.to_thread(alter)
+        except KafkaException as exc:
+            raise _kafka_failure(exc.args[0], f"set offsets of group {group}") from exc
+
+    async def topic_consumers(self, topic: str, group: str = "") -> dict[str, dict[str, list[int]]]:
+        """group -> member -> partitions of `topic` it holds, from the brokers' group descriptions."""
+
+        def describe() -> dict[str, dict[str, list[int]]]:
+            if group:
+                group_ids = [group]
+            else:
+                listing = self._admin.list_consumer_groups().result(timeout=_ADMIN_TIMEOUT_SECONDS)
+                group_ids = [g.group_id for g in listing.valid]
+            if not group_ids:
+                return {}
+            answer: dict[str, dict[str, list[int]]] = {}
+            for group_id, future in self._admin.describe_consumer_groups(group_ids).items():
+                try:
+                    description = future.result(timeout=_ADMIN_TIMEOUT_SECONDS)
+                except KafkaException as exc:
+                    log.info("describe group %s failed: %s", group_id, exc)
+                    continue
+                members: dict[str, list[int]] = {}
+                for member in description.members:
+                    assignment = member.assignment.topic_partitions if member.assignment else []
+                    partitions = sorted(tp.partition for tp in assignment if tp.topic == topic)
+                    if partitions:
+                        name = member.client_id if member.client_id not in members else member.member_id
+                        members[name] = partitions
+                if members:
+                    answer[group_id] = members
+            return answer
+
+        try:
+            return await asyncio.to_thread(describe)
+        except KafkaException as exc:
+            raise _kafka_failure(exc.args[0], "list consumers") from exc
+
+    def close_admin(self) -> None:
+        with self._watermark_lock:
+            if self._watermark_reader is not None:
+                self._watermark_reader.close()
+                self._watermark_reader = None
+
+
+def _partitions_of(topic: Any) -> tuple[PartitionInfo, ...]:
+    return tuple(
+        PartitionInfo(p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+        for p in sorted(topic.partitions.values(), key=lambda p: p.id)
+    )
+
+
+def _settle(future: asyncio.Future[tuple[int, int]], error: KafkaError | None, message: Any, topic: str) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(_kafka_failure(error, f"produce to {topic}"))
+    else:
+        future.set_result((message.partition(), message.offset()))

@@ -1,0 +1,134 @@
+"""Running the gateway: both APIs over one `GatewayService`.
+
+Entry points for the CLI:
+
+* ``Gateway(config, grpc_listen=..., http_listen=...)`` with ``await start()`` /
+  ``await stop()`` (or ``async with``), exposing the bound ports;
+* ``await run_gateway(config, grpc_listen=..., http_listen=..., stop=event)``
+  which serves until ``stop`` is set;
+* ``serve_forever(config_path, grpc_listen=None, http_listen=None)``, a blocking
+  call that stops on SIGINT/SIGTERM (what ``sluice gateway --config`` needs).
+
+An empty listen address disables that API; port 0 picks a free port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from types import TracebackType
+
+from aiohttp import web
+from grpc import aio
+
+from .config import GatewayConfig, load_config
+from .grpc import create_grpc_server
+from .http import create_http_app
+from .service import GatewayService
+
+log = logging.getLogger(__name__)
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    host, separator, port = address.rpartition(":")
+    if not separator or not port.isdigit():
+        raise ValueError(f"listen address must be host:port, got {address!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        grpc_listen: str | None = None,
+        http_listen: str | None = None,
+        shutdown_grace: float = 5.0,
+    ) -> None:
+        self.config = config
+        self.grpc_listen = config.grpc_addr if grpc_listen is None else grpc_listen
+        self.http_listen = config.http_addr if http_listen is None else http_listen
+        self.shutdown_grace = shutdown_grace
+        self.service = GatewayService(config)
+        self.grpc_port: int | None = None
+        self.http_port: int | None = None
+        self._grpc_server: aio.Server | None = None
+        self._http_runner: web.AppRunner | None = None
+
+    @property
+    def grpc_address(self) -> str:
+        host, _ = split_host_port(self.grpc_listen)
+        return f"{host}:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        host, _ = split_host_port(self.http_listen)
+        return f"http://{host}:{self.http_port}"
+
+    async def start(self) -> None:
+        await self.service.start()
+        try:
+            if self.grpc_listen:
+                self._grpc_server = create_grpc_server(self.service, self.config.max_request_bytes)
+                self.grpc_port = self._grpc_server.add_insecure_port(self.grpc_listen)
+                if not self.grpc_port:
+                    raise OSError(f"cannot listen for gRPC on {self.grpc_listen}")
+                await self._grpc_server.start()
+            if self.http_listen:
+                host, port = split_host_port(self.http_listen)
+                self._http_runner = web.AppRunner(
+                    create_http_app(self.service, self.config.max_request_bytes), access_log=None
+                )
+                await self._http_runner.setup()
+                site = web.TCPSite(self._http_runner, host, port)
+                await site.start()
+                self.http_port = self._http_runner.addresses[0][1]
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("gateway listening: grpc=%s http=%s", self.grpc_port, self.http_port)
+
+    async def stop(self) -> None:
+        self.service.begin_close()
+        if self._grpc_server is not None:
+            await self._grpc_server.stop(self.shutdown_grace)
+            self._grpc_server = None
+        if self._http_runner is not None:
+            await self._http_runner.cleanup()
+            self._http_runner = None
+        await self.service.close()
+
+    async def __aenter__(self) -> Gateway:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+async def run_gateway(
+    config: GatewayConfig, *, grpc_listen: str | None, http_listen: str | None, stop: asyncio.Event
+) -> None:
+    """Serve until `stop` is set, then shut down cleanly (offsets committed, producer flushed)."""
+    async with Gateway(config, grpc_listen=grpc_listen, http_listen=http_listen):
+        await stop.wait()
+
+
+def serve_forever(config_path: str | Path, *, grpc_listen: str | None = None, http_listen: str | None = None) -> None:
+    """Blocking entry point for a command line: runs until SIGINT or SIGTERM."""
+    config = load_config(config_path)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signal_number in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(signal_number, stop.set)
+        await run_gateway(config, grpc_listen=grpc_listen, http_listen=http_listen, stop=stop)
+
+    asyncio.run(main())

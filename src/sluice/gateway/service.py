@@ -1,0 +1,258 @@
+"""The gateway's operations, independent of gRPC or HTTP.
+
+Both API adapters validate their own wire format, then call one of these
+methods and translate a `GatewayError` into their own status codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .config import ClusterConfig, GatewayConfig
+from .consumer import ClusterConsumers, DeadLetterSink, shutting_down
+from .core import Delivery, Message
+from .errors import Failure, GatewayError, invalid, validate_group, validate_topic
+from .kafka import ClusterClient, PartitionOffsets, TopicInfo
+from .metrics import GatewayMetrics
+
+log = logging.getLogger(__name__)
+
+_JANITOR_PERIOD_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class AckRequest:
+    """What a consume call acknowledges: nothing, the returned message, or an earlier one."""
+
+    partition: int = -1
+    offset: int = -1
+    auto: bool = False
+
+    @property
+    def is_explicit(self) -> bool:
+        return self.partition >= 0
+
+    @classmethod
+    def none(cls) -> AckRequest:
+        return cls()
+
+    @classmethod
+    def automatic(cls) -> AckRequest:
+        return cls(auto=True)
+
+    @classmethod
+    def of(cls, partition: int, offset: int) -> AckRequest:
+        if partition < 0 or offset < 0:
+            raise invalid(f"bad ack: partition={partition} offset={offset}")
+        return cls(partition, offset)
+
+
+class _Cluster:
+    def __init__(self, config: ClusterConfig, metrics: GatewayMetrics, service: GatewayService) -> None:
+        self.config = config
+        self.client = ClusterClient(config, metrics)
+        self.consumers = ClusterConsumers(config, self.client.client_id, metrics, service.dead_letter_sink(self))
+
+
+class GatewayService:
+    def __init__(self, config: GatewayConfig, metrics: GatewayMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or GatewayMetrics()
+        self._clusters: dict[str, _Cluster] = {}
+        self._closing = False
+        self._janitor: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[object]] = set()
+
+    async def start(self) -> None:
+        for name, cluster_config in self.config.clusters.items():
+            if not cluster_config.client_id:
+                cluster_config.client_id = f"sluice-gw_{socket.gethostname()}_{os.getpid()}_{id(self) % 10000}"
+            self._clusters[name] = _Cluster(cluster_config, self.metrics, self)
+        self._janitor = asyncio.create_task(self._drop_idle_consumers())
+
+    def begin_close(self) -> None:
+        """Refuse new work and release waiting long polls; `close` then finishes the job."""
+        self._closing = True
+        for cluster in self._clusters.values():
+            cluster.consumers.release_waiters()
+
+    async def close(self) -> None:
+        self.begin_close()
+        if self._janitor is not None:
+            self._janitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._janitor
+        for cluster in self._clusters.values():
+            await cluster.consumers.close()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        for cluster in self._clusters.values():
+            await cluster.client.close()
+            await asyncio.to_thread(cluster.client.close_admin)
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    async def _drop_idle_consumers(self) -> None:
+        while True:
+            await asyncio.sleep(_JANITOR_PERIOD_SECONDS)
+            for cluster in self._clusters.values():
+                try:
+                    await cluster.consumers.drop_idle()
+                except Exception:  # a janitor that dies would leak every idle consumer
+                    log.exception("dropping idle consumers of %s failed", cluster.config.name)
+
+    def _cluster(self, name: str) -> _Cluster:
+        if self._closing:
+            raise shutting_down()
+        cluster = self._clusters.get(name or self.config.default_cluster)
+        if cluster is None:
+            raise invalid(f"Unknown cluster: {name}")
+        return cluster
+
+    def long_polling_timeout(self, cluster: str) -> float:
+        return self._cluster(cluster).config.consumer.long_polling_timeout
+
+    # -- produce ---------------------------------------------------------------
+    async def produce(
+        self,
+        cluster: str,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        headers: Sequence[tuple[str, bytes]] = (),
+        *,
+        sync: bool = True,
+    ) -> tuple[int, int]:
+        target = self._cluster(cluster)
+        validate_topic(topic)
+        return await target.client.produce(topic, key, value, headers, wait=sync)
+
+    def dead_letter_sink(self, cluster: _Cluster) -> DeadLetterSink:
+        def park(group: str, topic: str, messages: list[Message]) -> None:
+            template = cluster.config.consumer.dead_letter_topic
+            if not template:
+                log.warning("group %s topic %s: dropped %d messages after max_retries", group, topic, len(messages))
+                return
+            target_topic = template.replace("{topic}", topic).replace("{group}", group)
+            for message in messages:
+                headers = [
+                    *message.headers,
+                    ("sluice-dead-letter-group", group.encode()),
+                    ("sluice-dead-letter-origin", f"{topic}/{message.partition}/{message.offset}".encode()),
+                ]
+                task = asyncio.ensure_future(
+                    cluster.client.produce(target_topic, message.key, message.value or b"", headers)
+                )
+                self._background.add(task)
+                task.add_done_callback(self._dead_letter_done)
+
+        return park
+
+    def _dead_letter_done(self, task: asyncio.Future[object]) -> None:
+        self._background.discard(task)  # type: ignore[arg-type]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("producing a dead letter failed: %s", task.exception())
+
+    # -- consume and ack -------------------------------------------------------
+    async def consume(
+        self, cluster: str, group: str, topic: str, ack: AckRequest, timeout: float | None = None
+    ) -> Delivery:
+        deliveries = await self.consume_many(
+            cluster, group, topic, [(ack.partition, ack.offset)] if ack.is_explicit else [], 1, timeout,
+            auto_ack=ack.auto,
+        )
+        return deliveries[0]
+
+    async def consume_many(
+        self,
+        cluster: str,
+        group: str,
+        topic: str,
+        acks: Sequence[tuple[int, int]],
+        max_messages: int,
+        timeout: float | None = None,
+        *,
+        auto_ack: bool = False,
+    ) -> list[Delivery]:
+        target = self._cluster(cluster)
+        validate_topic(topic)
+        validate_group(group)
+        if max_messages < 1:
+            raise invalid(f"max_messages must be >= 1, got {max_messages}")
+        if acks:
+            self._ack_all(target, group, topic, acks)
+        consumer = target.consumers.get(group, topic)
+        wait = target.config.consumer.long_polling_timeout if timeout is None else timeout
+        return await consumer.consume_many(max_messages, wait, auto_ack=auto_ack)
+
+    async def ack(self, cluster: str, group: str, topic: str, partition: int, offset: int) -> None:
+        self.ack_many(cluster, group, topic, [(partition, offset)])
+
+    def ack_many(self, cluster: str, group: str, topic: str, acks: Sequence[tuple[int, int]]) -> None:
+        target = self._cluster(cluster)
+        validate_topic(topic)
+        validate_group(group)
+        self._ack_all(target, group, topic, acks)
+
+    def _ack_all(self, target: _Cluster, group: str, topic: str, acks: Sequence[tuple[int, int]]) -> None:
+        consumer = target.consumers.existing(group, topic)
+        for partition, offset in acks:
+            if partition < 0 or offset < 0:
+                raise invalid(f"bad ack: partition={partition} offset={offset}")
+            if consumer is None:
+                raise invalid(
+                    f"ack of a message this gateway has not handed out: group={group} topic={topic} "
+                    f"partition={partition} offset={offset}"
+                )
+            consumer.ack(partition, offset)
+
+    # -- admin -----------------------------------------------------------------
+    async def get_offsets(self, cluster: str, group: str, topic: str) -> list[PartitionOffsets]:
+        target = self._cluster(cluster)
+        validate_topic(topic)
+        validate_group(group)
+        return await target.client.group_offsets(group, topic)
+
+    async def set_offsets(
+        self, cluster: str, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]
+    ) -> None:
+        target = self._cluster(cluster)
+        validate_topic(topic)
+        validate_group(group)
+        if not offsets:
+            raise invalid("no offsets given")
+        # Our own member of the group would overwrite the new offsets with its
+        # next commit (and Kafka refuses commits to an active group): leave first.
+        await target.consumers.drop(group, topic)
+        await target.client.set_group_offsets(group, topic, offsets)
+
+    async def list_topics(self, cluster: str, with_config: bool = False) -> dict[str, TopicInfo]:
+        return await self._cluster(cluster).client.list_topics(with_config)
+
+    async def topic_metadata(self, cluster: str, topic: str, with_config: bool = False) -> TopicInfo:
+        target = self._cluster(cluster)
+        validate_topic(topic)
+        return await target.client.topic(topic, with_config)
+
+    async def list_consumers(self, cluster: str, topic: str, group: str = "") -> dict[str, dict[str, list[int]]]:
+        target = self._cluster(cluster)
+        validate_topic(topic)
+        if group:
+            validate_group(group)
+        return await target.client.topic_consumers(topic, group)
+
+
+def failure_of(error: BaseException) -> GatewayError:
+    """Anything raised by the service, as a GatewayError (unexpected ones become INTERNAL)."""
+    if isinstance(error, GatewayError):
+        return error
+    log.exception("unexpected gateway failure", exc_info=error)
+    return GatewayError(Failure.INTERNAL, f"internal error: {error}")

