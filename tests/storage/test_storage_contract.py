@@ -51,6 +51,11 @@ def expect_out_of_range(log: PartitionLog, offset: int) -> None:
     assert raised.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+def test_engines_implement_the_interface(open_engine: Callable[[], Storage], make_log: MakeLog) -> None:
+    assert isinstance(open_engine(), Storage)
+    assert isinstance(make_log(), PartitionLog)
+
+
 def test_empty_log(make_log: MakeLog) -> None:
     log = make_log()
     assert (log.log_start_offset, log.log_end_offset, log.size_bytes) == (0, 0, 0)
