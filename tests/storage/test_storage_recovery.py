@@ -318,3 +318,54 @@ def test_orphan_partition_dirs_are_removed_at_open(data_dir: Path) -> None:
     storage.create_topic("gone", 1, {})
     assert storage.log("gone", 0).log_end_offset == 0
     storage.close()
+
+
+def test_failed_fsync_makes_the_log_refuse_writes(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sluice.storage.segment as segment_module
+
+    storage = DiskStorage(data_dir)
+    storage.create_topic("t", 1, {})
+    log = storage.log("t", 0)
+    fill(log, 2)
+
+    def failing_sync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(segment_module, "_sync_data", failing_sync)
+    for _ in range(2):  # a retry must not report success for pages the kernel may have dropped
+        with pytest.raises(KafkaError) as raised:
+            log.flush()
+        assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    with pytest.raises(KafkaError) as raised:
+        fill(log, 1)
+    assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    monkeypatch.undo()
+    storage.close(clean=True)
+    assert not (data_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    storage, log = reopen(data_dir)
+    assert log.log_end_offset == 4
+    storage.close()
+
+
+def test_failed_write_leaves_the_log_consistent(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = DiskStorage(data_dir)
+    storage.create_topic("t", 1, {})
+    log = storage.log("t", 0)
+    fill(log, 2)
+    real_pwritev = os.pwritev
+
+    def full_disk(fd: int, buffers: list[bytes], offset: int) -> int:
+        os.pwrite(fd, bytes(buffers[0]), offset)  # a torn first fragment, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwritev", full_disk)
+    with pytest.raises(KafkaError) as raised:
+        fill(log, 1)
+    assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    monkeypatch.setattr(os, "pwritev", real_pwritev)
+    assert fill(log, 1) == [4]
+    assert [base for base, _, _ in all_batches(log)] == [0, 2, 4]
+    storage.close(clean=False)
+    storage, log = reopen(data_dir)
+    assert [base for base, _, _ in all_batches(log)] == [0, 2, 4]
+    storage.close()

@@ -94,35 +94,51 @@ class DiskPartitionLog(SegmentedLog):
         with self._flush_lock:
             if self._closed:
                 return
-            with self._segments_lock:
-                sealed = list(self._not_durable)
-                active: FileSegment = self._segments[-1]  # type: ignore[assignment]
-                directory_dirty, self._directory_dirty = self._directory_dirty, False
-            for segment in sealed:
-                segment.make_durable()
-            active.sync()
-            if directory_dirty:
-                # New segment files must survive power loss as names, not only as data.
-                sync_directory(self.directory)
-            if sealed:
-                with self._segments_lock:
-                    self._not_durable = [s for s in self._not_durable if s not in sealed]
-                    first_not_durable = self._not_durable[0] if self._not_durable else self._segments[-1]
-                    self._recovery_point = first_not_durable.base_offset
-                self._write_checkpoint()
+            if self._failure:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, self._failure)
+            try:
+                self._flush_locked()
+            except OSError as error:
+                self._failure = f"fsync failed, log is read-only until restart: {error}"
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, self._failure) from error
 
-    def close_clean(self) -> None:
-        """Flush, finish the active segment's indexes and checkpoint, so the next open trusts them."""
-        self.flush()
-        with self._flush_lock:
-            if self._closed:
-                return
+    def _flush_locked(self) -> None:
+        with self._segments_lock:
+            sealed = list(self._not_durable)
             active: FileSegment = self._segments[-1]  # type: ignore[assignment]
-            active.seal()
-            active.write_indexes(sync=True)
-            self._recovery_point = active.base_offset
+            directory_dirty, self._directory_dirty = self._directory_dirty, False
+        for segment in sealed:
+            segment.make_durable()
+        active.sync()
+        if directory_dirty:
+            # New segment files must survive power loss as names, not only as data.
+            sync_directory(self.directory)
+        if sealed:
+            with self._segments_lock:
+                self._not_durable = [s for s in self._not_durable if s not in sealed]
+                first_not_durable = self._not_durable[0] if self._not_durable else self._segments[-1]
+                self._recovery_point = first_not_durable.base_offset
             self._write_checkpoint()
-        self.close()
+
+    def close_clean(self) -> bool:
+        """Flush, finish the active segment's indexes and checkpoint, so the next open trusts them.
+        Returns False (and closes anyway) when the log could not be made durable.
+        """
+        try:
+            self.flush()
+            with self._flush_lock:
+                if self._closed:
+                    return True
+                active: FileSegment = self._segments[-1]  # type: ignore[assignment]
+                active.seal()
+                active.write_indexes(sync=True)
+                self._recovery_point = active.base_offset
+                self._write_checkpoint()
+        except (KafkaError, OSError):
+            return False
+        finally:
+            self.close()
+        return True
 
 
 class DiskStorage(TopicStore):
@@ -206,9 +222,11 @@ class DiskStorage(TopicStore):
         logs = list(self._logs.values())
         self._logs.clear()
         if clean:
+            all_durable = True
             for log in logs:
-                log.close_clean()  # type: ignore[attr-defined]
-            write_atomically(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
+                all_durable = log.close_clean() and all_durable  # type: ignore[attr-defined]
+            if all_durable:
+                write_atomically(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
         else:
             for log in logs:
                 log.close()

@@ -90,6 +90,9 @@ class SegmentedLog:
         self._segments_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._closed = False
+        # Set when an fsync failed: the kernel may have dropped the dirty pages, so a later fsync that
+        # succeeds proves nothing (PostgreSQL's "fsyncgate"); Kafka takes the log dir offline likewise.
+        self._failure: str | None = None
 
     # --- engine hooks -------------------------------------------------------------------------------
 
@@ -126,14 +129,18 @@ class SegmentedLog:
     def append(
         self, batch: bytes | bytearray | memoryview, header: BatchHeader, *, append_time_ms: int
     ) -> int:
-        if self._closed:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log is closed")
+        if self._closed or self._failure:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, self._failure or "log is closed")
         active = self._segments[-1]
         size = len(batch)
-        if active.size_bytes and self._should_roll(active, size, header, append_time_ms):
-            active = self._roll()
-        base_offset = active.next_offset
-        active.append(batch, header, base_offset, append_time_ms)
+        try:
+            if active.size_bytes and self._should_roll(active, size, header, append_time_ms):
+                active = self._roll()
+            base_offset = active.next_offset
+            # A failed write leaves the segment's size unchanged, so the next append overwrites the debris.
+            active.append(batch, header, base_offset, append_time_ms)
+        except OSError as error:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}") from error
         self._size_bytes += size
         return base_offset
 
