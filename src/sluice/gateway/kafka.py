@@ -210,7 +210,9 @@ class ClusterClient:
         return topics
 
     async def topic(self, topic: str, with_config: bool = False) -> TopicInfo:
-        metadata = await asyncio.to_thread(self._admin.list_topics, topic, _ADMIN_TIMEOUT_SECONDS)
+        # Asking for all topics rather than this one: a metadata request naming a
+        # topic makes brokers with auto-creation create it, and a lookup must not.
+        metadata = await asyncio.to_thread(self._admin.list_topics, timeout=_ADMIN_TIMEOUT_SECONDS)
         found = metadata.topics.get(topic)
         if found is None or found.error is not None or not found.partitions:
             raise unknown_topic(topic)
