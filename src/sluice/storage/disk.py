@@ -155,12 +155,20 @@ class DiskStorage(TopicStore):
             raise KafkaError(
                 ErrorCode.KAFKA_STORAGE_ERROR, f"{self.data_dir} is in use by another process"
             ) from None
+        super().__init__("", {})
+        try:
+            self._load()
+        except BaseException:
+            self._close_logs()
+            os.close(self._lock_fd)
+            raise
+
+    def _load(self) -> None:
         metadata_path = self.data_dir / METADATA_FILE
         if metadata_path.exists():
-            cluster_id, topics = decode_metadata(metadata_path.read_bytes())
-            super().__init__(cluster_id, topics)
+            self._cluster_id, self._topics = decode_metadata(metadata_path.read_bytes())
         else:
-            super().__init__(new_cluster_id(), {})
+            self._cluster_id = new_cluster_id()
             self._persist()
         marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
         self.was_clean_shutdown = marker.exists()
