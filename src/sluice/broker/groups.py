@@ -1,0 +1,97 @@
+"""Connects the pure group coordinator to the broker: its records go through the broker's own log.
+
+Group metadata and committed offsets live in the internal `__consumer_offsets` topic, as in Kafka. The
+coordinator hands out records to persist; they are appended here, and every reply of the same outcome is
+released only after the group commit made them durable. At startup the topic is read back into the
+coordinator.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+from sluice.broker.broker import OFFSETS_TOPIC, Broker
+from sluice.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
+from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+
+log = logging.getLogger("sluice.groups")
+
+READ_CHUNK_BYTES = 1 << 20
+Converter = Callable[[Any], Any]
+
+
+class GroupService:
+    """Runs coordinator calls for the handlers and turns their outcomes into durable replies."""
+
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
+        self.broker = broker
+        self.coordinator = coordinator
+        # How to turn a coordinator result into the Kafka response each parked request expects.
+        self.converters: dict[Hashable, Converter] = {}
+
+    def call(self, method: str, request: Any, now_ms: int, token: Hashable, convert: Converter) -> None:
+        self.converters[token] = convert
+        outcome = getattr(self.coordinator, method)(request, now_ms, token)
+        self.apply(outcome, now_ms)
+
+    def apply(self, outcome: Outcome, now_ms: int) -> None:
+        durable = bool(outcome.records)
+        if durable:
+            self.persist([(r.key, r.value) for r in outcome.records], now_ms)
+        for token, result in outcome.replies:
+            convert = self.converters.pop(token, None)
+            if convert is not None:
+                self.broker.ready_replies.append((token, convert(result), durable))
+
+    def persist(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        batch = encode_batch(
+            [Record(i, 0, key, value, []) for i, (key, value) in enumerate(records)], base_timestamp=now_ms
+        )
+        state = self.broker.partition(OFFSETS_TOPIC, 0)
+        self.broker._append_validated(state, batch, [parse_batch_header(batch)], now_ms)
+
+    def next_deadline(self) -> int | None:
+        return self.coordinator.next_deadline()
+
+    def tick(self, now_ms: int) -> None:
+        self.apply(self.coordinator.tick(now_ms), now_ms)
+
+
+def _read_offsets_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
+    log_ = broker.partition(OFFSETS_TOPIC, 0).log
+    offset = log_.log_start_offset
+    while offset < log_.log_end_offset:
+        data = log_.read(offset, READ_CHUNK_BYTES)
+        if not data:
+            break
+        for pos, header in iter_batches(data):
+            _, records = decode_batch(data, pos)
+            for record in records:
+                if record.key is not None:
+                    yield record.key, record.value
+            offset = header.last_offset + 1
+
+
+def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
+    config = broker.config
+    if broker.storage.topic(OFFSETS_TOPIC) is None:
+        broker.create_topic(
+            OFFSETS_TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}, internal=True
+        )
+    coordinator = GroupCoordinator(
+        CoordinatorConfig(
+            group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            group_max_size=config.group_max_size,
+            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        )
+    )
+    records = list(_read_offsets_topic(broker))
+    coordinator.load(records, now_ms)
+    log.info("loaded %d group records from %s", len(records), OFFSETS_TOPIC)
+    service = GroupService(broker, coordinator)
+    broker.groups = service
+    return service

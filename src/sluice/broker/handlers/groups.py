@@ -1,0 +1,264 @@
+"""Consumer-group APIs: translate Kafka requests into coordinator calls and its results into responses.
+
+Every group handler parks its request: the coordinator's answer arrives through the group service, after
+whatever it asked to persist is durable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.broker.api import Parked, RequestContext, Respond, handles, response_class
+from sluice.broker.broker import Broker
+from sluice.coordinator import messages as m
+from sluice.errors import ErrorCode
+
+FindCoordinatorResponse = response_class("FindCoordinator")
+JoinGroupResponse = response_class("JoinGroup")
+SyncGroupResponse = response_class("SyncGroup")
+HeartbeatResponse = response_class("Heartbeat")
+LeaveGroupResponse = response_class("LeaveGroup")
+OffsetCommitResponse = response_class("OffsetCommit")
+OffsetFetchResponse = response_class("OffsetFetch")
+OffsetDeleteResponse = response_class("OffsetDelete")
+ListGroupsResponse = response_class("ListGroups")
+DescribeGroupsResponse = response_class("DescribeGroups")
+DeleteGroupsResponse = response_class("DeleteGroups")
+
+GROUP_KEY_TYPE = 0
+
+
+def _park(broker: Broker, ctx: RequestContext, method: str, request: Any, convert: Any) -> Parked:
+    broker.groups.call(method, request, ctx.now_ms, ctx.reply_token, convert)
+    return Parked()
+
+
+@handles("FindCoordinator")
+def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    host, port = broker.config.advertised
+    node = broker.config.node_id
+    R = FindCoordinatorResponse
+    supported = request.key_type == GROUP_KEY_TYPE
+    error = ErrorCode.NONE if supported else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    message = None if supported else "sluice has no transaction coordinator"
+    if ctx.api_version >= 4:
+        return Respond(R(coordinators=[
+            R.Coordinator(key=key, node_id=node if supported else -1, host=host if supported else "",
+                          port=port if supported else -1, error_code=error, error_message=message)
+            for key in request.coordinator_keys
+        ]))
+    if not supported:
+        return Respond(R(error_code=error, error_message=message, node_id=-1, host="", port=-1))
+    return Respond(R(error_code=0, node_id=node, host=host, port=port))
+
+
+@handles("JoinGroup")
+def join_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    version = ctx.api_version
+    join = m.JoinGroup(
+        group_id=request.group_id,
+        session_timeout_ms=request.session_timeout_ms,
+        member_id=request.member_id,
+        protocol_type=request.protocol_type,
+        protocols=[m.JoinGroupProtocol(p.name, bytes(p.metadata)) for p in request.protocols],
+        # v0 has no rebalance timeout: Kafka uses the session timeout for both.
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+        group_instance_id=request.group_instance_id,
+        reason=request.reason,
+        api_version=version,
+        client_id=ctx.client_id or "",
+        client_host="/" + ctx.client_host,
+    )
+
+    def convert(result: m.JoinGroupResult) -> Any:
+        R = JoinGroupResponse
+        return R(
+            error_code=result.error_code,
+            generation_id=result.generation_id,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
+            leader=result.leader,
+            skip_assignment=result.skip_assignment,
+            member_id=result.member_id,
+            members=[R.JoinGroupResponseMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
+                                               metadata=x.metadata) for x in result.members],
+        )
+
+    return _park(broker, ctx, "join_group", join, convert)
+
+
+@handles("SyncGroup")
+def sync_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    sync = m.SyncGroup(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        assignments=[m.SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in request.assignments],
+        group_instance_id=request.group_instance_id,
+        protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name,
+    )
+
+    def convert(result: m.SyncGroupResult) -> Any:
+        return SyncGroupResponse(error_code=result.error_code, protocol_type=result.protocol_type,
+                                 protocol_name=result.protocol_name, assignment=result.assignment)
+
+    return _park(broker, ctx, "sync_group", sync, convert)
+
+
+@handles("Heartbeat")
+def heartbeat(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    beat = m.Heartbeat(request.group_id, request.generation_id, request.member_id, request.group_instance_id)
+    return _park(broker, ctx, "heartbeat", beat, lambda r: HeartbeatResponse(error_code=r.error_code))
+
+
+@handles("LeaveGroup")
+def leave_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    version = ctx.api_version
+    if version >= 3:
+        members = [m.MemberIdentity(x.member_id, x.group_instance_id, x.reason) for x in request.members]
+    else:
+        members = [m.MemberIdentity(request.member_id)]
+
+    def convert(result: m.LeaveGroupResult) -> Any:
+        R = LeaveGroupResponse
+        if version < 3:
+            # One member only: its own error is the answer.
+            return R(error_code=result.members[0].error_code if result.members else result.error_code)
+        return R(error_code=result.error_code, members=[
+            R.MemberResponse(member_id=x.member_id, group_instance_id=x.group_instance_id, error_code=x.error_code)
+            for x in result.members])
+
+    return _park(broker, ctx, "leave_group", m.LeaveGroup(request.group_id, members), convert)
+
+
+@handles("OffsetCommit", "0-9")
+def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    version = ctx.api_version
+    commit = m.OffsetCommit(
+        group_id=request.group_id,
+        topics=[
+            m.OffsetCommitTopic(t.name, [
+                m.OffsetCommitPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                                        p.committed_metadata, p.commit_timestamp)
+                for p in t.partitions])
+            for t in request.topics
+        ],
+        generation_id=request.generation_id_or_member_epoch if version >= 1 else -1,
+        member_id=request.member_id if version >= 1 else "",
+        group_instance_id=request.group_instance_id,
+        retention_time_ms=request.retention_time_ms,
+    )
+
+    def convert(result: m.OffsetCommitResult) -> Any:
+        R = OffsetCommitResponse
+        return R(topics=[
+            R.OffsetCommitResponseTopic(name=t.name, partitions=[
+                R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=p.error_code)
+                for p in t.partitions])
+            for t in result.topics])
+
+    return _park(broker, ctx, "offset_commit", commit, convert)
+
+
+@handles("OffsetFetch", "1-9")
+def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    version = ctx.api_version
+    if version >= 8:
+        groups = [
+            m.OffsetFetchGroup(g.group_id, None if g.topics is None else [
+                m.OffsetFetchTopic(t.name, list(t.partition_indexes)) for t in g.topics])
+            for g in request.groups
+        ]
+    else:
+        topics = None if request.topics is None else [
+            m.OffsetFetchTopic(t.name, list(t.partition_indexes)) for t in request.topics]
+        groups = [m.OffsetFetchGroup(request.group_id, topics)]
+
+    def convert(result: m.OffsetFetchResult) -> Any:
+        R = OffsetFetchResponse
+        if version >= 8:
+            return R(groups=[
+                R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=g.error_code, topics=[
+                    R.OffsetFetchResponseTopics(name=t.name, partitions=[
+                        R.OffsetFetchResponsePartitions(
+                            partition_index=p.partition_index, committed_offset=p.committed_offset,
+                            committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
+                            error_code=p.error_code)
+                        for p in t.partitions])
+                    for t in g.topics])
+                for g in result.groups])
+        group = result.groups[0]
+        return R(error_code=group.error_code, topics=[
+            R.OffsetFetchResponseTopic(name=t.name, partitions=[
+                R.OffsetFetchResponsePartition(
+                    partition_index=p.partition_index, committed_offset=p.committed_offset,
+                    committed_leader_epoch=p.committed_leader_epoch,
+                    metadata=p.metadata, error_code=p.error_code)
+                for p in t.partitions])
+            for t in group.topics])
+
+    return _park(broker, ctx, "offset_fetch", m.OffsetFetch(groups, request.require_stable), convert)
+
+
+@handles("OffsetDelete")
+def offset_delete(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    delete = m.OffsetDelete(request.group_id, [
+        m.OffsetDeleteTopic(t.name, [p.partition_index for p in t.partitions]) for t in request.topics])
+
+    def convert(result: m.OffsetDeleteResult) -> Any:
+        R = OffsetDeleteResponse
+        return R(error_code=result.error_code, topics=[
+            R.OffsetDeleteResponseTopic(name=t.name, partitions=[
+                R.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=p.error_code)
+                for p in t.partitions])
+            for t in result.topics])
+
+    return _park(broker, ctx, "offset_delete", delete, convert)
+
+
+@handles("ListGroups")
+def list_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    def convert(result: m.ListGroupsResult) -> Any:
+        R = ListGroupsResponse
+        return R(error_code=result.error_code, groups=[
+            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state,
+                          group_type=g.group_type)
+            for g in result.groups])
+
+    listing = m.ListGroups(list(request.states_filter), list(request.types_filter))
+    return _park(broker, ctx, "list_groups", listing, convert)
+
+
+@handles("DescribeGroups")
+def describe_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    version = ctx.api_version
+
+    def convert(result: m.DescribeGroupsResult) -> Any:
+        R = DescribeGroupsResponse
+        groups = []
+        for g in result.groups:
+            out = R.DescribedGroup(
+                error_code=g.error_code, group_id=g.group_id, group_state=g.group_state,
+                protocol_type=g.protocol_type, protocol_data=g.protocol_data,
+                members=[R.DescribedGroupMember(
+                    member_id=x.member_id, group_instance_id=x.group_instance_id, client_id=x.client_id,
+                    client_host=x.client_host, member_metadata=x.member_metadata,
+                    member_assignment=x.member_assignment) for x in g.members])
+            if version >= 6 and g.group_state == "Dead" and not g.error_code:
+                out.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+                out.error_message = f"group {g.group_id!r} does not exist"
+            groups.append(out)
+        return R(groups=groups)
+
+    return _park(broker, ctx, "describe_groups", m.DescribeGroups(list(request.groups)), convert)
+
+
+@handles("DeleteGroups")
+def delete_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    def convert(result: m.DeleteGroupsResult) -> Any:
+        R = DeleteGroupsResponse
+        return R(results=[R.DeletableGroupResult(group_id=r.group_id, error_code=r.error_code)
+                          for r in result.results])
+
+    return _park(broker, ctx, "delete_groups", m.DeleteGroups(list(request.groups_names)), convert)
