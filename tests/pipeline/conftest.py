@@ -43,7 +43,8 @@ class KafkaForTests:
     def delete_topic(self, name: str) -> None:
         from confluent_kafka.admin import AdminClient
 
-        AdminClient({"bootstrap.servers": self.bootstrap}).delete_topics([name])[name].result(10)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})  # must outlive the future
+        admin.delete_topics([name])[name].result(10)
 
     def recreate_topic(self, name: str, partitions: int = 1) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic

@@ -102,7 +102,8 @@ _SOURCE_OPTIONS = (
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
 )
-_SINK_OPTIONS = (*_COMMON_OPTIONS, "topic", "writeTimestamps")
+# Spark itself hands checkpointLocation to streaming sinks; it belongs to Spark, not to us.
+_SINK_OPTIONS = (*_COMMON_OPTIONS, "topic", "writeTimestamps", "checkpointLocation")
 # Spark's Kafka connector rejects these because they would break its offset tracking; so do we.
 _FORBIDDEN_KAFKA_KEYS = {
     "auto.offset.reset": "use startingOffsets instead",

@@ -218,6 +218,7 @@ class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAv
     def __init__(self, options: SourceOptions) -> None:
         super().__init__(options)
         self._available_now_target: PartitionOffsets | None = None
+        self._last_group_commit: PartitionOffsets = {}
 
     def _current_partitions(self) -> tuple[list[TopicPartition], dict[TopicPartition, tuple[int, int]]]:
         # Topics that do not exist yet are fine in streaming: they are picked up once created.
@@ -242,6 +243,9 @@ class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAv
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         previous = deserialize_offsets(start)
+        # Spark asks for the next batch only once the previous one is committed, so ``start`` is
+        # done; commit() alone would miss the last batch of an availableNow run.
+        self._commit_to_group(previous)
         partitions, watermarks = self._current_partitions()
         latest = {tp: watermarks[tp][1] for tp in partitions}
         if self._available_now_target is not None:
@@ -271,8 +275,12 @@ class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAv
         return _to_input_partitions(plan_ranges(begin, target, self.options.min_partitions))
 
     def commit(self, end: dict) -> None:
-        if self.options.commit_group_id:
-            self.metadata.commit_to_group(self.options.commit_group_id, deserialize_offsets(end))
+        self._commit_to_group(deserialize_offsets(end))
+
+    def _commit_to_group(self, offsets: PartitionOffsets) -> None:
+        if self.options.commit_group_id and offsets and offsets != self._last_group_commit:
+            self.metadata.commit_to_group(self.options.commit_group_id, offsets)
+            self._last_group_commit = offsets
 
     def stop(self) -> None:
         if self._metadata_client is not None:
