@@ -34,18 +34,17 @@ def run_writer_and_kill(data_dir: Path, flushed_batches: int) -> list[tuple[int,
     try:
         while len(flushed) < flushed_batches and time.monotonic() < deadline:
             line = child.stdout.readline()
-            if not line:
-                break
+            if not line.endswith("\n"):
+                break  # end of output; a line without its newline was torn by the kill
             n, offset = line.split()
             flushed.append((int(n), int(offset)))
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
-    # Lines already written to the pipe before the kill were flushed too.
-    for line in child.stdout.read().splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            flushed.append((int(parts[0]), int(parts[1])))
+    # Lines already written to the pipe before the kill were flushed too; the kill may tear the last one.
+    for line in child.stdout.read().split("\n")[:-1]:
+        n, offset = line.split()
+        flushed.append((int(n), int(offset)))
     return flushed
 
 
