@@ -112,7 +112,10 @@ class PartitionLog(Protocol):
         ...
 
     def iter_batch_headers(self, from_offset: int) -> Iterator[BatchHeader]:
-        """Headers of the batch containing `from_offset` (or the first batch, if earlier) onwards."""
+        """Headers of the batch containing `from_offset` (or the first batch, if earlier) onwards.
+
+        Lazy: consume it before deleting records, applying retention or closing the log.
+        """
         ...
 
     def close(self) -> None: ...
