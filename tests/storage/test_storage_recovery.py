@@ -217,7 +217,7 @@ def test_deleted_index_is_rebuilt(data_dir: Path, clean: bool) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["torn", "past_log", "not_increasing", "zero_filled", "wrong_batch"],
+    ["torn", "past_log", "not_increasing", "zero_filled", "wrong_batch", "lost_entries"],
 )
 def test_corrupt_index_is_rebuilt(data_dir: Path, damage: str) -> None:
     contents, partition_dir = clean_topic(data_dir)
@@ -230,6 +230,8 @@ def test_corrupt_index_is_rebuilt(data_dir: Path, damage: str) -> None:
         index.write_bytes(good + (10_000).to_bytes(4, "big") + (1 << 30).to_bytes(4, "big"))
     elif damage == "not_increasing":
         index.write_bytes(good[8:16] + good[0:8] + good[16:])
+    elif damage == "lost_entries":
+        index.write_bytes(good[:-16])
     elif damage == "zero_filled":
         index.write_bytes(good + bytes(8 * 100))
     else:
@@ -241,7 +243,7 @@ def test_corrupt_index_is_rebuilt(data_dir: Path, damage: str) -> None:
     assert all_batches(log) == contents
     for base, _, batch in contents[::5]:
         assert log.read(base, 1)[: len(batch)] == batch
-    if damage not in ("zero_filled", "not_increasing"):
+    if damage not in ("zero_filled", "not_increasing", "lost_entries"):
         assert index.read_bytes() == good
     # Disorder between the first and last entries escapes the open-time sanity check (as in Kafka);
     # lookups must still find every batch.

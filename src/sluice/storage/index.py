@@ -45,7 +45,7 @@ class _SparseIndex:
     def load(cls, path: Path, base_offset: int, *, mapped: bool = False) -> Self | None:
         """The file's entries without trailing all-zero ones (preallocated or zero-filled space); None
         when the file is missing or its size is not a whole number of entries (torn write). `mapped`
-        maps the file instead of reading it; such an index cannot be appended to.
+        maps the file instead of reading it (read-only; an append first copies it into memory).
         """
         entry_size = cls.ENTRY.size
         try:
@@ -79,7 +79,10 @@ class _SparseIndex:
 
     def _append_raw(self, first: int, second: int) -> None:
         if not isinstance(self._buffer, bytearray):
-            raise ValueError("a mapped index is read-only")
+            # A trusted file that lags its log (outside damage): continue in memory.
+            mapped = self._buffer
+            self._buffer = bytearray(mapped[: self._used])
+            mapped.close()
         self._buffer += self.ENTRY.pack(first, second)
         self._used += self.ENTRY.size
 
