@@ -1,0 +1,41 @@
+"""A broker tuned for group tests: no initial rebalance delay and short session timeouts allowed, so
+joins, evictions and rebalances take fractions of a second instead of the production defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sluice.testing import BrokerProcess
+
+FAST_GROUP_SETTINGS = """\
+group_initial_rebalance_delay_ms: 0
+group_min_session_timeout_ms: 1000
+"""
+
+
+def fast_config(directory: Path) -> Path:
+    path = directory / "broker.yaml"
+    path.write_text(FAST_GROUP_SETTINGS)
+    return path
+
+
+@pytest.fixture(scope="session")
+def fast_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    root = tmp_path_factory.mktemp("fast-groups")
+    proc = BrokerProcess(root / "data", config=fast_config(root)).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def fast_bootstrap(fast_broker: BrokerProcess) -> str:
+    return fast_broker.bootstrap
+
+
+@pytest.fixture
+def group_name(topic_name: str) -> str:
+    """A group id no other test uses."""
+    return f"g-{topic_name}"
