@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.client.wire import WireClient
+from sluice.errors import ErrorCode
+from sluice.protocol.messages import struct_codecs
 
 T = TypeVar("T")
 
@@ -51,3 +55,96 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+# ----- a group member on the bare wire protocol, for exact control over what it sends -----
+
+JOIN_VERSION = 5  # v4+ requires the two-step join with MEMBER_ID_REQUIRED; v5 adds group.instance.id
+
+
+def subscription(topics: list[str]) -> bytes:
+    codecs = struct_codecs("ConsumerProtocolSubscription")
+    return codecs[0].encode(codecs.cls(topics=topics))
+
+
+def assignment(partitions: dict[str, list[int]]) -> bytes:
+    codecs = struct_codecs("ConsumerProtocolAssignment")
+    topic_cls = codecs.cls.TopicPartition
+    return codecs[0].encode(codecs.cls(assigned_partitions=[
+        topic_cls(topic=topic, partitions=parts) for topic, parts in partitions.items()]))
+
+
+def decode_assignment(data: bytes) -> dict[str, list[int]]:
+    codecs = struct_codecs("ConsumerProtocolAssignment")
+    decoded, _ = codecs[0].decode(data, 0)
+    return {t.topic: list(t.partitions) for t in decoded.assigned_partitions}
+
+
+class RawMember:
+    """One member on its own connection; every call returns the decoded response."""
+
+    def __init__(self, bootstrap: str, group: str, *, client_id: str = "raw-member") -> None:
+        self.client = WireClient.connect(bootstrap, client_id=client_id, timeout=60)
+        self.group = group
+        self.member_id = ""
+        self.generation = -1
+
+    def close(self) -> None:
+        self.client.close()
+
+    def join(self, topics: list[str], *, version: int = JOIN_VERSION, session_timeout_ms: int = 6000,
+             protocol_type: str = "consumer", protocol: str = "range", instance_id: str | None = None) -> Any:
+        cls = self.client.request_class("JoinGroup")
+        request = cls(group_id=self.group, session_timeout_ms=session_timeout_ms,
+                      rebalance_timeout_ms=session_timeout_ms, member_id=self.member_id,
+                      group_instance_id=instance_id, protocol_type=protocol_type,
+                      protocols=[cls.JoinGroupRequestProtocol(name=protocol, metadata=subscription(topics))])
+        response = self.client.call("JoinGroup", version, request)
+        if response.member_id:
+            self.member_id = response.member_id
+        if response.error_code == 0:
+            self.generation = response.generation_id
+        return response
+
+    def join_fully(self, topics: list[str], **kwargs: Any) -> Any:
+        """Join, answering MEMBER_ID_REQUIRED with the id the broker handed out."""
+        response = self.join(topics, **kwargs)
+        if response.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+            response = self.join(topics, **kwargs)
+        assert response.error_code == 0, ErrorCode(response.error_code).name
+        return response
+
+    def sync(self, assignments: dict[str, bytes] | None = None, *, generation: int | None = None) -> Any:
+        cls = self.client.request_class("SyncGroup")
+        request = cls(group_id=self.group, member_id=self.member_id,
+                      generation_id=self.generation if generation is None else generation,
+                      assignments=[cls.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                                   for m, a in (assignments or {}).items()])
+        return self.client.call("SyncGroup", 3, request)
+
+    def heartbeat(self, *, generation: int | None = None, member_id: str | None = None) -> int:
+        cls = self.client.request_class("Heartbeat")
+        request = cls(group_id=self.group, member_id=self.member_id if member_id is None else member_id,
+                      generation_id=self.generation if generation is None else generation)
+        return self.client.call("Heartbeat", 4, request).error_code
+
+    def leave(self) -> int:
+        cls = self.client.request_class("LeaveGroup")
+        request = cls(group_id=self.group, members=[cls.MemberIdentity(member_id=self.member_id)])
+        response = self.client.call("LeaveGroup", 4, request)
+        return response.error_code or response.members[0].error_code
+
+    def commit(self, topic: str, partition: int, offset: int, *, generation: int | None = None) -> int:
+        cls = self.client.request_class("OffsetCommit")
+        request = cls(group_id=self.group, member_id=self.member_id,
+                      generation_id_or_member_epoch=self.generation if generation is None else generation,
+                      topics=[cls.OffsetCommitRequestTopic(name=topic, partitions=[
+                          cls.OffsetCommitRequestPartition(
+                              partition_index=partition, committed_offset=offset, committed_metadata="")])])
+        return self.client.call("OffsetCommit", 8, request).topics[0].partitions[0].error_code
+
+
+def delete_groups(bootstrap: str, *group_ids: str) -> dict[str, int]:
+    with WireClient.connect(bootstrap) as client:
+        request = client.request_class("DeleteGroups")(groups_names=list(group_ids))
+        return {r.group_id: r.error_code for r in client.call("DeleteGroups", 2, request).results}
