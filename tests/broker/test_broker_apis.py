@@ -203,7 +203,7 @@ def test_retention_deletes_old_segments(tmp_path: Path) -> None:
         admin.create_topics([NewTopic("short", 1, 1, config={"segment.bytes": "2000", "retention.bytes": "4000"})])[
             "short"].result(10)
         producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
-        for i in range(100):
+        for _ in range(100):
             producer.produce("short", value=b"x" * 200)
             producer.flush(10)
         consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "r"})
