@@ -33,13 +33,13 @@ KafkaSettings = Annotated[
 _OUR_ERRORS = ("PipelineOptionError", "KafkaUnavailableError", "DataLossError", "ProduceFailedError")
 
 
-def _kafka_options(settings: list[str] | None) -> dict[str, str]:
+def _kafka_settings(settings: list[str] | None) -> dict[str, str]:
     options: dict[str, str] = {}
     for setting in settings or []:
         name, sep, value = setting.partition("=")
         if not sep or not name.strip():
             raise typer.BadParameter(f"expected NAME=VALUE, got {setting!r}", param_hint="--kafka")
-        options[f"kafka.{name.strip()}"] = value
+        options[name.strip()] = value
     return options
 
 
@@ -120,7 +120,7 @@ def archive(
     spark = _session(master, "sluice-archive")
     try:
         query = start_archive(
-            spark, bootstrap, topics, to, checkpoint, available_now, interval, max_per_batch, _kafka_options(kafka)
+            spark, bootstrap, topics, to, checkpoint, available_now, interval, max_per_batch, _kafka_settings(kafka)
         )
         rows = _follow_stream(query, available_now)
         if query.exception() is not None:
@@ -168,7 +168,7 @@ def replay(
             until_time,
             [t for t in topics.split(",") if t] if topics else None,
             keep_timestamps,
-            _kafka_options(kafka),
+            _kafka_settings(kafka),
         )
     except Exception as error:
         raise _fail(error) from None
@@ -194,7 +194,7 @@ def stats(
         raise typer.BadParameter("give exactly one of --topics or --from")
     spark = _session(master, "sluice-stats")
     try:
-        frame = read_archive(spark, from_dir) if from_dir else read_topics(spark, bootstrap, topics or "", _kafka_options(kafka))
+        frame = read_archive(spark, from_dir) if from_dir else read_topics(spark, bootstrap, topics or "", _kafka_settings(kafka))
         report = compute_stats(frame)
     except Exception as error:
         raise _fail(error) from None

@@ -68,6 +68,11 @@ def parse_time(text: str) -> datetime:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def _as_options(kafka_settings: Mapping[str, str] | None) -> dict[str, str]:
+    """librdkafka settings as data source options (``kafka.`` prefix)."""
+    return {f"kafka.{name}": value for name, value in (kafka_settings or {}).items()}
+
+
 def _topics_list(topics: Sequence[str] | str) -> list[str]:
     names = [t.strip() for t in (topics.split(",") if isinstance(topics, str) else topics) if t.strip()]
     if not names:
@@ -84,7 +89,7 @@ def start_archive(
     available_now: bool = False,
     trigger_interval: str = "10 seconds",
     max_offsets_per_trigger: int | None = None,
-    kafka_options: Mapping[str, str] | None = None,
+    kafka_settings: Mapping[str, str] | None = None,
 ) -> StreamingQuery:
     """Start streaming ``topics`` into Parquet under ``to_dir``; exactly once across restarts."""
     to_path = Path(to_dir)
@@ -95,7 +100,7 @@ def start_archive(
         .option("subscribe", ",".join(_topics_list(topics)))
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
-        .options(**dict(kafka_options or {}))
+        .options(**_as_options(kafka_settings))
     )
     if max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
@@ -134,7 +139,7 @@ def replay(
     until: datetime | None = None,
     topics: Sequence[str] | None = None,
     keep_timestamps: bool = False,
-    kafka_options: Mapping[str, str] | None = None,
+    kafka_settings: Mapping[str, str] | None = None,
     metadata_timeout_ms: int = 10_000,
 ) -> ReplayResult:
     """Produce archived records (``since`` <= timestamp < ``until``) to ``to_topic`` in offset order.
@@ -150,7 +155,7 @@ def replay(
         frame = frame.where(F.col("timestamp") >= F.lit(since))
     if until is not None:
         frame = frame.where(F.col("timestamp") < F.lit(until))
-    metadata = KafkaMetadata(bootstrap, dict(kafka_options or {}), metadata_timeout_ms / 1000)
+    metadata = KafkaMetadata(bootstrap, dict(kafka_settings or {}), metadata_timeout_ms / 1000)
     target_partitions = metadata.topic_partitions().get(to_topic)
     if target_partitions is None:
         raise PipelineOptionError(f"topic {to_topic!r} does not exist on {bootstrap}; create it first")
@@ -163,11 +168,11 @@ def replay(
     columns = ["key", "value", "headers"] + (["partition"] if keep_partitions else [])
     columns += ["timestamp"] if keep_timestamps else []
     records = frame.count()
-    producer_options = {
+    producer_settings = {
         # Retries must not reorder records, and keyed placement should match Java clients.
-        "kafka.enable.idempotence": "true",
-        "kafka.partitioner": "murmur2_random",
-        **dict(kafka_options or {}),
+        "enable.idempotence": "true",
+        "partitioner": "murmur2_random",
+        **dict(kafka_settings or {}),
     }
     (
         ordered.select(*columns)
@@ -176,7 +181,7 @@ def replay(
         .option("topic", to_topic)
         .option("writeTimestamps", str(keep_timestamps).lower())
         .option("metadataTimeoutMs", str(metadata_timeout_ms))
-        .options(**producer_options)
+        .options(**_as_options(producer_settings))
         .mode("append")
         .save()
     )
@@ -184,14 +189,14 @@ def replay(
 
 
 def read_topics(
-    spark: SparkSession, bootstrap: str, topics: Sequence[str] | str, kafka_options: Mapping[str, str] | None = None
+    spark: SparkSession, bootstrap: str, topics: Sequence[str] | str, kafka_settings: Mapping[str, str] | None = None
 ) -> DataFrame:
     """Current contents of ``topics`` as a batch DataFrame (earliest to latest)."""
     return (
         spark.read.format(FORMAT_NAME)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", ",".join(_topics_list(topics)))
-        .options(**dict(kafka_options or {}))
+        .options(**_as_options(kafka_settings))
         .load()
     )
 
