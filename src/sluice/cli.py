@@ -148,7 +148,8 @@ def topics_describe(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     from confluent_kafka.admin import ConfigResource
 
     admin = _admin(bootstrap)
-    metadata = admin.list_topics(topic=name, timeout=15)
+    # Ask for all topics: naming one would auto-create it on brokers that allow that.
+    metadata = admin.list_topics(timeout=15)
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None:
         _fail(f"topic {name!r} does not exist")
@@ -277,8 +278,8 @@ def consume(
         "auto.offset.reset": "earliest" if from_beginning else "latest",
     })
     if group is None:
-        metadata = consumer.list_topics(topic, timeout=15)
-        if metadata.topics[topic].error is not None:
+        metadata = consumer.list_topics(timeout=15)
+        if topic not in metadata.topics or metadata.topics[topic].error is not None:
             _fail(f"topic {topic!r} does not exist")
         start = OFFSET_BEGINNING if from_beginning else OFFSET_END
         consumer.assign([TopicPartition(topic, p, start) for p in metadata.topics[topic].partitions])
