@@ -89,6 +89,24 @@ def serve(
     asyncio.run(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
 
 
+@app.command()
+def gateway(
+    config: Annotated[Path, typer.Option(help="kafka-pixy-style YAML: named clusters (proxies) and a default.")],
+    grpc_listen: Annotated[str | None, typer.Option(help="Override the config's gRPC address.")] = None,
+    http_listen: Annotated[str | None, typer.Option(help="Override the config's HTTP address.")] = None,
+    verbose: bool = False,
+) -> None:
+    """Run the kafka-pixy-compatible gateway in front of one or more Kafka clusters."""
+    from sluice.gateway.config import ConfigError
+    from sluice.gateway.server import serve_forever
+
+    _setup_logging(verbose)
+    try:
+        serve_forever(config, grpc_listen=grpc_listen, http_listen=http_listen)
+    except (ConfigError, OSError) as exc:
+        _fail(str(exc))
+
+
 # ----- topics -----
 
 
@@ -312,12 +330,6 @@ def _mount_optional() -> None:
         from sluice.groups_cli import app as groups_app
 
         app.add_typer(groups_app, name="groups")
-    except ImportError:
-        pass
-    try:
-        from sluice.gateway.cli import app as gateway_app
-
-        app.add_typer(gateway_app, name="gateway")
     except ImportError:
         pass
     try:

@@ -16,20 +16,17 @@ async def serve_all(broker_config: BrokerConfig, *, grpc_listen: str, http_liste
     install_stop_signals(stop)
     running = await start_broker(broker_config)
     print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
-    gateway = None
-    try:
-        from sluice.gateway.server import start_embedded_gateway
-    except ImportError:
-        log.warning("gateway not available in this build; serving Kafka only")
-    else:
-        gateway = await start_embedded_gateway(
-            f"{running.host}:{running.port}", grpc_listen=grpc_listen, http_listen=http_listen
-        )
-        print(f"sluice gateway: gRPC {grpc_listen}, HTTP {http_listen}", flush=True)
+    from sluice.gateway.config import single_cluster_config
+    from sluice.gateway.server import Gateway
+
+    gateway = Gateway(
+        single_cluster_config(f"{running.host}:{running.port}"), grpc_listen=grpc_listen, http_listen=http_listen
+    )
+    await gateway.start()
+    print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
-        if gateway is not None:
-            await gateway.stop()
+        await gateway.stop()
         await running.stop()
