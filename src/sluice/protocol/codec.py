@@ -9,7 +9,7 @@ version's codec shares them, so handlers see the same attributes whatever versio
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sluice.protocol import primitives as p
@@ -87,6 +87,25 @@ def build_classes(message: MessageDef) -> dict[str, type[Message]]:
     return classes
 
 
+def _is_fixed(f: FieldDef) -> bool:
+    return not f.is_array and f.type in p.FIXED_FORMATS
+
+
+def _field_runs(fields: Iterable[FieldDef]) -> Iterator[list[FieldDef] | FieldDef]:
+    """Consecutive fixed-width fields grouped into one list (one struct call); any other field alone."""
+    run: list[FieldDef] = []
+    for f in fields:
+        if _is_fixed(f):
+            run.append(f)
+            continue
+        if run:
+            yield run
+            run = []
+        yield f
+    if run:
+        yield run
+
+
 class _Generator:
     """Writes the source of every struct's decode and encode function for one version."""
 
@@ -115,21 +134,14 @@ class _Generator:
         out = [f"def _dec_{struct_def.name}(buf, pos):", f"    o = _new(_cls_{struct_def.name})"]
         for f in absent:
             out.append(f"    o.{f.attr} = {_natural_default(f)}")
-        regular = [f for f in fields if f.tag is None]
-        i = 0
-        while i < len(regular):
-            run = []
-            while i < len(regular) and self._is_fixed(regular[i]):
-                run.append(regular[i])
-                i += 1
-            if run:
+        for run in _field_runs(f for f in fields if f.tag is None):
+            if isinstance(run, list):
                 fmt = ">" + "".join(p.FIXED_FORMATS[f.type] for f in run)
                 targets = ", ".join(f"o.{f.attr}" for f in run) + ","
                 out.append(f"    {targets} = {self.fixed_struct(fmt)}.unpack_from(buf, pos)")
                 out.append(f"    pos += {struct.calcsize(fmt)}")
-                continue
-            out.extend(self._read(regular[i], f"o.{regular[i].attr}", "    "))
-            i += 1
+            else:
+                out.extend(self._read(run, f"o.{run.attr}", "    "))
         if self.flexible:
             tagged = sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag or 0)
             out.append("    n_tags, pos = read_uvarint(buf, pos)")
@@ -146,10 +158,6 @@ class _Generator:
             out.append("        pos = end")
         out.append("    return o, pos")
         self.lines.extend(out)
-
-    @staticmethod
-    def _is_fixed(f: FieldDef) -> bool:
-        return not f.is_array and f.type in p.FIXED_FORMATS
 
     def _read(self, f: FieldDef, target: str, ind: str) -> list[str]:
         nullable = self.version in f.nullable
@@ -207,20 +215,13 @@ class _Generator:
     def encode_struct(self, struct_def: StructDef) -> None:
         fields = [f for f in struct_def.fields if self.version in f.versions]
         out = [f"def _enc_{struct_def.name}(o, out):"]
-        regular = [f for f in fields if f.tag is None]
-        i = 0
-        while i < len(regular):
-            run = []
-            while i < len(regular) and self._is_fixed(regular[i]):
-                run.append(regular[i])
-                i += 1
-            if run:
+        for run in _field_runs(f for f in fields if f.tag is None):
+            if isinstance(run, list):
                 fmt = ">" + "".join(p.FIXED_FORMATS[f.type] for f in run)
                 args = ", ".join(f"o.{f.attr}" for f in run)
                 out.append(f"    out.append({self.fixed_struct(fmt)}.pack({args}))")
-                continue
-            out.extend(self._write(regular[i], f"o.{regular[i].attr}", "out", "    "))
-            i += 1
+            else:
+                out.extend(self._write(run, f"o.{run.attr}", "out", "    "))
         if self.flexible:
             tagged = sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag or 0)
             if not tagged:

@@ -100,6 +100,12 @@ def _apply(broker: Broker, resource: Any, changes: dict[str, str | None], valida
     return ErrorCode.NONE, None
 
 
+def _resource_response(response_cls: Any, resource: Any, code: ErrorCode, message: str | None) -> Any:
+    return response_cls.AlterConfigsResourceResponse(
+        error_code=code, error_message=message, resource_type=resource.resource_type, resource_name=resource.resource_name
+    )
+
+
 @handles("AlterConfigs")
 def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = AlterConfigsResponse
@@ -109,12 +115,7 @@ def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         # AlterConfigs replaces the whole set: keys not named go back to their defaults.
         changes: dict[str, str | None] = dict.fromkeys(meta.configs if meta else ())
         changes.update({c.name: c.value for c in resource.configs})
-        code, message = _apply(broker, resource, changes, request.validate_only)
-        responses.append(
-            R.AlterConfigsResourceResponse(
-                error_code=code, error_message=message, resource_type=resource.resource_type, resource_name=resource.resource_name
-            )
-        )
+        responses.append(_resource_response(R, resource, *_apply(broker, resource, changes, request.validate_only)))
     return Respond(R(responses=responses))
 
 
@@ -152,9 +153,5 @@ def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any)
             code, message = _apply(broker, resource, changes, request.validate_only)
         except KafkaError as exc:
             code, message = exc.code, exc.message
-        responses.append(
-            R.AlterConfigsResourceResponse(
-                error_code=code, error_message=message, resource_type=resource.resource_type, resource_name=resource.resource_name
-            )
-        )
+        responses.append(_resource_response(R, resource, code, message))
     return Respond(R(responses=responses))
