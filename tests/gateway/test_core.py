@@ -147,6 +147,15 @@ class TestPartitionTracker:
         assert [m.offset for m in t.take_dead_letters()] == [0]
         assert t.commit_point().offset == 1
 
+    def test_dead_letters_are_collected_without_a_caller(self) -> None:
+        core = GroupTopicCore(TrackerSettings(ack_timeout=1.0, max_pending=10, max_retries=0))
+        core.assign(0, 0)
+        core.add_fetched([message(0)])
+        core.next_delivery(0.0)
+        assert core.take_dead_letters(0.5) == []
+        assert [m.offset for m in core.take_dead_letters(1.0)] == [0]
+        assert core.trackers[0].commit_point().offset == 1
+
     def test_zero_retries_means_offered_once(self) -> None:
         t = tracker(ack_timeout=1.0, max_retries=0)
         fill(t, range(1))
@@ -197,6 +206,16 @@ class TestGroupTopicCore:
     def test_ack_for_unassigned_partition(self) -> None:
         core = GroupTopicCore()
         assert core.ack(7, 0) is AckOutcome.NOT_HANDED_OUT
+
+    def test_late_ack_after_revoke_is_accepted_but_moves_nothing(self) -> None:
+        core = GroupTopicCore()
+        core.assign(0, 0)
+        core.add_fetched([message(0), message(1)])
+        core.next_delivery(0.0)
+        core.revoke(0)
+        assert core.ack(0, 0) is AckOutcome.DUPLICATE
+        assert core.ack(0, 1) is AckOutcome.NOT_HANDED_OUT
+        assert core.take_commits() == {}
 
     def test_revoke_returns_final_commit(self) -> None:
         core = GroupTopicCore()

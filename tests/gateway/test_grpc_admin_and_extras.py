@@ -185,3 +185,50 @@ async def test_shutdown_releases_waiting_consumers_with_unavailable(kafka, make_
         error = await expect_status(waiting, grpc.StatusCode.UNAVAILABLE)
         assert "shutting down" in (error.details() or "")
         await stopping
+
+
+async def test_dead_letter_after_max_retries(kafka, make_gateway) -> None:
+    topic, group = kafka.create_topic(), unique_group()
+    gateway: Gateway = await make_gateway(ack_timeout="1s", max_retries=0, dead_letter_topic="{topic}.dead")
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        stub = pb_grpc.KafkaPixyStub(channel)
+        await produce(stub, topic, b"poison")
+        await produce(stub, topic, b"fine")
+        poison = await consume(stub, topic, group)
+        assert poison.message == b"poison"
+        # Never acked and no retries allowed: it is parked, and the next one flows.
+        following = await consume(stub, topic, group, within=5)
+        assert following.message == b"fine"
+        await stub.Ack(pb.AckRq(topic=topic, group=group, partition=0, offset=following.offset))
+
+        async def parked_topic_exists() -> bool:
+            try:
+                await stub.GetTopicMetadata(pb.GetTopicMetadataRq(topic=f"{topic}.dead"))
+            except grpc.aio.AioRpcError:
+                return False
+            return True
+
+        assert await eventually(parked_topic_exists, within=10)
+
+        async def everything_committed() -> bool:
+            reply = await stub.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
+            return reply.offsets[0].offset == 2
+
+        assert await eventually(everything_committed, within=5)
+        parked = await consume(stub, f"{topic}.dead", unique_group())
+        assert parked.message == b"poison"
+        assert (b"0" in dict((h.key, h.value) for h in parked.headers)["sluice-dead-letter-origin"])
+
+
+async def test_run_gateway_serves_until_stopped(kafka) -> None:
+    from sluice.gateway import config_from_dict, run_gateway
+
+    config = config_from_dict({"proxies": {"default": {"kafka": {"seed_peers": [kafka.bootstrap]}}}})
+    stop = asyncio.Event()
+    serving = asyncio.ensure_future(
+        run_gateway(config, grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0", stop=stop)
+    )
+    await asyncio.sleep(0.5)
+    assert not serving.done()
+    stop.set()
+    await asyncio.wait_for(serving, 10)

@@ -84,6 +84,22 @@ class GroupTopicConsumer:
         with self._lock:
             return sorted(self.core.trackers)
 
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    def is_idle(self, now: float) -> bool:
+        """Unused for subscription_timeout, and no caller still holds an un-acked message."""
+        if self.waiters:
+            return False
+        quiet = now - self.last_used
+        with self._lock:
+            pending = self.core.pending_count()
+        if pending:
+            # Leaving now would turn the holders' upcoming acks into errors.
+            return quiet > max(self.settings.subscription_timeout, self.settings.ack_timeout)
+        return quiet > self.settings.subscription_timeout
+
     def ack(self, partition: int, offset: int) -> None:
         self.last_used = time.monotonic()
         with self._lock:
@@ -155,9 +171,7 @@ class GroupTopicConsumer:
                 self.cluster.name, self.group, self.topic, str(delivery.attempt > 0).lower()
             ).inc()
         if dead_letters:
-            self.metrics.dead_lettered.labels(self.cluster.name, self.group, self.topic).inc(len(dead_letters))
-            if self._dead_letter_sink is not None:
-                self._dead_letter_sink(self.group, self.topic, dead_letters)
+            self._park_dead_letters(dead_letters)
         return deliveries
 
     def _check_usable(self) -> None:
@@ -220,6 +234,7 @@ class GroupTopicConsumer:
             while not self._stopping.is_set():
                 self._poll_once(consumer)
                 self._apply_backpressure(consumer, paused)
+                self._collect_dead_letters()
                 if time.monotonic() >= next_commit:
                     self._commit(consumer)
                     next_commit = time.monotonic() + self.settings.offsets_commit_interval
@@ -258,6 +273,20 @@ class GroupTopicConsumer:
             with self._lock:
                 self.core.add_fetched(messages)
             self._signal_from_thread()
+
+    def _collect_dead_letters(self) -> None:
+        with self._lock:
+            letters = self.core.take_dead_letters(time.monotonic())
+        if letters:
+            try:
+                self._loop.call_soon_threadsafe(self._park_dead_letters, letters)
+            except RuntimeError:
+                log.error("group %s topic %s: %d dead letters lost at shutdown", self.group, self.topic, len(letters))
+
+    def _park_dead_letters(self, letters: list[Message]) -> None:
+        self.metrics.dead_lettered.labels(self.cluster.name, self.group, self.topic).inc(len(letters))
+        if self._dead_letter_sink is not None:
+            self._dead_letter_sink(self.group, self.topic, letters)
 
     def _apply_backpressure(self, consumer: Consumer, paused: set[int]) -> None:
         with self._lock:
@@ -363,6 +392,7 @@ class ClusterConsumers:
         self.metrics = metrics
         self._dead_letter_sink = dead_letter_sink
         self._consumers: dict[tuple[str, str], GroupTopicConsumer] = {}
+        self._stopping: set[asyncio.Future[None]] = set()
         self._closing = False
 
     def get(self, group: str, topic: str) -> GroupTopicConsumer:
@@ -371,6 +401,13 @@ class ClusterConsumers:
         if self._closing:
             raise shutting_down()
         consumer = self._consumers.get((group, topic))
+        if consumer is not None and consumer.failed:
+            # Start over rather than fail every request until the gateway restarts.
+            stale = self._consumers.pop((group, topic))
+            task = asyncio.ensure_future(stale.stop())
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+            consumer = None
         if consumer is None:
             consumer = GroupTopicConsumer(
                 self.cluster, group, topic, self.client_id, self.metrics, self._dead_letter_sink
@@ -391,11 +428,7 @@ class ClusterConsumers:
     async def drop_idle(self) -> None:
         """kafka-pixy's subscription_timeout: leave the group after a quiet spell."""
         now = time.monotonic()
-        idle = [
-            key
-            for key, consumer in self._consumers.items()
-            if consumer.waiters == 0 and now - consumer.last_used > self.cluster.consumer.subscription_timeout
-        ]
+        idle = [key for key, consumer in self._consumers.items() if consumer.is_idle(now)]
         for group, topic in idle:
             log.info("group %s topic %s: idle, leaving the group", group, topic)
             await self.drop(group, topic)
@@ -408,4 +441,4 @@ class ClusterConsumers:
     async def close(self) -> None:
         self._closing = True
         consumers = list(self._consumers)
-        await asyncio.gather(*(self.drop(group, topic) for group, topic in consumers))
+        await asyncio.gather(*(self.drop(group, topic) for group, topic in consumers), *self._stopping)

@@ -167,6 +167,7 @@ class PartitionTracker:
         self._dead_letters: list[Message] = []
         self._last_committed: CommitPoint | None = None
         self.highest_fetched = committed_offset - 1
+        self.highest_handed_out = committed_offset - 1
 
     # -- queries ---------------------------------------------------------------
     @property
@@ -238,6 +239,7 @@ class PartitionTracker:
             if self.is_acked(message.offset) or message.offset in self._offers:
                 continue
             self._offers[message.offset] = _Offer(message, now + self.ack_timeout, 0)
+            self.highest_handed_out = max(self.highest_handed_out, message.offset)
             return Delivery(message, 0)
         return None
 
@@ -249,6 +251,14 @@ class PartitionTracker:
             return AckOutcome.NOT_HANDED_OUT
         self._mark_acked(offset)
         return AckOutcome.ACKED
+
+    def expire(self, now: float) -> None:
+        """Dead-letter expired offers that used up their retries, without waiting for a caller."""
+        if self.max_retries < 0:
+            return
+        for offer in [o for o in self._offers.values() if o.deadline <= now and o.attempt >= self.max_retries]:
+            self._dead_letters.append(offer.message)
+            self.ack(offer.message.offset)
 
     def take_dead_letters(self) -> list[Message]:
         letters, self._dead_letters = self._dead_letters, []
@@ -313,6 +323,8 @@ class GroupTopicCore:
 
     settings: TrackerSettings = field(default_factory=TrackerSettings)
     trackers: dict[int, PartitionTracker] = field(default_factory=dict)
+    # partition -> highest offset handed out before the partition was revoked
+    released: dict[int, int] = field(default_factory=dict)
     _rotation: int = 0
 
     def assign(self, partition: int, committed_offset: int, metadata: str = "") -> PartitionTracker:
@@ -329,7 +341,13 @@ class GroupTopicCore:
 
     def revoke(self, partition: int) -> CommitPoint | None:
         tracker = self.trackers.pop(partition, None)
-        return tracker.commit_point() if tracker is not None else None
+        if tracker is None:
+            return None
+        self.released[partition] = max(self.released.get(partition, -1), tracker.highest_handed_out)
+        return tracker.commit_point()
+
+    def pending_count(self) -> int:
+        return sum(tracker.pending_count for tracker in self.trackers.values())
 
     def add_fetched(self, messages: Iterable[Message]) -> None:
         for message in messages:
@@ -354,6 +372,10 @@ class GroupTopicCore:
     def ack(self, partition: int, offset: int) -> AckOutcome:
         tracker = self.trackers.get(partition)
         if tracker is None:
+            # A partition that moved to another group member after we handed out
+            # messages of it: their late acks are expected and simply too late.
+            if offset <= self.released.get(partition, -1):
+                return AckOutcome.DUPLICATE
             return AckOutcome.NOT_HANDED_OUT
         return tracker.ack(offset)
 
@@ -375,9 +397,12 @@ class GroupTopicCore:
             if tracker is not None:
                 tracker.forget_last_commit()
 
-    def take_dead_letters(self) -> list[Message]:
+    def take_dead_letters(self, now: float | None = None) -> list[Message]:
+        """Messages given up after max_retries; with `now`, expired ones are collected first."""
         letters: list[Message] = []
         for tracker in self.trackers.values():
+            if now is not None:
+                tracker.expire(now)
             letters.extend(tracker.take_dead_letters())
         return letters
 
