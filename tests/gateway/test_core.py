@@ -59,6 +59,13 @@ class TestSparseAcksEncoding:
         with pytest.raises(SparseAcksError):
             decode_sparse_acks(10, garbage)
 
+    def test_metadata_longer_than_the_broker_allows_drops_the_highest_ranges(self) -> None:
+        ranges = [(10 + 2 * i, 11 + 2 * i) for i in range(100)]
+        encoded = encode_sparse_acks(9, ranges, max_length=50)
+        assert len(encoded) <= 50
+        kept = decode_sparse_acks(9, encoded)
+        assert kept == ranges[: len(kept)] and 0 < len(kept) < 100
+
     def test_human_readable_form_is_relative_to_the_offset(self) -> None:
         assert sparse_acks_to_str(10, encode_sparse_acks(10, [(11, 13), (20, 21)])) == "1-3,10-11"
         assert sparse_acks_to_str(10, "!!") == ""

@@ -64,12 +64,23 @@ def _decode_number(encoded: str, position: int) -> tuple[int, int]:
     raise SparseAcksError(f"bad sequence: {encoded[position - 1:]!r}")
 
 
-def encode_sparse_acks(base: int, acked_ranges: Sequence[tuple[int, int]]) -> str:
-    """Encode half-open acked ranges [from, to) lying above offset `base`."""
+def encode_sparse_acks(base: int, acked_ranges: Sequence[tuple[int, int]], max_length: int | None = None) -> str:
+    """Encode half-open acked ranges [from, to) lying above offset `base`.
+
+    With `max_length`, the highest ranges that do not fit are left out: brokers
+    cap commit metadata (offset.metadata.max.bytes, 4096 by default), and losing
+    a few acks only means redelivering those messages, never skipping one.
+    """
     out: list[str] = []
+    length = 0
     for range_from, range_to in acked_ranges:
-        _encode_number(range_from - base, out)
-        _encode_number(range_to - range_from, out)
+        encoded: list[str] = []
+        _encode_number(range_from - base, encoded)
+        _encode_number(range_to - range_from, encoded)
+        if max_length is not None and length + len(encoded) > max_length:
+            break
+        out.extend(encoded)
+        length += len(encoded)
         base = range_to
     return "".join(out)
 
@@ -151,8 +162,10 @@ class PartitionTracker:
         ack_timeout: float,
         max_pending: int,
         max_retries: int = -1,
+        max_metadata_length: int = 4000,
     ) -> None:
         self.partition = partition
+        self.max_metadata_length = max_metadata_length
         self.ack_timeout = ack_timeout
         self.max_pending = max_pending
         self.max_retries = max_retries
@@ -193,7 +206,8 @@ class PartitionTracker:
         return index >= 0 and self._acked_ranges[index][0] <= offset < self._acked_ranges[index][1]
 
     def commit_point(self) -> CommitPoint:
-        return CommitPoint(self._committed, encode_sparse_acks(self._committed, self.acked_ranges))
+        metadata = encode_sparse_acks(self._committed, self.acked_ranges, self.max_metadata_length)
+        return CommitPoint(self._committed, metadata)
 
     def next_deadline(self) -> float | None:
         if not self._offers:
@@ -315,6 +329,7 @@ class TrackerSettings:
     ack_timeout: float = 300.0
     max_pending: int = 300
     max_retries: int = -1
+    max_metadata_length: int = 4000
 
 
 @dataclass
@@ -335,6 +350,7 @@ class GroupTopicCore:
             ack_timeout=self.settings.ack_timeout,
             max_pending=self.settings.max_pending,
             max_retries=self.settings.max_retries,
+            max_metadata_length=self.settings.max_metadata_length,
         )
         self.trackers[partition] = tracker
         return tracker
