@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -62,21 +63,29 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, interval: fl
 JOIN_VERSION = 5  # v4+ requires the two-step join with MEMBER_ID_REQUIRED; v5 adds group.instance.id
 
 
+# Consumer-protocol payloads travel with an int16 version in front, which the struct codecs leave out.
+SUBSCRIPTION_VERSION = 3  # as librdkafka sends it
+
+
 def subscription(topics: list[str]) -> bytes:
     codecs = struct_codecs("ConsumerProtocolSubscription")
-    return codecs[0].encode(codecs.cls(topics=topics))
+    body = codecs[SUBSCRIPTION_VERSION].encode(
+        codecs.cls(topics=topics, user_data=None, owned_partitions=[], generation_id=-1))
+    return struct.pack(">h", SUBSCRIPTION_VERSION) + body
 
 
 def assignment(partitions: dict[str, list[int]]) -> bytes:
     codecs = struct_codecs("ConsumerProtocolAssignment")
     topic_cls = codecs.cls.TopicPartition
-    return codecs[0].encode(codecs.cls(assigned_partitions=[
+    body = codecs[0].encode(codecs.cls(assigned_partitions=[
         topic_cls(topic=topic, partitions=parts) for topic, parts in partitions.items()]))
+    return struct.pack(">h", 0) + body
 
 
 def decode_assignment(data: bytes) -> dict[str, list[int]]:
     codecs = struct_codecs("ConsumerProtocolAssignment")
-    decoded, _ = codecs[0].decode(data, 0)
+    (version,) = struct.unpack_from(">h", data)
+    decoded, _ = codecs[min(version, 3)].decode(data, 2)
     return {t.topic: list(t.partitions) for t in decoded.assigned_partitions}
 
 

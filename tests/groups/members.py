@@ -123,6 +123,7 @@ class ConfluentMember(Member):
             self.config["group.instance.id"] = instance_id
         self.consumer = Consumer(self.config)
         self.uncommitted: dict[int, int] = {}
+        self.transient_errors: list[Any] = []
 
     def _commit(self) -> None:
         if self.uncommitted:
@@ -148,8 +149,12 @@ class ConfluentMember(Member):
         try:
             while not self.stop_event.is_set():
                 for message in consumer.consume(100, 0.1):
-                    if message.error() is not None:
-                        raise KafkaException(message.error())
+                    error = message.error()
+                    if error is not None:
+                        if error.fatal():
+                            raise KafkaException(error)
+                        self.transient_errors.append(error)  # e.g. the broker is down for a moment
+                        continue
                     self.ledger.record(self.name, message.partition(), message.offset())
                     self.uncommitted[message.partition()] = message.offset() + 1
                 self._commit()

@@ -1,0 +1,112 @@
+"""How fast a group reacts to members leaving, dying and restarting."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from group_helpers import RawMember, create_topic, decode_assignment, group_state, produce
+from members import FAST_SESSION, ConfluentMember, Ledger, Member, partitions_covered, wait_until
+
+from sluice.errors import ErrorCode
+
+
+@pytest.fixture
+def started() -> Iterator[list[Member]]:
+    members: list[Member] = []
+    yield members
+    for member in members:
+        if not member.closed.is_set():
+            member.stop()
+
+
+def test_a_clean_leave_settles_the_group_at_once(fast_bootstrap: str, topic_name: str, group_name: str,
+                                                 started: list[Member]) -> None:
+    create_topic(fast_bootstrap, topic_name, 6)
+    ledger = Ledger()
+    started += [ConfluentMember(f"m{i}", ledger, fast_bootstrap, group_name, topic_name).start() for i in range(3)]
+    wait_until(lambda: partitions_covered(started, 6) and all(m.holding() for m in started), 30,
+               "three members sharing six partitions", started)
+    leaving, staying = started[0], started[1:]
+    began = time.monotonic()
+    leaving.stop()  # LeaveGroup: the coordinator rebalances now, not after a session timeout
+    wait_until(lambda: partitions_covered(staying, 6), 10, "the two others to hold everything", staying)
+    settled_s = time.monotonic() - began
+    # Close, notice through a heartbeat (every 0.3 s), rejoin, sync: well under the 3 s session timeout.
+    assert settled_s < 2.0, settled_s
+    assert group_state(fast_bootstrap, group_name) == ("STABLE", 2)
+
+
+def test_a_member_that_stops_heartbeating_is_evicted(fast_bootstrap: str, topic_name: str, group_name: str,
+                                                     started: list[Member]) -> None:
+    create_topic(fast_bootstrap, topic_name, 2)
+    ledger = Ledger()
+    survivor = ConfluentMember("survivor", ledger, fast_bootstrap, group_name, topic_name).start()
+    started.append(survivor)
+    wait_until(lambda: survivor.holding() == {0, 1}, 30, "the first member to hold both partitions", started)
+
+    # A member on the bare protocol joins, takes its share, and then never sends another heartbeat.
+    session_ms = 1500
+    silent = RawMember(fast_bootstrap, group_name, client_id="silent")
+    silent.join_fully([topic_name], session_timeout_ms=session_ms)
+    synced = silent.sync()  # the survivor leads and hands out the assignment
+    synced_at = time.monotonic()
+    assert synced.error_code == ErrorCode.NONE
+    silent_partitions = decode_assignment(synced.assignment)[topic_name]
+    assert len(silent_partitions) == 1
+    wait_until(lambda: survivor.holding() == {0, 1} - set(silent_partitions), 10,
+               "the survivor to give up the silent member's share", started)
+    produce(fast_bootstrap, topic_name, 2, 5)
+    assert group_state(fast_bootstrap, group_name) == ("STABLE", 2)
+
+    wait_until(lambda: survivor.holding() == {0, 1}, 10, "the survivor to take everything back", started)
+    evicted_after_s = time.monotonic() - synced_at
+    # Not before the session timeout ran out, and soon after it did.
+    assert session_ms / 1000 * 0.9 <= evicted_after_s < session_ms / 1000 + 2.0, evicted_after_s
+    assert group_state(fast_bootstrap, group_name) == ("STABLE", 1)
+    # The silent member's messages are not lost: the survivor consumes them from the start.
+    wait_until(lambda: ledger.total() == 10, 10, "both partitions consumed", started)
+    ledger.check_exactly_once({0: 5, 1: 5})
+    assert silent.heartbeat() == ErrorCode.UNKNOWN_MEMBER_ID
+    silent.close()
+
+
+def test_a_static_member_restarts_without_a_rebalance(fast_bootstrap: str, topic_name: str, group_name: str,
+                                                      started: list[Member]) -> None:
+    create_topic(fast_bootstrap, topic_name, 4)
+    ledger = Ledger()
+
+    def static_member(name: str) -> ConfluentMember:
+        member = ConfluentMember(name, ledger, fast_bootstrap, group_name, topic_name, instance_id="static-1")
+        started.append(member)
+        return member
+
+    other = ConfluentMember("other", ledger, fast_bootstrap, group_name, topic_name).start()
+    started.append(other)
+    first = static_member("static-first").start()
+    wait_until(lambda: partitions_covered([other, first], 4) and first.holding() and other.holding(), 30,
+               "the two members to share the partitions", started)
+    owned = first.holding()
+    produce(fast_bootstrap, topic_name, 4, 5)
+    wait_until(lambda: ledger.total() == 20, 20, "the first messages consumed", started)
+    other_assigns, other_revokes = other.assign_events, other.revoke_events
+
+    # A static member closing sends no LeaveGroup; its successor with the same group.instance.id takes over
+    # its place, generation and partitions, and nobody else notices.
+    first.stop()
+    second = static_member("static-second").start()
+    wait_until(lambda: second.holding() == owned, 10, "the restarted member to get its old partitions", started)
+    produce(fast_bootstrap, topic_name, 4, 5, start=5)
+    wait_until(lambda: ledger.total() == 40, 20, "the later messages consumed", started)
+    assert (other.assign_events, other.revoke_events) == (other_assigns, other_revokes)
+    ledger.check_exactly_once({p: 10 for p in range(4)})
+
+    # A static member that does not come back is removed when its session runs out.
+    stopping_at = time.monotonic()
+    second.stop()
+    wait_until(lambda: other.holding() == {0, 1, 2, 3}, 15, "the other member to inherit everything", started)
+    expired_after_s = time.monotonic() - stopping_at
+    # Its last heartbeat may predate the close by one heartbeat interval; a LeaveGroup would be instant.
+    slack_s = 2 * FAST_SESSION["heartbeat_interval_ms"] / 1000
+    assert expired_after_s >= FAST_SESSION["session_timeout_ms"] / 1000 - slack_s, expired_after_s
