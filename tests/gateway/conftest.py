@@ -89,7 +89,9 @@ def start_kafka() -> Iterator[KafkaUnderTest]:
                 except OSError:
                     if process.poll() is not None or time.monotonic() > deadline:
                         log.seek(0)
-                        raise RuntimeError(f"broker did not start: {log.read().decode(errors='replace')}") from None
+                        raise RuntimeError(
+                            f"broker did not start: {log.read().decode(errors='replace')}"
+                        ) from None
                     time.sleep(0.05)
             yield KafkaUnderTest(f"127.0.0.1:{port}", frozenset({DROPS_COMMIT_METADATA, NO_GROUP_MEMBERS}))
         finally:

@@ -46,7 +46,9 @@ async def consume(
             if error.code() != grpc.StatusCode.NOT_FOUND or time.monotonic() > deadline:
                 raise
         # The ack, if any, went through with the first call.
-        request = pb.ConsNAckRq(cluster=cluster, topic=topic, group=group, no_ack=not auto_ack, auto_ack=auto_ack)
+        request = pb.ConsNAckRq(
+            cluster=cluster, topic=topic, group=group, no_ack=not auto_ack, auto_ack=auto_ack
+        )
 
 
 async def consume_n(

@@ -55,8 +55,14 @@ gateway:
         ({}, "no clusters"),
         ({"proxies": {"a": {"kafka": {}}}}, "seed_peers"),
         ({"proxies": {"a": {"kafka": {"seed_peers": ["x:1"]}, "consumer": {"bogus": 1}}}}, "unknown setting"),
-        ({"proxies": {"a": {"kafka": {"seed_peers": ["x:1"]}, "consumer": {"ack_timeout": "soon"}}}}, "duration"),
-        ({"proxies": {"a": {"kafka": {"seed_peers": ["x:1"]}, "producer": {"partitioner": "crc"}}}}, "partitioner"),
+        (
+            {"proxies": {"a": {"kafka": {"seed_peers": ["x:1"]}, "consumer": {"ack_timeout": "soon"}}}},
+            "duration",
+        ),
+        (
+            {"proxies": {"a": {"kafka": {"seed_peers": ["x:1"]}, "producer": {"partitioner": "crc"}}}},
+            "partitioner",
+        ),
         ({"proxies": {"a": {"kafka": {"seed_peers": ["x:1"]}}}, "default_cluster": "b"}, "default_cluster"),
         ({"proxies": {"a": {"kafka": {"seed_peers": ["x:1"]}, "consumer": {"max_retries": "x"}}}}, "integer"),
     ],
@@ -66,6 +72,8 @@ def test_bad_configuration_is_explained(document: dict, complaint: str) -> None:
         config_from_dict(document)
 
 
-@pytest.mark.parametrize("text,seconds", [("500ms", 0.5), ("15s", 15.0), ("5m", 300.0), ("1h", 3600.0), (2, 2.0)])
+@pytest.mark.parametrize(
+    "text,seconds", [("500ms", 0.5), ("15s", 15.0), ("5m", 300.0), ("1h", 3600.0), (2, 2.0)]
+)
 def test_durations(text: object, seconds: float) -> None:
     assert parse_duration(text, "x") == seconds

@@ -49,7 +49,12 @@ class TestSparseAcksEncoding:
 
     @pytest.mark.parametrize(
         "base,ranges",
-        [(0, []), (5, [(7, 9)]), (100, [(101, 102), (104, 200), (1000, 70000)]), (2**40, [(2**40 + 3, 2**41)])],
+        [
+            (0, []),
+            (5, [(7, 9)]),
+            (100, [(101, 102), (104, 200), (1000, 70000)]),
+            (2**40, [(2**40 + 3, 2**41)]),
+        ],
     )
     def test_round_trip(self, base: int, ranges: list[tuple[int, int]]) -> None:
         assert decode_sparse_acks(base, encode_sparse_acks(base, ranges)) == ranges

@@ -40,7 +40,9 @@ async def test_get_and_set_offsets(kafka, pixy: pb_grpc.KafkaPixyStub) -> None:
 
     bad = pb.SetOffsetsRq(topic=topic, group=group, offsets=[pb.PartitionOffset(partition=7, offset=0)])
     await expect_status(pixy.SetOffsets(bad), grpc.StatusCode.INVALID_ARGUMENT)
-    await expect_status(pixy.SetOffsets(pb.SetOffsetsRq(topic=topic, group=group)), grpc.StatusCode.INVALID_ARGUMENT)
+    await expect_status(
+        pixy.SetOffsets(pb.SetOffsetsRq(topic=topic, group=group)), grpc.StatusCode.INVALID_ARGUMENT
+    )
     await expect_status(
         pixy.GetOffsets(pb.GetOffsetsRq(topic="missing-topic-x", group=group)), grpc.StatusCode.NOT_FOUND
     )
@@ -163,7 +165,9 @@ async def test_consume_stream_respects_credit_and_acks(kafka, gateway: Gateway) 
         await requests.put(pb.ConsStreamRq(acks=acks, credit=2))
         rest = [await asyncio.wait_for(pending, 10), await asyncio.wait_for(call.read(), 10)]
         assert sorted(m.offset for m in rest) == [2, 3]
-        await requests.put(pb.ConsStreamRq(acks=[pb.PartitionOffsetRef(partition=0, offset=m.offset) for m in rest]))
+        await requests.put(
+            pb.ConsStreamRq(acks=[pb.PartitionOffsetRef(partition=0, offset=m.offset) for m in rest])
+        )
         await requests.put(None)
         assert await asyncio.wait_for(call.read(), 10) is grpc.aio.EOF
 
@@ -179,7 +183,9 @@ async def test_shutdown_releases_waiting_consumers_with_unavailable(kafka, make_
     topic, group = kafka.create_topic(), unique_group()
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
         stub = pb_grpc.KafkaPixyStub(channel)
-        waiting = asyncio.ensure_future(stub.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True)))
+        waiting = asyncio.ensure_future(
+            stub.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True))
+        )
         await asyncio.sleep(0.5)
         stopping = asyncio.ensure_future(gateway.stop())
         error = await expect_status(waiting, grpc.StatusCode.UNAVAILABLE)
@@ -217,7 +223,7 @@ async def test_dead_letter_after_max_retries(kafka, make_gateway) -> None:
         assert await eventually(everything_committed, within=5)
         parked = await consume(stub, f"{topic}.dead", unique_group())
         assert parked.message == b"poison"
-        assert (b"0" in dict((h.key, h.value) for h in parked.headers)["sluice-dead-letter-origin"])
+        assert b"0" in dict((h.key, h.value) for h in parked.headers)["sluice-dead-letter-origin"]
 
 
 async def test_run_gateway_serves_until_stopped(kafka) -> None:

@@ -145,7 +145,9 @@ async def test_sparse_acks_survive_a_gateway_restart(kafka, make_gateway) -> Non
         redelivered = []
         while True:
             try:
-                redelivered.append((await consume(stub, topic, group, within=8 if not redelivered else 0)).offset)
+                redelivered.append(
+                    (await consume(stub, topic, group, within=8 if not redelivered else 0)).offset
+                )
             except grpc.aio.AioRpcError:
                 break
     assert 0 not in redelivered and {1, 4} <= set(redelivered)
@@ -170,6 +172,8 @@ async def test_bad_requests_are_invalid_argument(kafka, pixy: pb_grpc.KafkaPixyS
     # Larger than producer.max_message_bytes but within the gRPC limit.
     await expect_status(pixy.Produce(pb.ProdRq(topic=topic, message=b"x" * 40_000)), invalid)
     # Larger than max_request_bytes: refused by gRPC itself.
-    await expect_status(pixy.Produce(pb.ProdRq(topic=topic, message=b"x" * 70_000)), grpc.StatusCode.RESOURCE_EXHAUSTED)
+    await expect_status(
+        pixy.Produce(pb.ProdRq(topic=topic, message=b"x" * 70_000)), grpc.StatusCode.RESOURCE_EXHAUSTED
+    )
     offsets = await pixy.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
     assert offsets.offsets[0].offset == -1 and offsets.offsets[0].end == 0

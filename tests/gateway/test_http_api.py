@@ -75,8 +75,9 @@ async def test_consume_timeout_is_408_and_explicit_acks(kafka, http: aiohttp.Cli
     async with http.get(f"/topics/{topic}/messages", params={"group": group}) as response:
         assert response.status == 408
         assert await response.json() == {"error": "long polling timeout"}
-    async with http.post(f"/topics/{topic}/messages", params={"sync": ""}, data="x",
-                         headers={"Content-Type": "text/plain"}) as response:
+    async with http.post(
+        f"/topics/{topic}/messages", params={"sync": ""}, data="x", headers={"Content-Type": "text/plain"}
+    ) as response:
         assert response.status == 200
     message = await consume_http(http, f"/topics/{topic}/messages", {"group": group, "noAck": ""})
     async with http.post(
@@ -88,8 +89,12 @@ async def test_consume_timeout_is_408_and_explicit_acks(kafka, http: aiohttp.Cli
 async def test_offsets_get_and_set(kafka, http: aiohttp.ClientSession) -> None:
     topic, group = kafka.create_topic(), unique_group()
     for index in range(4):
-        async with http.post(f"/topics/{topic}/messages", params={"sync": ""}, data=str(index),
-                             headers={"Content-Type": "text/plain"}):
+        async with http.post(
+            f"/topics/{topic}/messages",
+            params={"sync": ""},
+            data=str(index),
+            headers={"Content-Type": "text/plain"},
+        ):
             pass
     for _ in range(2):  # plain GET acknowledges on the way out
         await consume_http(http, f"/topics/{topic}/messages", {"group": group})
@@ -115,11 +120,20 @@ async def test_offsets_get_and_set(kafka, http: aiohttp.ClientSession) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json", b"{}", b"[]", b'[{"partition": 0}]', b'[{"partition": "0", "offset": 1}]',
-     b'[{"partition": 0, "offset": -5}]', b'[{"partition": 0, "offset": 1, "metadata": 7}]',
-     b'[{"partition": 9, "offset": 1}]'],
+    [
+        b"not json",
+        b"{}",
+        b"[]",
+        b'[{"partition": 0}]',
+        b'[{"partition": "0", "offset": 1}]',
+        b'[{"partition": 0, "offset": -5}]',
+        b'[{"partition": 0, "offset": 1, "metadata": 7}]',
+        b'[{"partition": 9, "offset": 1}]',
+    ],
 )
-async def test_garbage_offsets_bodies_are_400_and_move_nothing(kafka, http: aiohttp.ClientSession, body: bytes) -> None:
+async def test_garbage_offsets_bodies_are_400_and_move_nothing(
+    kafka, http: aiohttp.ClientSession, body: bytes
+) -> None:
     topic, group = kafka.create_topic(), unique_group()
     async with http.post(f"/topics/{topic}/offsets", params={"group": group}, data=body) as response:
         assert response.status == 400
@@ -141,7 +155,12 @@ async def test_bad_input_statuses(kafka, http: aiohttp.ClientSession) -> None:
         (http.get(f"/topics/{topic}/messages"), 400),
         (http.get(f"/topics/{topic}/messages", params=[("group", "a"), ("group", "b")]), 400),
         (http.get(f"/topics/{topic}/messages", params={"group": group, "ackPartition": "0"}), 400),
-        (http.get(f"/topics/{topic}/messages", params={"group": group, "ackPartition": "x", "ackOffset": "1"}), 400),
+        (
+            http.get(
+                f"/topics/{topic}/messages", params={"group": group, "ackPartition": "x", "ackOffset": "1"}
+            ),
+            400,
+        ),
         (http.post(f"/topics/{topic}/acks", params={"group": group, "partition": "0", "offset": "3"}), 400),
         (http.post(f"/topics/{topic}/acks", params={"group": group}), 400),
         (http.get("/topics/no-such-topic-here"), 404),

@@ -11,9 +11,7 @@ from sluice.gateway.partitioners import (
 )
 
 
-@pytest.mark.parametrize(
-    "data,expected", [(b"", 0x811C9DC5), (b"a", 0xE40C292C), (b"foobar", 0xBF9CF968)]
-)
+@pytest.mark.parametrize("data,expected", [(b"", 0x811C9DC5), (b"a", 0xE40C292C), (b"foobar", 0xBF9CF968)])
 def test_fnv1a_reference_vectors(data: bytes, expected: int) -> None:
     assert fnv1a_32(data) == expected
 

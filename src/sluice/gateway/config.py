@@ -183,11 +183,15 @@ def _cluster_from(name: str, section: dict[str, Any]) -> ClusterConfig:
         raise ConfigError(f"{where}.kafka.seed_peers: at least one broker address is required")
     passthrough = dict(kafka.get("librdkafka") or {})
     librdkafka = {**_security_settings(kafka, f"{where}.kafka"), **passthrough}
-    producer = _dataclass_from(ProducerSettings, section.get("producer") or {}, f"{where}.producer", {"timeout"})
+    producer = _dataclass_from(
+        ProducerSettings, section.get("producer") or {}, f"{where}.producer", {"timeout"}
+    )
     if producer.partitioner not in ("hash", "murmur2", "random"):
         raise ConfigError(f"{where}.producer.partitioner: expected hash, murmur2 or random")
     if producer.required_acks not in ("no_response", "wait_for_local", "wait_for_all"):
-        raise ConfigError(f"{where}.producer.required_acks: expected no_response, wait_for_local or wait_for_all")
+        raise ConfigError(
+            f"{where}.producer.required_acks: expected no_response, wait_for_local or wait_for_all"
+        )
     consumer = _dataclass_from(
         ConsumerSettings,
         section.get("consumer") or {},

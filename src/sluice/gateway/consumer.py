@@ -119,7 +119,9 @@ class GroupTopicConsumer:
         deliveries = await self.consume_many(1, timeout, auto_ack=auto_ack)
         return deliveries[0]
 
-    async def consume_many(self, max_messages: int, timeout: float, *, auto_ack: bool = False) -> list[Delivery]:
+    async def consume_many(
+        self, max_messages: int, timeout: float, *, auto_ack: bool = False
+    ) -> list[Delivery]:
         """Wait up to `timeout` for the first message, then take what else is ready (up to max_messages)."""
         self._check_usable()
         if self.waiters >= self.settings.channel_buffer_size:
@@ -281,7 +283,12 @@ class GroupTopicConsumer:
             try:
                 self._loop.call_soon_threadsafe(self._park_dead_letters, letters)
             except RuntimeError:
-                log.error("group %s topic %s: %d dead letters lost at shutdown", self.group, self.topic, len(letters))
+                log.error(
+                    "group %s topic %s: %d dead letters lost at shutdown",
+                    self.group,
+                    self.topic,
+                    len(letters),
+                )
 
     def _park_dead_letters(self, letters: list[Message]) -> None:
         self.metrics.dead_lettered.labels(self.cluster.name, self.group, self.topic).inc(len(letters))
@@ -320,7 +327,9 @@ class GroupTopicConsumer:
             with self._lock:
                 self.core.forget_last_commits(commits)
 
-    def _start_offsets(self, consumer: Consumer, partitions: Sequence[TopicPartition]) -> list[tuple[int, int, str]]:
+    def _start_offsets(
+        self, consumer: Consumer, partitions: Sequence[TopicPartition]
+    ) -> list[tuple[int, int, str]]:
         committed = consumer.committed(list(partitions), timeout=_KAFKA_TIMEOUT_SECONDS)
         starts = []
         for tp in committed:
@@ -346,7 +355,9 @@ class GroupTopicConsumer:
                 starts = self._start_offsets(consumer, partitions)
                 break
             except KafkaException as exc:
-                log.warning("group %s: reading committed offsets failed (try %d): %s", self.group, attempt + 1, exc)
+                log.warning(
+                    "group %s: reading committed offsets failed (try %d): %s", self.group, attempt + 1, exc
+                )
                 time.sleep(0.2)
         else:
             self._failure = f"group {self.group} topic {self.topic}: cannot read committed offsets"
@@ -363,7 +374,9 @@ class GroupTopicConsumer:
             for tp in partitions:
                 point = self.core.revoke(tp.partition)
                 if point is not None:
-                    commits.append(TopicPartition(self.topic, tp.partition, point.offset, metadata=point.metadata))
+                    commits.append(
+                        TopicPartition(self.topic, tp.partition, point.offset, metadata=point.metadata)
+                    )
         if commits:
             try:
                 consumer.commit(offsets=commits, asynchronous=False)
@@ -385,7 +398,11 @@ class ClusterConsumers:
     """The group consumers of one cluster, created on first use and dropped when idle."""
 
     def __init__(
-        self, cluster: ClusterConfig, client_id: str, metrics: GatewayMetrics, dead_letter_sink: DeadLetterSink
+        self,
+        cluster: ClusterConfig,
+        client_id: str,
+        metrics: GatewayMetrics,
+        dead_letter_sink: DeadLetterSink,
     ) -> None:
         self.cluster = cluster
         self.client_id = client_id

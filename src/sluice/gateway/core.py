@@ -61,10 +61,12 @@ def _decode_number(encoded: str, position: int) -> tuple[int, int]:
         position += 1
         if not value & _CONTINUATION:
             return number, position
-    raise SparseAcksError(f"bad sequence: {encoded[position - 1:]!r}")
+    raise SparseAcksError(f"bad sequence: {encoded[position - 1 :]!r}")
 
 
-def encode_sparse_acks(base: int, acked_ranges: Sequence[tuple[int, int]], max_length: int | None = None) -> str:
+def encode_sparse_acks(
+    base: int, acked_ranges: Sequence[tuple[int, int]], max_length: int | None = None
+) -> str:
     """Encode half-open acked ranges [from, to) lying above offset `base`.
 
     With `max_length`, the highest ranges that do not fit are left out: brokers
@@ -270,7 +272,9 @@ class PartitionTracker:
         """Dead-letter expired offers that used up their retries, without waiting for a caller."""
         if self.max_retries < 0:
             return
-        for offer in [o for o in self._offers.values() if o.deadline <= now and o.attempt >= self.max_retries]:
+        for offer in [
+            o for o in self._offers.values() if o.deadline <= now and o.attempt >= self.max_retries
+        ]:
             self._dead_letters.append(offer.message)
             self.ack(offer.message.offset)
 

@@ -49,5 +49,7 @@ def validate_group(group: str) -> str:
     if not group:
         raise invalid("group is required")
     if len(group) > _MAX_GROUP_LENGTH or any(ch.isspace() or not ch.isprintable() for ch in group):
-        raise invalid(f"bad group name {group!r}: up to {_MAX_GROUP_LENGTH} printable characters without spaces")
+        raise invalid(
+            f"bad group name {group!r}: up to {_MAX_GROUP_LENGTH} printable characters without spaces"
+        )
     return group

@@ -63,7 +63,9 @@ class _Adapter:
     def __init__(self, service: GatewayService) -> None:
         self.service = service
 
-    async def _call(self, operation: str, context: aio.ServicerContext, work: Callable[[], Awaitable[T]]) -> T:
+    async def _call(
+        self, operation: str, context: aio.ServicerContext, work: Callable[[], Awaitable[T]]
+    ) -> T:
         try:
             result = await work()
         except asyncio.CancelledError:
@@ -83,7 +85,12 @@ class KafkaPixyServicer(_Adapter, pb_grpc.KafkaPixyServicer):
             key = None if request.key_undefined else bytes(request.key_value)
             headers = [(h.key, bytes(h.value)) for h in request.headers]
             partition, offset = await self.service.produce(
-                request.cluster, request.topic, key, bytes(request.message), headers, sync=not request.async_mode
+                request.cluster,
+                request.topic,
+                key,
+                bytes(request.message),
+                headers,
+                sync=not request.async_mode,
             )
             return pb.ProdRs(partition=partition, offset=offset)
 
@@ -104,7 +111,9 @@ class KafkaPixyServicer(_Adapter, pb_grpc.KafkaPixyServicer):
 
     async def Ack(self, request: pb.AckRq, context: aio.ServicerContext) -> pb.AckRs:
         async def work() -> pb.AckRs:
-            await self.service.ack(request.cluster, request.group, request.topic, request.partition, request.offset)
+            await self.service.ack(
+                request.cluster, request.group, request.topic, request.partition, request.offset
+            )
             return pb.AckRs()
 
         return await self._call("ack", context, work)
@@ -157,7 +166,9 @@ class KafkaPixyServicer(_Adapter, pb_grpc.KafkaPixyServicer):
 
         return await self._call("get_topic_metadata", context, work)
 
-    async def ListConsumers(self, request: pb.ListConsumersRq, context: aio.ServicerContext) -> pb.ListConsumersRs:
+    async def ListConsumers(
+        self, request: pb.ListConsumersRq, context: aio.ServicerContext
+    ) -> pb.ListConsumersRs:
         async def work() -> pb.ListConsumersRs:
             groups = await self.service.list_consumers(request.cluster, request.topic, request.group)
             reply = pb.ListConsumersRs()
@@ -205,7 +216,9 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
                 if available == 0:
                     return
                 try:
-                    deliveries = await self.service.consume_many(cluster, group, topic, [], min(available, _STREAM_BATCH))
+                    deliveries = await self.service.consume_many(
+                        cluster, group, topic, [], min(available, _STREAM_BATCH)
+                    )
                 except GatewayError as error:
                     if error.failure is Failure.LONG_POLL_TIMEOUT:
                         continue
@@ -228,7 +241,9 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
         if request.credit < 0:
             raise invalid("credit must not be negative")
         if request.acks:
-            self.service.ack_many(cluster, group, topic, [(ack.partition, ack.offset) for ack in request.acks])
+            self.service.ack_many(
+                cluster, group, topic, [(ack.partition, ack.offset) for ack in request.acks]
+            )
         credit.grant(request.credit)
 
     async def _read_stream(

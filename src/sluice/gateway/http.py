@@ -39,9 +39,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(
-        text=json.dumps(body, indent=2), status=status, content_type="application/json"
-    )
+    return web.Response(text=json.dumps(body, indent=2), status=status, content_type="application/json")
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -235,7 +233,9 @@ class HttpApi:
         topics = await self.service.list_topics(cluster, with_config)
         if not (with_partitions or with_config):
             return _json(sorted(topics))
-        return _json({name: topic_to_json(info, with_partitions, with_config) for name, info in topics.items()})
+        return _json(
+            {name: topic_to_json(info, with_partitions, with_config) for name, info in topics.items()}
+        )
 
     async def topic(self, request: web.Request) -> web.StreamResponse:
         cluster, topic = request.match_info.get("cluster", ""), request.match_info["topic"]
@@ -276,7 +276,9 @@ def parse_offsets_body(body: bytes) -> list[tuple[int, int, str]]:
         metadata = entry.get("metadata", "")
         for name, value in (("partition", partition), ("offset", offset)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise invalid(f"Failed to parse the request: entry {index}: {name} must be a non-negative integer")
+                raise invalid(
+                    f"Failed to parse the request: entry {index}: {name} must be a non-negative integer"
+                )
         if not isinstance(metadata, str):
             raise invalid(f"Failed to parse the request: entry {index}: metadata must be a string")
         offsets.append((int(partition), int(offset), metadata))  # type: ignore[arg-type]

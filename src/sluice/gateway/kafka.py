@@ -106,7 +106,9 @@ class ClusterClient:
         self._watermark_reader: Consumer | None = None
         self._watermark_lock = threading.Lock()
         self._running = True
-        self._poller = threading.Thread(target=self._poll_deliveries, name=f"gw-producer-{config.name}", daemon=True)
+        self._poller = threading.Thread(
+            target=self._poll_deliveries, name=f"gw-producer-{config.name}", daemon=True
+        )
         self._poller.start()
 
     # -- lifecycle -------------------------------------------------------------
@@ -117,7 +119,9 @@ class ClusterClient:
     async def close(self) -> None:
         remaining = await asyncio.to_thread(self._producer.flush, self.config.producer.timeout)
         if remaining:
-            log.warning("cluster %s: %d produced messages not delivered at shutdown", self.config.name, remaining)
+            log.warning(
+                "cluster %s: %d produced messages not delivered at shutdown", self.config.name, remaining
+            )
         self._running = False
         await asyncio.to_thread(self._poller.join, 2.0)
 
@@ -239,14 +243,18 @@ class ClusterClient:
         def fetch() -> list[PartitionOffsets]:
             request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
             future = self._admin.list_consumer_group_offsets([request])[group]
-            committed = {tp.partition: tp for tp in future.result(timeout=_ADMIN_TIMEOUT_SECONDS).topic_partitions}
+            committed = {
+                tp.partition: tp for tp in future.result(timeout=_ADMIN_TIMEOUT_SECONDS).topic_partitions
+            }
             results = []
             for partition in partitions:
                 begin, end = self._watermarks(topic, partition)
                 tp = committed.get(partition)
                 offset = tp.offset if tp is not None and tp.error is None else -1
                 metadata = (tp.metadata or "") if tp is not None else ""
-                results.append(PartitionOffsets(partition, begin, end, offset if offset >= 0 else -1, metadata))
+                results.append(
+                    PartitionOffsets(partition, begin, end, offset if offset >= 0 else -1, metadata)
+                )
             return results
 
         try:
@@ -257,7 +265,9 @@ class ClusterClient:
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         # An AdminClient cannot query watermarks; a throwaway Consumer's ListOffsets can.
         consumer = self._watermark_consumer()
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=_ADMIN_TIMEOUT_SECONDS)
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=_ADMIN_TIMEOUT_SECONDS
+        )
         return int(low), int(high)
 
     def _watermark_consumer(self) -> Consumer:
@@ -274,7 +284,9 @@ class ClusterClient:
                 )
             return self._watermark_reader
 
-    async def set_group_offsets(self, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]) -> None:
+    async def set_group_offsets(
+        self, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]
+    ) -> None:
         info = await self.topic(topic)
         known = {p.partition for p in info.partitions}
         for partition, offset, _ in offsets:
@@ -285,7 +297,9 @@ class ClusterClient:
 
         def alter() -> None:
             partitions = [TopicPartition(topic, p, o, metadata=m) for p, o, m in offsets]
-            futures = self._admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)])
+            futures = self._admin.alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, partitions)]
+            )
             result = futures[group].result(timeout=_ADMIN_TIMEOUT_SECONDS)
             for tp in result.topic_partitions:
                 if tp.error is not None:
@@ -344,7 +358,9 @@ def _partitions_of(topic: Any) -> tuple[PartitionInfo, ...]:
     )
 
 
-def _settle(future: asyncio.Future[tuple[int, int]], error: KafkaError | None, message: Any, topic: str) -> None:
+def _settle(
+    future: asyncio.Future[tuple[int, int]], error: KafkaError | None, message: Any, topic: str
+) -> None:
     if future.done():
         return
     if error is not None:

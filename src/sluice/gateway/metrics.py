@@ -19,7 +19,10 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self.produced = Counter(
-            "sluice_gateway_produced_messages", "Messages produced", ["cluster", "mode"], registry=self.registry
+            "sluice_gateway_produced_messages",
+            "Messages produced",
+            ["cluster", "mode"],
+            registry=self.registry,
         )
         self.handed_out = Counter(
             "sluice_gateway_handed_out_messages",
@@ -28,16 +31,26 @@ class GatewayMetrics:
             registry=self.registry,
         )
         self.acked = Counter(
-            "sluice_gateway_acked_messages", "Messages acknowledged", ["cluster", "group", "topic"],
+            "sluice_gateway_acked_messages",
+            "Messages acknowledged",
+            ["cluster", "group", "topic"],
             registry=self.registry,
         )
         self.dead_lettered = Counter(
-            "sluice_gateway_dead_lettered_messages", "Messages given up after max_retries",
-            ["cluster", "group", "topic"], registry=self.registry,
+            "sluice_gateway_dead_lettered_messages",
+            "Messages given up after max_retries",
+            ["cluster", "group", "topic"],
+            registry=self.registry,
         )
         self.active_consumers = Gauge(
-            "sluice_gateway_active_consumers", "Group/topic consumers running", ["cluster"], registry=self.registry
+            "sluice_gateway_active_consumers",
+            "Group/topic consumers running",
+            ["cluster"],
+            registry=self.registry,
         )
         self.produce_latency = Histogram(
-            "sluice_gateway_produce_seconds", "Synchronous produce latency", ["cluster"], registry=self.registry
+            "sluice_gateway_produce_seconds",
+            "Synchronous produce latency",
+            ["cluster"],
+            registry=self.registry,
         )

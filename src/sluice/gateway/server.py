@@ -119,7 +119,9 @@ async def run_gateway(
         await stop.wait()
 
 
-def serve_forever(config_path: str | Path, *, grpc_listen: str | None = None, http_listen: str | None = None) -> None:
+def serve_forever(
+    config_path: str | Path, *, grpc_listen: str | None = None, http_listen: str | None = None
+) -> None:
     """Blocking entry point for a command line: runs until SIGINT or SIGTERM."""
     config = load_config(config_path)
 

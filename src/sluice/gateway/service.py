@@ -57,7 +57,9 @@ class _Cluster:
     def __init__(self, config: ClusterConfig, metrics: GatewayMetrics, service: GatewayService) -> None:
         self.config = config
         self.client = ClusterClient(config, metrics)
-        self.consumers = ClusterConsumers(config, self.client.client_id, metrics, service.dead_letter_sink(self))
+        self.consumers = ClusterConsumers(
+            config, self.client.client_id, metrics, service.dead_letter_sink(self)
+        )
 
 
 class GatewayService:
@@ -72,7 +74,9 @@ class GatewayService:
     async def start(self) -> None:
         for name, cluster_config in self.config.clusters.items():
             if not cluster_config.client_id:
-                cluster_config.client_id = f"sluice-gw_{socket.gethostname()}_{os.getpid()}_{id(self) % 10000}"
+                cluster_config.client_id = (
+                    f"sluice-gw_{socket.gethostname()}_{os.getpid()}_{id(self) % 10000}"
+                )
             self._clusters[name] = _Cluster(cluster_config, self.metrics, self)
         self._janitor = asyncio.create_task(self._drop_idle_consumers())
 
@@ -139,7 +143,9 @@ class GatewayService:
         def park(group: str, topic: str, messages: list[Message]) -> None:
             template = cluster.config.consumer.dead_letter_topic
             if not template:
-                log.warning("group %s topic %s: dropped %d messages after max_retries", group, topic, len(messages))
+                log.warning(
+                    "group %s topic %s: dropped %d messages after max_retries", group, topic, len(messages)
+                )
                 return
             target_topic = template.replace("{topic}", topic).replace("{group}", group)
             for message in messages:
@@ -166,7 +172,12 @@ class GatewayService:
         self, cluster: str, group: str, topic: str, ack: AckRequest, timeout: float | None = None
     ) -> Delivery:
         deliveries = await self.consume_many(
-            cluster, group, topic, [(ack.partition, ack.offset)] if ack.is_explicit else [], 1, timeout,
+            cluster,
+            group,
+            topic,
+            [(ack.partition, ack.offset)] if ack.is_explicit else [],
+            1,
+            timeout,
             auto_ack=ack.auto,
         )
         return deliveries[0]
@@ -242,7 +253,9 @@ class GatewayService:
         validate_topic(topic)
         return await target.client.topic(topic, with_config)
 
-    async def list_consumers(self, cluster: str, topic: str, group: str = "") -> dict[str, dict[str, list[int]]]:
+    async def list_consumers(
+        self, cluster: str, topic: str, group: str = ""
+    ) -> dict[str, dict[str, list[int]]]:
         target = self._cluster(cluster)
         validate_topic(topic)
         if group:
