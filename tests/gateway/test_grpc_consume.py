@@ -177,3 +177,32 @@ async def test_bad_requests_are_invalid_argument(kafka, pixy: pb_grpc.KafkaPixyS
     )
     offsets = await pixy.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
     assert offsets.offsets[0].offset == -1 and offsets.offsets[0].end == 0
+
+
+async def test_two_gateways_share_a_group(kafka, make_gateway) -> None:
+    topic, group = kafka.create_topic(partitions=2), unique_group()
+    gateways: list[Gateway] = [await make_gateway(), await make_gateway()]
+    channels = [grpc.aio.insecure_channel(g.grpc_address) for g in gateways]
+    stubs = [pb_grpc.KafkaPixyStub(c) for c in channels]
+    try:
+        for index in range(10):
+            await produce(stubs[0], topic, b"%d" % index, key=b"%d" % index)
+        # Both join before anything is consumed, then take turns until all ten are acked.
+        await asyncio.gather(
+            *(s.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True)) for s in stubs),
+            return_exceptions=True,
+        )
+        received: list[tuple[int, bytes]] = []
+        deadline = asyncio.get_running_loop().time() + 40
+        while len(received) < 10 and asyncio.get_running_loop().time() < deadline:
+            for index, stub in enumerate(stubs):
+                try:
+                    message = await stub.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, auto_ack=True))
+                except grpc.aio.AioRpcError as error:
+                    assert error.code() == grpc.StatusCode.NOT_FOUND
+                    continue
+                received.append((index, message.message))
+        assert sorted(value for _, value in received) == sorted(b"%d" % i for i in range(10))
+    finally:
+        for channel in channels:
+            await channel.close()
