@@ -4,22 +4,11 @@ joins, evictions and rebalances take fractions of a second instead of the produc
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from group_helpers import fast_config
 
 from sluice.testing import BrokerProcess
-
-FAST_GROUP_SETTINGS = """\
-group_initial_rebalance_delay_ms: 0
-group_min_session_timeout_ms: 1000
-"""
-
-
-def fast_config(directory: Path) -> Path:
-    path = directory / "broker.yaml"
-    path.write_text(FAST_GROUP_SETTINGS)
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer
@@ -15,6 +16,20 @@ from sluice.errors import ErrorCode
 from sluice.protocol.messages import struct_codecs
 
 T = TypeVar("T")
+
+# No initial rebalance delay and short session timeouts allowed, so joins, evictions and rebalances take
+# fractions of a second instead of the production defaults.
+FAST_GROUP_SETTINGS = """\
+group_initial_rebalance_delay_ms: 0
+group_min_session_timeout_ms: 1000
+"""
+
+
+def fast_config(directory: Path) -> Path:
+    """A broker config file with FAST_GROUP_SETTINGS, written into `directory`."""
+    path = directory / "broker.yaml"
+    path.write_text(FAST_GROUP_SETTINGS)
+    return path
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
