@@ -81,3 +81,35 @@ def test_batch_write_then_read_back(spark: Any, kafka: Any) -> None:
     messages = kafka.consume_all(topic, partitions=2)
     got = sorted((m.key(), m.value(), m.partition(), m.headers()) for m in messages)
     assert got == sorted((k.encode(), v.encode(), p, [(hk, hv)]) for k, v, p, [(hk, hv)] in rows)
+
+
+@pytest.mark.parametrize(
+    ("ddl", "options", "message"),
+    [
+        ("key string", {"topic": "t"}, "needs a 'value' column"),
+        ("value string", {}, "needs option 'topic' or a 'topic' column"),
+        ("value int", {"topic": "t"}, "column 'value' must be string or binary, not int"),
+        ("value string, partition string", {"topic": "t"}, "column 'partition' must be int"),
+        ("value string", {"topic": "t", "subscribe": "t"}, "unknown write option(s) for format 'sluice': subscribe"),
+    ],
+)
+def test_bad_writes_fail_with_a_clear_message(
+    spark: Any, kafka: Any, ddl: str, options: dict[str, str], message: str
+) -> None:
+    frame = spark.createDataFrame([], ddl)
+    writer = frame.write.format("sluice").option("kafka.bootstrap.servers", kafka.bootstrap).options(**options)
+    with pytest.raises(Exception) as caught:
+        writer.mode("append").save()
+    assert message in str(caught.value)
+
+
+def test_topic_column_routes_rows_and_option_overrides_it(spark: Any, kafka: Any) -> None:
+    first, second = kafka.new_topic("route-a"), kafka.new_topic("route-b")
+    frame = spark.createDataFrame([(first, b"1"), (second, b"2"), (second, b"3")], "topic string, value binary")
+    overrides = {f"kafka.{k}": v for k, v in kafka.producer_overrides.items()}
+    writer = frame.write.format("sluice").option("kafka.bootstrap.servers", kafka.bootstrap).options(**overrides)
+    writer.mode("append").save()
+    assert [m.value() for m in kafka.consume_all(first, 1)] == [b"1"]
+    assert sorted(m.value() for m in kafka.consume_all(second, 1)) == [b"2", b"3"]
+    writer.option("topic", first).mode("append").save()
+    assert sorted(m.value() for m in kafka.consume_all(first, 1)) == [b"1", b"1", b"2", b"3"]
