@@ -269,12 +269,13 @@ def run_produce(broker: Broker, spec: ProduceSpec, values: list[bytes], rnd: int
 
     producer = Producer(producer_config(broker.bootstrap, spec.acks, spec.compression, on_error))
     producer.list_topics(spec.topic, timeout=30)  # connection and metadata before the clock starts
-    b0, c0 = broker.cpu_seconds(), client_cpu()
+    (u0, s0), c0 = broker.cpu_times(), client_cpu()
     t0 = perf_counter()
     produce_loop(producer, spec.topic, values, spec.count)
     remaining = producer.flush(600)
     seconds = perf_counter() - t0
-    b1, c1 = broker.cpu_seconds(), client_cpu()
+    (u1, s1), c1 = broker.cpu_times(), client_cpu()
+    b0, b1 = u0 + s0, u1 + s1
     if remaining:
         producer.purge(in_queue=True, in_flight=True)
         producer.flush(5)
@@ -288,7 +289,13 @@ def run_produce(broker: Broker, spec: ProduceSpec, values: list[bytes], rnd: int
         payload_bytes=delivered * spec.size,
         broker_cpu_s=b1 - b0,
         client_cpu_s=c1 - c0,
-        extra={"sent": spec.count, "failed": failed[0], "undelivered_at_timeout": remaining},
+        extra={
+            "sent": spec.count,
+            "failed": failed[0],
+            "undelivered_at_timeout": remaining,
+            "broker_user_s": u1 - u0,
+            "broker_sys_s": s1 - s0,
+        },
     )
     if delivered != spec.count:
         res.error = f"{spec.count - delivered} of {spec.count} not delivered"
@@ -667,6 +674,13 @@ def summarize(results: list[Result]) -> dict[str, Any]:
                 vals = [r.extra.get(key) for r in all_runs if r.extra.get(key) is not None]
                 if vals:
                     med[key] = median(vals)
+            shares = [
+                r.extra["broker_sys_s"] / r.broker_cpu_s
+                for r in runs
+                if r.broker_cpu_s and "broker_sys_s" in r.extra
+            ]
+            if shares:
+                med["broker_sys_share"] = median(shares)
             entry[broker] = med
         s, t = entry.get("sluice", {}), entry.get("tansu", {})
         entry["ratio_sluice_over_tansu"] = {
@@ -714,8 +728,8 @@ def print_tables(summary: dict[str, Any], rounds: int) -> None:
             ceil = ceilings.get(" ".join(sc.split()[1:3]))
         line = (
             f"{sc:32} | {fmt(s.get('msg_per_s'), width=12)} {fmt(s.get('mb_per_s'), '.1f', 7)} "
-            f"{fmt(s.get('broker_us_per_msg'), '.1f', 7)} | {fmt(t.get('msg_per_s'), width=12)} "
-            f"{fmt(t.get('mb_per_s'), '.1f', 7)} {fmt(t.get('broker_us_per_msg'), '.1f', 7)} | "
+            f"{fmt(s.get('broker_us_per_msg'), '.2f', 7)} | {fmt(t.get('msg_per_s'), width=12)} "
+            f"{fmt(t.get('mb_per_s'), '.1f', 7)} {fmt(t.get('broker_us_per_msg'), '.2f', 7)} | "
             f"{fmt(r['throughput'], '.2f', 7)} {fmt(r['broker_cpu_per_msg'], '.2f', 7)} | "
             f"{fmt(ratio(s.get('msg_per_s'), ceil), '.0%', 6)} {fmt(ratio(t.get('msg_per_s'), ceil), '.0%', 6)}"
         )
@@ -749,7 +763,7 @@ def print_tables(summary: dict[str, Any], rounds: int) -> None:
                         f" us/msg{'  ERR ' + d['errors'][0] if d.get('errors') else ''}"
                     )
             r = e["ratio_sluice_over_tansu"]
-            print(f"  ratio   p50 {fmt(r.get('p50_ms'), '.2f', 7)}     p99 {fmt(r.get('p99_ms'), '.2f', 7)}")
+            print(f"  ratio   p50 {fmt(r.get('p50_ms'), '.4f', 7)}     p99 {fmt(r.get('p99_ms'), '.4f', 7)}")
     for sc, e in summary.items():
         if sc.startswith("broker rss"):
             print()

@@ -42,6 +42,14 @@ def cpu_seconds(pid: int) -> float:
     return (utime + stime) / CLK_TCK
 
 
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        raw = f.read()
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of a process, from VmRSS in /proc/<pid>/status (0 if absent)."""
     with open(f"/proc/{pid}/status") as f:
@@ -135,6 +143,9 @@ class Broker:
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.pid)
+
+    def cpu_times(self) -> tuple[float, float]:
+        return cpu_times(self.pid)
 
     def rss_bytes(self) -> int:
         return rss_bytes(self.pid)
