@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from group_helpers import RawMember, assignment, decode_assignment, delete_groups
+from group_helpers import RawMember, assignment, decode_assignment, delete_groups, group_state, wait_for
 
 from sluice.errors import ErrorCode as E
 
@@ -62,6 +64,72 @@ def test_sync_and_commit_with_wrong_identity(leader: RawMember, topic_name: str)
     assert leader.commit(topic_name, 0, 5) == E.UNKNOWN_MEMBER_ID
     leader.member_id = real_id
     assert leader.commit(topic_name, 0, 5) == E.NONE
+
+
+def test_unknown_member_ids_cannot_join_or_leave(fast_bootstrap: str, leader: RawMember, group_name: str,
+                                                 topic_name: str) -> None:
+    stranger = RawMember(fast_bootstrap, group_name)
+    stranger.member_id = "made-up-id"
+    assert stranger.join([topic_name]).error_code == E.UNKNOWN_MEMBER_ID
+    assert stranger.leave() == E.UNKNOWN_MEMBER_ID
+    stranger.close()
+    # LeaveGroup before v3 names one member and answers with its error at the top level.
+    cls = leader.client.request_class("LeaveGroup")
+    assert leader.client.call("LeaveGroup", 1, cls(group_id=group_name, member_id="made-up-id")).error_code \
+        == E.UNKNOWN_MEMBER_ID
+    assert leader.client.call("LeaveGroup", 1, cls(group_id=group_name, member_id=leader.member_id)).error_code \
+        == E.NONE
+    assert leader.heartbeat() == E.UNKNOWN_MEMBER_ID
+
+
+def test_requests_in_the_middle_of_a_rebalance(fast_bootstrap: str, leader: RawMember, group_name: str,
+                                               topic_name: str) -> None:
+    newcomer = RawMember(fast_bootstrap, group_name)
+    answers: dict[str, Any] = {}
+    joining = threading.Thread(target=lambda: answers.setdefault("join", newcomer.join_fully([topic_name])))
+    joining.start()  # parked until the leader rejoins too
+    wait_for(lambda: group_state(fast_bootstrap, group_name)[0] == "PREPARING_REBALANCING", 10, "a rebalance")
+    # PreparingRebalance: heartbeats and syncs say so; commits of the old generation still count.
+    assert leader.heartbeat() == E.REBALANCE_IN_PROGRESS
+    assert leader.sync().error_code == E.REBALANCE_IN_PROGRESS
+    assert leader.commit(topic_name, 0, 1) == E.NONE
+    rejoined = leader.join([topic_name])
+    joining.join(10)
+    assert rejoined.error_code == E.NONE and rejoined.generation_id == 2 == answers["join"].generation_id
+    assert {m.member_id for m in rejoined.members} == {leader.member_id, newcomer.member_id}
+    # CompletingRebalance: the new generation is known but not its assignment, so no commits yet.
+    assert leader.heartbeat() == E.NONE
+    assert leader.commit(topic_name, 0, 2) == E.REBALANCE_IN_PROGRESS
+    syncing = threading.Thread(target=lambda: answers.setdefault("sync", newcomer.sync()))
+    syncing.start()  # parked until the leader's assignment arrives
+    plan = {leader.member_id: assignment({topic_name: [0]}), newcomer.member_id: assignment({topic_name: [1]})}
+    assert decode_assignment(leader.sync(plan).assignment) == {topic_name: [0]}
+    syncing.join(10)
+    assert decode_assignment(answers["sync"].assignment) == {topic_name: [1]}
+    assert leader.commit(topic_name, 0, 2) == E.NONE
+    newcomer.close()
+
+
+def test_a_replaced_static_member_is_fenced(fast_bootstrap: str, group_name: str, topic_name: str) -> None:
+    first = RawMember(fast_bootstrap, group_name)
+    first.join_fully([topic_name], instance_id="instance-1")
+    assert first.sync({first.member_id: assignment({topic_name: [0]})}).error_code == E.NONE
+    # The same group.instance.id starts again elsewhere: it takes over, the old process is fenced.
+    second = RawMember(fast_bootstrap, group_name)
+    taken_over = second.join([topic_name], instance_id="instance-1")
+    assert taken_over.error_code == E.NONE and taken_over.generation_id == first.generation
+    assert decode_assignment(second.sync().assignment) == {topic_name: [0]}
+
+    def heartbeat(member: RawMember) -> int:
+        cls = member.client.request_class("Heartbeat")
+        request = cls(group_id=group_name, member_id=member.member_id, generation_id=member.generation,
+                      group_instance_id="instance-1")
+        return member.client.call("Heartbeat", 4, request).error_code
+
+    assert heartbeat(first) == E.FENCED_INSTANCE_ID
+    assert heartbeat(second) == E.NONE
+    first.close()
+    second.close()
 
 
 def test_inconsistent_protocols_are_refused(fast_bootstrap: str, leader: RawMember, group_name: str,
