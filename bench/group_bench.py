@@ -6,7 +6,9 @@
 Per round and broker, on a fresh topic and group:
   join    time from subscribing 4 confluent-kafka consumers until each holds a share of the partitions
           and together they hold all of them;
-  leave   time from one member's close() (a clean LeaveGroup) until the other 3 hold every partition.
+  leave   time from one member's close() (a clean LeaveGroup), at a random point of the heartbeat cycle,
+          until the other 3 hold every partition. The survivors learn of the rebalance from their next
+          heartbeat, so half a heartbeat interval (250 ms here) is the floor any broker can reach.
 
 sluice runs as `sluice.testing.BrokerProcess` (durable data dir) with its default settings, and once more
 with `group_initial_rebalance_delay_ms: 0` (Kafka's group.initial.rebalance.delay.ms, which holds a new
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import tempfile
 import threading
@@ -93,7 +96,7 @@ def share_everything(members: list[BenchMember]) -> bool:
     return all(holdings) and sorted(p for h in holdings for p in h) == list(range(PARTITIONS))
 
 
-def measure(bootstrap: str, round_no: int, label: str) -> dict[str, float]:
+def measure(bootstrap: str, round_no: int, label: str, rng: random.Random) -> dict[str, float]:
     topic = f"group-bench-{label}-{round_no}-{time.time_ns()}"
     group = f"{topic}-group"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -107,6 +110,9 @@ def measure(bootstrap: str, round_no: int, label: str) -> dict[str, float]:
         wait_until(lambda: share_everything(members), "the first assignment")
         join_s = time.perf_counter() - started
         leaving, staying = members[0], members[1:]
+        # Leave at a random point of the heartbeat cycle: right after the join every member's next
+        # heartbeat is one full interval away, which would make the leave figure that interval exactly.
+        time.sleep(rng.uniform(2, 3) * CLIENT_CONFIG["heartbeat.interval.ms"] / 1000)
         started = time.perf_counter()
         leaving.close()
         wait_until(lambda: share_everything(staying), "the group settling after a leave")
@@ -140,8 +146,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--seed", type=int, default=1, help="for the moment of the leave")
     args = parser.parse_args()
 
+    rng = random.Random(args.seed)
     results: dict[str, list[dict[str, float]]] = {"sluice": [], "sluice-delay0": [], "tansu": []}
     with tempfile.TemporaryDirectory(prefix="group-bench-") as tmp, \
             sluice_broker(Path(tmp), initial_delay_ms=None) as sluice_default, \
@@ -150,7 +158,7 @@ def main() -> None:
         brokers = {"sluice": sluice_default, "sluice-delay0": sluice_no_delay, "tansu": tansu}
         for round_no in range(args.rounds):
             for label, bootstrap in brokers.items():
-                figures = measure(bootstrap, round_no, label)
+                figures = measure(bootstrap, round_no, label, rng)
                 results[label].append(figures)
                 print(f"round {round_no + 1}: {label:14} join {figures['join_s']:.3f} s  "
                       f"leave {figures['leave_s']:.3f} s", flush=True)
