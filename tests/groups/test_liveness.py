@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -70,6 +73,60 @@ def test_a_member_that_stops_heartbeating_is_evicted(fast_bootstrap: str, topic_
     ledger.check_exactly_once({0: 5, 1: 5})
     assert silent.heartbeat() == ErrorCode.UNKNOWN_MEMBER_ID
     silent.close()
+
+
+# A kafka-python member in its own process, reporting each assignment on stdout.
+KAFKA_PYTHON_MEMBER = """
+import sys
+from kafka import ConsumerRebalanceListener, KafkaConsumer
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+bootstrap, group, topic, session_ms = sys.argv[1:5]
+
+class Report(ConsumerRebalanceListener):
+    def on_partitions_revoked(self, revoked):
+        pass
+
+    def on_partitions_assigned(self, assigned):
+        print("assigned", *sorted(tp.partition for tp in assigned), flush=True)
+
+consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                         partition_assignment_strategy=[RangePartitionAssignor],
+                         session_timeout_ms=int(session_ms), heartbeat_interval_ms=300)
+consumer.subscribe([topic], listener=Report())
+while True:
+    consumer.poll(timeout_ms=100)
+"""
+
+
+def test_a_killed_member_process_is_evicted_after_its_session(fast_bootstrap: str, topic_name: str,
+                                                              group_name: str, started: list[Member]) -> None:
+    create_topic(fast_bootstrap, topic_name, 2)
+    survivor = ConfluentMember("survivor", Ledger(), fast_bootstrap, group_name, topic_name).start()
+    started.append(survivor)
+    wait_until(lambda: survivor.holding() == {0, 1}, 30, "the first member to hold both partitions", started)
+    session_ms = 1500
+    child = subprocess.Popen([sys.executable, "-c", KAFKA_PYTHON_MEMBER, fast_bootstrap, group_name, topic_name,
+                              str(session_ms)], stdout=subprocess.PIPE, text=True)
+    reports: list[str] = []
+    assert child.stdout is not None
+    reader = threading.Thread(target=lambda: reports.extend(line.strip() for line in child.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: any(r != "assigned" for r in reports) and len(survivor.holding()) == 1, 60,
+                   "the kafka-python process to take a partition", started)
+        child_partition = int(next(r for r in reports if r != "assigned").split()[1])
+        assert survivor.holding() == {1 - child_partition}
+        killed_at = time.monotonic()
+        child.kill()  # SIGKILL: no LeaveGroup, no more heartbeats
+        wait_until(lambda: survivor.holding() == {0, 1}, 15, "the survivor to take everything back", started)
+        evicted_after_s = time.monotonic() - killed_at
+    finally:
+        child.kill()
+        child.wait(10)
+    slack_s = 2 * FAST_SESSION["heartbeat_interval_ms"] / 1000
+    assert session_ms / 1000 - slack_s <= evicted_after_s < session_ms / 1000 + 3.0, evicted_after_s
+    assert group_state(fast_bootstrap, group_name) == ("STABLE", 1)
 
 
 def test_a_static_member_restarts_without_a_rebalance(fast_bootstrap: str, topic_name: str, group_name: str,
