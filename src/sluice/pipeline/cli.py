@@ -115,8 +115,15 @@ def archive(
     kafka: KafkaSettings = None,
 ) -> None:
     """Stream topics into Parquet; restarts continue exactly where the checkpoint left off."""
-    from sluice.pipeline.jobs import start_archive
+    from sluice.pipeline.jobs import existing_topics, start_archive
 
+    try:
+        known = existing_topics(bootstrap, _kafka_settings(kafka))
+    except Exception as error:
+        raise _fail(error) from None
+    absent = [t for t in topics.split(",") if t.strip() and t.strip() not in known]
+    if absent:
+        console.print(f"[yellow]not there yet (archived once created):[/] {', '.join(absent)}")
     spark = _session(master, "sluice-archive")
     try:
         query = start_archive(
@@ -149,13 +156,19 @@ def replay(
     kafka: KafkaSettings = None,
 ) -> None:
     """Produce archived records back to a topic, in offset order per partition (at-least-once)."""
-    from sluice.pipeline.jobs import parse_time
+    from sluice.pipeline.jobs import check_archive_dir, existing_topics, parse_time
     from sluice.pipeline.jobs import replay as run_replay
 
+    # Cheap checks first: starting Spark can take minutes.
     try:
         since_time = parse_time(since) if since else None
         until_time = parse_time(until) if until else None
-    except ValueError as error:
+        check_archive_dir(from_dir)
+        if to_topic not in existing_topics(bootstrap, _kafka_settings(kafka)):
+            raise _fail(ValueError(f"topic {to_topic!r} does not exist on {bootstrap}; create it first"))
+    except typer.Exit:
+        raise
+    except Exception as error:
         raise _fail(error) from None
     spark = _session(master, "sluice-replay")
     try:
@@ -187,11 +200,18 @@ def stats(
     kafka: KafkaSettings = None,
 ) -> None:
     """Messages and bytes per topic, partition and hour; distinct keys per topic."""
-    from sluice.pipeline.jobs import read_archive, read_topics
+    from sluice.pipeline.jobs import check_archive_dir, existing_topics, read_archive, read_topics
     from sluice.pipeline.jobs import stats as compute_stats
 
     if (topics is None) == (from_dir is None):
         raise typer.BadParameter("give exactly one of --topics or --from")
+    try:
+        if from_dir is not None:
+            check_archive_dir(from_dir)
+        else:
+            existing_topics(bootstrap, _kafka_settings(kafka))
+    except Exception as error:
+        raise _fail(error) from None
     spark = _session(master, "sluice-stats")
     try:
         frame = read_archive(spark, from_dir) if from_dir else read_topics(spark, bootstrap, topics or "", _kafka_settings(kafka))

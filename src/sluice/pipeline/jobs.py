@@ -116,12 +116,21 @@ def start_archive(
     return writer.start()
 
 
-def read_archive(spark: SparkSession, from_dir: str | Path) -> DataFrame:
-    """An archive as a DataFrame with the Kafka schema plus ``date``; partition values stay strings."""
+def check_archive_dir(from_dir: str | Path) -> Path:
     path = Path(from_dir)
     if not (path / "_spark_metadata").is_dir():
         raise PipelineOptionError(f"{path} is not a sluice archive (no _spark_metadata directory)")
-    return spark.read.schema(ARCHIVE_SCHEMA).parquet(str(path))
+    return path
+
+
+def existing_topics(bootstrap: str, kafka_settings: Mapping[str, str] | None, timeout_s: float = 10.0) -> dict[str, int]:
+    """Partition count per topic; fails fast when the broker cannot be reached."""
+    return KafkaMetadata(bootstrap, dict(kafka_settings or {}), timeout_s).topic_partitions()
+
+
+def read_archive(spark: SparkSession, from_dir: str | Path) -> DataFrame:
+    """An archive as a DataFrame with the Kafka schema plus ``date``; partition values stay strings."""
+    return spark.read.schema(ARCHIVE_SCHEMA).parquet(str(check_archive_dir(from_dir)))
 
 
 @dataclass(frozen=True)
@@ -155,8 +164,7 @@ def replay(
         frame = frame.where(F.col("timestamp") >= F.lit(since))
     if until is not None:
         frame = frame.where(F.col("timestamp") < F.lit(until))
-    metadata = KafkaMetadata(bootstrap, dict(kafka_settings or {}), metadata_timeout_ms / 1000)
-    target_partitions = metadata.topic_partitions().get(to_topic)
+    target_partitions = existing_topics(bootstrap, kafka_settings, metadata_timeout_ms / 1000).get(to_topic)
     if target_partitions is None:
         raise PipelineOptionError(f"topic {to_topic!r} does not exist on {bootstrap}; create it first")
     highest_partition = frame.agg(F.max("partition")).first()[0]  # type: ignore[index]
