@@ -349,6 +349,10 @@ class ClusterClient:
             if self._watermark_reader is not None:
                 self._watermark_reader.close()
                 self._watermark_reader = None
+        # librdkafka handles live until garbage collected, reconnecting all the
+        # while; dropping them here ends that as soon as the gateway stops.
+        del self._admin
+        del self._producer
 
 
 def _partitions_of(topic: Any) -> tuple[PartitionInfo, ...]:

@@ -68,6 +68,7 @@ class GatewayService:
         self.metrics = metrics or GatewayMetrics()
         self._clusters: dict[str, _Cluster] = {}
         self._closing = False
+        self._closed = False
         self._janitor: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[object]] = set()
 
@@ -88,6 +89,9 @@ class GatewayService:
 
     async def close(self) -> None:
         self.begin_close()
+        if self._closed:
+            return
+        self._closed = True
         if self._janitor is not None:
             self._janitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
