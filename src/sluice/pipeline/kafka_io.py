@@ -12,7 +12,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from sluice.pipeline.options import PipelineOptionError, Subscription, client_config
@@ -70,6 +78,10 @@ class KafkaMetadata:
             raise PipelineOptionError(f"invalid kafka.* option: {error.args[0].str()}") from None
         self._consumer_config = _consumer_config(bootstrap, kafka_config)
         self._consumer: Consumer | None = None
+        # "latest" must be what the readers' consumers can reach: the last stable offset when they
+        # read committed (librdkafka's default), so open transactions do not stall a range.
+        uncommitted = str(kafka_config.get("isolation.level", "")).lower() == "read_uncommitted"
+        self._isolation = IsolationLevel.READ_UNCOMMITTED if uncommitted else IsolationLevel.READ_COMMITTED
 
     def _unavailable(self, what: str, error: object) -> KafkaUnavailableError:
         return KafkaUnavailableError(
@@ -105,7 +117,9 @@ class KafkaMetadata:
             return {}
         request = {TopicPartition(t, p): spec for t, p in partitions}
         try:
-            futures = self._admin.list_offsets(request, request_timeout=self._timeout_s)
+            futures = self._admin.list_offsets(
+                request, isolation_level=self._isolation, request_timeout=self._timeout_s
+            )
             return {(tp.topic, tp.partition): future.result().offset for tp, future in futures.items()}
         except KafkaException as error:
             raise self._unavailable(what, error.args[0]) from None
@@ -146,11 +160,14 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Yield ``offset_range`` as Arrow batches, read with assign + seek (no group membership)."""
     consumer = Consumer(_consumer_config(bootstrap, kafka_config))
-    topic, partition, end = offset_range.topic, offset_range.partition, offset_range.end
+    topic, partition = offset_range.topic, offset_range.partition
     try:
-        consumer.assign([TopicPartition(topic, partition, offset_range.start)])
+        start, end = _readable_part(consumer, offset_range, poll_timeout_s, fail_on_data_loss)
+        if start >= end:
+            return
+        consumer.assign([TopicPartition(topic, partition, start)])
         last_progress = time.monotonic()
-        next_offset = offset_range.start
+        next_offset = start
         while next_offset < end:
             messages = consumer.consume(num_messages=max_batch_rows, timeout=1.0)
             records: list[Message] = []
@@ -180,6 +197,30 @@ def read_range(
                 )
     finally:
         consumer.close()
+
+
+def _readable_part(
+    consumer: Consumer, offset_range: OffsetRange, timeout_s: float, fail_on_data_loss: bool
+) -> tuple[int, int]:
+    """The part of the planned range still on the broker; raise or warn about the rest."""
+    topic, partition, start, end = offset_range.topic, offset_range.partition, offset_range.start, offset_range.end
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+    except KafkaException as error:
+        raise KafkaUnavailableError(f"cannot get the offsets of {topic}-{partition}: {error.args[0]}") from None
+    problems = []
+    if start < low:
+        problems.append(f"offsets {start}..{min(low, end) - 1} were deleted (earliest available is {low})")
+    if high < end:
+        # Spark planned this range when the partition reached ``end``; it only shrinks when the
+        # topic was deleted and recreated or truncated.
+        problems.append(f"offsets {max(start, high)}..{end - 1} are gone (the partition now ends at {high})")
+    if problems:
+        message = f"{topic}-{partition}: " + "; ".join(problems)
+        if fail_on_data_loss:
+            raise DataLossError(message + ". Set option failOnDataLoss=false to skip it with a warning.")
+        log.warning("%s; skipping them (failOnDataLoss=false)", message)
+    return max(start, low), min(end, high)
 
 
 def _skip_lost_offsets(consumer: Consumer, offset_range: OffsetRange, at: int, fail_on_data_loss: bool) -> int:
