@@ -124,13 +124,15 @@ FAST_CONSUMER = {
 }
 
 
-def gateway_config(clusters: dict[str, KafkaUnderTest], **consumer: Any) -> dict[str, Any]:
+def gateway_config(
+    clusters: dict[str, KafkaUnderTest], producer: dict[str, Any] | None = None, **consumer: Any
+) -> dict[str, Any]:
     return {
         "max_request_bytes": 64 * 1024,
         "proxies": {
             name: {
                 "kafka": {"seed_peers": [broker.bootstrap]},
-                "producer": {"max_message_bytes": 32 * 1024},
+                "producer": {"max_message_bytes": 32 * 1024, **(producer or {})},
                 "consumer": {**FAST_CONSUMER, **consumer},
             }
             for name, broker in clusters.items()
@@ -146,8 +148,12 @@ async def make_gateway(kafka: KafkaUnderTest) -> AsyncIterator[GatewayFactory]:
     """Start gateways on free loopback ports; every one is stopped after the test."""
     started: list[Gateway] = []
 
-    async def make(clusters: dict[str, KafkaUnderTest] | None = None, **consumer: Any) -> Gateway:
-        config = config_from_dict(gateway_config(clusters or {"default": kafka}, **consumer))
+    async def make(
+        clusters: dict[str, KafkaUnderTest] | None = None,
+        producer: dict[str, Any] | None = None,
+        **consumer: Any,
+    ) -> Gateway:
+        config = config_from_dict(gateway_config(clusters or {"default": kafka}, producer, **consumer))
         gateway = Gateway(config, grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0", shutdown_grace=1.0)
         await gateway.start()
         started.append(gateway)

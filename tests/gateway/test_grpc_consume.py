@@ -6,10 +6,10 @@ import asyncio
 
 import grpc
 import pytest
-from gateway_helpers import consume, consume_n, expect_status, produce, unique_group
+from gateway_helpers import consume, consume_n, eventually, expect_status, produce, unique_group
 
 from sluice.gateway import Gateway
-from sluice.gateway.partitioners import sarama_hash_partition
+from sluice.gateway.partitioners import murmur2_partition, sarama_hash_partition
 from sluice.gateway.proto import kafkapixy_pb2 as pb
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
 
@@ -206,3 +206,34 @@ async def test_two_gateways_share_a_group(kafka, make_gateway) -> None:
     finally:
         for channel in channels:
             await channel.close()
+
+
+async def test_murmur2_partitioner_setting(kafka, make_gateway) -> None:
+    gateway: Gateway = await make_gateway(producer={"partitioner": "murmur2"})
+    topic = kafka.create_topic(partitions=4)
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        stub = pb_grpc.KafkaPixyStub(channel)
+        for index in range(8):
+            key = b"order-%d" % index
+            assert (await produce(stub, topic, b"v", key)).partition == murmur2_partition(key, 4)
+
+
+async def test_new_group_can_start_from_the_newest_offset(kafka, make_gateway) -> None:
+    gateway: Gateway = await make_gateway(initial_offset="newest")
+    topic, group = kafka.create_topic(), unique_group()
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        stub = pb_grpc.KafkaPixyStub(channel)
+        for index in range(2):
+            await produce(stub, topic, b"old-%d" % index)
+        await expect_status(
+            stub.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True)), grpc.StatusCode.NOT_FOUND
+        )
+
+        async def joined_at_the_end() -> bool:
+            reply = await stub.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
+            return reply.offsets[0].offset == 2
+
+        assert await eventually(joined_at_the_end, within=15)
+        await produce(stub, topic, b"new")
+        message = await consume(stub, topic, group, within=5)
+        assert (message.offset, message.message) == (2, b"new")
