@@ -237,3 +237,23 @@ async def test_new_group_can_start_from_the_newest_offset(kafka, make_gateway) -
         await produce(stub, topic, b"new")
         message = await consume(stub, topic, group, within=5)
         assert (message.offset, message.message) == (2, b"new")
+
+
+async def test_concurrent_consumers_never_get_the_same_message(kafka, pixy: pb_grpc.KafkaPixyStub) -> None:
+    topic, group = kafka.create_topic(partitions=3), unique_group()
+    for index in range(30):
+        await produce(pixy, topic, b"%d" % index)
+    await consume(pixy, topic, group, auto_ack=True)  # join the group first
+    received: list[bytes] = []
+
+    async def worker() -> None:
+        while True:
+            try:
+                message = await pixy.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, auto_ack=True))
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.NOT_FOUND
+                return
+            received.append(message.message)
+
+    await asyncio.gather(*(worker() for _ in range(6)))
+    assert len(received) == 29 and len(set(received)) == 29

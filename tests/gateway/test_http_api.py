@@ -195,9 +195,26 @@ async def test_service_endpoints(http: aiohttp.ClientSession) -> None:
     async with http.get("/openapi.yaml") as response:
         document = yaml.safe_load(await response.text())
         assert "/topics/{topic}/messages" in document["paths"]
-    async with http.get("/_ping"), http.get("/metrics") as response:
+    async with http.get("/topics/no-such-topic-z") as response:
+        assert response.status == 404
+    async with http.get("/metrics") as response:
         metrics = await response.text()
-        assert "sluice_gateway_requests" in metrics or "sluice_gateway" in metrics
+    assert (
+        'sluice_gateway_requests_total{api="http",operation="get_topic_metadata",outcome="not_found"}'
+        in metrics
+    )
+
+
+async def test_form_encoded_produce(kafka, http: aiohttp.ClientSession) -> None:
+    topic = kafka.create_topic()
+    async with http.post(
+        f"/topics/{topic}/messages", params={"sync": ""}, data={"msg": "from a form"}
+    ) as response:
+        assert response.status == 200
+        assert (await response.json())["offset"] == 0
+    async with http.post(f"/topics/{topic}/messages", data={"other": "x"}) as response:
+        assert response.status == 400
+        assert await response.json() == {"error": "empty message"}
 
 
 async def test_consumers_listing(kafka, make_gateway) -> None:
