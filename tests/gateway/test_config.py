@@ -12,6 +12,8 @@ def test_kafka_pixy_style_yaml(tmp_path: Path) -> None:
     path.write_text(
         """
 gateway:
+  max_request_bytes: 2000
+  max_http_body_bytes: 3000
   grpc_addr: 127.0.0.1:1
   tcp_addr: 127.0.0.1:2
   proxies:
@@ -31,6 +33,7 @@ gateway:
     config = load_config(path)
     assert config.default_cluster == "first"
     assert (config.grpc_addr, config.http_addr) == ("127.0.0.1:1", "127.0.0.1:2")
+    assert (config.max_grpc_message_bytes, config.max_http_body_bytes) == (2000, 3000)
     first = config.cluster("")
     assert first.client_config() == {
         "bootstrap.servers": "a:9092,b:9092",

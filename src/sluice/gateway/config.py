@@ -4,7 +4,9 @@ Accepted shape (every key optional except at least one cluster)::
 
     grpc_addr: 127.0.0.1:19091        # kafka-pixy's names for the listen addresses
     tcp_addr: 127.0.0.1:19092
-    max_request_bytes: 1048576        # gRPC message and HTTP body limit
+    max_request_bytes: 1048576        # default for both limits below
+    max_grpc_message_bytes: 1048576   # largest gRPC request message accepted
+    max_http_body_bytes: 1048576      # largest HTTP request body accepted
     default_cluster: main             # else the first cluster listed
     proxies:                          # kafka-pixy's name; `clusters:` is accepted too
       main:
@@ -113,6 +115,8 @@ class GatewayConfig:
     grpc_addr: str = "127.0.0.1:19091"
     http_addr: str = "127.0.0.1:19092"
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_grpc_message_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    max_http_body_bytes: int = DEFAULT_MAX_REQUEST_BYTES
 
     def cluster(self, name: str) -> ClusterConfig:
         """The named cluster; an empty name means the default one."""
@@ -230,15 +234,18 @@ def config_from_dict(document: dict[str, Any]) -> GatewayConfig:
     default = str(document.get("default_cluster") or next(iter(clusters)))
     if default not in clusters:
         raise ConfigError(f"default_cluster: {default!r} is not one of {sorted(clusters)}")
-    max_request_bytes = document.get("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
-    if not isinstance(max_request_bytes, int) or max_request_bytes < 1:
-        raise ConfigError("max_request_bytes: expected a positive integer")
+    limits: dict[str, int] = {}
+    for name in ("max_request_bytes", "max_grpc_message_bytes", "max_http_body_bytes"):
+        value = document.get(name, limits.get("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES))
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{name}: expected a positive integer")
+        limits[name] = value
     return GatewayConfig(
         clusters=clusters,
         default_cluster=default,
         grpc_addr=str(document.get("grpc_addr", "127.0.0.1:19091")),
         http_addr=str(document.get("tcp_addr", document.get("http_addr", "127.0.0.1:19092"))),
-        max_request_bytes=max_request_bytes,
+        **limits,
     )
 
 

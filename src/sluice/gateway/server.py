@@ -72,7 +72,7 @@ class Gateway:
         await self.service.start()
         try:
             if self.grpc_listen:
-                self._grpc_server = create_grpc_server(self.service, self.config.max_request_bytes)
+                self._grpc_server = create_grpc_server(self.service, self.config.max_grpc_message_bytes)
                 self.grpc_port = self._grpc_server.add_insecure_port(self.grpc_listen)
                 if not self.grpc_port:
                     raise OSError(f"cannot listen for gRPC on {self.grpc_listen}")
@@ -80,7 +80,7 @@ class Gateway:
             if self.http_listen:
                 host, port = split_host_port(self.http_listen)
                 self._http_runner = web.AppRunner(
-                    create_http_app(self.service, self.config.max_request_bytes), access_log=None
+                    create_http_app(self.service, self.config.max_http_body_bytes), access_log=None
                 )
                 await self._http_runner.setup()
                 site = web.TCPSite(self._http_runner, host, port)
