@@ -58,17 +58,17 @@ def test_a_member_that_stops_heartbeating_is_evicted(fast_bootstrap: str, topic_
     assert synced.error_code == ErrorCode.NONE
     silent_partitions = decode_assignment(synced.assignment)[topic_name]
     assert len(silent_partitions) == 1
+    assert group_state(fast_bootstrap, group_name) == ("STABLE", 2)
     wait_until(lambda: survivor.holding() == {0, 1} - set(silent_partitions), 10,
                "the survivor to give up the silent member's share", started)
-    produce(fast_bootstrap, topic_name, 2, 5)
-    assert group_state(fast_bootstrap, group_name) == ("STABLE", 2)
 
     wait_until(lambda: survivor.holding() == {0, 1}, 10, "the survivor to take everything back", started)
     evicted_after_s = time.monotonic() - synced_at
+    produce(fast_bootstrap, topic_name, 2, 5)
     # Not before the session timeout ran out, and soon after it did.
     assert session_ms / 1000 * 0.9 <= evicted_after_s < session_ms / 1000 + 2.0, evicted_after_s
     assert group_state(fast_bootstrap, group_name) == ("STABLE", 1)
-    # The silent member's messages are not lost: the survivor consumes them from the start.
+    # The silent member's partition is the survivor's now: it consumes it like its own.
     wait_until(lambda: ledger.total() == 10, 10, "both partitions consumed", started)
     ledger.check_exactly_once({0: 5, 1: 5})
     assert silent.heartbeat() == ErrorCode.UNKNOWN_MEMBER_ID
@@ -134,8 +134,12 @@ def test_a_static_member_restarts_without_a_rebalance(fast_bootstrap: str, topic
     create_topic(fast_bootstrap, topic_name, 4)
     ledger = Ledger()
 
+    # A longer session than the others': the restart must happen within it even on a loaded machine.
+    static_session_ms = 6000
+
     def static_member(name: str) -> ConfluentMember:
-        member = ConfluentMember(name, ledger, fast_bootstrap, group_name, topic_name, instance_id="static-1")
+        member = ConfluentMember(name, ledger, fast_bootstrap, group_name, topic_name, instance_id="static-1",
+                                 **{"session.timeout.ms": static_session_ms})
         started.append(member)
         return member
 
@@ -162,8 +166,8 @@ def test_a_static_member_restarts_without_a_rebalance(fast_bootstrap: str, topic
     # A static member that does not come back is removed when its session runs out.
     stopping_at = time.monotonic()
     second.stop()
-    wait_until(lambda: other.holding() == {0, 1, 2, 3}, 15, "the other member to inherit everything", started)
+    wait_until(lambda: other.holding() == {0, 1, 2, 3}, 20, "the other member to inherit everything", started)
     expired_after_s = time.monotonic() - stopping_at
     # Its last heartbeat may predate the close by one heartbeat interval; a LeaveGroup would be instant.
     slack_s = 2 * FAST_SESSION["heartbeat_interval_ms"] / 1000
-    assert expired_after_s >= FAST_SESSION["session_timeout_ms"] / 1000 - slack_s, expired_after_s
+    assert expired_after_s >= static_session_ms / 1000 - slack_s, expired_after_s
