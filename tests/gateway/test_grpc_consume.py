@@ -257,3 +257,32 @@ async def test_concurrent_consumers_never_get_the_same_message(kafka, pixy: pb_g
 
     await asyncio.gather(*(worker() for _ in range(6)))
     assert len(received) == 29 and len(set(received)) == 29
+
+
+async def test_cooperative_rebalancing_passthrough(kafka) -> None:
+    from sluice.gateway import config_from_dict
+    from sluice.gateway.server import Gateway as GatewayServer
+
+    config = config_from_dict(
+        {
+            "proxies": {
+                "default": {
+                    "kafka": {
+                        "seed_peers": [kafka.bootstrap],
+                        "librdkafka": {"partition.assignment.strategy": "cooperative-sticky"},
+                    },
+                    "consumer": {"long_polling_timeout": "1s"},
+                }
+            }
+        }
+    )
+    topic, group = kafka.create_topic(partitions=2), unique_group()
+    async with (
+        GatewayServer(config, grpc_listen="127.0.0.1:0", http_listen="") as gateway,
+        grpc.aio.insecure_channel(gateway.grpc_address) as channel,
+    ):
+        stub = pb_grpc.KafkaPixyStub(channel)
+        for index in range(4):
+            await produce(stub, topic, b"%d" % index)
+        got = [(await consume(stub, topic, group, auto_ack=True)).message for _ in range(4)]
+        assert sorted(got) == [b"0", b"1", b"2", b"3"]

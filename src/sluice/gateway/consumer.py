@@ -75,6 +75,10 @@ class GroupTopicConsumer:
         self._stopping = threading.Event()
         self._closing = False
         self._failure: str | None = None
+        strategy = str(cluster.client_config().get("partition.assignment.strategy", ""))
+        # Cooperative rebalancing hands over only the partitions that move, and
+        # librdkafka then wants the incremental calls instead of assign/unassign.
+        self._cooperative = "cooperative" in strategy
         self._thread = threading.Thread(target=self._run, name=f"gw-consumer-{group}-{topic}", daemon=True)
         self._thread.start()
 
@@ -364,7 +368,11 @@ class GroupTopicConsumer:
         with self._lock:
             for partition, start, metadata in starts:
                 self.core.assign(partition, start, metadata)
-        consumer.assign([TopicPartition(self.topic, partition, start) for partition, start, _ in starts])
+        positions = [TopicPartition(self.topic, partition, start) for partition, start, _ in starts]
+        if self._cooperative:
+            consumer.incremental_assign(positions)
+        else:
+            consumer.assign(positions)
         log.info("group %s topic %s: assigned %s", self.group, self.topic, [p for p, _, _ in starts])
         self._signal_from_thread()
 
@@ -382,15 +390,21 @@ class GroupTopicConsumer:
                 consumer.commit(offsets=commits, asynchronous=False)
             except KafkaException as exc:
                 log.warning("group %s: final commit on revoke failed: %s", self.group, exc)
-        consumer.unassign()
+        self._unassign(consumer, partitions)
         self._signal_from_thread()
+
+    def _unassign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._cooperative:
+            consumer.incremental_unassign(partitions)
+        else:
+            consumer.unassign()
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The group moved on without us: our offsets may no longer be committed.
         with self._lock:
             for tp in partitions:
                 self.core.revoke(tp.partition)
-        consumer.unassign()
+        self._unassign(consumer, partitions)
         self._signal_from_thread()
 
 
