@@ -139,6 +139,9 @@ async def _read_message(request: web.Request) -> bytes:
 class HttpApi:
     def __init__(self, service: GatewayService) -> None:
         self.service = service
+        self._openapi_text = (
+            resources.files("sluice.gateway").joinpath("openapi.yaml").read_text(encoding="utf-8")
+        )
 
     def _handler(self, operation: str, work: Handler) -> Handler:
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -256,8 +259,7 @@ class HttpApi:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def openapi(self, request: web.Request) -> web.StreamResponse:
-        text = resources.files("sluice.gateway").joinpath("openapi.yaml").read_text(encoding="utf-8")
-        return web.Response(text=text, content_type="application/yaml")
+        return web.Response(text=self._openapi_text, content_type="application/yaml")
 
 
 def parse_offsets_body(body: bytes) -> list[tuple[int, int, str]]:

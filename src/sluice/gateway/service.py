@@ -125,9 +125,6 @@ class GatewayService:
             raise invalid(f"Unknown cluster: {name}")
         return cluster
 
-    def long_polling_timeout(self, cluster: str) -> float:
-        return self._cluster(cluster).config.consumer.long_polling_timeout
-
     # -- produce ---------------------------------------------------------------
     async def produce(
         self,
