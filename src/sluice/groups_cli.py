@@ -22,6 +22,8 @@ from rich.table import Table
 app = typer.Typer(help="List, describe, delete consumer groups and reset their offsets.", no_args_is_help=True)
 console = Console()
 err_console = Console(stderr=True)
+# Table cells wrap long ids onto more lines instead of cutting them short: a truncated member id is useless.
+OVERFLOW = "fold"
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 REQUEST_TIMEOUT_S = 15.0
@@ -140,7 +142,7 @@ def list_groups(bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_output: JsonOutpu
         return
     table = Table(title="consumer groups")
     for column in ("group", "state", "type"):
-        table.add_column(column)
+        table.add_column(column, overflow=OVERFLOW)
     for row in rows:
         table.add_row(row["group"], row["state"], row["type"])
     console.print(table)
@@ -215,7 +217,7 @@ def describe_group(group: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_ou
                   f"assignor {_dash(data['assignor'])}  members {len(data['members'])}")
     members = Table(title="members")
     for column in ("member id", "instance id", "client id", "host", "partitions"):
-        members.add_column(column)
+        members.add_column(column, overflow=OVERFLOW)
     for member in data["members"]:
         assigned = ", ".join(f"{a['topic']}-{a['partition']}" for a in member["assignment"])
         members.add_row(member["member_id"], _dash(member["group_instance_id"]), member["client_id"],
@@ -223,7 +225,7 @@ def describe_group(group: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_ou
     console.print(members)
     offsets = Table(title="offsets")
     for column in ("topic", "partition", "current offset", "log end offset", "lag", "member id", "host"):
-        offsets.add_column(column)
+        offsets.add_column(column, overflow=OVERFLOW)
     for row in data["offsets"]:
         offsets.add_row(row["topic"], str(row["partition"]), _dash(row["current_offset"]),
                         str(row["log_end_offset"]), _dash(row["lag"]), _dash(row["member_id"]), _dash(row["host"]))
@@ -384,7 +386,7 @@ def reset_offsets(
         return
     table = Table(title=f"reset of {group} ({'dry run, nothing changed' if dry_run else 'applied'})")
     for column in ("topic", "partition", "current offset", "new offset"):
-        table.add_column(column)
+        table.add_column(column, overflow=OVERFLOW)
     for p in plans:
         table.add_row(p.topic, str(p.partition), _dash(p.current), str(p.new))
     console.print(table)

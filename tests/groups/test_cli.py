@@ -78,6 +78,11 @@ def test_list_and_describe_an_active_group(bootstrap: str, seeded_topic: tuple[s
 
     code, table, _ = groups(bootstrap, "describe", group_name)
     assert code == 0 and group_name in table and "Stable" in table and "cli-test-member" in table
+    # Long ids wrap inside their cells rather than being cut short.
+    first_column = "".join(cell.strip() for line in table.splitlines() for cell in line.split("│")[1:2])
+    assert member["member_id"] in first_column
+    code, table, _ = groups(bootstrap, "list")
+    assert code == 0 and "Stable" in table and "classic" in table
 
 
 def test_an_active_group_refuses_reset_and_delete(bootstrap: str, seeded_topic: tuple[str, int],
