@@ -69,15 +69,23 @@ def _session(master: str, app_name: str) -> SparkSession:
 def _follow_stream(query: StreamingQuery, available_now: bool) -> int:
     """Show micro-batch progress until the query ends (availableNow) or Ctrl-C; return rows written."""
     total_rows = 0
-    seen_batches: set[int] = set()
+    # Idle triggers report progress too, under a batch id that a later real batch may reuse.
+    seen_progress: set[tuple[int, str]] = set()
+
+    def is_new(progress: Any) -> bool:
+        key = (int(progress["batchId"]), str(progress["timestamp"]))
+        if key in seen_progress:
+            return False
+        seen_progress.add(key)
+        return True
+
     try:
         with console.status("archiving: waiting for the first micro-batch...") as status:
             while query.isActive:
                 for progress in query.recentProgress:
-                    batch_id = int(progress["batchId"])
-                    if batch_id in seen_batches:
+                    if not is_new(progress):
                         continue
-                    seen_batches.add(batch_id)
+                    batch_id = int(progress["batchId"])
                     total_rows += int(progress["numInputRows"])
                     rate = progress.get("processedRowsPerSecond") or 0.0
                     status.update(
@@ -90,8 +98,7 @@ def _follow_stream(query: StreamingQuery, available_now: bool) -> int:
     if available_now or not query.isActive:
         query.awaitTermination()
     for progress in query.recentProgress:
-        if int(progress["batchId"]) not in seen_batches:
-            seen_batches.add(int(progress["batchId"]))
+        if is_new(progress):
             total_rows += int(progress["numInputRows"])
     return total_rows
 
