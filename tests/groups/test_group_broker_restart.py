@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from group_helpers import committed_offsets, create_topic, fast_config, group_state, produce
-from members import ConfluentMember, Ledger, Member, partitions_covered, wait_until
+from group_members import ConfluentMember, Ledger, Member, partitions_covered, wait_until
 
 from sluice.testing import BrokerProcess
 

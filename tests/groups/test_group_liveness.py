@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from group_helpers import RawMember, create_topic, decode_assignment, group_state, produce
-from members import FAST_SESSION, ConfluentMember, Ledger, Member, partitions_covered, wait_until
+from group_members import FAST_SESSION, ConfluentMember, Ledger, Member, partitions_covered, wait_until
 
 from sluice.errors import ErrorCode
 

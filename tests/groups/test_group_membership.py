@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from group_helpers import committed_offsets, create_topic, produce
-from members import (
+from group_members import (
     AiokafkaMember,
     ConfluentMember,
     KafkaPythonMember,
