@@ -62,5 +62,6 @@ class BrokerConfig:
             if name not in known:
                 raise ValueError(f"{path}: unknown broker setting {key!r}")
             values[name] = Path(value) if name == "data_dir" and value is not None else value
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        # None means "not given" for every override but data_dir, where it means "keep nothing on disk".
+        values.update({k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
         return cls(**values)
