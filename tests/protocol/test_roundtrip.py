@@ -10,7 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sluice.protocol.codec import MessageCodecs
-from sluice.protocol.messages import APIS_BY_KEY, STRUCTS_BY_NAME, request_codecs, response_codecs, struct_codecs
+from sluice.protocol.messages import (
+    APIS_BY_KEY,
+    STRUCTS_BY_NAME,
+    request_codecs,
+    response_codecs,
+    struct_codecs,
+)
 from sluice.protocol.primitives import DecodeError
 from sluice.protocol.schema import FieldDef, StructDef
 

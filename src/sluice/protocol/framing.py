@@ -1,7 +1,9 @@
-"""Kafka's length-prefixed frames: `feed(bytes)` in, whole frames out, with a hard size limit.
+"""Kafka's length-prefixed frames assembled in place, with a hard size limit.
 
-The 4-byte big-endian size prefix is checked before any body byte is buffered, so a hostile prefix costs
-nothing: the caller closes the connection on FrameError.
+The socket reads straight into this buffer (asyncio's BufferedProtocol), and whole frames come out as views
+into it: a 1 MB produce request is never copied before its batches reach the log. The 4-byte size prefix is
+checked before any body byte is kept, so a hostile prefix costs nothing: the caller closes the connection on
+FrameError.
 """
 
 from __future__ import annotations
@@ -9,46 +11,78 @@ from __future__ import annotations
 from sluice.errors import ProtocolError
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+MIN_READ_BYTES = 64 * 1024
 
 
 class FrameError(ProtocolError):
     """A size prefix that no valid request can have."""
 
 
-class FrameDecoder:
+class FrameBuffer:
+    """Receive-in-place frame assembly.
+
+    `writable()` gives the region the next read fills; `commit(n)` says how many bytes arrived and returns the
+    frames now complete, as memoryviews valid until the next `writable()` call (which may move the bytes of
+    an incomplete frame). Callers copy whatever they keep longer.
+    """
+
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
-        self._needed = -1  # body size of the frame being assembled; -1 while the prefix is incomplete
+        self._buf = bytearray(MIN_READ_BYTES)
+        self._start = 0  # first byte not yet returned as part of a frame
+        self._end = 0  # end of received bytes
+        self._needed = 0  # bytes the frame being assembled needs from _start (prefix included), 0 if unknown
 
     @property
     def buffered(self) -> int:
-        return len(self._buffer)
+        return self._end - self._start
+
+    def writable(self) -> memoryview:
+        pending = self._end - self._start
+        # Room grows with what actually arrived (at most doubling), never straight to the size a prefix
+        # claims: a peer that announces 100 MB and sends nothing must not cost 100 MB.
+        wanted = pending + MIN_READ_BYTES
+        if self._needed > wanted:
+            wanted = min(self._needed, max(wanted, 2 * pending))
+        if self._start and (pending == 0 or len(self._buf) - self._start < wanted):
+            # Move the incomplete frame to the front; slice assignment never resizes, so stray views stay valid.
+            self._buf[:pending] = self._buf[self._start : self._end]
+            self._start, self._end = 0, pending
+        if len(self._buf) < wanted:
+            grown = bytearray(wanted)
+            grown[:pending] = self._buf[self._start : self._end]
+            self._buf, self._start, self._end = grown, 0, pending
+        return memoryview(self._buf)[self._end :]
+
+    def commit(self, received: int) -> list[memoryview]:
+        self._end += received
+        frames: list[memoryview] = []
+        view = memoryview(self._buf)
+        while True:
+            available = self._end - self._start
+            if available < 4:
+                break
+            size = int.from_bytes(view[self._start : self._start + 4], "big", signed=True)
+            if size <= 0 or size > self.max_frame_bytes:
+                raise FrameError(f"frame size {size} outside 1..{self.max_frame_bytes}")
+            if available < 4 + size:
+                self._needed = 4 + size
+                break
+            frames.append(view[self._start + 4 : self._start + 4 + size])
+            self._start += 4 + size
+            self._needed = 0
+        return frames
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
-        """Add received bytes; returns every frame body now complete (possibly none)."""
-        buf = self._buffer
-        buf += data
+        """Copying convenience for callers without a receive buffer (tests, blocking clients)."""
         frames: list[bytes] = []
-        pos = 0
-        end = len(buf)
-        while True:
-            if self._needed < 0:
-                if end - pos < 4:
-                    break
-                size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
-                if size <= 0 or size > self.max_frame_bytes:
-                    raise FrameError(f"frame size {size} outside 1..{self.max_frame_bytes}")
-                pos += 4
-                self._needed = size
-            if end - pos < self._needed:
-                break
-            frames.append(bytes(buf[pos : pos + self._needed]))
-            pos += self._needed
-            self._needed = -1
-        # One compaction per feed keeps the cost linear however many frames arrived together.
-        if pos:
-            del buf[:pos]
+        data = memoryview(data)
+        while data:
+            region = self.writable()
+            chunk = min(len(region), len(data))
+            region[:chunk] = data[:chunk]
+            data = data[chunk:]
+            frames.extend(bytes(f) for f in self.commit(chunk))
         return frames
 
 

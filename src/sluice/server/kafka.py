@@ -26,7 +26,7 @@ from sluice.broker.api import (
 from sluice.broker.broker import Broker
 from sluice.broker.handlers.metadata import api_versions_body
 from sluice.errors import ErrorCode, ProtocolError
-from sluice.protocol.framing import FrameDecoder, frame
+from sluice.protocol.framing import FrameBuffer, frame
 from sluice.protocol.headers import (
     API_VERSIONS_KEY,
     parse_request_header,
@@ -77,10 +77,10 @@ class LongPoll:
         self.done = False
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
-        self.decoder = FrameDecoder(server.broker.config.max_request_bytes)
+        self.frames = FrameBuffer(server.broker.config.max_request_bytes)
         self.pending: deque[ResponseSlot] = deque()
         self.transport: asyncio.Transport | None = None
         self.peer_host = ""
@@ -115,9 +115,12 @@ class KafkaConnection(asyncio.Protocol):
         self.writing_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.writable()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self.decoder.feed(data)
+            frames = self.frames.commit(nbytes)
         except ProtocolError as exc:
             self.abort(str(exc))
             return
@@ -136,7 +139,7 @@ class KafkaConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.abort()
 
-    def handle_frame(self, body: bytes) -> None:
+    def handle_frame(self, body: memoryview) -> None:
         server = self.server
         try:
             header = peek_request_header(body)

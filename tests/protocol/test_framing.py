@@ -1,0 +1,38 @@
+"""Frame assembly: any chunking of the byte stream gives the same frames; limits are enforced up front."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sluice.protocol.framing import FrameBuffer, FrameError
+
+
+@given(st.lists(st.binary(min_size=1, max_size=300), max_size=20), st.lists(st.integers(1, 97), min_size=1))
+def test_any_chunking_yields_the_same_frames(bodies: list[bytes], cuts: list[int]) -> None:
+    stream = b"".join(struct.pack(">i", len(b)) + b for b in bodies)
+    buffer = FrameBuffer(1000)
+    out: list[bytes] = []
+    pos, i = 0, 0
+    while pos < len(stream):
+        size = cuts[i % len(cuts)]
+        i += 1
+        out += buffer.feed(stream[pos : pos + size])
+        pos += size
+    assert out == bodies
+    assert buffer.buffered == 0
+
+
+@pytest.mark.parametrize("prefix", [0, -1, 1001])
+def test_impossible_sizes_are_refused(prefix: int) -> None:
+    with pytest.raises(FrameError):
+        FrameBuffer(1000).feed(struct.pack(">i", prefix) + b"x")
+
+
+def test_a_claimed_size_costs_nothing_until_bytes_arrive() -> None:
+    buffer = FrameBuffer(100 * 1024 * 1024)
+    buffer.feed(struct.pack(">i", 100 * 1024 * 1024) + b"x" * 10)
+    assert len(buffer.writable()) < 1024 * 1024
