@@ -83,6 +83,7 @@ class Broker:
         # The shell registers this to wake long polls waiting on a partition.
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
         self._next_producer_id = 0
+        self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
         for meta in storage.topics():
             self._open_partitions(meta)
@@ -167,12 +168,21 @@ class Broker:
             state = self.partition(topic, index)
             if records is None or len(records) == 0:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
-            meta = self.storage.topic(topic)
-            max_bytes = meta.config.max_message_bytes if meta else self.config.max_message_bytes
-            headers = validate_batches(records, max_batch_bytes=max_bytes)
+            headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
             return self._append_validated(state, records, headers, now_ms)
         except KafkaError as exc:
             return AppendResult(exc.code, message=exc.message)
+
+    def _max_batch_bytes(self, topic: str) -> int:
+        # Parsing topic configs costs more than validating a batch: keep the answer per TopicMeta object,
+        # which storage replaces whenever the configs change.
+        meta = self.storage.topic(topic)
+        if meta is None:
+            return self.config.max_message_bytes
+        cached = self._batch_limits.get(topic)
+        if cached is None or cached[0] is not meta:
+            cached = self._batch_limits[topic] = (meta, meta.config.max_message_bytes)
+        return cached[1]
 
     def _append_validated(
         self, state: PartitionState, records: memoryview | bytes, headers: list[BatchHeader], now_ms: int
