@@ -165,7 +165,8 @@ class ConfluentMember(Member):
 class KafkaPythonMember(Member):
     kind = "kafka-python"
 
-    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str,
+                 assignor: type | None = None) -> None:
         super().__init__(name, ledger)
         from kafka import KafkaConsumer
         from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -173,7 +174,7 @@ class KafkaPythonMember(Member):
         self.topic = topic
         self.consumer = KafkaConsumer(
             bootstrap_servers=bootstrap, group_id=group, client_id=name, enable_auto_commit=False,
-            auto_offset_reset="earliest", partition_assignment_strategy=[RangePartitionAssignor],
+            auto_offset_reset="earliest", partition_assignment_strategy=[assignor or RangePartitionAssignor],
             **FAST_SESSION)
 
     def _run(self) -> None:
@@ -208,11 +209,13 @@ class KafkaPythonMember(Member):
 class AiokafkaMember(Member):
     kind = "aiokafka"
 
-    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str,
+                 assignor: type | None = None) -> None:
         super().__init__(name, ledger)
         self.bootstrap = bootstrap
         self.group = group
         self.topic = topic
+        self.assignor = assignor
 
     def _run(self) -> None:
         asyncio.run(self._consume())
@@ -224,7 +227,7 @@ class AiokafkaMember(Member):
         member = self
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.name, enable_auto_commit=False,
-            auto_offset_reset="earliest", partition_assignment_strategy=(RangePartitionAssignor,),
+            auto_offset_reset="earliest", partition_assignment_strategy=(self.assignor or RangePartitionAssignor,),
             **FAST_SESSION)
 
         class Listener(ConsumerRebalanceListener):  # type: ignore[misc]

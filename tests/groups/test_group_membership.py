@@ -134,3 +134,32 @@ def test_three_client_libraries_share_a_range_group(fast_bootstrap: str, topic_n
     rdkafka = confluent(fast_bootstrap, group_name, topic_name, "range")
     run_churn(fast_bootstrap, topic_name, group_name, started, [kafka_python, rdkafka], [aiokafka, rdkafka])
     assert {m.kind for m in started} == {"kafka-python", "confluent-kafka", "aiokafka"}
+
+
+def test_confluent_roundrobin_members_come_and_go(fast_bootstrap: str, topic_name: str, group_name: str,
+                                                  started: list[Member]) -> None:
+    factory = confluent(fast_bootstrap, group_name, topic_name, "roundrobin")
+    churn = run_churn(fast_bootstrap, topic_name, group_name, started, [factory] * 2, [factory] * 2)
+    assert churn.survivors_revoked > 0
+
+
+@pytest.mark.parametrize("protocol", ["sticky", "roundrobin"])
+def test_python_clients_share_a_group_with_other_assignors(fast_bootstrap: str, topic_name: str, group_name: str,
+                                                            started: list[Member], protocol: str) -> None:
+    """kafka-python and aiokafka also agree on "sticky" and "roundrobin"."""
+    if protocol == "sticky":
+        from aiokafka.coordinator.assignors.sticky.sticky_assignor import (
+            StickyPartitionAssignor as AioAssignor,
+        )
+        from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor as KpAssignor
+    else:
+        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as AioAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor as KpAssignor
+
+    def kafka_python(name: str, ledger: Ledger) -> Member:
+        return KafkaPythonMember(name, ledger, fast_bootstrap, group_name, topic_name, assignor=KpAssignor)
+
+    def aiokafka(name: str, ledger: Ledger) -> Member:
+        return AiokafkaMember(name, ledger, fast_bootstrap, group_name, topic_name, assignor=AioAssignor)
+
+    run_churn(fast_bootstrap, topic_name, group_name, started, [kafka_python, kafka_python], [aiokafka, aiokafka])
