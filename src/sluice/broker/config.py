@@ -42,6 +42,9 @@ class BrokerConfig:
     group_max_size: int = 1_000
     offsets_topic_partitions: int = 1
     offset_metadata_max_bytes: int = 4096
+    # __consumer_offsets is rewritten down to its live records once it holds this many records and at
+    # least twice as many as are live (checked at start and as commits arrive).
+    offsets_compaction_min_records: int = 100_000
     topic_defaults: dict[str, str] = field(default_factory=dict)
 
     @property
