@@ -51,7 +51,9 @@ def test_groups_resume_from_committed_offsets_after_kill_9(own_broker: BrokerPro
         produce(bootstrap, topic_name, PARTITIONS, PER_PHASE, start=PER_PHASE)
         drain(2)
         wait_until(lambda: partitions_covered([first, second], PARTITIONS), 30, "the group to form again", members)
-        assert group_state(bootstrap, group_name) == ("STABLE", 2)
+        # Members that rejoin after the restart may start a rebalance first; it must end Stable with both.
+        wait_until(lambda: group_state(bootstrap, group_name) == ("STABLE", 2), 30, "the group to be Stable",
+                   members)
         first.stop()
         second.stop()
 
