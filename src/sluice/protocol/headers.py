@@ -26,7 +26,7 @@ class RequestHeader:
     client_id: str | None
 
 
-def peek_request_header(frame: bytes) -> RequestHeader:
+def peek_request_header(frame: bytes | memoryview) -> RequestHeader:
     """The fixed part of the header, readable whatever the API: enough to answer 'unsupported'."""
     if len(frame) < _FIXED.size:
         raise DecodeError(f"request of {len(frame)} bytes is shorter than a header")
@@ -34,7 +34,7 @@ def peek_request_header(frame: bytes) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, None)
 
 
-def parse_request_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
+def parse_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
     """Parse a whole request header; returns it and where the body starts."""
     header = peek_request_header(frame)
     pos = _FIXED.size

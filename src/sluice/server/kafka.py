@@ -11,7 +11,6 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Hashable
 from typing import Any
 
 from sluice.broker.api import (
@@ -370,4 +369,4 @@ class KafkaServer:
         self.deliver_ready_replies()
 
 
-__all__ = ["Hashable", "KafkaServer"]
+__all__ = ["KafkaServer"]
