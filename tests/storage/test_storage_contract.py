@@ -370,3 +370,20 @@ def test_altered_segment_bytes_applies_to_open_logs(open_engine: Callable[[], St
     for _ in range(3):
         log.append(*make_batch(values_of(1, 200)), append_time_ms=NOW)
     assert log.segment_count == 4  # type: ignore[attr-defined]
+
+
+def test_topic_by_id_follows_deletes_recreates_and_config_changes(open_engine: Callable[[], Storage]) -> None:
+    storage = open_engine()
+    try:
+        first = storage.create_topic("orders", 1, {})
+        assert storage.topic_by_id(first.topic_id) == first
+        altered = storage.alter_topic_configs("orders", {"retention.ms": "1000"})
+        assert storage.topic_by_id(first.topic_id) == altered
+        storage.delete_topic("orders")
+        assert storage.topic_by_id(first.topic_id) is None
+        second = storage.create_topic("orders", 2, {})
+        assert second.topic_id != first.topic_id
+        assert storage.topic_by_id(first.topic_id) is None
+        assert storage.topic_by_id(second.topic_id) == second
+    finally:
+        storage.close()

@@ -111,6 +111,7 @@ class TopicStore:
     def __init__(self, cluster_id: str, topics: Mapping[str, TopicMeta]) -> None:
         self._cluster_id = cluster_id
         self._topics: dict[str, TopicMeta] = dict(topics)
+        self._names_by_id: dict[uuid.UUID, str] = {}
         self._logs: dict[tuple[str, int], SegmentedLog] = {}
 
     # --- engine hooks -------------------------------------------------------------------------------
@@ -212,8 +213,16 @@ class TopicStore:
         return self._topics.get(name)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMeta | None:
+        # Fetch and Produce from v13 name topics by id on every request: remember where each id was found,
+        # and trust the memory only while that name still carries that id (deletes and re-creates change it).
+        name = self._names_by_id.get(topic_id)
+        if name is not None:
+            meta = self._topics.get(name)
+            if meta is not None and meta.topic_id == topic_id:
+                return meta
         for meta in self._topics.values():
             if meta.topic_id == topic_id:
+                self._names_by_id[topic_id] = meta.name
                 return meta
         return None
 
