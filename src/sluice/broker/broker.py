@@ -8,7 +8,6 @@ seen holding two different values.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -19,8 +18,8 @@ from sluice.broker.config import BrokerConfig
 from sluice.errors import ErrorCode, KafkaError
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
+from sluice.storage.metadata import topic_name_problem
 
-LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 OFFSETS_TOPIC = "__consumer_offsets"
 # Batches per producer remembered for duplicate detection, as Kafka does.
 PRODUCER_DEDUP_WINDOW = 5
@@ -30,12 +29,10 @@ MAX_SEQUENCE = 0x7FFFFFFF
 
 
 def check_topic_name(name: str | None) -> str:
-    if not name or not LEGAL_TOPIC.match(name) or name in (".", ".."):
-        raise KafkaError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"topic name {name!r} is not legal: 1-249 characters of [a-zA-Z0-9._-], not '.' or '..'",
-        )
-    return name
+    problem = topic_name_problem(name or "")
+    if problem:
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    return name or ""
 
 
 @dataclass(slots=True)
@@ -150,7 +147,7 @@ class Broker:
 
     def topic_for_metadata(self, name: str, allow_auto_create: bool) -> TopicMeta | None:
         meta = self.storage.topic(name)
-        if meta is None and allow_auto_create and self.config.auto_create_topics and LEGAL_TOPIC.match(name):
+        if meta is None and allow_auto_create and self.config.auto_create_topics and not topic_name_problem(name):
             meta = self.create_topic(name, self.config.default_partitions, {})
         return meta
 
