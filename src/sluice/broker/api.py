@@ -8,10 +8,12 @@ those declarations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sluice.errors import KafkaError
 from sluice.protocol.messages import APIS_BY_KEY
 from sluice.protocol.schema import Versions
 
@@ -108,3 +110,12 @@ def response_class(api_name: str) -> Any:
     from sluice.protocol.messages import APIS_BY_NAME, response_codecs
 
     return response_codecs(APIS_BY_NAME[api_name].key).cls
+
+
+@contextmanager
+def errors_into(result: Any) -> Iterator[None]:
+    """A KafkaError raised in the block becomes `result`'s error_code and error_message (per-item errors)."""
+    try:
+        yield
+    except KafkaError as exc:
+        result.error_code, result.error_message = exc.code, exc.message

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sluice.broker.api import RequestContext, Respond, handles, response_class
+from sluice.broker.api import RequestContext, Respond, errors_into, handles, response_class
 from sluice.broker.broker import OFFSETS_TOPIC, Broker, check_topic_name
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.config import validate_topic_configs
@@ -32,7 +32,7 @@ def _check_single_node(broker: Broker, replication_factor: int, assignments: lis
 def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
     R = CreateTopicsResponse
     result = R.CreatableTopicResult(name=topic.name)
-    try:
+    with errors_into(result):
         check_topic_name(topic.name)
         if topic.name.startswith("__"):
             raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name!r}: names starting with '__' are reserved")
@@ -58,8 +58,6 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
         result.configs = [
             R.CreatableTopicConfigs(name=name, value=value, config_source=1) for name, value in sorted(meta.configs.items())
         ]
-    except KafkaError as exc:
-        result.error_code, result.error_message = exc.code, exc.message
     return result
 
 
@@ -92,15 +90,13 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         result = R.DeletableTopicResult(name=name if name is not None else (meta.name if meta else None))
         if meta is not None:
             result.topic_id = meta.topic_id
-        try:
+        with errors_into(result):
             if meta is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
                 raise KafkaError(code, f"topic {name or topic_id} does not exist")
             if meta.name == OFFSETS_TOPIC:
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "the internal offsets topic cannot be deleted")
             broker.delete_topic(meta.name)
-        except KafkaError as exc:
-            result.error_code, result.error_message = exc.code, exc.message
         results.append(result)
     return Respond(R(responses=results))
 
@@ -111,7 +107,7 @@ def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
     results = []
     for topic in request.topics:
         result = R.CreatePartitionsTopicResult(name=topic.name)
-        try:
+        with errors_into(result):
             meta = broker.storage.topic(topic.name)
             if meta is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic.name!r} does not exist")
@@ -123,8 +119,6 @@ def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
             _check_single_node(broker, 1, topic.assignments)
             if not request.validate_only:
                 broker.create_partitions(topic.name, topic.count)
-        except KafkaError as exc:
-            result.error_code, result.error_message = exc.code, exc.message
         results.append(result)
     return Respond(R(results=results))
 
