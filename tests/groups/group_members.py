@@ -194,6 +194,12 @@ class KafkaPythonMember(Member):
 
         consumer = self.consumer
         consumer.subscribe([self.topic], listener=Listener())
+        # kafka-python 3.0.12 loses a leader's join when metadata for the subscribed topic arrives after its
+        # first assignment: the metadata-triggered rejoin never sets rejoin_needed, so if poll() times out
+        # while that SyncGroup is in flight, the result is dropped and heartbeats stay disabled until the
+        # session expires. Knowing the partitions before the first join keeps the leader off that path.
+        if not consumer.partitions_for_topic(self.topic):
+            raise AssertionError(f"{self.name}: no partitions for {self.topic}")
         try:
             while not self.stop_event.is_set():
                 batches = consumer.poll(timeout_ms=100)
