@@ -316,8 +316,16 @@ class GroupTopicConsumer:
                 consumer.pause([TopicPartition(self.topic, p) for p in to_pause])
                 paused.update(to_pause)
             if to_resume:
-                consumer.resume([TopicPartition(self.topic, p) for p in to_resume])
+                partitions = [TopicPartition(self.topic, p) for p in to_resume]
+                consumer.resume(partitions)
                 paused.difference_update(to_resume)
+                # librdkafka's fetcher notices a resumed partition only on its next idle wakeup, about a
+                # second later when every partition was paused (measured: ~950 ms, the stall that capped
+                # batch consumption near 10k msg/s). A seek to the position it would resume from anyway
+                # restarts the fetch at once (~10 ms). Partitions without a position yet are left alone.
+                for position in consumer.position(partitions):
+                    if position.offset >= 0:
+                        consumer.seek(position)
         except KafkaException as exc:
             log.warning("pause/resume of %s failed: %s", self.topic, exc)
 
