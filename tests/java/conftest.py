@@ -1,0 +1,71 @@
+"""Fixtures for the official Java client tests: a fast-rebalancing broker, and one SluiceJavaClient JVM per
+kafka-clients version (every test that takes `java` runs once per version)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# The group tests' members and ledger are reused here, so Java and Python members can share a group.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "groups"))
+
+from group_members import Member
+from java_driver import VERSIONS, JavaClient, build
+
+from sluice.testing import BrokerProcess
+
+# No initial rebalance delay, and session timeouts down to 1 s allowed: rebalances take fractions of a second.
+FAST_GROUPS = "group_initial_rebalance_delay_ms: 0\ngroup_min_session_timeout_ms: 1000\n"
+
+
+@pytest.fixture(scope="session")
+def java_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    root = tmp_path_factory.mktemp("java-broker")
+    config = root / "broker.yaml"
+    config.write_text(FAST_GROUPS)
+    proc = BrokerProcess(root / "data", config=config).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def java_bootstrap(java_broker: BrokerProcess) -> str:
+    return java_broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def java_classpaths() -> dict[str, str]:
+    """Jars fetched and the driver compiled for every version, once, before the first JVM starts."""
+    if shutil.which("javac") is None:
+        pytest.skip("a JDK (javac) is needed for the Java client tests")
+    return build(VERSIONS)
+
+
+@pytest.fixture(scope="session", params=VERSIONS, ids=[f"kafka-clients-{v}" for v in VERSIONS])
+def java(request: pytest.FixtureRequest, java_classpaths: dict[str, str], java_broker: BrokerProcess,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaClient]:
+    version: str = request.param
+    log = tmp_path_factory.mktemp(f"java-{version}") / "stderr.log"
+    with log.open("w") as stderr:
+        client = JavaClient(version, java_classpaths[version], java_broker.bootstrap, stderr)
+        yield client
+        client.close()
+
+
+@pytest.fixture
+def group_name(topic_name: str) -> str:
+    return f"g-{topic_name}"
+
+
+@pytest.fixture
+def started() -> Iterator[list[Member]]:
+    """Members a test started; whatever is still running at the end is stopped."""
+    members: list[Member] = []
+    yield members
+    for member in members:
+        if not member.closed.is_set():
+            member.stop()
