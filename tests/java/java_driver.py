@@ -29,6 +29,8 @@ CLASSES = ROOT / "build" / "java-driver"
 VERSIONS = ["3.9.0", "4.3.0"]
 # A quick JVM start matters more than peak speed for these short runs.
 JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xss512k"]
+# Short sessions so a member that is gone is noticed in seconds; the broker allows them (see conftest).
+FAST_SESSION: dict[str, str | int] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
 
 
 def build(versions: list[str]) -> dict[str, str]:
@@ -124,11 +126,11 @@ class JavaMember(Member):
     kind = "java"
 
     def __init__(self, name: str, ledger: Ledger, client: JavaClient, group: str, topic: str,
-                 **config: str | int) -> None:
+                 config: dict[str, str | int]) -> None:
         super().__init__(name, ledger)
         self.client, self.group, self.topic = client, group, topic
         self.java_name = f"{group}/{name}"  # unique in the JVM, which outlives the test
-        self.config: dict[str, str | int] = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, **config}
+        self.config = {**FAST_SESSION, **config}
         self.generations: list[int] = []  # the generation of every assignment, in order
         self.assignments: list[list[int]] = []
         self.member_ids: list[str] = []

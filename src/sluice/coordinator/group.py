@@ -113,7 +113,18 @@ class Member:
         return any(p.name == protocol_name for p in self.protocols)
 
     def protocols_match(self, protocols: list[JoinGroupProtocol]) -> bool:
-        return [(p.name, p.metadata) for p in self.protocols] == [(p.name, p.metadata) for p in protocols]
+        """Does a rejoin offer the same protocols, asking for the same thing? For the consumer protocol that
+        is the subscribed topics only: the rest of a subscription (owned partitions, generation, assignor
+        user data) describes the process that sent it, so a restarted static member never repeats it byte for
+        byte (the Java client's carries the generation it last joined, the new process sends -1)."""
+
+        def wanted(metadata: bytes) -> object:
+            topics = subscribed_topics(metadata) if self.protocol_type == "consumer" else None
+            return metadata if topics is None else sorted(topics)
+
+        return [(p.name, wanted(p.metadata)) for p in self.protocols] == [
+            (p.name, wanted(p.metadata)) for p in protocols
+        ]
 
     def vote(self, candidates: set[str]) -> str | None:
         return next((p.name for p in self.protocols if p.name in candidates), None)

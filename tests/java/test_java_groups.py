@@ -1,0 +1,222 @@
+"""Java KafkaConsumer members in sluice's classic consumer groups: every assignor while members come and go,
+a group shared with librdkafka, static membership, the AdminClient's group operations, and what a 4.x
+client gets when it asks for the KIP-848 protocol, which sluice does not serve.
+
+Members commit synchronously after every poll and when partitions are revoked, so each message must be
+processed exactly once (see tests/groups/group_members.py, whose Ledger and bookkeeping these share)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from group_helpers import committed_offsets, create_topic, produce, wait_for
+from group_members import ConfluentMember, Ledger, Member, partitions_covered, wait_until
+from java_driver import JavaClient, JavaError, JavaMember
+
+ASSIGNORS = {
+    "range": "org.apache.kafka.clients.consumer.RangeAssignor",
+    "roundrobin": "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+    "sticky": "org.apache.kafka.clients.consumer.StickyAssignor",
+    "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+}
+PARTITIONS = 6
+PER_PHASE = 5  # messages per partition produced before each membership change
+MemberFactory = Callable[[str, Ledger], Member]
+
+
+class Churn:
+    """Two members, then one more, then the first leaves; messages flow before every change and are drained
+    after it. Checks that every message was processed exactly once and that the last commits are the log ends."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, started: list[Member]) -> None:
+        self.bootstrap, self.topic, self.group, self.started = bootstrap, topic, group, started
+        self.ledger = Ledger()
+        self.active: list[Member] = []
+        self.produced = 0  # per partition
+        self.survivors_revoked = 0  # partitions taken from members that stayed while another left
+        create_topic(bootstrap, topic, PARTITIONS)
+
+    def run(self, first: list[MemberFactory], later: list[MemberFactory]) -> Churn:
+        for change in (lambda: self.add(first), lambda: self.add(later), lambda: self.remove(self.active[0])):
+            produce(self.bootstrap, self.topic, PARTITIONS, PER_PHASE, start=self.produced)
+            self.produced += PER_PHASE
+            change()
+            wait_until(lambda: self.ledger.total() >= PARTITIONS * self.produced, 60,
+                       f"{PARTITIONS * self.produced} messages processed", self.active)
+        for member in self.active:
+            member.stop()
+        errors = [(m.name, e) for m in self.started for e in m.errors]
+        assert not errors, errors
+        ends = dict.fromkeys(range(PARTITIONS), self.produced)
+        self.ledger.check_exactly_once(ends)
+        assert committed_offsets(self.bootstrap, self.group) == {(self.topic, p): end for p, end in ends.items()}
+        idle = [m.name for m in self.started if not self.ledger.by_member[m.name]]
+        assert not idle, f"members that never processed anything: {idle}"
+        return self
+
+    def add(self, factories: list[MemberFactory]) -> None:
+        for factory in factories:
+            member = factory(f"m{len(self.started)}", self.ledger)
+            self.started.append(member)
+            self.active.append(member.start())
+        self.settle("the joined members to share every partition")
+
+    def remove(self, member: Member) -> None:
+        self.active.remove(member)
+        before = sum(m.revoked_partitions for m in self.active)
+        member.stop()
+        self.settle(f"the rest to take over from {member.name}")
+        self.survivors_revoked += sum(m.revoked_partitions for m in self.active) - before
+
+    def settle(self, what: str) -> None:
+        wait_until(lambda: partitions_covered(self.active, PARTITIONS) and all(m.holding() for m in self.active),
+                   60, what, self.active)
+
+
+def java_member(java: JavaClient, group: str, topic: str, **config: str | int) -> MemberFactory:
+    return lambda name, ledger: JavaMember(name, ledger, java, group, topic, config)
+
+
+@pytest.mark.parametrize("assignor", list(ASSIGNORS))
+def test_java_members_come_and_go(java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str,
+                                  started: list[Member], assignor: str) -> None:
+    factory = java_member(java, group_name, topic_name, **{"partition.assignment.strategy": ASSIGNORS[assignor]})
+    churn = Churn(java_bootstrap, topic_name, group_name, started).run([factory] * 2, [factory])
+    if assignor == "cooperative-sticky":
+        assert churn.survivors_revoked == 0  # incremental: when a member leaves, the others only gain
+    else:
+        assert churn.survivors_revoked > 0  # eager: every rebalance takes everything back first
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_java_and_librdkafka_share_a_group(java: JavaClient, java_bootstrap: str, topic_name: str,
+                                           group_name: str, started: list[Member], assignor: str) -> None:
+    """The protocol names match ("range", "cooperative-sticky"), so either client may lead the group."""
+    in_java = java_member(java, group_name, topic_name, **{"partition.assignment.strategy": ASSIGNORS[assignor]})
+
+    def rdkafka(name: str, ledger: Ledger) -> Member:
+        return ConfluentMember(name, ledger, java_bootstrap, group_name, topic_name, assignor=assignor,
+                               **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+
+    Churn(java_bootstrap, topic_name, group_name, started).run([in_java, rdkafka], [in_java])
+    assert {m.kind for m in started} == {"java", "confluent-kafka"}
+
+
+def test_static_members_restart_without_a_rebalance(java: JavaClient, java_bootstrap: str, topic_name: str,
+                                                    group_name: str, started: list[Member]) -> None:
+    """A static member (group.instance.id) that closes does not leave; when it comes back within the
+    session timeout it gets its old assignment in the same generation, and nobody else notices."""
+    partitions = 4
+    create_topic(java_bootstrap, topic_name, partitions)
+    ledger = Ledger()
+
+    def member(name: str, instance: str) -> JavaMember:
+        m = JavaMember(name, ledger, java, group_name, topic_name,
+                       {"group.instance.id": instance, "partition.assignment.strategy": ASSIGNORS["range"]})
+        started.append(m)
+        return m.start()  # type: ignore[return-value]
+
+    def settle(members: list[JavaMember], what: str) -> None:
+        wait_until(lambda: partitions_covered(members, partitions) and all(m.holding() for m in members),
+                   30, what, members)
+
+    produced = 0
+
+    def produce_and_drain(members: list[JavaMember]) -> None:
+        nonlocal produced
+        produce(java_bootstrap, topic_name, partitions, 5, start=produced)
+        produced += 5
+        wait_until(lambda: ledger.total() >= partitions * produced, 30, "messages processed", members)
+
+    leader = member("a1", "a")  # the first to join leads the group
+    settle([leader], "a alone")
+    follower = member("b1", "b")
+    settle([leader, follower], "a and b")
+    produce_and_drain([leader, follower])
+    generation = follower.generations[-1]
+    assert leader.generations[-1] == generation
+
+    def restart(old: JavaMember, name: str, instance: str, other: JavaMember) -> JavaMember:
+        held, other_events = old.holding(), (other.assign_events, other.revoke_events)
+        old.stop()  # closes the consumer; a static member does not send LeaveGroup
+        new = member(name, instance)
+        wait_until(new.holding, 5, f"{name} to get its assignment back", [new, other])
+        assert new.holding() == held
+        assert new.generations == [generation]  # no new generation: no rebalance
+        assert (other.assign_events, other.revoke_events) == other_events  # the other member saw nothing
+        produce_and_drain([new, other])
+        return new
+
+    follower = restart(follower, "b2", "b", leader)
+    restart(leader, "a2", "a", follower)  # the leader too, which must not be asked to assign again
+
+    description = java.call("describe-groups", group_name)[group_name]
+    assert description["state"] == "Stable"
+    assert sorted(m["instance_id"] for m in description["members"]) == ["a", "b"]
+    for m in started:
+        if not m.closed.is_set():
+            m.stop()
+    assert not [e for m in started for e in m.errors]
+    ledger.check_exactly_once(dict.fromkeys(range(partitions), produced))
+
+
+def test_group_admin_operations(java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str,
+                                started: list[Member]) -> None:
+    create_topic(java_bootstrap, topic_name, 2)
+    produce(java_bootstrap, topic_name, 2, 5)
+    ledger = Ledger()
+    member = JavaMember("m", ledger, java, group_name, topic_name, {})
+    started.append(member.start())
+    wait_until(lambda: committed_offsets(java_bootstrap, group_name) == {(topic_name, 0): 5, (topic_name, 1): 5},
+               30, "everything processed and committed", [member])
+
+    assert java.call("list-groups")[group_name] == "Stable"
+    description = java.call("describe-groups", group_name)[group_name]
+    assert description["state"] == "Stable"
+    assert description["assignor"] == "range"  # the Java consumer's default is [range, cooperative-sticky]
+    assert description["coordinator"] == 1
+    assert [(m["client_id"], m["partitions"]) for m in description["members"]] == [(member.java_name, [0, 1])]
+    assert description["members"][0]["member_id"] == member.member_ids[-1]
+    assert java.call("group-offsets", group_name) == {f"{topic_name}:0": 5, f"{topic_name}:1": 5}
+
+    assert java.call("delete-groups", group_name)[group_name]["error"] == "GroupNotEmptyException"
+    with pytest.raises(JavaError) as busy:  # only an empty group's offsets may be altered
+        java.call("alter-group-offsets", group_name, topic_name, "0=1")
+    assert busy.value.error == "UnknownMemberIdException"  # what Kafka answers, too
+
+    member.stop()
+    assert java.call("list-groups")[group_name] == "Empty"
+    java.call("alter-group-offsets", group_name, topic_name, "0=2", "1=3")
+    assert java.call("group-offsets", group_name) == {f"{topic_name}:0": 2, f"{topic_name}:1": 3}
+    assert java.call("describe-groups", group_name)[group_name]["members"] == []
+
+    assert java.call("delete-groups", group_name) == {group_name: "ok"}
+    assert group_name not in java.call("list-groups")
+    assert java.call("group-offsets", group_name) == {}
+    assert ledger.total() == 10
+
+
+def test_kip_848_consumer_protocol_is_refused_clearly(java: JavaClient, java_bootstrap: str, topic_name: str,
+                                                      group_name: str) -> None:
+    """sluice serves only the classic group protocol. A client asking for group.protocol=consumer must fail
+    with a clear error instead of hanging or silently consuming nothing."""
+    create_topic(java_bootstrap, topic_name, 1)
+    events: list[dict[str, Any]] = []
+    name = f"{group_name}/kip848"
+    java.listen(name, events.append)
+    java.call("member-start", name, group_name, topic_name, "group.protocol=consumer")
+    try:
+        error = wait_for(lambda: next((e for e in events if e["event"] == "error"), None), 30,
+                         "the consumer to give up")
+    finally:
+        java.call("member-stop", name)
+    # sluice's ApiVersions leaves out ConsumerGroupHeartbeat (API 68), so the client fails before sending
+    # anything; 4.x words it for the user, 3.9 (where the protocol was a preview) names the missing API.
+    assert error["error"] == "UnsupportedVersionException", error
+    if java.major >= 4:
+        assert "does not support the new CONSUMER group protocol" in error["message"], error
+    else:
+        assert "does not support CONSUMER_GROUP_HEARTBEAT" in error["message"], error
+    assert not [e for e in events if e["event"] in ("assigned", "records")]
