@@ -238,3 +238,55 @@ class TestGroupTopicCore:
         point = core.revoke(0)
         assert point is not None and point.offset == 5
         assert core.next_delivery(0.0) is None
+
+
+class TestBatchesAndRanges:
+    def test_take_hands_out_in_offset_order_up_to_the_given_pending_limit(self) -> None:
+        t = tracker(max_pending=2)
+        fill(t, range(10))
+        assert [d.message.offset for d in t.take(0.0, 5)] == [0, 1]
+        assert [d.message.offset for d in t.take(0.0, 5, max_pending=6)] == [2, 3, 4, 5]
+        assert t.take(0.0, 5, max_pending=6) == []
+
+    def test_take_redelivers_expired_offers_first(self) -> None:
+        t = tracker(ack_timeout=5.0)
+        fill(t, range(6))
+        assert [d.message.offset for d in t.take(0.0, 3)] == [0, 1, 2]
+        t.ack(1)
+        taken = t.take(5.0, 3)
+        assert [(d.message.offset, d.attempt) for d in taken] == [(0, 1), (2, 1), (3, 0)]
+        assert t.next_deadline() == pytest.approx(10.0)
+
+    def test_ack_range_acks_what_was_handed_out_and_counts_the_rest(self) -> None:
+        t = tracker()
+        fill(t, range(10))
+        t.take(0.0, 6)
+        t.ack(2)
+        assert t.ack_range(0, 6) == (5, 0)
+        assert t.commit_point().offset == 6
+        assert t.ack_range(0, 6) == (0, 0)  # duplicates are harmless
+        # 6..9 were never handed out: refused, and the commit point stays put.
+        assert t.ack_range(6, 8) == (0, 2)
+        assert t.commit_point().offset == 6
+        assert [d.message.offset for d in t.take(0.0, 10)] == [6, 7, 8, 9]
+
+    def test_ack_range_with_holes_acks_only_the_offsets_handed_out(self) -> None:
+        t = tracker()
+        fill(t, range(10))
+        t.take(0.0, 3)  # 0, 1, 2 handed out; 3.. still buffered
+        assert t.ack_range(1, 5) == (2, 2)
+        assert t.commit_point().offset == 0 and t.acked_ranges == [(1, 3)]
+        assert [d.message.offset for d in t.take(0.0, 2)] == [3, 4]
+
+    def test_core_take_shares_a_batch_between_partitions_in_runs(self) -> None:
+        core = GroupTopicCore(TrackerSettings(ack_timeout=10, max_pending=100))
+        core.assign(0, 0)
+        core.assign(1, 0)
+        core.add_fetched([message(o, 0) for o in range(10)] + [message(o, 1) for o in range(10)])
+        taken = [(d.message.partition, d.message.offset) for d in core.take(0.0, 8)]
+        assert taken == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3)]
+        # A partition with nothing left does not stop the others filling the batch.
+        rest = [(d.message.partition, d.message.offset) for d in core.take(0.0, 20)]
+        assert sorted(rest) == [(p, o) for p in (0, 1) for o in range(4, 10)]
+        assert core.ack_range(0, 0, 10) == (10, 0)
+        assert core.ack_range(5, 0, 3) == (0, 3)  # not ours
