@@ -6,8 +6,10 @@ in child processes on 127.0.0.1, pre-fills a topic with confluent-kafka, then ti
 * direct consume: a confluent-kafka Consumer (`assign`, from offset 0) reading the whole topic: the ceiling;
 * gRPC Produce (sync, one message per call) with 1 and 16 concurrent callers;
 * gRPC ConsumeNAck (one message per call, acking the previous one) with 1 and 16 callers;
-* gRPC ConsumeBatch (`--batch` messages per call, acking the previous batch) with 1 and 16 callers;
-* gRPC ConsumeStream (credit `--credit`, acks and credit sent back every `--ack-every`) with 1 and 16 streams;
+* gRPC ConsumeBatch (`--batch` messages per call, acking the previous batch as offset ranges) with 1 and 16
+  callers;
+* gRPC ConsumeStream (credit `--credit`, acks as offset ranges and credit sent back every `--ack-every`) with
+  1 and 16 streams;
 * latency at light load (~`--latency-rate` msg/s): a sync gRPC Produce + ConsumeNAck round vs a
   confluent-kafka produce + flush + poll round on the same broker; and Produce alone vs produce + flush.
 
@@ -329,6 +331,25 @@ async def nack_scenario(address: str, topic: str, callers: int, seconds: float, 
     return Result("gRPC ConsumeNAck (1 msg/call, ack prev)", callers, sum(counts), elapsed)
 
 
+def offset_ranges(messages: Any) -> list[pb.OffsetRange]:
+    """Acks for `messages` as [begin, end) runs per partition: a batch hands out consecutive offsets."""
+    runs: dict[int, list[list[int]]] = {}
+    for message in messages:
+        partition, offset = message.partition, message.offset
+        spans = runs.get(partition)
+        if spans is None:
+            runs[partition] = [[offset, offset + 1]]
+        elif spans[-1][1] == offset:
+            spans[-1][1] = offset + 1
+        else:
+            spans.append([offset, offset + 1])
+    return [
+        pb.OffsetRange(partition=partition, begin=begin, end=end)
+        for partition, spans in runs.items()
+        for begin, end in spans
+    ]
+
+
 async def batch_scenario(
     address: str, topic: str, callers: int, seconds: float, total: int, batch: int
 ) -> Result:
@@ -340,24 +361,24 @@ async def batch_scenario(
     async def work(ch: grpc.aio.Channel, stop: Callable[[], bool]) -> int:
         stub = pb_grpc.SluiceGatewayStub(ch)
         n = 0
-        acks: list[pb.PartitionOffsetRef] = []
+        acks: list[pb.OffsetRange] = []
         while not stop() and not budget.drained:
             try:
                 rs = await stub.ConsumeBatch(
-                    pb.ConsBatchRq(topic=topic, group=group, acks=acks, max_messages=batch, wait_ms=500)
+                    pb.ConsBatchRq(topic=topic, group=group, ack_ranges=acks, max_messages=batch, wait_ms=500)
                 )
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.NOT_FOUND:
                     acks = []  # the acks went through before the wait
                     continue
                 raise
-            acks = [pb.PartitionOffsetRef(partition=m.partition, offset=m.offset) for m in rs.messages]
+            acks = offset_ranges(rs.messages)
             budget.take(len(rs.messages))
             n += len(rs.messages)
         if acks:  # hand back the last batch (a message this hands out stays with the throwaway group)
             with contextlib.suppress(grpc.aio.AioRpcError):
                 await stub.ConsumeBatch(
-                    pb.ConsBatchRq(topic=topic, group=group, acks=acks, max_messages=1, wait_ms=1)
+                    pb.ConsBatchRq(topic=topic, group=group, ack_ranges=acks, max_messages=1, wait_ms=1)
                 )
         return n
 
@@ -385,7 +406,7 @@ async def stream_scenario(
 
         call = stub.ConsumeStream(requests())
         n = 0
-        pending: list[pb.PartitionOffsetRef] = []
+        pending: list[Any] = []  # received, not yet acked (ConsRs)
         done = asyncio.Event()
 
         async def watchdog() -> None:  # the stream has no timeout of its own: close it when time is up
@@ -395,24 +416,28 @@ async def stream_scenario(
             await asyncio.sleep(2.0)  # an idle stream (nothing left to hand out) never yields: end it
             call.cancel()
 
-        async def flusher() -> None:  # acks must not wait for `ack_every` when messages stop coming
+        def ack_pending(credit: int) -> pb.ConsStreamRq:
             nonlocal pending
+            rq = pb.ConsStreamRq(ack_ranges=offset_ranges(pending), credit=credit)
+            pending = []
+            return rq
+
+        async def flusher() -> None:  # acks must not wait for `ack_every` when messages stop coming
             while True:
                 await asyncio.sleep(0.02)
                 if pending:
-                    await outbox.put(pb.ConsStreamRq(acks=pending, credit=len(pending)))
-                    pending = []
+                    await outbox.put(ack_pending(len(pending)))
 
         guard = asyncio.create_task(watchdog())
         flush = asyncio.create_task(flusher())
         try:
-            async for message in call:
-                pending.append(pb.PartitionOffsetRef(partition=message.partition, offset=message.offset))
-                n += 1
-                budget.take(1)
+            async for reply in call:
+                messages = reply.messages
+                pending.extend(messages)
+                n += len(messages)
+                budget.take(len(messages))
                 if len(pending) >= ack_every:
-                    await outbox.put(pb.ConsStreamRq(acks=pending, credit=len(pending)))
-                    pending = []
+                    await outbox.put(ack_pending(len(pending)))
                 if done.is_set():
                     break
         except asyncio.CancelledError:
@@ -420,7 +445,7 @@ async def stream_scenario(
                 raise
         finally:
             if pending:
-                await outbox.put(pb.ConsStreamRq(acks=pending))
+                await outbox.put(ack_pending(0))
             await outbox.put(None)
             call.cancel()
             guard.cancel()

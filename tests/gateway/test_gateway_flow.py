@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import grpc
@@ -62,3 +63,176 @@ async def test_resumed_partitions_fetch_again_at_once(
         got, seconds = await consume_batches(pb_grpc.SluiceGatewayStub(channel), topic, group, total)
     assert sorted(offset for _, offset in got) == list(range(total))
     assert seconds < 5.0, f"{total} messages took {seconds:.1f} s: resumed partitions stall"
+
+
+async def test_batch_acks_as_offset_ranges_commit_and_reject_what_was_never_handed_out(
+    kafka, make_gateway
+) -> None:
+    gateway: Gateway = await make_gateway()
+    topic, group = kafka.create_topic(partitions=2), unique_group()
+    fill(kafka.bootstrap, topic, 40, partitions=2)
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        pixy, sluice = pb_grpc.KafkaPixyStub(channel), pb_grpc.SluiceGatewayStub(channel)
+        got: list[pb.ConsRs] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 30 and time.monotonic() < deadline:
+            try:
+                reply = await sluice.ConsumeBatch(
+                    pb.ConsBatchRq(topic=topic, group=group, max_messages=30 - len(got), wait_ms=1000)
+                )
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.NOT_FOUND
+                continue
+            got.extend(reply.messages)
+        handed = {(m.partition, m.offset) for m in got}
+        assert len(handed) == 30
+        # One range per partition covers what was handed out, plus offsets 100-109 nobody saw: those are
+        # refused, the rest is acknowledged all the same.
+        ranges = [
+            pb.OffsetRange(partition=p, begin=0, end=1 + max(o for q, o in handed if q == p)) for p in (0, 1)
+        ]
+        bogus = pb.OffsetRange(partition=0, begin=100, end=110)
+        error = await _status(
+            sluice.ConsumeBatch(
+                pb.ConsBatchRq(topic=topic, group=group, ack_ranges=[*ranges, bogus], wait_ms=200)
+            )
+        )
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "partition=0 offset=100" in (error.details() or "")
+        # An inverted range is malformed.
+        error = await _status(
+            sluice.ConsumeBatch(
+                pb.ConsBatchRq(
+                    topic=topic, group=group, ack_ranges=[pb.OffsetRange(partition=0, begin=5, end=5)]
+                )
+            )
+        )
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        # The ten messages not handed out yet come next; the acked thirty never come back.
+        rest: list[pb.ConsRs] = []
+        while len(rest) < 10 and time.monotonic() < deadline:
+            try:
+                reply = await sluice.ConsumeBatch(
+                    pb.ConsBatchRq(topic=topic, group=group, max_messages=50, wait_ms=500)
+                )
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.NOT_FOUND
+                continue
+            rest.extend(reply.messages)
+        assert not handed & {(m.partition, m.offset) for m in rest}
+        assert len(rest) == 10
+        tail = [pb.OffsetRange(partition=m.partition, begin=m.offset, end=m.offset + 1) for m in rest]
+        error = await _status(
+            sluice.ConsumeBatch(pb.ConsBatchRq(topic=topic, group=group, ack_ranges=tail, wait_ms=200))
+        )
+        assert error.code() == grpc.StatusCode.NOT_FOUND  # acked, and nothing left to hand out
+
+        async def committed() -> list[int]:
+            reply = await pixy.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
+            return sorted(o.offset for o in reply.offsets)
+
+        deadline = time.monotonic() + 10
+        while await committed() != [20, 20] and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert await committed() == [20, 20]
+
+
+async def test_batch_callers_have_their_own_pending_limit(kafka, make_gateway) -> None:
+    # kafka-pixy's max_pending_messages still holds ConsumeNAck back; ConsumeBatch may hold more.
+    gateway: Gateway = await make_gateway(max_pending_messages=2, max_pending_batch_messages=6)
+    topic, group = kafka.create_topic(), unique_group()
+    fill(kafka.bootstrap, topic, 10)
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        pixy, sluice = pb_grpc.KafkaPixyStub(channel), pb_grpc.SluiceGatewayStub(channel)
+        got: list[pb.ConsRs] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 6 and time.monotonic() < deadline:
+            try:
+                reply = await sluice.ConsumeBatch(
+                    pb.ConsBatchRq(topic=topic, group=group, max_messages=10, wait_ms=1000)
+                )
+            except grpc.aio.AioRpcError as error:
+                assert error.code() == grpc.StatusCode.NOT_FOUND
+                continue
+            got.extend(reply.messages)
+        assert [m.offset for m in got] == list(range(6))
+        # Six un-acked: the batch limit is reached, and ConsumeNAck's limit of two long since.
+        error = await _status(
+            sluice.ConsumeBatch(pb.ConsBatchRq(topic=topic, group=group, max_messages=10, wait_ms=300))
+        )
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+        error = await _status(pixy.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True)))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+        # Acking five leaves one pending and this call takes a second: ConsumeNAck's limit of two is
+        # reached again, the batch limit of six is not.
+        reply = await sluice.ConsumeBatch(
+            pb.ConsBatchRq(
+                topic=topic,
+                group=group,
+                ack_ranges=[pb.OffsetRange(partition=0, begin=0, end=5)],
+                max_messages=1,
+                wait_ms=1000,
+            )
+        )
+        assert [m.offset for m in reply.messages] == [6]
+        error = await _status(pixy.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True)))
+        assert error.code() == grpc.StatusCode.NOT_FOUND
+        reply = await sluice.ConsumeBatch(
+            pb.ConsBatchRq(topic=topic, group=group, max_messages=10, wait_ms=1000)
+        )
+        assert [m.offset for m in reply.messages] == [7, 8, 9]
+
+
+async def test_stream_replies_carry_many_messages_and_take_range_acks(kafka, make_gateway) -> None:
+    gateway: Gateway = await make_gateway()
+    topic, group = kafka.create_topic(), unique_group()
+    fill(kafka.bootstrap, topic, 300)
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        pixy, sluice = pb_grpc.KafkaPixyStub(channel), pb_grpc.SluiceGatewayStub(channel)
+        requests: asyncio.Queue[pb.ConsStreamRq | None] = asyncio.Queue()
+        await requests.put(pb.ConsStreamRq(topic=topic, group=group, credit=250))
+
+        async def request_stream():  # type: ignore[no-untyped-def]
+            while (request := await requests.get()) is not None:
+                yield request
+
+        call = sluice.ConsumeStream(request_stream())
+        got: list[pb.ConsRs] = []
+        replies = 0
+        while len(got) < 250:
+            reply = await asyncio.wait_for(call.read(), 30)
+            assert reply is not grpc.aio.EOF and 0 < len(reply.messages) <= 250 - len(got)
+            got.extend(reply.messages)
+            replies += 1
+        assert [m.offset for m in got] == list(range(250))
+        assert replies < 250  # batched, not one reply per message
+        # Credit spent: nothing more until granted, then the last 50 arrive (and, credit used up after the
+        # client stopped sending, the stream ends).
+        await requests.put(
+            pb.ConsStreamRq(ack_ranges=[pb.OffsetRange(partition=0, begin=0, end=250)], credit=50)
+        )
+        while len(got) < 300:
+            reply = await asyncio.wait_for(call.read(), 30)
+            assert reply is not grpc.aio.EOF, await call.details()
+            got.extend(reply.messages)
+        assert [m.offset for m in got[250:]] == list(range(250, 300))
+        await requests.put(pb.ConsStreamRq(ack_ranges=[pb.OffsetRange(partition=0, begin=250, end=300)]))
+        await requests.put(None)
+        assert await asyncio.wait_for(call.read(), 10) is grpc.aio.EOF
+
+        async def committed() -> int:
+            reply = await pixy.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
+            return reply.offsets[0].offset
+
+        deadline = time.monotonic() + 10
+        while await committed() != 300 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert await committed() == 300
+
+
+async def _status(call: object) -> grpc.aio.AioRpcError:
+    try:
+        await call  # type: ignore[misc]
+    except grpc.aio.AioRpcError as error:
+        return error
+    raise AssertionError("the call succeeded")

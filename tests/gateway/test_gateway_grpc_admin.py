@@ -155,15 +155,28 @@ async def test_consume_stream_respects_credit_and_acks(kafka, gateway: Gateway) 
                 yield request
 
         call = sluice.ConsumeStream(request_stream())
-        first_two = [await asyncio.wait_for(call.read(), 30) for _ in range(2)]
+        inbox: list[pb.ConsRs] = []
+
+        async def read(count: int) -> list[pb.ConsRs]:
+            # A reply may carry several messages: collect until `count` came.
+            while len(inbox) < count:
+                reply = await asyncio.wait_for(call.read(), 30)
+                assert reply is not grpc.aio.EOF
+                inbox.extend(reply.messages)
+            taken = inbox[:count]
+            del inbox[:count]
+            return taken
+
+        first_two = await read(2)
         assert [m.offset for m in first_two] == [0, 1]
         # No credit left: nothing more arrives until granted.
         pending = asyncio.ensure_future(call.read())
         done, _ = await asyncio.wait({pending}, timeout=1.5)
-        assert not done
+        assert not done and not inbox
         acks = [pb.PartitionOffsetRef(partition=0, offset=m.offset) for m in first_two]
         await requests.put(pb.ConsStreamRq(acks=acks, credit=2))
-        rest = [await asyncio.wait_for(pending, 10), await asyncio.wait_for(call.read(), 10)]
+        inbox.extend((await asyncio.wait_for(pending, 10)).messages)
+        rest = await read(2)
         assert sorted(m.offset for m in rest) == [2, 3]
         await requests.put(
             pb.ConsStreamRq(acks=[pb.PartitionOffsetRef(partition=0, offset=m.offset) for m in rest])

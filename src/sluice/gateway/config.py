@@ -28,7 +28,8 @@ Accepted shape (every key optional except at least one cluster)::
           disabled: false
           ack_timeout: 5m
           long_polling_timeout: 3s
-          max_pending_messages: 300
+          max_pending_messages: 300   # un-acked messages per partition, ConsumeNAck and HTTP consume
+          max_pending_batch_messages: 5000  # the same limit for ConsumeBatch and ConsumeStream
           max_retries: -1
           offsets_commit_interval: 500ms
           channel_buffer_size: 64     # concurrent waiting consume requests per group/topic
@@ -83,6 +84,9 @@ class ConsumerSettings:
     ack_timeout: float = 300.0
     long_polling_timeout: float = 3.0
     max_pending_messages: int = 300
+    # Batch and stream callers hold many messages at once (16 streams with 200 credit each would
+    # already pin 3,200): kafka-pixy's per-partition limit of 300 would throttle them, not protect anyone.
+    max_pending_batch_messages: int = 5000
     max_retries: int = -1
     offsets_commit_interval: float = 0.5
     channel_buffer_size: int = 64
@@ -210,8 +214,16 @@ def _cluster_from(name: str, section: dict[str, Any]) -> ClusterConfig:
     )
     if consumer.initial_offset not in ("oldest", "newest"):
         raise ConfigError(f"{where}.consumer.initial_offset: expected oldest or newest")
-    if consumer.max_pending_messages < 1 or consumer.channel_buffer_size < 1:
-        raise ConfigError(f"{where}.consumer: max_pending_messages and channel_buffer_size must be >= 1")
+    limits = (
+        consumer.max_pending_messages,
+        consumer.max_pending_batch_messages,
+        consumer.channel_buffer_size,
+    )
+    if min(limits) < 1:
+        raise ConfigError(
+            f"{where}.consumer: max_pending_messages, max_pending_batch_messages and channel_buffer_size"
+            " must be >= 1"
+        )
     return ClusterConfig(
         name=name,
         bootstrap_servers=[str(peer) for peer in peers],

@@ -65,6 +65,11 @@ class GroupTopicConsumer:
                 max_retries=self.settings.max_retries,
             )
         )
+        # Bound once: looking up labelled children costs microseconds per call on the hot path.
+        labels = (cluster.name, group, topic)
+        self._acked_metric = metrics.acked.labels(*labels)
+        self._handed_out_metric = metrics.handed_out.labels(*labels, "false")
+        self._redelivered_metric = metrics.handed_out.labels(*labels, "true")
         self.member_id = ""
         self.last_used = time.monotonic()
         self.waiters = 0
@@ -105,18 +110,38 @@ class GroupTopicConsumer:
         return quiet > self.settings.subscription_timeout
 
     def ack(self, partition: int, offset: int) -> None:
+        self.ack_many([(partition, offset)])
+
+    def ack_many(self, acks: Sequence[tuple[int, int]], ranges: Sequence[tuple[int, int, int]] = ()) -> None:
+        """Acknowledge single offsets (partition, offset) and ranges (partition, begin, end).
+
+        All valid acks are applied; the first offset this gateway never handed out is then
+        reported as INVALID_ARGUMENT.
+        """
         self.last_used = time.monotonic()
+        acked = 0
+        bad: tuple[int, int] | None = None
         with self._lock:
-            outcome = self.core.ack(partition, offset)
-        if outcome is AckOutcome.NOT_HANDED_OUT:
+            for partition, offset in acks:
+                outcome = self.core.ack(partition, offset)
+                if outcome is AckOutcome.ACKED:
+                    acked += 1
+                elif outcome is AckOutcome.NOT_HANDED_OUT and bad is None:
+                    bad = (partition, offset)
+            for partition, begin, end in ranges:
+                newly, missing = self.core.ack_range(partition, begin, end)
+                acked += newly
+                if missing and bad is None:
+                    bad = (partition, begin)
+        if acked:
+            self._acked_metric.inc(acked)
+            self._signal()
+        if bad is not None:
             raise GatewayError(
                 Failure.INVALID_ARGUMENT,
                 f"ack of a message this gateway has not handed out: group={self.group} topic={self.topic} "
-                f"partition={partition} offset={offset}",
+                f"partition={bad[0]} offset={bad[1]}" + (" (or a range starting there)" if ranges else ""),
             )
-        if outcome is AckOutcome.ACKED:
-            self.metrics.acked.labels(self.cluster.name, self.group, self.topic).inc()
-            self._signal()
 
     async def consume(self, timeout: float, *, auto_ack: bool = False) -> Delivery:
         """Long-poll for one message to hand out."""
@@ -124,9 +149,12 @@ class GroupTopicConsumer:
         return deliveries[0]
 
     async def consume_many(
-        self, max_messages: int, timeout: float, *, auto_ack: bool = False
+        self, max_messages: int, timeout: float, *, auto_ack: bool = False, max_pending: int | None = None
     ) -> list[Delivery]:
-        """Wait up to `timeout` for the first message, then take what else is ready (up to max_messages)."""
+        """Wait up to `timeout` for the first message, then take what else is ready (up to max_messages).
+
+        `max_pending` replaces max_pending_messages as the per-partition limit of un-acked messages.
+        """
         self._check_usable()
         if self.waiters >= self.settings.channel_buffer_size:
             raise GatewayError(
@@ -140,7 +168,7 @@ class GroupTopicConsumer:
         try:
             while True:
                 changed = self._changed
-                deliveries = self._take(max_messages, auto_ack)
+                deliveries = self._take(max_messages, auto_ack, max_pending)
                 if deliveries:
                     return deliveries
                 now = time.monotonic()
@@ -160,22 +188,20 @@ class GroupTopicConsumer:
             self.waiters -= 1
             self.last_used = time.monotonic()
 
-    def _take(self, max_messages: int, auto_ack: bool) -> list[Delivery]:
+    def _take(self, max_messages: int, auto_ack: bool, max_pending: int | None) -> list[Delivery]:
         now = time.monotonic()
-        deliveries: list[Delivery] = []
         with self._lock:
-            while len(deliveries) < max_messages:
-                delivery = self.core.next_delivery(now)
-                if delivery is None:
-                    break
-                if auto_ack:
+            deliveries = self.core.take(now, max_messages, max_pending)
+            if auto_ack:
+                for delivery in deliveries:
                     self.core.ack(delivery.message.partition, delivery.message.offset)
-                deliveries.append(delivery)
             dead_letters = self.core.take_dead_letters()
-        for delivery in deliveries:
-            self.metrics.handed_out.labels(
-                self.cluster.name, self.group, self.topic, str(delivery.attempt > 0).lower()
-            ).inc()
+        if deliveries:
+            redelivered = sum(1 for delivery in deliveries if delivery.attempt)
+            if redelivered:
+                self._redelivered_metric.inc(redelivered)
+            if len(deliveries) > redelivered:
+                self._handed_out_metric.inc(len(deliveries) - redelivered)
         if dead_letters:
             self._park_dead_letters(dead_letters)
         return deliveries
@@ -265,20 +291,22 @@ class GroupTopicConsumer:
             time.sleep(_POLL_SECONDS)
             return
         messages: list[Message] = []
+        append = messages.append
         for record in records:
             error = record.error()
             if error is not None:
                 if error.code() != KafkaError._PARTITION_EOF:
                     log.warning("group %s topic %s: %s", self.group, self.topic, error.str())
                 continue
-            messages.append(
+            headers = record.headers()
+            append(
                 Message(
-                    partition=record.partition(),
-                    offset=record.offset(),
-                    key=record.key(),
-                    value=record.value(),
-                    headers=tuple((name, value or b"") for name, value in (record.headers() or ())),
-                    timestamp_ms=record.timestamp()[1],
+                    record.partition(),
+                    record.offset(),
+                    record.key(),
+                    record.value(),
+                    tuple((name, value or b"") for name, value in headers) if headers else (),
+                    record.timestamp()[1],
                 )
             )
         if messages:

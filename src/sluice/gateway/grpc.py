@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from grpc import aio
@@ -34,7 +34,9 @@ STATUS_OF_FAILURE = {
     Failure.TOO_LARGE: grpc.StatusCode.INVALID_ARGUMENT,
     Failure.INTERNAL: grpc.StatusCode.INTERNAL,
 }
-_STREAM_BATCH = 100
+# Most messages one ConsumeStream reply carries (credit permitting): large enough that per-reply costs
+# vanish, small enough to stay far below gRPC's message size limits with ordinary records.
+_STREAM_BATCH = 1000
 
 
 def delivery_to_pb(delivery: Delivery) -> pb.ConsRs:
@@ -47,6 +49,23 @@ def delivery_to_pb(delivery: Delivery) -> pb.ConsRs:
         message=message.value or b"",
         headers=[pb.RecordHeader(key=name, value=value) for name, value in message.headers],
     )
+
+
+def add_deliveries(repeated: Any, deliveries: list[Delivery]) -> None:
+    """Append deliveries to a repeated ConsRs field.
+
+    `add(...)` builds each ConsRs in place; constructing ConsRs objects and handing over a list
+    copies every one of them again (measured ~3x slower per message).
+    """
+    add = repeated.add
+    for message, _ in deliveries:
+        key, value = message.key, message.value
+        if key is None:
+            added = add(partition=message.partition, offset=message.offset, key_undefined=True, message=value)
+        else:
+            added = add(partition=message.partition, offset=message.offset, key_value=key, message=value)
+        if message.headers:
+            added.headers.extend(pb.RecordHeader(key=name, value=data) for name, data in message.headers)
 
 
 def topic_to_pb(info: TopicInfo, with_partitions: bool) -> pb.GetTopicMetadataRs:
@@ -192,14 +211,18 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
                 [(a.partition, a.offset) for a in request.acks],
                 max(request.max_messages, 1),
                 request.wait_ms / 1000 if request.wait_ms else None,
+                ack_ranges=[(r.partition, r.begin, r.end) for r in request.ack_ranges],
+                batch=True,
             )
-            return pb.ConsBatchRs(messages=[delivery_to_pb(d) for d in deliveries])
+            reply = pb.ConsBatchRs()
+            add_deliveries(reply.messages, deliveries)
+            return reply
 
         return await self._call("consume_batch", context, work)
 
     async def ConsumeStream(
         self, request_iterator: AsyncIterator[pb.ConsStreamRq], context: aio.ServicerContext
-    ) -> AsyncIterator[pb.ConsRs]:
+    ) -> AsyncIterator[pb.ConsStreamRs]:
         first = await anext(aiter(request_iterator), None)
         if first is None:
             return
@@ -217,7 +240,7 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
                     return
                 try:
                     deliveries = await self.service.consume_many(
-                        cluster, group, topic, [], min(available, _STREAM_BATCH)
+                        cluster, group, topic, [], min(available, _STREAM_BATCH), batch=True
                     )
                 except GatewayError as error:
                     if error.failure is Failure.LONG_POLL_TIMEOUT:
@@ -225,8 +248,9 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
                     await context.abort(STATUS_OF_FAILURE[error.failure], error.message)
                     return
                 credit.spend(len(deliveries))
-                for delivery in deliveries:
-                    yield delivery_to_pb(delivery)
+                reply = pb.ConsStreamRs()
+                add_deliveries(reply.messages, deliveries)
+                yield reply
                 if reader.done() and reader.exception() is not None:
                     error = failure_of(reader.exception())  # type: ignore[arg-type]
                     await context.abort(STATUS_OF_FAILURE[error.failure], error.message)
@@ -240,9 +264,13 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
     ) -> None:
         if request.credit < 0:
             raise invalid("credit must not be negative")
-        if request.acks:
+        if request.acks or request.ack_ranges:
             self.service.ack_many(
-                cluster, group, topic, [(ack.partition, ack.offset) for ack in request.acks]
+                cluster,
+                group,
+                topic,
+                [(ack.partition, ack.offset) for ack in request.acks],
+                [(r.partition, r.begin, r.end) for r in request.ack_ranges],
             )
         credit.grant(request.credit)
 

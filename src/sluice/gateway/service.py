@@ -193,38 +193,67 @@ class GatewayService:
         timeout: float | None = None,
         *,
         auto_ack: bool = False,
+        ack_ranges: Sequence[tuple[int, int, int]] = (),
+        batch: bool = False,
     ) -> list[Delivery]:
+        """Acknowledge, then hand out up to `max_messages`.
+
+        `batch` callers (ConsumeBatch, ConsumeStream) are held to max_pending_batch_messages per
+        partition instead of kafka-pixy's max_pending_messages.
+        """
         target = self._cluster(cluster)
         validate_topic(topic)
         validate_group(group)
         if max_messages < 1:
             raise invalid(f"max_messages must be >= 1, got {max_messages}")
-        if acks:
-            self._ack_all(target, group, topic, acks)
+        if acks or ack_ranges:
+            self._ack_all(target, group, topic, acks, ack_ranges)
         consumer = target.consumers.get(group, topic)
-        wait = target.config.consumer.long_polling_timeout if timeout is None else timeout
-        return await consumer.consume_many(max_messages, wait, auto_ack=auto_ack)
+        settings = target.config.consumer
+        wait = settings.long_polling_timeout if timeout is None else timeout
+        max_pending = settings.max_pending_batch_messages if batch else None
+        return await consumer.consume_many(max_messages, wait, auto_ack=auto_ack, max_pending=max_pending)
 
     async def ack(self, cluster: str, group: str, topic: str, partition: int, offset: int) -> None:
         self.ack_many(cluster, group, topic, [(partition, offset)])
 
-    def ack_many(self, cluster: str, group: str, topic: str, acks: Sequence[tuple[int, int]]) -> None:
+    def ack_many(
+        self,
+        cluster: str,
+        group: str,
+        topic: str,
+        acks: Sequence[tuple[int, int]],
+        ack_ranges: Sequence[tuple[int, int, int]] = (),
+    ) -> None:
         target = self._cluster(cluster)
         validate_topic(topic)
         validate_group(group)
-        self._ack_all(target, group, topic, acks)
+        self._ack_all(target, group, topic, acks, ack_ranges)
 
-    def _ack_all(self, target: _Cluster, group: str, topic: str, acks: Sequence[tuple[int, int]]) -> None:
-        consumer = target.consumers.existing(group, topic)
+    def _ack_all(
+        self,
+        target: _Cluster,
+        group: str,
+        topic: str,
+        acks: Sequence[tuple[int, int]],
+        ack_ranges: Sequence[tuple[int, int, int]] = (),
+    ) -> None:
+        if not acks and not ack_ranges:
+            return
         for partition, offset in acks:
             if partition < 0 or offset < 0:
                 raise invalid(f"bad ack: partition={partition} offset={offset}")
-            if consumer is None:
-                raise invalid(
-                    f"ack of a message this gateway has not handed out: group={group} topic={topic} "
-                    f"partition={partition} offset={offset}"
-                )
-            consumer.ack(partition, offset)
+        for partition, begin, end in ack_ranges:
+            if partition < 0 or begin < 0 or end <= begin:
+                raise invalid(f"bad ack range: partition={partition} begin={begin} end={end}")
+        consumer = target.consumers.existing(group, topic)
+        if consumer is None:
+            partition, offset = acks[0] if acks else ack_ranges[0][:2]
+            raise invalid(
+                f"ack of a message this gateway has not handed out: group={group} topic={topic} "
+                f"partition={partition} offset={offset}"
+            )
+        consumer.ack_many(acks, ack_ranges)
 
     # -- admin -----------------------------------------------------------------
     async def get_offsets(self, cluster: str, group: str, topic: str) -> list[PartitionOffsets]:

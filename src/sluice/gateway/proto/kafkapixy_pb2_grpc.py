@@ -435,7 +435,7 @@ class SluiceGatewayStub:
         self.ConsumeStream = channel.stream_stream(
                 '/SluiceGateway/ConsumeStream',
                 request_serializer=sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsStreamRq.SerializeToString,
-                response_deserializer=sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsRs.FromString,
+                response_deserializer=sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsStreamRs.FromString,
                 _registered_method=True)
 
 
@@ -447,9 +447,11 @@ class SluiceGatewayServicer:
     """
 
     def ConsumeBatch(self, request, context):
-        """Acknowledges `acks` and hands out up to `max_messages` messages. Waits
-        at most the long polling timeout for the first one, then returns what
-        is ready; NotFound when nothing came.
+        """Acknowledges `acks` and `ack_ranges`, then hands out up to
+        `max_messages` messages. Waits at most the long polling timeout for the
+        first one, then returns what is ready; NotFound when nothing came.
+        Un-acked messages per partition are limited by the gateway's
+        max_pending_batch_messages (not kafka-pixy's max_pending_messages).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -458,7 +460,8 @@ class SluiceGatewayServicer:
     def ConsumeStream(self, request_iterator, context):
         """Bidirectional stream: the first request names cluster/topic/group, and
         every request may carry acks and grant `credit` more messages. The
-        server sends at most as many messages as credit granted.
+        server sends at most as many messages as credit granted, as many per
+        reply as are ready; a reply never holds more than the credit left.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -475,7 +478,7 @@ def add_SluiceGatewayServicer_to_server(servicer, server):
             'ConsumeStream': grpc.stream_stream_rpc_method_handler(
                     servicer.ConsumeStream,
                     request_deserializer=sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsStreamRq.FromString,
-                    response_serializer=sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsRs.SerializeToString,
+                    response_serializer=sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsStreamRs.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -535,7 +538,7 @@ class SluiceGateway:
             target,
             '/SluiceGateway/ConsumeStream',
             sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsStreamRq.SerializeToString,
-            sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsRs.FromString,
+            sluice_dot_gateway_dot_proto_dot_kafkapixy__pb2.ConsStreamRs.FromString,
             options,
             channel_credentials,
             insecure,
