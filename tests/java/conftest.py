@@ -50,10 +50,9 @@ def java(request: pytest.FixtureRequest, java_classpaths: dict[str, str], java_b
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaClient]:
     version: str = request.param
     log = tmp_path_factory.mktemp(f"java-{version}") / "stderr.log"
-    with log.open("w") as stderr:
-        client = JavaClient(version, java_classpaths[version], java_broker.bootstrap, stderr)
-        yield client
-        client.close()
+    client = JavaClient(version, java_classpaths[version], java_broker.bootstrap, log)
+    yield client
+    client.close()
 
 
 @pytest.fixture

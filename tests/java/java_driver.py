@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from group_members import Ledger, Member
 
@@ -67,11 +67,13 @@ class JavaError(Exception):
 class JavaClient:
     """One SluiceJavaClient JVM for one kafka-clients version, talking to one broker."""
 
-    def __init__(self, version: str, classpath: str, bootstrap: str, stderr: IO[str]) -> None:
+    def __init__(self, version: str, classpath: str, bootstrap: str, stderr_log: Path) -> None:
         self.version = version
         self.major = int(version.split(".")[0])
-        self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", classpath, "SluiceJavaClient", bootstrap],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        self.stderr_log = stderr_log
+        with stderr_log.open("w") as stderr:  # the child keeps its own copy of the descriptor
+            self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", classpath, "SluiceJavaClient", bootstrap],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
         self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.listeners: dict[str, Callable[[dict[str, Any]], None]] = {}
         self.lock = threading.Lock()  # one command at a time: replies come back in order
@@ -89,7 +91,8 @@ class JavaClient:
             except queue.Empty:
                 raise TimeoutError(f"no reply to {line!r} in {timeout}s") from None
         if reply is None:
-            raise RuntimeError(f"the JVM exited (code {self.proc.poll()}) before answering {line!r}")
+            raise RuntimeError(f"the JVM exited (code {self.proc.poll()}) before answering {line!r}; "
+                               f"its stderr: {self.stderr_log}")
         if "error" in reply:
             raise JavaError(reply["error"], reply["message"])
         return reply["reply"]
