@@ -307,9 +307,12 @@ class ConsumerGroups:
         member, before_epoch, before_assigned = self._member_for(group, request, now_ms)
         self.groups[group.group_id] = group
         owned = None if request.topic_partitions is None else frozenset(request.topic_partitions)
-        if self._update_member(group, member, request):
-            group.group_epoch += 1
-        if self._refresh_topics(group, request.topics):
+        # One bump per heartbeat, whatever changed: a join that also brings a subscription and new
+        # topic metadata is one new group epoch.
+        joined = member.member_id not in group.target
+        subscription_changed = self._update_member(group, member, request)
+        topics_changed = self._refresh_topics(group, request.topics)
+        if joined or subscription_changed or topics_changed:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group)
@@ -379,7 +382,6 @@ class ConsumerGroups:
                 raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {group.group_id!r} is full")
             member = ConsumerMember(member_id, instance_id=instance)
             group.add(member)
-            group.group_epoch += 1
         else:
             # A known member joining again has dropped everything it held (it was fenced or lost them).
             member.assigned = member.revoking = frozenset()
@@ -544,7 +546,7 @@ class ConsumerGroups:
             return ErrorCode.NONE
         # sluice relaxation: a commit made just before the member learned its new epoch is still safe
         # for partitions it holds, since nobody else can hold them; Kafka would say STALE_MEMBER_EPOCH.
-        if request.generation_id == member.previous_member_epoch and request.generation_id >= 0:
+        if request.generation_id == member.previous_member_epoch and request.generation_id > 0:
             owned = member.owns()
             committed = {(group.topic_id(t.name), p.partition_index) for t in request.topics for p in t.partitions}
             if committed <= owned:
