@@ -31,7 +31,7 @@ from sluice.coordinator.messages import (
     Result,
     TopicInfo,
 )
-from sluice.errors import ErrorCode
+from sluice.errors import ErrorCode, KafkaError
 
 GROUP = "orders-app"
 TOPIC = "orders"
@@ -408,3 +408,16 @@ def test_members_with_different_subscriptions(assignor: str) -> None:
     assert all(tid == TOPIC_ID for tid, _ in group.target["a"])
     every = [tp for tps in group.target.values() for tp in tps]
     assert len(every) == len(set(every)) == 8
+
+
+def test_admin_reset_only_while_the_consumer_group_is_empty() -> None:
+    clock = Clock()
+    Member(clock, "a").beat()
+    with pytest.raises(KafkaError) as refused:
+        clock.coordinator.reset_offsets(GROUP, {(TOPIC, 0): 3}, clock.now)
+    assert refused.value.code is ErrorCode.NON_EMPTY_GROUP
+    clock.beat("a", -1)
+    records = clock.coordinator.reset_offsets(GROUP, {(TOPIC, 0): 3}, clock.now)
+    assert len(records) == 1
+    assert GROUP not in clock.coordinator.groups  # no classic twin
+    assert clock.group().offsets[(TOPIC, 0)].offset == 3

@@ -672,6 +672,10 @@ class GroupCoordinator:
     ) -> list[PersistRecord]:
         """Admin: set ``(topic, partition) -> offset`` for a group; raises KafkaError(NON_EMPTY_GROUP)
         unless the group is Empty or unknown. The records must be persisted like any Outcome's."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            # Same rule for a KIP-848 group; its offsets stay with it rather than in a classic twin.
+            return offsets.reset_consumer_group_offsets(consumer_group, new_offsets, now_ms)
         return offsets.reset_offsets(self.groups, group_id, new_offsets, now_ms)
 
     # --- time ----------------------------------------------------------------------------------

@@ -282,3 +282,21 @@ def expire_consumer_group_offsets(
             del groups[group.group_id]
             records.append(group_metadata_record(GroupMetadataKey(group.group_id), None))
     return records
+
+
+def reset_consumer_group_offsets(
+    group: ConsumerGroup, offsets: Mapping[tuple[str, int], int], now_ms: int
+) -> list[PersistRecord]:
+    """Admin: overwrite committed offsets of a consumer group that has no members."""
+    if not group.is_empty():
+        raise KafkaError(
+            ErrorCode.NON_EMPTY_GROUP,
+            f"group {group.group_id!r} is {group.state} with {len(group.members)} member(s); "
+            "offsets can only be reset while it has no active members",
+        )
+    records = []
+    for (topic, partition), offset in sorted(offsets.items()):
+        value = OffsetCommitValue(offset, -1, "", now_ms)
+        group.offsets[(topic, partition)] = value
+        records.append(offset_commit_record(OffsetCommitKey(group.group_id, topic, partition), value))
+    return records
