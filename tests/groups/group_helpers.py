@@ -22,7 +22,11 @@ T = TypeVar("T")
 FAST_GROUP_SETTINGS = """\
 group_initial_rebalance_delay_ms: 0
 group_min_session_timeout_ms: 1000
+consumer_group_session_timeout_ms: 4000
+consumer_group_heartbeat_interval_ms: 300
 """
+# What the lines above set for KIP-848 groups (the broker decides these, not the client).
+CONSUMER_GROUP_SESSION_MS = 4000
 
 
 def fast_config(directory: Path) -> Path:

@@ -121,9 +121,12 @@ class ConfluentMember(Member):
         }
         if instance_id is not None:
             self.config["group.instance.id"] = instance_id
-        self.consumer = Consumer(self.config)
+        self.consumer = Consumer(self._client_config())
         self.uncommitted: dict[int, int] = {}
         self.transient_errors: list[Any] = []
+
+    def _client_config(self) -> dict[str, Any]:
+        return self.config
 
     def _commit(self) -> None:
         if self.uncommitted:
@@ -160,6 +163,22 @@ class ConfluentMember(Member):
                 self._commit()
         finally:
             consumer.close()
+
+
+class ConsumerProtocolMember(ConfluentMember):
+    """librdkafka speaking KIP-848 (group.protocol=consumer): the broker assigns, changes are incremental,
+    and session timeout and heartbeat interval come from the broker, so they are not configured here."""
+
+    kind = "confluent-kafka (consumer protocol)"
+
+    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str, *,
+                 instance_id: str | None = None, **config: Any) -> None:
+        super().__init__(name, ledger, bootstrap, group, topic, instance_id=instance_id, **config)
+        self.cooperative = True
+
+    def _client_config(self) -> dict[str, Any]:
+        classic_only = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms")
+        return {**{k: v for k, v in self.config.items() if k not in classic_only}, "group.protocol": "consumer"}
 
 
 class KafkaPythonMember(Member):

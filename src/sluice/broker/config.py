@@ -40,6 +40,9 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6_000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 1_000
+    # KIP-848 consumer groups (group.protocol=consumer): the broker, not the client, sets these.
+    consumer_group_session_timeout_ms: int = 45_000
+    consumer_group_heartbeat_interval_ms: int = 5_000
     offsets_topic_partitions: int = 1
     offset_metadata_max_bytes: int = 4096
     # __consumer_offsets is rewritten down to its live records once it holds this many records and at

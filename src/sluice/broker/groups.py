@@ -121,6 +121,8 @@ def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
             group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             group_max_size=config.group_max_size,
             offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            consumer_group_session_timeout_ms=config.consumer_group_session_timeout_ms,
+            consumer_group_heartbeat_interval_ms=config.consumer_group_heartbeat_interval_ms,
         )
     )
     records = list(_read_offsets_topic(broker))

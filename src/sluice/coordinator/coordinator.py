@@ -19,12 +19,23 @@ without noticing the restart, and the ones that are gone expire and trigger a re
 from __future__ import annotations
 
 import uuid
+from collections import ChainMap
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
 
 from sluice.coordinator import admin, offsets
+from sluice.coordinator.consumer_group import (
+    CONSUMER_GROUP_TYPE,
+    JOIN_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroups,
+    commit_refused,
+    random_consumer_member_id,
+)
 from sluice.coordinator.group import (
     CAN_REBALANCE,
+    CONSUMER_PROTOCOL_TYPE,
     HEARTBEAT_ERROR,
     ClassicGroup,
     GroupState,
@@ -33,7 +44,15 @@ from sluice.coordinator.group import (
 )
 from sluice.coordinator.messages import (
     NO_MEMBER_ID,
+    ConsumerGroupDescribe,
+    ConsumerGroupDescribedGroup,
+    ConsumerGroupDescribeResult,
+    ConsumerGroupHeartbeat,
+    ConsumerGroupHeartbeatResult,
+    DeletableGroupResult,
     DeleteGroups,
+    DeleteGroupsResult,
+    DescribedGroup,
     DescribeGroups,
     Heartbeat,
     HeartbeatResult,
@@ -41,6 +60,7 @@ from sluice.coordinator.messages import (
     JoinGroupResult,
     LeaveGroup,
     LeaveGroupResult,
+    ListedGroup,
     ListGroups,
     MemberResponse,
     OffsetCommit,
@@ -70,17 +90,31 @@ class GroupCoordinator:
         self,
         config: CoordinatorConfig | None = None,
         member_id_factory: Callable[[str], str] = random_member_id,
+        consumer_member_id_factory: Callable[[], str] = random_consumer_member_id,
     ) -> None:
         self.config = config or CoordinatorConfig()
         self._new_member_id = member_id_factory
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups. A group id names a group of one kind only; an empty group of the other kind
+        # is converted on the first join, as Kafka does.
+        self.consumer = ConsumerGroups(
+            ConsumerGroupConfig(
+                session_timeout_ms=self.config.consumer_group_session_timeout_ms,
+                heartbeat_interval_ms=self.config.consumer_group_heartbeat_interval_ms,
+                max_size=self.config.group_max_size,
+            ),
+            consumer_member_id_factory,
+        )
         self._next_offsets_check_ms: int | None = None
 
     # --- introspection -------------------------------------------------------------------------
 
     def group_state(self, group_id: str) -> str | None:
         group = self.groups.get(group_id)
-        return None if group is None else group.state.value
+        if group is None:
+            consumer_group = self.consumer.groups.get(group_id)
+            return None if consumer_group is None else consumer_group.state
+        return group.state.value
 
     # --- JoinGroup -----------------------------------------------------------------------------
 
@@ -94,6 +128,16 @@ class GroupCoordinator:
             out.reply(reply_to, JoinGroupResult(error, request.member_id))
             return out
         is_new_member = request.member_id == NO_MEMBER_ID
+        consumer_group = self.consumer.groups.get(request.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():
+                # Kafka can migrate members between protocols; sluice keeps one protocol per group.
+                out.reply(reply_to, JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
+                return out
+            del self.consumer.groups[request.group_id]
+            converted = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
+            converted.offsets = consumer_group.offsets
+            self.groups[request.group_id] = converted
         group = self.groups.get(request.group_id)
         if group is None:
             if not is_new_member:
@@ -507,38 +551,131 @@ class GroupCoordinator:
             self._remove_member(group, group.members[member_id], now_ms, out)
         return error
 
+    # --- KIP-848 consumer groups ---------------------------------------------------------------
+
+    def consumer_group_heartbeat(
+        self, request: ConsumerGroupHeartbeat, now_ms: int, reply_to: Hashable
+    ) -> Outcome:
+        self._arm_offsets_check(now_ms)
+        out = Outcome()
+        classic = self.groups.get(request.group_id)
+        if classic is not None:
+            idle = classic.is_in(_S.EMPTY) and not classic.members and not classic.pending_members
+            if not idle or request.member_epoch != JOIN_EPOCH:
+                out.reply(reply_to, ConsumerGroupHeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.",
+                    member_epoch=request.member_epoch))
+                return out
+            # An idle classic group (or one that only has offsets) becomes a consumer group, keeping
+            # its offsets; its group record goes so that a restart does not bring the classic one back.
+            del self.groups[request.group_id]
+            self.consumer.groups[request.group_id] = ConsumerGroup(request.group_id, offsets=classic.offsets)
+            out.records.append(group_metadata_record(GroupMetadataKey(request.group_id), None))
+        result = self.consumer.heartbeat(request, now_ms)
+        group = self.consumer.groups.get(request.group_id)
+        failed = result.error_code is not ErrorCode.NONE
+        if failed and classic is not None and group is not None and group.is_empty():
+            # The join that converted the group failed: give the offsets back to the classic group.
+            del self.consumer.groups[request.group_id]
+            self.groups[request.group_id] = classic
+            out.records.clear()
+        out.reply(reply_to, result)
+        return out
+
+    def consumer_group_describe(
+        self, request: ConsumerGroupDescribe, now_ms: int, reply_to: Hashable
+    ) -> Outcome:
+        described = []
+        for group_id in request.group_ids:
+            group = self.consumer.groups.get(group_id)
+            if group is not None:
+                described.append(self.consumer.describe(group))
+            elif group_id in self.groups:
+                described.append(ConsumerGroupDescribedGroup(
+                    ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} is not a consumer group."))
+            else:
+                described.append(ConsumerGroupDescribedGroup(
+                    ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} not found."))
+        return Outcome([(reply_to, ConsumerGroupDescribeResult(described))])
+
     # --- offsets and administration ------------------------------------------------------------
 
     def offset_commit(self, request: OffsetCommit, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
         limit = self.config.offset_metadata_max_bytes
+        consumer_group = self.consumer.groups.get(request.group_id)
+        if consumer_group is not None:
+            error = self.consumer.commit_error(consumer_group, request)
+            if error is not ErrorCode.NONE:
+                return Outcome([(reply_to, commit_refused(request, error))])
+            result, records = offsets.write_offsets(
+                consumer_group.group_id, consumer_group.offsets, request, now_ms, limit)
+            return Outcome([(reply_to, result)], records)
         result, records = offsets.commit_offsets(self.groups, request, now_ms, limit)
         return Outcome([(reply_to, result)], records)
 
     def offset_fetch(self, request: OffsetFetch, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
-        return Outcome([(reply_to, offsets.fetch_offsets(self.groups, request))])
+        every_group: Mapping[str, offsets.HasOffsets] = ChainMap(self.consumer.groups, self.groups)  # type: ignore[arg-type]
+        return Outcome([(reply_to, offsets.fetch_offsets(every_group, request))])
 
     def offset_delete(self, request: OffsetDelete, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
+        consumer_group = self.consumer.groups.get(request.group_id)
+        if consumer_group is not None:
+            result, records = offsets.delete_consumer_group_offsets(consumer_group, request)
+            return Outcome([(reply_to, result)], records)
         result, records = offsets.delete_offsets(self.groups, request)
         return Outcome([(reply_to, result)], records)
 
     def list_groups(self, request: ListGroups, now_ms: int, reply_to: Hashable) -> Outcome:
-        return Outcome([(reply_to, admin.list_groups(self.groups, request))])
+        result = admin.list_groups(self.groups, request)
+        states = {s.lower() for s in request.states_filter}
+        types = {t.lower() for t in request.types_filter}
+        result.groups += [
+            ListedGroup(g.group_id, CONSUMER_PROTOCOL_TYPE, g.state, CONSUMER_GROUP_TYPE)
+            for g in self.consumer.groups.values()
+            if (not states or g.state.lower() in states) and (not types or CONSUMER_GROUP_TYPE in types)
+        ]
+        result.groups.sort(key=lambda g: g.group_id)
+        return Outcome([(reply_to, result)])
 
     def describe_groups(self, request: DescribeGroups, now_ms: int, reply_to: Hashable) -> Outcome:
-        return Outcome([(reply_to, admin.describe_groups(self.groups, request))])
+        result = admin.describe_groups(self.groups, request)
+        for index, group_id in enumerate(request.groups):
+            if group_id in self.consumer.groups:
+                # As Kafka: the classic describe does not describe a KIP-848 group (v6+ says why).
+                result.groups[index] = DescribedGroup(
+                    ErrorCode.NONE, group_id, GroupState.DEAD.value, "", "",
+                    error_message=f"Group {group_id} is not a classic group.")
+        return Outcome([(reply_to, result)])
 
     def delete_groups(self, request: DeleteGroups, now_ms: int, reply_to: Hashable) -> Outcome:
-        result, records = admin.delete_groups(self.groups, request, now_ms)
-        return Outcome([(reply_to, result)], records)
+        classic_ids = [g for g in request.groups_names if g not in self.consumer.groups]
+        classic_result, records = admin.delete_groups(self.groups, DeleteGroups(classic_ids), now_ms)
+        answers = {r.group_id: r for r in classic_result.results}
+        results = []
+        for group_id in request.groups_names:
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is None:
+                results.append(answers[group_id])
+            elif not consumer_group.is_empty():
+                results.append(DeletableGroupResult(group_id, ErrorCode.NON_EMPTY_GROUP))
+            else:
+                del self.consumer.groups[group_id]
+                records += offsets.delete_group_records(consumer_group)
+                results.append(DeletableGroupResult(group_id, ErrorCode.NONE))
+        return Outcome([(reply_to, DeleteGroupsResult(results))], records)
 
     def reset_offsets(
         self, group_id: str, new_offsets: Mapping[tuple[str, int], int], now_ms: int
     ) -> list[PersistRecord]:
         """Admin: set ``(topic, partition) -> offset`` for a group; raises KafkaError(NON_EMPTY_GROUP)
         unless the group is Empty or unknown. The records must be persisted like any Outcome's."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            # Same rule for a KIP-848 group; its offsets stay with it rather than in a classic twin.
+            return offsets.reset_consumer_group_offsets(consumer_group, new_offsets, now_ms)
         return offsets.reset_offsets(self.groups, group_id, new_offsets, now_ms)
 
     # --- time ----------------------------------------------------------------------------------
@@ -557,7 +694,10 @@ class GroupCoordinator:
                 deadlines.append(group.join_deadline_ms)
             if group.pending_sync and group.sync_deadline_ms is not None:
                 deadlines.append(group.sync_deadline_ms)
-        if self.groups and self._next_offsets_check_ms is not None:
+        consumer_deadline = self.consumer.next_deadline()
+        if consumer_deadline is not None:
+            deadlines.append(consumer_deadline)
+        if (self.groups or self.consumer.groups) and self._next_offsets_check_ms is not None:
             deadlines.append(self._next_offsets_check_ms)
         return min(deadlines, default=None)
 
@@ -565,6 +705,7 @@ class GroupCoordinator:
         """Fire every timer due at ``now_ms``: sessions, join and sync deadlines, offset expiry."""
         self._arm_offsets_check(now_ms)
         out = Outcome()
+        self.consumer.tick(now_ms)
         for group in list(self.groups.values()):
             for member_id, deadline in list(group.pending_members.items()):
                 if deadline <= now_ms:
@@ -589,6 +730,8 @@ class GroupCoordinator:
         if self._next_offsets_check_ms is not None and self._next_offsets_check_ms <= now_ms:
             self._next_offsets_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
             out.records += offsets.expire_offsets(self.groups, now_ms, self.config.offsets_retention_ms)
+            out.records += offsets.expire_consumer_group_offsets(
+                self.consumer.groups, now_ms, self.config.offsets_retention_ms)
         return out
 
     # --- restart -------------------------------------------------------------------------------
@@ -596,5 +739,8 @@ class GroupCoordinator:
     def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
         """Rebuild every group from ``__consumer_offsets`` (oldest first; last write wins)."""
         self.groups = load_groups(records, now_ms)
+        # KIP-848 membership is not persisted (yet): their offsets come back as classic "simple"
+        # groups, converted again when the members rejoin.
+        self.consumer.groups = {}
         self._next_offsets_check_ms = None
         self._arm_offsets_check(now_ms)

@@ -16,6 +16,8 @@ Version notes for the broker:
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sluice.errors import ErrorCode
@@ -286,6 +288,8 @@ class DescribedGroup:
     protocol_type: str
     protocol_data: str
     members: list[DescribedGroupMember] = field(default_factory=list)
+    # Why a group is not described (a KIP-848 group asked for as a classic one); v6+ sends it.
+    error_message: str | None = None
 
 
 @dataclass(slots=True)
@@ -309,6 +313,94 @@ class DeleteGroupsResult:
     results: list[DeletableGroupResult]
 
 
+# --- KIP-848 consumer groups ---------------------------------------------------------------
+# Topic-partitions travel as (topic id, partition) pairs, the way the protocol names them.
+TopicIdPartition = tuple[uuid.UUID, int]
+
+
+@dataclass(slots=True, frozen=True)
+class TopicInfo:
+    """What the broker knows of a topic when a heartbeat arrives (the coordinator has no metadata)."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
+@dataclass(slots=True)
+class ConsumerGroupHeartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    # None means "unchanged since the last heartbeat" for every field below.
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: list[TopicIdPartition] | None = None
+    api_version: int = 0
+    client_id: str = ""
+    client_host: str = ""
+    # The broker's topics by name, looked up for the subscribed ones (a lazy view is fine).
+    topics: Mapping[str, TopicInfo] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ConsumerGroupHeartbeatResult:
+    error_code: ErrorCode
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    # None: unchanged, the member keeps what it has.
+    assignment: list[TopicIdPartition] | None = None
+
+
+@dataclass(slots=True)
+class ConsumerGroupDescribe:
+    group_ids: list[str]
+
+
+@dataclass(slots=True)
+class DescribedTopicPartitions:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: list[int]
+
+
+@dataclass(slots=True)
+class ConsumerGroupDescribedMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    assignment: list[DescribedTopicPartitions]
+    target_assignment: list[DescribedTopicPartitions]
+
+
+@dataclass(slots=True)
+class ConsumerGroupDescribedGroup:
+    error_code: ErrorCode
+    group_id: str
+    error_message: str | None = None
+    group_state: str = "Dead"
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: list[ConsumerGroupDescribedMember] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ConsumerGroupDescribeResult:
+    groups: list[ConsumerGroupDescribedGroup]
+
+
 Result = (
     JoinGroupResult
     | SyncGroupResult
@@ -320,4 +412,6 @@ Result = (
     | ListGroupsResult
     | DescribeGroupsResult
     | DeleteGroupsResult
+    | ConsumerGroupHeartbeatResult
+    | ConsumerGroupDescribeResult
 )

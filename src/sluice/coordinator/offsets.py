@@ -8,7 +8,9 @@ coordinator's ``groups`` table and returns the records to persist; none of them 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
+from sluice.coordinator.consumer_group import ConsumerGroup
 from sluice.coordinator.group import COMMIT_ERROR, CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from sluice.coordinator.messages import (
     NO_MEMBER_ID,
@@ -36,6 +38,13 @@ from sluice.coordinator.records import (
 from sluice.errors import ErrorCode, KafkaError
 
 Groups = dict[str, ClassicGroup]
+
+
+class HasOffsets(Protocol):
+    """Any group kind that keeps committed offsets (classic and KIP-848 consumer groups)."""
+
+    group_id: str
+    offsets: dict[tuple[str, int], OffsetCommitValue]
 
 
 def _every_partition(request: OffsetCommit, error: ErrorCode) -> OffsetCommitResult:
@@ -85,7 +94,17 @@ def commit_offsets(
     member = group.members.get(request.member_id)
     if member is not None:
         member.session_deadline_ms = now_ms + member.session_timeout_ms
+    return write_offsets(group.group_id, group.offsets, request, now_ms, metadata_max_chars)
 
+
+def write_offsets(
+    group_id: str,
+    offsets: dict[tuple[str, int], OffsetCommitValue],
+    request: OffsetCommit,
+    now_ms: int,
+    metadata_max_chars: int,
+) -> tuple[OffsetCommitResult, list[PersistRecord]]:
+    """Store a validated commit in ``offsets``; shared by classic and consumer (KIP-848) groups."""
     records = []
     topics = []
     for topic in request.topics:
@@ -101,15 +120,15 @@ def commit_offsets(
             value = OffsetCommitValue(
                 partition.committed_offset, partition.committed_leader_epoch, metadata or "", timestamp
             )
-            group.offsets[(topic.name, partition.partition_index)] = value
-            key = OffsetCommitKey(group.group_id, topic.name, partition.partition_index)
+            offsets[(topic.name, partition.partition_index)] = value
+            key = OffsetCommitKey(group_id, topic.name, partition.partition_index)
             records.append(offset_commit_record(key, value))
             results.append(PartitionResult(partition.partition_index, ErrorCode.NONE))
         topics.append(TopicResult(topic.name, results))
     return OffsetCommitResult(topics), records
 
 
-def _fetch_one(group: ClassicGroup | None, request: OffsetFetchGroup) -> OffsetFetchResultGroup:
+def _fetch_one(group: HasOffsets | None, request: OffsetFetchGroup) -> OffsetFetchResultGroup:
     offsets = group.offsets if group is not None else {}
     wanted: dict[str, list[int]] = {}
     if request.topics is None:
@@ -135,12 +154,12 @@ def _fetch_one(group: ClassicGroup | None, request: OffsetFetchGroup) -> OffsetF
     return OffsetFetchResultGroup(request.group_id, topics)
 
 
-def fetch_offsets(groups: Groups, request: OffsetFetch) -> OffsetFetchResult:
+def fetch_offsets(groups: Mapping[str, HasOffsets], request: OffsetFetch) -> OffsetFetchResult:
     # require_stable only matters with pending transactional commits, which sluice does not have.
     return OffsetFetchResult([_fetch_one(groups.get(g.group_id), g) for g in request.groups])
 
 
-def _remove_offsets(group: ClassicGroup, keys: list[tuple[str, int]]) -> list[PersistRecord]:
+def remove_offsets(group: HasOffsets, keys: list[tuple[str, int]]) -> list[PersistRecord]:
     records = []
     for topic, partition in keys:
         if group.offsets.pop((topic, partition), None) is not None:
@@ -164,12 +183,12 @@ def delete_offsets(groups: Groups, request: OffsetDelete) -> tuple[OffsetDeleteR
         if not in_use:
             eligible += [(topic.name, p) for p in topic.partition_indexes]
         topics.append(TopicResult(topic.name, [PartitionResult(p, error) for p in topic.partition_indexes]))
-    return OffsetDeleteResult(ErrorCode.NONE, topics), _remove_offsets(group, eligible)
+    return OffsetDeleteResult(ErrorCode.NONE, topics), remove_offsets(group, eligible)
 
 
-def delete_group_records(group: ClassicGroup) -> list[PersistRecord]:
+def delete_group_records(group: HasOffsets) -> list[PersistRecord]:
     """Tombstones for every offset of the group and for the group itself."""
-    records = _remove_offsets(group, list(group.offsets))
+    records = remove_offsets(group, list(group.offsets))
     records.append(group_metadata_record(GroupMetadataKey(group.group_id), None))
     return records
 
@@ -199,7 +218,7 @@ def expire_offsets(groups: Groups, now_ms: int, retention_ms: int) -> list[Persi
             ]
         else:
             expired = []
-        records += _remove_offsets(group, expired)
+        records += remove_offsets(group, expired)
         if group.is_in(GroupState.EMPTY) and not group.offsets and not group.pending_members:
             group.transition(GroupState.DEAD, now_ms)
             del groups[group.group_id]
@@ -225,4 +244,59 @@ def reset_offsets(
         value = OffsetCommitValue(offset, -1, "", now_ms)
         group.offsets[(topic, partition)] = value
         records.append(offset_commit_record(OffsetCommitKey(group_id, topic, partition), value))
+    return records
+
+
+# --- KIP-848 consumer groups ---------------------------------------------------------------------
+
+
+def delete_consumer_group_offsets(
+    group: ConsumerGroup, request: OffsetDelete
+) -> tuple[OffsetDeleteResult, list[PersistRecord]]:
+    """OffsetDelete on a consumer group: refused for topics a member still subscribes to."""
+    eligible: list[tuple[str, int]] = []
+    topics = []
+    for topic in request.topics:
+        in_use = group.is_subscribed_to(topic.name)
+        error = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if in_use else ErrorCode.NONE
+        if not in_use:
+            eligible += [(topic.name, p) for p in topic.partition_indexes]
+        topics.append(TopicResult(topic.name, [PartitionResult(p, error) for p in topic.partition_indexes]))
+    return OffsetDeleteResult(ErrorCode.NONE, topics), remove_offsets(group, eligible)
+
+
+def expire_consumer_group_offsets(
+    groups: dict[str, ConsumerGroup], now_ms: int, retention_ms: int
+) -> list[PersistRecord]:
+    """Offsets of topics no member subscribes to go ``retention_ms`` after their commit (Kafka's rule
+    for consumer groups); an empty group left without offsets is deleted."""
+    records: list[PersistRecord] = []
+    for group in list(groups.values()):
+        expired = [
+            key
+            for key, value in group.offsets.items()
+            if not group.is_subscribed_to(key[0]) and now_ms - value.commit_timestamp >= retention_ms
+        ]
+        records += remove_offsets(group, expired)
+        if group.is_empty() and not group.offsets:
+            del groups[group.group_id]
+            records.append(group_metadata_record(GroupMetadataKey(group.group_id), None))
+    return records
+
+
+def reset_consumer_group_offsets(
+    group: ConsumerGroup, offsets: Mapping[tuple[str, int], int], now_ms: int
+) -> list[PersistRecord]:
+    """Admin: overwrite committed offsets of a consumer group that has no members."""
+    if not group.is_empty():
+        raise KafkaError(
+            ErrorCode.NON_EMPTY_GROUP,
+            f"group {group.group_id!r} is {group.state} with {len(group.members)} member(s); "
+            "offsets can only be reset while it has no active members",
+        )
+    records = []
+    for (topic, partition), offset in sorted(offsets.items()):
+        value = OffsetCommitValue(offset, -1, "", now_ms)
+        group.offsets[(topic, partition)] = value
+        records.append(offset_commit_record(OffsetCommitKey(group.group_id, topic, partition), value))
     return records

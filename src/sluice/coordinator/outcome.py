@@ -24,6 +24,9 @@ class CoordinatorConfig:
     offsets_retention_check_interval_ms: int = 600_000
     # offset.metadata.max.bytes; like Kafka, the limit is applied to the string's length.
     offset_metadata_max_bytes: int = 4_096
+    # KIP-848 groups: group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms.
+    consumer_group_session_timeout_ms: int = 45_000
+    consumer_group_heartbeat_interval_ms: int = 5_000
 
 
 @dataclass(slots=True)

@@ -6,11 +6,13 @@ whatever it asked to persist is durable.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sluice.broker.api import Parked, RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker
 from sluice.coordinator import messages as m
+from sluice.coordinator.consumer_group import CONSUMER_MEMBER_TYPE
 from sluice.errors import ErrorCode
 
 FindCoordinatorResponse = response_class("FindCoordinator")
@@ -24,6 +26,8 @@ OffsetDeleteResponse = response_class("OffsetDelete")
 ListGroupsResponse = response_class("ListGroups")
 DescribeGroupsResponse = response_class("DescribeGroups")
 DeleteGroupsResponse = response_class("DeleteGroups")
+ConsumerGroupHeartbeatResponse = response_class("ConsumerGroupHeartbeat")
+ConsumerGroupDescribeResponse = response_class("ConsumerGroupDescribe")
 
 GROUP_KEY_TYPE = 0
 
@@ -247,7 +251,7 @@ def describe_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked
                     member_assignment=x.member_assignment) for x in g.members])
             if version >= 6 and g.group_state == "Dead" and not g.error_code:
                 out.error_code = ErrorCode.GROUP_ID_NOT_FOUND
-                out.error_message = f"group {g.group_id!r} does not exist"
+                out.error_message = g.error_message or f"group {g.group_id!r} does not exist"
             groups.append(out)
         return R(groups=groups)
 
@@ -262,3 +266,90 @@ def delete_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
                           for r in result.results])
 
     return _park(broker, ctx, "delete_groups", m.DeleteGroups(list(request.groups_names)), convert)
+
+
+# --- KIP-848 consumer groups ---------------------------------------------------------------------
+
+
+class _BrokerTopics(Mapping[str, m.TopicInfo]):
+    """The broker's user topics as the consumer-group coordinator sees them, read on demand so a
+    heartbeat costs a lookup per subscribed topic, not a copy of all metadata."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.storage = broker.storage
+
+    def __getitem__(self, name: str) -> m.TopicInfo:
+        meta = self.storage.topic(name)
+        if meta is None or meta.internal:
+            raise KeyError(name)
+        return m.TopicInfo(meta.name, meta.topic_id, meta.partitions)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([meta.name for meta in self.storage.topics() if not meta.internal])
+
+    def __len__(self) -> int:
+        return sum(1 for meta in self.storage.topics() if not meta.internal)
+
+
+@handles("ConsumerGroupHeartbeat", "0-1")
+def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    owned = None if request.topic_partitions is None else [
+        (t.topic_id, p) for t in request.topic_partitions for p in t.partitions]
+    beat = m.ConsumerGroupHeartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
+        subscribed_topic_regex=request.subscribed_topic_regex if ctx.api_version >= 1 else None,
+        server_assignor=request.server_assignor,
+        topic_partitions=owned,
+        api_version=ctx.api_version,
+        client_id=ctx.client_id or "",
+        client_host="/" + ctx.client_host,
+        topics=_BrokerTopics(broker),
+    )
+
+    def convert(result: m.ConsumerGroupHeartbeatResult) -> Any:
+        R = ConsumerGroupHeartbeatResponse
+        assignment = None
+        if result.assignment is not None:
+            by_topic: dict[Any, list[int]] = {}
+            for topic_id, partition in result.assignment:
+                by_topic.setdefault(topic_id, []).append(partition)
+            assignment = R.Assignment(topic_partitions=[
+                R.TopicPartitions(topic_id=t, partitions=ps) for t, ps in by_topic.items()])
+        return R(error_code=result.error_code, error_message=result.error_message, member_id=result.member_id,
+                 member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
+                 assignment=assignment)
+
+    return _park(broker, ctx, "consumer_group_heartbeat", beat, convert)
+
+
+@handles("ConsumerGroupDescribe", "0-1")
+def consumer_group_describe(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+    def convert(result: m.ConsumerGroupDescribeResult) -> Any:
+        R = ConsumerGroupDescribeResponse
+        G = R.DescribedGroup
+        M = R.Member
+
+        def assignment(tps: list[m.DescribedTopicPartitions]) -> Any:
+            return R.Assignment(topic_partitions=[
+                R.TopicPartitions(topic_id=t.topic_id, topic_name=t.topic_name, partitions=t.partitions)
+                for t in tps])
+
+        return R(groups=[
+            G(error_code=g.error_code, error_message=g.error_message, group_id=g.group_id, group_state=g.group_state,
+              group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name,
+              members=[M(member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id,
+                         member_epoch=x.member_epoch, client_id=x.client_id, client_host=x.client_host,
+                         subscribed_topic_names=x.subscribed_topic_names,
+                         subscribed_topic_regex=x.subscribed_topic_regex,
+                         assignment=assignment(x.assignment), target_assignment=assignment(x.target_assignment),
+                         member_type=CONSUMER_MEMBER_TYPE)
+                       for x in g.members])
+            for g in result.groups])
+
+    return _park(broker, ctx, "consumer_group_describe", m.ConsumerGroupDescribe(list(request.group_ids)), convert)
