@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import enum
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -183,7 +183,10 @@ class PartitionTracker:
             # Metadata written by something else: start from the plain offset.
             self._acked_ranges = []
         self._fetched: deque[Message] = deque()
-        self._offers: dict[int, _Offer] = {}
+        # offset -> offer, oldest deadline first. An OrderedDict, not a dict: offers leave from the front
+        # (acks come roughly in hand-out order), and a plain dict keeps the holes they leave there, so
+        # finding its first live entry gets slower with every ack until the next resize.
+        self._offers: OrderedDict[int, _Offer] = OrderedDict()
         self._dead_letters: list[Message] = []
         self._last_committed: CommitPoint | None = None
         self.highest_fetched = committed_offset - 1
