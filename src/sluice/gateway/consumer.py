@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from .config import ClusterConfig
-from .core import AckOutcome, Delivery, GroupTopicCore, Message, TrackerSettings
+from .core import AckOutcome, Delivery, GroupTopicCore, Message, TrackerSettings, new_message
 from .errors import Failure, GatewayError
 from .metrics import GatewayMetrics
 
@@ -304,7 +304,7 @@ class GroupTopicConsumer:
                 continue
             headers = record.headers()
             append(
-                Message(
+                new_message(
                     record.partition(),
                     record.offset(),
                     record.key(),

@@ -140,15 +140,29 @@ class AckOutcome(enum.Enum):
     NOT_HANDED_OUT = "not handed out"
 
 
-class _Offer:
-    """A handed-out, un-acked message and when it is due back."""
+class _Offer(NamedTuple):
+    """A handed-out, un-acked message and when it is due back (replaced, not changed, on redelivery)."""
 
-    __slots__ = ("attempt", "deadline", "message")
+    message: Message
+    deadline: float
+    attempt: int
 
-    def __init__(self, message: Message, deadline: float, attempt: int) -> None:
-        self.message = message
-        self.deadline = deadline
-        self.attempt = attempt
+
+# tuple.__new__ builds a NamedTuple without the Python-level __new__ frame: about half the cost per object,
+# which counts on the paths that run once per message.
+_new_tuple = tuple.__new__
+
+
+def new_message(
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: tuple[tuple[str, bytes], ...],
+    timestamp_ms: int,
+) -> Message:
+    """`Message(...)` with every field given, at half the cost (for the fetch loop)."""
+    return _new_tuple(Message, (partition, offset, key, value, headers, timestamp_ms))
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,8 +271,8 @@ class PartitionTracker:
     def _offer(self, message: Message, now: float, attempt: int) -> Delivery:
         # Every deadline is `now + ack_timeout` with a monotonic `now`, so appending (a redelivery is
         # removed and appended again) keeps the dict in deadline order: expiry checks look at the front only.
-        self._offers[message.offset] = _Offer(message, now + self.ack_timeout, attempt)
-        return Delivery(message, attempt)
+        self._offers[message.offset] = _new_tuple(_Offer, (message, now + self.ack_timeout, attempt))
+        return _new_tuple(Delivery, (message, attempt))
 
     def _redeliver_expired(self, now: float, room: int, out: list[Delivery]) -> None:
         """Hand out up to `room` expired offers again (dead-lettering those out of retries) into `out`."""
@@ -301,8 +315,8 @@ class PartitionTracker:
             offset = message.offset
             if offset in offers or (check and self.is_acked(offset)):
                 continue
-            offers[offset] = _Offer(message, deadline, 0)
-            append(Delivery(message, 0))
+            offers[offset] = _new_tuple(_Offer, (message, deadline, 0))
+            append(_new_tuple(Delivery, (message, 0)))
             if offset > highest:
                 highest = offset
             room -= 1
