@@ -236,3 +236,14 @@ async def _status(call: object) -> grpc.aio.AioRpcError:
     except grpc.aio.AioRpcError as error:
         return error
     raise AssertionError("the call succeeded")
+
+
+def test_buffer_high_water_shrinks_with_partitions_and_message_size() -> None:
+    small = 200.0
+    assert consumer.buffer_high_water(1, small) == 8000
+    assert consumer.buffer_high_water(4, small) == 8000
+    assert consumer.buffer_high_water(16, small) == 2000  # the consumer's 32,000 shared out
+    # 1 MB messages: the 64 MiB byte budget rules, not the message counts.
+    assert consumer.buffer_high_water(1, 1_000_000) == 67
+    assert consumer.buffer_high_water(4, 1_000_000) == 16
+    assert consumer.buffer_high_water(1000, 1_000_000) == 1  # never zero: a partition must still move

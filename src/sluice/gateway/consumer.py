@@ -34,8 +34,18 @@ _KAFKA_TIMEOUT_SECONDS = 10.0
 # less CPU per message. The budget caps the whole consumer when it holds many partitions.
 _BUFFER_HIGH_WATER = 8000
 _BUFFER_BUDGET = 32000
+# ...and in bytes (librdkafka's own prefetch default, queued.max.messages.kbytes, is the same 64 MiB), so
+# that large messages cannot turn the message counts above into gigabytes.
+_BUFFER_BYTES_BUDGET = 64 * 1024 * 1024
 
 DeadLetterSink = Callable[[str, str, list[Message]], None]
+
+
+def buffer_high_water(partitions: int, message_bytes: float) -> int:
+    """Fetched, not yet handed out messages a partition may buffer before it is paused."""
+    partitions = max(partitions, 1)
+    by_bytes = int(_BUFFER_BYTES_BUDGET / max(message_bytes, 1.0)) // partitions
+    return max(min(_BUFFER_HIGH_WATER, _BUFFER_BUDGET // partitions, by_bytes), 1)
 
 
 def long_poll_timeout() -> GatewayError:
@@ -84,6 +94,9 @@ class GroupTopicConsumer:
         self._stopping = threading.Event()
         self._closing = False
         self._failure: str | None = None
+        # Running estimate of one buffered message's size, from one sample per fetch (measuring every
+        # message would cost more than the estimate is worth).
+        self._message_bytes = 1024.0
         strategy = str(cluster.client_config().get("partition.assignment.strategy", ""))
         # Cooperative rebalancing hands over only the partitions that move, and
         # librdkafka then wants the incremental calls instead of assign/unassign.
@@ -314,6 +327,9 @@ class GroupTopicConsumer:
                 )
             )
         if messages:
+            sample = messages[-1]
+            size = len(sample.value or b"") + len(sample.key or b"") + 64
+            self._message_bytes += (size - self._message_bytes) * 0.2
             with self._lock:
                 self.core.add_fetched(messages)
             self._signal_from_thread()
@@ -341,7 +357,7 @@ class GroupTopicConsumer:
         with self._lock:
             buffered = self.core.buffered_counts()
         paused &= set(buffered)
-        high = max(min(_BUFFER_HIGH_WATER, _BUFFER_BUDGET // max(len(buffered), 1)), 1)
+        high = buffer_high_water(len(buffered), self._message_bytes)
         to_pause = [p for p, count in buffered.items() if count >= high and p not in paused]
         to_resume = [p for p in paused if buffered.get(p, 0) < high // 2 + 1]
         try:
