@@ -64,6 +64,20 @@ def test_topic_to_parquet_to_topic_is_byte_exact(spark: Any, kafka: Any, tmp_pat
     assert replayed == original
 
 
+def test_archive_dates_are_utc_days_at_the_boundary(spark: Any, kafka: Any, tmp_path: Path) -> None:
+    topic = kafka.new_topic("archive-days")
+    midnight_ms = 1_700_006_400_000  # 2023-11-15T00:00:00Z
+    kafka.produce(topic, [{"value": b"late", "timestamp": midnight_ms - 1}, {"value": b"early", "timestamp": midnight_ms}])
+    archive_dir = tmp_path / "archive"
+
+    start_archive(spark, kafka.bootstrap, [topic], archive_dir, available_now=True).awaitTermination(120)
+
+    assert sorted(p.name for p in (archive_dir / f"topic={topic}").iterdir()) == ["date=2023-11-14", "date=2023-11-15"]
+    rows = read_archive(spark, archive_dir).select("value", "date").collect()
+    # The date stays a string column when read back, whatever type it was written from.
+    assert sorted((bytes(r.value), r.date) for r in rows) == [(b"early", "2023-11-15"), (b"late", "2023-11-14")]
+
+
 def test_replay_time_window(spark: Any, kafka: Any, tmp_path: Path) -> None:
     from datetime import UTC, datetime
 
