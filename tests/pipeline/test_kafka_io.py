@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from sluice.pipeline.kafka_io import (
     KafkaMetadata,
     KafkaUnavailableError,
     _consumer_config,
+    _cyclic_gc_paused,
     _records_in_range,
     read_range,
     records_to_batch,
@@ -117,3 +119,25 @@ def test_readers_fetch_again_soon_unless_told_otherwise() -> None:
     assert _consumer_config("b:9092", {"fetch.queue.backoff.ms": "500"})["fetch.queue.backoff.ms"] == "500"
     # What readers rely on cannot be overridden.
     assert _consumer_config("b:9092", {"enable.auto.commit": "true"})["enable.auto.commit"] is False
+
+
+def test_cycle_collector_is_paused_only_while_a_batch_is_made(kafka: Any) -> None:
+    topic = kafka.new_topic("gc-pause")
+    kafka.produce(topic, [{"value": b"%d" % i} for i in range(12)])
+    assert gc.isenabled()
+    batches = 0
+    for _batch in read_range(kafka.bootstrap, {}, OffsetRange(topic, 0, 0, 12), SCHEMA, 10, True, max_batch_rows=5):
+        assert gc.isenabled()  # Spark's worker code runs here, between batches
+        batches += 1
+    assert batches >= 3 and gc.isenabled()
+    with pytest.raises(RuntimeError), _cyclic_gc_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _cyclic_gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
