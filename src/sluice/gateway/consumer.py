@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from .config import ClusterConfig
-from .core import AckOutcome, Delivery, GroupTopicCore, Message, TrackerSettings, new_message
+from .core import AckOutcome, Delivery, GroupTopicCore, Message, RawMessage, TrackerSettings
 from .errors import Failure, GatewayError
 from .metrics import GatewayMetrics
 
@@ -307,7 +307,7 @@ class GroupTopicConsumer:
             log.warning("group %s topic %s: consume failed: %s", self.group, self.topic, exc)
             time.sleep(_POLL_SECONDS)
             return
-        messages: list[Message] = []
+        messages: list[RawMessage] = []
         append = messages.append
         for record in records:
             error = record.error()
@@ -317,7 +317,7 @@ class GroupTopicConsumer:
                 continue
             headers = record.headers()
             append(
-                new_message(
+                (
                     record.partition(),
                     record.offset(),
                     record.key(),
@@ -328,7 +328,7 @@ class GroupTopicConsumer:
             )
         if messages:
             sample = messages[-1]
-            size = len(sample.value or b"") + len(sample.key or b"") + 64
+            size = len(sample[3] or b"") + len(sample[2] or b"") + 64
             self._message_bytes += (size - self._message_bytes) * 0.2
             with self._lock:
                 self.core.add_fetched(messages)

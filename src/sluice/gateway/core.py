@@ -153,16 +153,10 @@ class _Offer(NamedTuple):
 _new_tuple = tuple.__new__
 
 
-def new_message(
-    partition: int,
-    offset: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: tuple[tuple[str, bytes], ...],
-    timestamp_ms: int,
-) -> Message:
-    """`Message(...)` with every field given, at half the cost (for the fetch loop)."""
-    return _new_tuple(Message, (partition, offset, key, value, headers, timestamp_ms))
+# A fetched message as a plain tuple in `Message`'s field order. The fetch buffer holds these rather than
+# `Message`s: the garbage collector stops tracking exact tuples of plain values, but never tuple subclasses,
+# and tens of thousands of tracked objects in the buffer made every full collection a pause of tens of ms.
+RawMessage = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...], int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +190,7 @@ class PartitionTracker:
         except SparseAcksError:
             # Metadata written by something else: start from the plain offset.
             self._acked_ranges = []
-        self._fetched: deque[Message] = deque()
+        self._fetched: deque[RawMessage | Message] = deque()
         # offset -> offer, oldest deadline first. An OrderedDict, not a dict: offers leave from the front
         # (acks come roughly in hand-out order), and a plain dict keeps the holes they leave there, so
         # finding its first live entry gets slower with every ack until the next resize.
@@ -249,8 +243,8 @@ class PartitionTracker:
         return bool(self._fetched) and len(self._offers) < self.max_pending
 
     # -- state changes ---------------------------------------------------------
-    def add_fetched(self, message: Message) -> None:
-        offset = message.offset
+    def add_fetched(self, message: RawMessage | Message) -> None:
+        offset = message[1]
         expected = self.highest_fetched + 1
         if offset == expected and offset >= self._committed and not self._acked_ranges:
             # The common case, in order and nothing acked above the commit: skip the lookups.
@@ -307,14 +301,15 @@ class PartitionTracker:
         if room <= 0 or not fetched:
             return deliveries
         deadline = now + self.ack_timeout
-        check = bool(self._acked_ranges) or fetched[0].offset < self._committed
+        check = bool(self._acked_ranges) or fetched[0][1] < self._committed
         highest = self.highest_handed_out
         append = deliveries.append
         while room > 0 and fetched:
-            message = fetched.popleft()
-            offset = message.offset
+            raw = fetched.popleft()
+            offset = raw[1]
             if offset in offers or (check and self.is_acked(offset)):
                 continue
+            message = _new_tuple(Message, raw)
             offers[offset] = _new_tuple(_Offer, (message, deadline, 0))
             append(_new_tuple(Delivery, (message, 0)))
             if offset > highest:
@@ -460,9 +455,9 @@ class GroupTopicCore:
     def pending_count(self) -> int:
         return sum(tracker.pending_count for tracker in self.trackers.values())
 
-    def add_fetched(self, messages: Iterable[Message]) -> None:
+    def add_fetched(self, messages: Iterable[RawMessage | Message]) -> None:
         for message in messages:
-            tracker = self.trackers.get(message.partition)
+            tracker = self.trackers.get(message[0])
             if tracker is not None:
                 tracker.add_fetched(message)
 

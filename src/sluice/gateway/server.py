@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from pathlib import Path
@@ -131,6 +132,11 @@ def serve_forever(
         for signal_number in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(signal_number, stop.set)
-        await run_gateway(config, grpc_listen=grpc_listen, http_listen=http_listen, stop=stop)
+        async with Gateway(config, grpc_listen=grpc_listen, http_listen=http_listen):
+            # Everything allocated so far (modules, gRPC, protobuf, the CLI) lives as long as the process:
+            # out of the collector's sight it no longer makes each full collection a pause of ~20 ms that
+            # shows in the p99 latency. This process is ours alone, so the process-wide switch is fine here.
+            gc.freeze()
+            await stop.wait()
 
     asyncio.run(main())
