@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 pytest.importorskip("pyspark")
-from sluice.pipeline.jobs import read_archive, read_topics, replay, start_archive, stats
+from sluice.pipeline.jobs import (
+    ARCHIVE_OPEN_FILES_PER_TASK,
+    CONCURRENT_WRITERS_CONF,
+    read_archive,
+    read_topics,
+    replay,
+    start_archive,
+    stats,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -62,6 +70,30 @@ def test_topic_to_parquet_to_topic_is_byte_exact(spark: Any, kafka: Any, tmp_pat
     original = _by_partition(kafka.consume_all(source, partitions=2))
     replayed = _by_partition(kafka.consume_all(target, partitions=2))
     assert replayed == original
+
+
+def test_archive_writes_without_sorting_and_leaves_the_session_alone(
+    spark: Any, kafka: Any, tmp_path: Path
+) -> None:
+    topic = kafka.new_topic("archive-writers")
+    kafka.produce(topic, [{"value": b"x"}])
+    assert CONCURRENT_WRITERS_CONF not in spark.conf.getAll
+    query = start_archive(spark, kafka.bootstrap, [topic], tmp_path / "a", available_now=True)
+    # The query's own copy of the SQL conf (internal API: the setting is not visible elsewhere).
+    stream_conf = query._jsq.streamingQuery().sparkSessionForStream().conf()
+    assert stream_conf.get(CONCURRENT_WRITERS_CONF) == str(ARCHIVE_OPEN_FILES_PER_TASK)
+    query.awaitTermination(120)
+    assert CONCURRENT_WRITERS_CONF not in spark.conf.getAll
+    # A value the user set is theirs.
+    spark.conf.set(CONCURRENT_WRITERS_CONF, "0")
+    try:
+        query = start_archive(spark, kafka.bootstrap, [topic], tmp_path / "b", available_now=True)
+        assert query._jsq.streamingQuery().sparkSessionForStream().conf().get(CONCURRENT_WRITERS_CONF) == "0"
+        query.awaitTermination(120)
+        assert spark.conf.get(CONCURRENT_WRITERS_CONF) == "0"
+    finally:
+        spark.conf.unset(CONCURRENT_WRITERS_CONF)
+    assert read_archive(spark, tmp_path / "a").count() == read_archive(spark, tmp_path / "b").count() == 1
 
 
 def test_archive_dates_are_utc_days_at_the_boundary(spark: Any, kafka: Any, tmp_path: Path) -> None:
