@@ -13,21 +13,18 @@ import pytest
 # The group tests' members and ledger are reused here, so Java and Python members can share a group.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "groups"))
 
+from group_helpers import fast_config
 from group_members import Member
 from java_driver import VERSIONS, JavaClient, build
 
 from sluice.testing import BrokerProcess
 
-# No initial rebalance delay, and session timeouts down to 1 s allowed: rebalances take fractions of a second.
-FAST_GROUPS = "group_initial_rebalance_delay_ms: 0\ngroup_min_session_timeout_ms: 1000\n"
-
 
 @pytest.fixture(scope="session")
 def java_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The group tests' fast settings: rebalances and KIP-848 heartbeats take fractions of a second."""
     root = tmp_path_factory.mktemp("java-broker")
-    config = root / "broker.yaml"
-    config.write_text(FAST_GROUPS)
-    proc = BrokerProcess(root / "data", config=config).start()
+    proc = BrokerProcess(root / "data", config=fast_config(root)).start()
     yield proc
     proc.stop()
 

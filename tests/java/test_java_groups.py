@@ -1,6 +1,7 @@
-"""Java KafkaConsumer members in sluice's classic consumer groups: every assignor while members come and go,
-a group shared with librdkafka, static membership, the AdminClient's group operations, and what a 4.x
-client gets when it asks for the KIP-848 protocol, which sluice does not serve.
+"""Java KafkaConsumer members in sluice's consumer groups. Classic protocol: every assignor while members come
+and go, a group shared with librdkafka, static membership, the AdminClient's group operations. KIP-848
+(group.protocol=consumer): both server-side assignors while members come and go, and a group shared with
+librdkafka's KIP-848 consumer.
 
 Members commit synchronously after every poll and when partitions are revoked, so each message must be
 processed exactly once (see tests/groups/group_members.py, whose Ledger and bookkeeping these share)."""
@@ -12,7 +13,14 @@ from typing import Any
 
 import pytest
 from group_helpers import committed_offsets, create_topic, produce, wait_for
-from group_members import ConfluentMember, Ledger, Member, partitions_covered, wait_until
+from group_members import (
+    ConfluentMember,
+    ConsumerProtocolMember,
+    Ledger,
+    Member,
+    partitions_covered,
+    wait_until,
+)
 from java_driver import JavaClient, JavaError, JavaMember
 
 ASSIGNORS = {
@@ -38,11 +46,14 @@ class Churn:
         self.survivors_revoked = 0  # partitions taken from members that stayed while another left
         create_topic(bootstrap, topic, PARTITIONS)
 
-    def run(self, first: list[MemberFactory], later: list[MemberFactory]) -> Churn:
+    def run(self, first: list[MemberFactory], later: list[MemberFactory],
+            when_all_joined: Callable[[list[Member]], None] | None = None) -> Churn:
         for change in (lambda: self.add(first), lambda: self.add(later), lambda: self.remove(self.active[0])):
             produce(self.bootstrap, self.topic, PARTITIONS, PER_PHASE, start=self.produced)
             self.produced += PER_PHASE
             change()
+            if when_all_joined and len(self.active) == len(first) + len(later):
+                when_all_joined(self.active)
             wait_until(lambda: self.ledger.total() >= PARTITIONS * self.produced, 60,
                        f"{PARTITIONS * self.produced} messages processed", self.active)
         for member in self.active:
@@ -169,7 +180,8 @@ def test_group_admin_operations(java: JavaClient, java_bootstrap: str, topic_nam
     create_topic(java_bootstrap, topic_name, 2)
     produce(java_bootstrap, topic_name, 2, 5)
     ledger = Ledger()
-    member = JavaMember("m", ledger, java, group_name, topic_name, {})
+    # Explicitly the classic protocol (the default of both 3.9 and 4.x, the only one sluice serves).
+    member = JavaMember("m", ledger, java, group_name, topic_name, {"group.protocol": "classic"})
     started.append(member.start())
     wait_until(lambda: committed_offsets(java_bootstrap, group_name) == {(topic_name, 0): 5, (topic_name, 1): 5},
                30, "everything processed and committed", [member])
@@ -200,25 +212,46 @@ def test_group_admin_operations(java: JavaClient, java_bootstrap: str, topic_nam
     assert ledger.total() == 10
 
 
-def test_kip_848_consumer_protocol_is_refused_clearly(java: JavaClient, java_bootstrap: str, topic_name: str,
-                                                      group_name: str) -> None:
-    """sluice serves only the classic group protocol. A client asking for group.protocol=consumer must fail
-    with a clear error instead of hanging or silently consuming nothing."""
-    create_topic(java_bootstrap, topic_name, 1)
-    events: list[dict[str, Any]] = []
-    name = f"{group_name}/kip848"
-    java.listen(name, events.append)
-    java.call("member-start", name, group_name, topic_name, "group.protocol=consumer")
-    try:
-        error = wait_for(lambda: next((e for e in events if e["event"] == "error"), None), 30,
-                         "the consumer to give up")
-    finally:
-        java.call("member-stop", name)
-    # sluice's ApiVersions leaves out ConsumerGroupHeartbeat (API 68), so the client fails before sending
-    # anything; 4.x words it for the user, 3.9 (where the protocol was a preview) names the missing API.
-    assert error["error"] == "UnsupportedVersionException", error
-    if java.major >= 4:
-        assert "does not support the new CONSUMER group protocol" in error["message"], error
-    else:
-        assert "does not support CONSUMER_GROUP_HEARTBEAT" in error["message"], error
-    assert not [e for e in events if e["event"] in ("assigned", "records")]
+def skip_preview_client(java: JavaClient) -> None:
+    if java.major < 4:
+        # KIP-848 was a preview in the 3.9 client. Its consumer sometimes never fetches the committed offset
+        # of a partition added while another one's OffsetFetch is in flight (no OffsetFetch for it reaches
+        # the broker) and starts it from auto.offset.reset, so messages are processed twice; 4.x does not.
+        pytest.skip("the consumer group protocol is a preview in kafka-clients 3.9")
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_kip_848_members_come_and_go(java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str,
+                                     started: list[Member], assignor: str) -> None:
+    """group.protocol=consumer: the broker assigns (group.remote.assignor), members only heartbeat."""
+    skip_preview_client(java)
+    factory = java_member(java, group_name, topic_name,
+                          **{"group.protocol": "consumer", "group.remote.assignor": assignor})
+
+    def described(members: list[Member]) -> None:
+        # The admin asks with ConsumerGroupDescribe. The members hold their partitions already, but the group
+        # is Stable only once their next heartbeats have confirmed it.
+        def stable() -> dict[str, Any] | None:
+            found: dict[str, Any] = java.call("describe-groups", group_name)[group_name]
+            return found if found["state"] == "Stable" else None
+
+        description = wait_for(stable, 10, "the group to be Stable")
+        assert description["assignor"] == assignor
+        by_client = {m["client_id"]: m["partitions"] for m in description["members"]}
+        assert by_client == {m.java_name: sorted(m.holding()) for m in members}  # type: ignore[attr-defined]
+
+    churn = Churn(java_bootstrap, topic_name, group_name, started).run([factory] * 2, [factory], described)
+    if assignor == "uniform":
+        assert churn.survivors_revoked == 0  # sticky and incremental: when a member leaves, the others only gain
+
+
+def test_kip_848_java_and_librdkafka_share_a_group(java: JavaClient, java_bootstrap: str, topic_name: str,
+                                                  group_name: str, started: list[Member]) -> None:
+    skip_preview_client(java)
+    in_java = java_member(java, group_name, topic_name, **{"group.protocol": "consumer"})
+
+    def rdkafka(name: str, ledger: Ledger) -> Member:
+        return ConsumerProtocolMember(name, ledger, java_bootstrap, group_name, topic_name)
+
+    Churn(java_bootstrap, topic_name, group_name, started).run([in_java, rdkafka], [in_java])
+    assert {m.kind for m in started} == {"java", ConsumerProtocolMember.kind}
