@@ -72,28 +72,35 @@ def test_topic_to_parquet_to_topic_is_byte_exact(spark: Any, kafka: Any, tmp_pat
     assert replayed == original
 
 
-def test_archive_writes_without_sorting_and_leaves_the_session_alone(
-    spark: Any, kafka: Any, tmp_path: Path
-) -> None:
-    topic = kafka.new_topic("archive-writers")
-    kafka.produce(topic, [{"value": b"x"}])
-    assert CONCURRENT_WRITERS_CONF not in spark.conf.getAll
-    query = start_archive(spark, kafka.bootstrap, [topic], tmp_path / "a", available_now=True)
-    # The query's own copy of the SQL conf (internal API: the setting is not visible elsewhere).
-    stream_conf = query._jsq.streamingQuery().sparkSessionForStream().conf()
-    assert stream_conf.get(CONCURRENT_WRITERS_CONF) == str(ARCHIVE_OPEN_FILES_PER_TASK)
-    query.awaitTermination(120)
-    assert CONCURRENT_WRITERS_CONF not in spark.conf.getAll
-    # A value the user set is theirs.
-    spark.conf.set(CONCURRENT_WRITERS_CONF, "0")
-    try:
-        query = start_archive(spark, kafka.bootstrap, [topic], tmp_path / "b", available_now=True)
-        assert query._jsq.streamingQuery().sparkSessionForStream().conf().get(CONCURRENT_WRITERS_CONF) == "0"
-        query.awaitTermination(120)
-        assert spark.conf.get(CONCURRENT_WRITERS_CONF) == "0"
-    finally:
-        spark.conf.unset(CONCURRENT_WRITERS_CONF)
-    assert read_archive(spark, tmp_path / "a").count() == read_archive(spark, tmp_path / "b").count() == 1
+def test_job_sessions_let_archive_tasks_write_without_sorting(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The file sink reads this from the session that started the query, when each batch is
+    # written, so it must be set on the session itself; checked on a recording builder because
+    # the tests' shared SparkSession must not be reconfigured.
+    import pyspark.sql
+
+    from sluice.pipeline import jobs
+
+    settings: dict[str, str] = {}
+
+    class RecordingBuilder:
+        def master(self, _url: str) -> RecordingBuilder:
+            return self
+
+        def appName(self, _name: str) -> RecordingBuilder:
+            return self
+
+        def config(self, key: str, value: str) -> RecordingBuilder:
+            settings[key] = value
+            return self
+
+        def getOrCreate(self) -> Any:
+            return type("Session", (), {"sparkContext": type("Context", (), {"setLogLevel": lambda *_: None})()})()
+
+    monkeypatch.setattr(pyspark.sql.SparkSession, "builder", RecordingBuilder())
+    monkeypatch.setattr(jobs, "register", lambda _spark: None)
+    jobs.build_spark_session("local[2]")
+    assert settings[CONCURRENT_WRITERS_CONF] == str(ARCHIVE_OPEN_FILES_PER_TASK)
+    assert settings["spark.sql.session.timeZone"] == "UTC"
 
 
 def test_archive_dates_are_utc_days_at_the_boundary(spark: Any, kafka: Any, tmp_path: Path) -> None:

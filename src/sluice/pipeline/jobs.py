@@ -44,6 +44,11 @@ def build_spark_session(master: str = "local[*]", app_name: str = "sluice-pipeli
         .appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "true")
+        # Without spare open writers, Spark sorts every archive micro-batch by (topic, date) before
+        # writing it (spilling big batches to disk), although each task reads one partition of
+        # one topic whose rows mostly share a date. Read when each batch is written, from the
+        # session that started the query, so it has to be a session setting.
+        .config(CONCURRENT_WRITERS_CONF, str(ARCHIVE_OPEN_FILES_PER_TASK))
     )
     if master.startswith("local"):
         # A local driver bound to a non-loopback interface can miss its own executor heartbeats.
@@ -120,18 +125,7 @@ def start_archive(
         .queryName(f"sluice-archive-{'-'.join(_topics_list(topics))}"[:200])
     )
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
-    if CONCURRENT_WRITERS_CONF in spark.conf.getAll:
-        return writer.start()  # the user chose; leave it
-    # Without open writers to spare, Spark sorts every micro-batch by (topic, date) before writing
-    # (spilling big batches to disk), although each task reads one partition of one topic whose
-    # rows mostly share a date. A few open writers per task make that sort unnecessary: ~10% less
-    # CPU per row. The query copies the session's SQL conf when it starts, so the setting is
-    # made for start() only and the caller's session is left as it was.
-    spark.conf.set(CONCURRENT_WRITERS_CONF, str(ARCHIVE_OPEN_FILES_PER_TASK))
-    try:
-        return writer.start()
-    finally:
-        spark.conf.unset(CONCURRENT_WRITERS_CONF)
+    return writer.start()
 
 
 def check_archive_dir(from_dir: str | Path) -> Path:
