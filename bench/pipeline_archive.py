@@ -114,19 +114,38 @@ def _descendants(table: dict[int, tuple[int, str, float, float]], root: int) -> 
 
 
 def cpu_by_group(broker_pid: int | None) -> dict[str, float]:
-    """CPU seconds so far of: the Spark JVM, its Python workers (reaped ones included), this driver
-    process (with its librdkafka threads and py4j) and the broker."""
+    """CPU seconds so far of: the Spark JVM, its Python workers (the executor side: the daemon and
+    the workers it forks, exited ones included), the Python processes the JVM starts and reaps
+    itself (driver side: the streaming source runner of each query, data source planning), this
+    driver process (with its librdkafka threads and py4j) and the broker."""
     table = _proc_table()
     me = os.getpid()
-    groups = {"jvm": 0.0, "python workers": 0.0, "driver": table[me][2], "broker": 0.0}
+    groups = {"jvm": 0.0, "python workers": 0.0, "python planners": 0.0, "driver": table[me][2], "broker": 0.0}
     for pid in _descendants(table, me):
-        _ppid, command, own, _reaped = table[pid]
-        if command == "java":
-            groups["jvm"] += own
-            groups["python workers"] += sum(table[w][2] + table[w][3] for w in _descendants(table, pid))
+        _ppid, command, own, reaped = table[pid]
+        if command != "java":
+            continue
+        groups["jvm"] += own
+        groups["python planners"] += reaped  # the JVM's Python children that have exited
+        for child, (parent, *_rest) in table.items():
+            if parent != pid:
+                continue
+            # Executor-side daemons run pyspark.worker; planners run pyspark.sql.worker.<step> or
+            # the streaming source runner.
+            group = "python workers" if _is_executor_worker(child) else "python planners"
+            groups[group] += sum(table[p][2] + table[p][3] for p in [child, *_descendants(table, child)])
     if broker_pid is not None and broker_pid in table:
         groups["broker"] = table[broker_pid][2] + table[broker_pid][3]
     return groups
+
+
+def _is_executor_worker(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"pyspark.sql.worker" not in b" ".join(args) and b"streaming" not in b" ".join(args)
 
 
 @dataclass
@@ -157,6 +176,7 @@ class Phase:
 def reader_split(bootstrap: str, topic: str, end: int) -> tuple[float, float, float, float]:
     """read_range over partition 0 outside Spark: (rows/s, seconds in consume(), seconds building
     Arrow batches, total seconds), to tell waiting for Kafka from per-row Python work."""
+    import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from sluice.pipeline import kafka_io
@@ -182,6 +202,9 @@ def reader_split(bootstrap: str, topic: str, end: int) -> tuple[float, float, fl
             spent["build"] += time.perf_counter() - started
 
     schema = to_arrow_schema(kafka_schema(include_headers=True), timezone="UTC")
+    # pyarrow imports pandas on its first conversion of a Python list (~0.3 s, once per process;
+    # Spark's reused workers pay it once): keep that out of the per-row figures.
+    pa.array([None], pa.binary())
     kafka_io.Consumer, kafka_io.records_to_batch = TimedConsumer, timed_build  # type: ignore[misc]
     try:
         started = time.perf_counter()
@@ -336,7 +359,7 @@ def _report(
         print(f"  archive rows/s per round: {', '.join(f'{r:,.0f}' for r in archive.rates)}")
 
     print("\nCPU microseconds per row (all cores; medians):")
-    groups = ["jvm", "python workers", "driver", "broker"]
+    groups = ["jvm", "python workers", "python planners", "driver", "broker"]
     print(f"  {'':26}" + "".join(f"{g:>16}" for g in groups) + f"{'total':>10}")
     for label, phase in (("(a) consumer", consumer), ("(b) spark.range -> Parquet", spark_range),
                          ("archive", archive)):
