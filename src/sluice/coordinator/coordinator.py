@@ -287,7 +287,7 @@ class GroupCoordinator:
         if old.sync_waiter is not None:
             out.reply(old.sync_waiter.reply_to, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
             old.sync_waiter = None
-        metadata_unchanged = old.protocols_match(request.protocols)
+        metadata_unchanged = old.subscription_matches(request.protocols)
         previous_leader = group.leader_id or ""
         member = group.replace_static_member(request.group_instance_id, new_member_id)
         member.session_deadline_ms = now_ms + request.session_timeout_ms

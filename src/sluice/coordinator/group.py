@@ -113,10 +113,14 @@ class Member:
         return any(p.name == protocol_name for p in self.protocols)
 
     def protocols_match(self, protocols: list[JoinGroupProtocol]) -> bool:
-        """Does a rejoin offer the same protocols, asking for the same thing? For the consumer protocol that
-        is the subscribed topics only: the rest of a subscription (owned partitions, generation, assignor
-        user data) describes the process that sent it, so a restarted static member never repeats it byte for
-        byte (the Java client's carries the generation it last joined, the new process sends -1)."""
+        return [(p.name, p.metadata) for p in self.protocols] == [(p.name, p.metadata) for p in protocols]
+
+    def subscription_matches(self, protocols: list[JoinGroupProtocol]) -> bool:
+        """Does a restarted static member ask for the same thing as the member it replaces? For the consumer
+        protocol that is the subscribed topics only: the rest of a subscription (owned partitions, generation,
+        assignor user data) describes the process that sent it, so a new process never repeats it byte for
+        byte (the Java client's carries the generation it last joined, a new process sends -1). A known
+        member's rejoin still compares bytes (protocols_match): new owned partitions there mean a rebalance."""
 
         def wanted(metadata: bytes) -> object:
             topics = subscribed_topics(metadata) if self.protocol_type == "consumer" else None
