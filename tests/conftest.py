@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -39,3 +41,25 @@ def data_dir(tmp_path: Path) -> Path:
     path = tmp_path / "data"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def group_name(topic_name: str) -> str:
+    """A group id no other test uses."""
+    return f"g-{topic_name}"
+
+
+class StoppableMember(Protocol):
+    closed: threading.Event
+
+    def stop(self) -> None: ...
+
+
+@pytest.fixture
+def started() -> Iterator[list[StoppableMember]]:
+    """Group members a test started (tests/groups, tests/java); whatever is still running at the end is stopped."""
+    members: list[StoppableMember] = []
+    yield members
+    for member in members:
+        if not member.closed.is_set():
+            member.stop()

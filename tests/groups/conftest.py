@@ -22,9 +22,3 @@ def fast_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
 @pytest.fixture
 def fast_bootstrap(fast_broker: BrokerProcess) -> str:
     return fast_broker.bootstrap
-
-
-@pytest.fixture
-def group_name(topic_name: str) -> str:
-    """A group id no other test uses."""
-    return f"g-{topic_name}"

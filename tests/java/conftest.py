@@ -14,7 +14,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "groups"))
 
 from group_helpers import fast_config
-from group_members import Member
 from java_driver import VERSIONS, JavaClient, build
 
 from sluice.testing import BrokerProcess
@@ -50,18 +49,3 @@ def java(request: pytest.FixtureRequest, java_classpaths: dict[str, str], java_b
     client = JavaClient(version, java_classpaths[version], java_broker.bootstrap, log)
     yield client
     client.close()
-
-
-@pytest.fixture
-def group_name(topic_name: str) -> str:
-    return f"g-{topic_name}"
-
-
-@pytest.fixture
-def started() -> Iterator[list[Member]]:
-    """Members a test started; whatever is still running at the end is stopped."""
-    members: list[Member] = []
-    yield members
-    for member in members:
-        if not member.closed.is_set():
-            member.stop()

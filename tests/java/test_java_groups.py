@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from group_churn import Churn, MemberFactory
 from group_helpers import committed_offsets, create_topic, produce, wait_for
 from group_members import (
     ConfluentMember,
@@ -31,59 +32,21 @@ ASSIGNORS = {
 }
 PARTITIONS = 6
 PER_PHASE = 5  # messages per partition produced before each membership change
-MemberFactory = Callable[[str, Ledger], Member]
 
 
-class Churn:
+def run_churn(bootstrap: str, topic: str, group: str, started: list[Member], first: list[MemberFactory],
+              later: list[MemberFactory], when_all_joined: Callable[[list[Member]], None] | None = None) -> Churn:
     """Two members, then one more, then the first leaves; messages flow before every change and are drained
-    after it. Checks that every message was processed exactly once and that the last commits are the log ends."""
-
-    def __init__(self, bootstrap: str, topic: str, group: str, started: list[Member]) -> None:
-        self.bootstrap, self.topic, self.group, self.started = bootstrap, topic, group, started
-        self.ledger = Ledger()
-        self.active: list[Member] = []
-        self.produced = 0  # per partition
-        self.survivors_revoked = 0  # partitions taken from members that stayed while another left
-        create_topic(bootstrap, topic, PARTITIONS)
-
-    def run(self, first: list[MemberFactory], later: list[MemberFactory],
-            when_all_joined: Callable[[list[Member]], None] | None = None) -> Churn:
-        for change in (lambda: self.add(first), lambda: self.add(later), lambda: self.remove(self.active[0])):
-            produce(self.bootstrap, self.topic, PARTITIONS, PER_PHASE, start=self.produced)
-            self.produced += PER_PHASE
-            change()
-            if when_all_joined and len(self.active) == len(first) + len(later):
-                when_all_joined(self.active)
-            wait_until(lambda: self.ledger.total() >= PARTITIONS * self.produced, 60,
-                       f"{PARTITIONS * self.produced} messages processed", self.active)
-        for member in self.active:
-            member.stop()
-        errors = [(m.name, e) for m in self.started for e in m.errors]
-        assert not errors, errors
-        ends = dict.fromkeys(range(PARTITIONS), self.produced)
-        self.ledger.check_exactly_once(ends)
-        assert committed_offsets(self.bootstrap, self.group) == {(self.topic, p): end for p, end in ends.items()}
-        idle = [m.name for m in self.started if not self.ledger.by_member[m.name]]
-        assert not idle, f"members that never processed anything: {idle}"
-        return self
-
-    def add(self, factories: list[MemberFactory]) -> None:
-        for factory in factories:
-            member = factory(f"m{len(self.started)}", self.ledger)
-            self.started.append(member)
-            self.active.append(member.start())
-        self.settle("the joined members to share every partition")
-
-    def remove(self, member: Member) -> None:
-        self.active.remove(member)
-        before = sum(m.revoked_partitions for m in self.active)
-        member.stop()
-        self.settle(f"the rest to take over from {member.name}")
-        self.survivors_revoked += sum(m.revoked_partitions for m in self.active) - before
-
-    def settle(self, what: str) -> None:
-        wait_until(lambda: partitions_covered(self.active, PARTITIONS) and all(m.holding() for m in self.active),
-                   60, what, self.active)
+    after it."""
+    churn = Churn(bootstrap, topic, group, started, partitions=PARTITIONS, per_phase=PER_PHASE)
+    for change in (lambda: churn.add(*first), lambda: churn.add(*later), lambda: churn.remove(churn.active[0])):
+        churn.produce()
+        change()
+        if when_all_joined and len(churn.active) == len(first) + len(later):
+            when_all_joined(churn.active)
+        churn.drain()
+    churn.finish()
+    return churn
 
 
 def java_member(java: JavaClient, group: str, topic: str, **config: str | int) -> MemberFactory:
@@ -94,7 +57,7 @@ def java_member(java: JavaClient, group: str, topic: str, **config: str | int) -
 def test_java_members_come_and_go(java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str,
                                   started: list[Member], assignor: str) -> None:
     factory = java_member(java, group_name, topic_name, **{"partition.assignment.strategy": ASSIGNORS[assignor]})
-    churn = Churn(java_bootstrap, topic_name, group_name, started).run([factory] * 2, [factory])
+    churn = run_churn(java_bootstrap, topic_name, group_name, started, [factory] * 2, [factory])
     if assignor == "cooperative-sticky":
         assert churn.survivors_revoked == 0  # incremental: when a member leaves, the others only gain
     else:
@@ -111,7 +74,7 @@ def test_java_and_librdkafka_share_a_group(java: JavaClient, java_bootstrap: str
         return ConfluentMember(name, ledger, java_bootstrap, group_name, topic_name, assignor=assignor,
                                **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
 
-    Churn(java_bootstrap, topic_name, group_name, started).run([in_java, rdkafka], [in_java])
+    run_churn(java_bootstrap, topic_name, group_name, started, [in_java, rdkafka], [in_java])
     assert {m.kind for m in started} == {"java", "confluent-kafka"}
 
 
@@ -240,7 +203,7 @@ def test_kip_848_members_come_and_go(java: JavaClient, java_bootstrap: str, topi
         by_client = {m["client_id"]: m["partitions"] for m in description["members"]}
         assert by_client == {m.java_name: sorted(m.holding()) for m in members}  # type: ignore[attr-defined]
 
-    churn = Churn(java_bootstrap, topic_name, group_name, started).run([factory] * 2, [factory], described)
+    churn = run_churn(java_bootstrap, topic_name, group_name, started, [factory] * 2, [factory], described)
     if assignor == "uniform":
         assert churn.survivors_revoked == 0  # sticky and incremental: when a member leaves, the others only gain
 
@@ -253,5 +216,5 @@ def test_kip_848_java_and_librdkafka_share_a_group(java: JavaClient, java_bootst
     def rdkafka(name: str, ledger: Ledger) -> Member:
         return ConsumerProtocolMember(name, ledger, java_bootstrap, group_name, topic_name)
 
-    Churn(java_bootstrap, topic_name, group_name, started).run([in_java, rdkafka], [in_java])
+    run_churn(java_bootstrap, topic_name, group_name, started, [in_java, rdkafka], [in_java])
     assert {m.kind for m in started} == {"java", ConsumerProtocolMember.kind}
