@@ -11,8 +11,8 @@ Kafka itself loads too.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from sluice.errors import SluiceError
 from sluice.protocol.messages import struct_codecs
@@ -28,6 +28,7 @@ _GROUP_METADATA_KEY = struct_codecs("GroupMetadataKey")
 _OFFSET_COMMIT_VALUE = struct_codecs("OffsetCommitValue")
 _GROUP_METADATA_VALUE = struct_codecs("GroupMetadataValue")
 _VERSION = struct.Struct(">h")
+_D = TypeVar("_D")
 
 
 class RecordFormatError(SluiceError):
@@ -102,50 +103,36 @@ def _decode_versioned(data: bytes, codecs: Any, what: str) -> tuple[int, Any]:
     return version, obj
 
 
+def _to_struct(cls: Any, value: Any, **overrides: Any) -> Any:
+    """The Struct object for one of the dataclasses above: they carry the Struct's own field names."""
+    return cls(**({f.name: getattr(value, f.name) for f in fields(value)} | overrides))
+
+
+def _from_struct(cls: type[_D], obj: Any, **overrides: Any) -> _D:
+    """The dataclass `cls` from a decoded Struct object (fields the dataclass lacks are dropped)."""
+    return cls(**({f.name: getattr(obj, f.name) for f in fields(cls)} | overrides))
+
+
 # --- writing ---------------------------------------------------------------------------------
 
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    obj = _OFFSET_COMMIT_KEY.cls(group=key.group, topic=key.topic, partition=key.partition)
+    obj = _to_struct(_OFFSET_COMMIT_KEY.cls, key)
     return _versioned(OFFSET_COMMIT_KEY_VERSION, _OFFSET_COMMIT_KEY, obj)
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    return _versioned(GROUP_METADATA_KEY_VERSION, _GROUP_METADATA_KEY, _GROUP_METADATA_KEY.cls(group=key.group))
+    return _versioned(GROUP_METADATA_KEY_VERSION, _GROUP_METADATA_KEY, _to_struct(_GROUP_METADATA_KEY.cls, key))
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
-    obj = _OFFSET_COMMIT_VALUE.cls(
-        offset=value.offset,
-        leader_epoch=value.leader_epoch,
-        metadata=value.metadata,
-        commit_timestamp=value.commit_timestamp,
-    )
+    obj = _to_struct(_OFFSET_COMMIT_VALUE.cls, value)
     return _versioned(OFFSET_COMMIT_VALUE_VERSION, _OFFSET_COMMIT_VALUE, obj)
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
-    member_cls = _GROUP_METADATA_VALUE.cls.MemberMetadata
-    obj = _GROUP_METADATA_VALUE.cls(
-        protocol_type=value.protocol_type,
-        generation=value.generation,
-        protocol=value.protocol,
-        leader=value.leader,
-        current_state_timestamp=value.current_state_timestamp,
-        members=[
-            member_cls(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout=m.rebalance_timeout,
-                session_timeout=m.session_timeout,
-                subscription=m.subscription,
-                assignment=m.assignment,
-            )
-            for m in value.members
-        ],
-    )
+    cls = _GROUP_METADATA_VALUE.cls
+    obj = _to_struct(cls, value, members=[_to_struct(cls.MemberMetadata, m) for m in value.members])
     return _versioned(GROUP_METADATA_VALUE_VERSION, _GROUP_METADATA_VALUE, obj)
 
 
@@ -160,38 +147,27 @@ def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
         raise RecordFormatError(f"unreadable key: {exc}") from exc
     if version in (0, 1):
         _, obj = _decode_versioned(key, _OFFSET_COMMIT_KEY, "OffsetCommitKey")
-        return OffsetCommitKey(obj.group, obj.topic, obj.partition)
+        return _from_struct(OffsetCommitKey, obj)
     if version == GROUP_METADATA_KEY_VERSION:
         _, obj = _decode_versioned(key, _GROUP_METADATA_KEY, "GroupMetadataKey")
-        return GroupMetadataKey(obj.group)
+        return _from_struct(GroupMetadataKey, obj)
     return None
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     _, obj = _decode_versioned(data, _OFFSET_COMMIT_VALUE, "OffsetCommitValue")
     # v1's expire timestamp is dropped: retention is a broker setting now.
-    return OffsetCommitValue(obj.offset, obj.leader_epoch, obj.metadata, obj.commit_timestamp)
+    return _from_struct(OffsetCommitValue, obj)
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     version, obj = _decode_versioned(data, _GROUP_METADATA_VALUE, "GroupMetadataValue")
     members = [
-        MemberMetadataValue(
-            m.member_id,
-            m.group_instance_id,
-            m.client_id,
-            m.client_host,
-            # v0 had one timeout for both; Kafka reads it as the rebalance timeout too.
-            m.session_timeout if version == 0 else m.rebalance_timeout,
-            m.session_timeout,
-            m.subscription,
-            m.assignment,
-        )
+        # v0 had one timeout for both; Kafka reads it as the rebalance timeout too.
+        _from_struct(MemberMetadataValue, m, **({"rebalance_timeout": m.session_timeout} if version == 0 else {}))
         for m in obj.members
     ]
-    return GroupMetadataValue(
-        obj.protocol_type, obj.generation, obj.protocol, obj.leader, obj.current_state_timestamp, members
-    )
+    return _from_struct(GroupMetadataValue, obj, members=members)
 
 
 def offset_commit_record(key: OffsetCommitKey, value: OffsetCommitValue | None) -> PersistRecord:
