@@ -49,6 +49,27 @@ async def consume_batches(
     return got, time.monotonic() - first_at
 
 
+async def take_batches(
+    sluice: pb_grpc.SluiceGatewayStub, topic: str, group: str, count: int, *,
+    max_messages: int | None = None, within: float = 30.0,
+) -> list[pb.ConsRs]:
+    """ConsumeBatch without acking until at least `count` messages came (or `within` seconds passed); a long
+    poll that times out (NOT_FOUND) is retried. Each call asks for `max_messages`, by default what is missing."""
+    got: list[pb.ConsRs] = []
+    deadline = time.monotonic() + within
+    while len(got) < count and time.monotonic() < deadline:
+        wanted = max_messages if max_messages is not None else count - len(got)
+        try:
+            reply = await sluice.ConsumeBatch(
+                pb.ConsBatchRq(topic=topic, group=group, max_messages=wanted, wait_ms=1000)
+            )
+        except grpc.aio.AioRpcError as error:
+            assert error.code() == grpc.StatusCode.NOT_FOUND
+            continue
+        got.extend(reply.messages)
+    return got
+
+
 async def test_resumed_partitions_fetch_again_at_once(
     kafka, make_gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -73,17 +94,7 @@ async def test_batch_acks_as_offset_ranges_commit_and_reject_what_was_never_hand
     fill(kafka.bootstrap, topic, 40, partitions=2)
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
         pixy, sluice = pb_grpc.KafkaPixyStub(channel), pb_grpc.SluiceGatewayStub(channel)
-        got: list[pb.ConsRs] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 30 and time.monotonic() < deadline:
-            try:
-                reply = await sluice.ConsumeBatch(
-                    pb.ConsBatchRq(topic=topic, group=group, max_messages=30 - len(got), wait_ms=1000)
-                )
-            except grpc.aio.AioRpcError as error:
-                assert error.code() == grpc.StatusCode.NOT_FOUND
-                continue
-            got.extend(reply.messages)
+        got = await take_batches(sluice, topic, group, 30)
         handed = {(m.partition, m.offset) for m in got}
         assert len(handed) == 30
         # One range per partition covers what was handed out, plus offsets 100-109 nobody saw: those are
@@ -109,16 +120,7 @@ async def test_batch_acks_as_offset_ranges_commit_and_reject_what_was_never_hand
         )
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
         # The ten messages not handed out yet come next; the acked thirty never come back.
-        rest: list[pb.ConsRs] = []
-        while len(rest) < 10 and time.monotonic() < deadline:
-            try:
-                reply = await sluice.ConsumeBatch(
-                    pb.ConsBatchRq(topic=topic, group=group, max_messages=50, wait_ms=500)
-                )
-            except grpc.aio.AioRpcError as error:
-                assert error.code() == grpc.StatusCode.NOT_FOUND
-                continue
-            rest.extend(reply.messages)
+        rest = await take_batches(sluice, topic, group, 10, max_messages=50)
         assert not handed & {(m.partition, m.offset) for m in rest}
         assert len(rest) == 10
         tail = [pb.OffsetRange(partition=m.partition, begin=m.offset, end=m.offset + 1) for m in rest]
@@ -144,17 +146,7 @@ async def test_batch_callers_have_their_own_pending_limit(kafka, make_gateway) -
     fill(kafka.bootstrap, topic, 10)
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
         pixy, sluice = pb_grpc.KafkaPixyStub(channel), pb_grpc.SluiceGatewayStub(channel)
-        got: list[pb.ConsRs] = []
-        deadline = time.monotonic() + 30
-        while len(got) < 6 and time.monotonic() < deadline:
-            try:
-                reply = await sluice.ConsumeBatch(
-                    pb.ConsBatchRq(topic=topic, group=group, max_messages=10, wait_ms=1000)
-                )
-            except grpc.aio.AioRpcError as error:
-                assert error.code() == grpc.StatusCode.NOT_FOUND
-                continue
-            got.extend(reply.messages)
+        got = await take_batches(sluice, topic, group, 6, max_messages=10)
         assert [m.offset for m in got] == list(range(6))
         # Six un-acked: the batch limit is reached, and ConsumeNAck's limit of two long since.
         error = await _status(
