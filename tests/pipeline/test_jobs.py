@@ -13,8 +13,6 @@ import pytest
 
 pytest.importorskip("pyspark")
 from sluice.pipeline.jobs import (
-    ARCHIVE_OPEN_FILES_PER_TASK,
-    CONCURRENT_WRITERS_CONF,
     read_archive,
     read_topics,
     replay,
@@ -72,37 +70,6 @@ def test_topic_to_parquet_to_topic_is_byte_exact(spark: Any, kafka: Any, tmp_pat
     assert replayed == original
 
 
-def test_job_sessions_let_archive_tasks_write_without_sorting(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The file sink reads this from the session that started the query, when each batch is
-    # written, so it must be set on the session itself; checked on a recording builder because
-    # the tests' shared SparkSession must not be reconfigured.
-    import pyspark.sql
-
-    from sluice.pipeline import jobs
-
-    settings: dict[str, str] = {}
-
-    class RecordingBuilder:
-        def master(self, _url: str) -> RecordingBuilder:
-            return self
-
-        def appName(self, _name: str) -> RecordingBuilder:
-            return self
-
-        def config(self, key: str, value: str) -> RecordingBuilder:
-            settings[key] = value
-            return self
-
-        def getOrCreate(self) -> Any:
-            return type("Session", (), {"sparkContext": type("Context", (), {"setLogLevel": lambda *_: None})()})()
-
-    monkeypatch.setattr(pyspark.sql.SparkSession, "builder", RecordingBuilder())
-    monkeypatch.setattr(jobs, "register", lambda _spark: None)
-    jobs.build_spark_session("local[2]")
-    assert settings[CONCURRENT_WRITERS_CONF] == str(ARCHIVE_OPEN_FILES_PER_TASK)
-    assert settings["spark.sql.session.timeZone"] == "UTC"
-
-
 def test_archive_dates_are_utc_days_at_the_boundary(spark: Any, kafka: Any, tmp_path: Path) -> None:
     topic = kafka.new_topic("archive-days")
     midnight_ms = 1_700_006_400_000  # 2023-11-15T00:00:00Z
@@ -142,7 +109,7 @@ def test_archive_stopped_half_way_and_restarted_loses_and_duplicates_nothing(
         spark, kafka.bootstrap, topic, archive_dir, trigger_interval="0 seconds", max_offsets_per_trigger=25
     )
     deadline = time.monotonic() + 120
-    while sum(p["numInputRows"] for p in query.recentProgress) < 50 and time.monotonic() < deadline:
+    while query.records_written < 50 and time.monotonic() < deadline:
         time.sleep(0.2)
     query.stop()
     archived_before_restart = read_archive(spark, archive_dir).count()
@@ -156,6 +123,57 @@ def test_archive_stopped_half_way_and_restarted_loses_and_duplicates_nothing(
     assert {(r.partition, r.offset) for r in rows} == {(p, o) for p in range(2) for o in range(150)}
     values = sorted(bytes(r.value) for r in rows)
     assert values == sorted([b"first-%d" % i for i in range(200)] + [b"second-%d" % i for i in range(100)])
+
+
+def _archived_offsets(spark: Any, archive_dir: Path) -> list[tuple[int, int]]:
+    return sorted((r.partition, r.offset) for r in read_archive(spark, archive_dir).select("partition", "offset").collect())
+
+
+def test_archive_of_many_micro_batches_survives_sink_log_compaction(spark: Any, kafka: Any, tmp_path: Path) -> None:
+    # Spark's sink log compacts every 10th batch into one file; readers must still see every batch.
+    topic = kafka.new_topic("many-batches", partitions=2)
+    kafka.produce(topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(130)])
+    archive_dir = tmp_path / "archive"
+
+    query = start_archive(spark, kafka.bootstrap, topic, archive_dir, available_now=True, max_offsets_per_trigger=10)
+    query.awaitTermination(180)
+
+    assert query.batches_written == 13 and query.records_written == 130
+    assert (archive_dir / "_spark_metadata" / "9.compact").is_file()
+    assert _archived_offsets(spark, archive_dir) == [(p, o) for p in range(2) for o in range(65)]
+
+
+def _forget_log_entry(log_dir: Path, batch_id: int) -> None:
+    """Remove one entry of a Spark metadata log as if it had never been written (with its checksum)."""
+    (log_dir / str(batch_id)).unlink()
+    (log_dir / f".{batch_id}.crc").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["files-listed", "files-not-listed"])
+def test_archive_replaying_an_uncommitted_batch_duplicates_nothing(
+    spark: Any, kafka: Any, tmp_path: Path, listed: bool
+) -> None:
+    # A driver that dies after the batch's files are written (and maybe listed) but before Spark
+    # commits the batch: on restart Spark replays the batch from its offset log.
+    topic = kafka.new_topic("replayed-batch", partitions=2)
+    kafka.produce(topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(40)])
+    archive_dir = tmp_path / "archive"
+    start_archive(spark, kafka.bootstrap, topic, archive_dir, available_now=True, max_offsets_per_trigger=20).awaitTermination(120)
+    expected = [(p, o) for p in range(2) for o in range(20)]
+    assert _archived_offsets(spark, archive_dir) == expected
+
+    _forget_log_entry(archive_dir / "_checkpoint" / "commits", 1)
+    if not listed:
+        _forget_log_entry(archive_dir / "_spark_metadata", 1)
+    files_before = set((archive_dir / f"topic={topic}").rglob("*.parquet"))
+    query = start_archive(spark, kafka.bootstrap, topic, archive_dir, available_now=True)
+    query.awaitTermination(120)
+
+    assert (archive_dir / "_checkpoint" / "commits" / "1").is_file(), "Spark should have replayed batch 1"
+    assert _archived_offsets(spark, archive_dir) == expected
+    files_after = set((archive_dir / f"topic={topic}").rglob("*.parquet"))
+    # A listed batch is not written again; an unlisted one is, and its first files stay unlisted.
+    assert (files_after == files_before) is listed
 
 
 def test_stats_per_topic_partition_and_hour(spark: Any, kafka: Any) -> None:

@@ -16,7 +16,8 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+
+    from sluice.pipeline.archive import ArchiveQuery
 
 app = typer.Typer(
     help="Spark jobs over Kafka topics: archive to Parquet, replay an archive, topic statistics.",
@@ -66,30 +67,17 @@ def _session(master: str, app_name: str) -> SparkSession:
         return build_spark_session(master, app_name)
 
 
-def _follow_stream(query: StreamingQuery, available_now: bool) -> int:
-    """Show micro-batch progress until the query ends (availableNow) or Ctrl-C; return rows written."""
-    total_rows = 0
-    # Idle triggers report progress too, under a batch id that a later real batch may reuse.
-    seen_progress: set[tuple[int, str]] = set()
-
-    def is_new(progress: Any) -> bool:
-        key = (int(progress["batchId"]), str(progress["timestamp"]))
-        if key in seen_progress:
-            return False
-        seen_progress.add(key)
-        return True
-
+def _follow_stream(query: ArchiveQuery, available_now: bool) -> int:
+    """Show progress until the archive ends (availableNow) or Ctrl-C; return the records written."""
     try:
         with console.status("archiving: waiting for the first micro-batch...") as status:
+            started = time.monotonic()
             while query.isActive:
-                for progress in query.recentProgress:
-                    if not is_new(progress):
-                        continue
-                    batch_id = int(progress["batchId"])
-                    total_rows += int(progress["numInputRows"])
-                    rate = progress.get("processedRowsPerSecond") or 0.0
+                if query.batches_written:
+                    rate = query.records_written / max(time.monotonic() - started, 1e-9)
                     status.update(
-                        f"archiving: batch {batch_id}, {total_rows} records so far ({rate:,.0f} records/s)"
+                        f"archiving: {query.batches_written} batches, {query.records_written} records so far "
+                        f"({rate:,.0f} records/s)"
                     )
                 time.sleep(1.0)
     except KeyboardInterrupt:
@@ -97,10 +85,7 @@ def _follow_stream(query: StreamingQuery, available_now: bool) -> int:
         query.stop()
     if available_now or not query.isActive:
         query.awaitTermination()
-    for progress in query.recentProgress:
-        if is_new(progress):
-            total_rows += int(progress["numInputRows"])
-    return total_rows
+    return query.records_written
 
 
 @app.command()

@@ -1,11 +1,11 @@
 """Ready-made Spark jobs over Kafka: archive topics to Parquet, replay an archive, topic statistics.
 
 Archive layout: Parquet files partitioned by ``topic`` and ``date`` (UTC day of the record
-timestamp when the session time zone is UTC, which ``build_spark_session`` sets), holding every
-column of the Kafka schema including headers. The file sink records committed files in
-``<dir>/_spark_metadata`` and the checkpoint records consumed offsets, so a restarted archive
-neither loses nor duplicates records; always read the archive back through Spark (or these
-jobs), which honours that metadata log, rather than globbing the files.
+timestamp), holding every column of the Kafka schema including headers. Committed files are
+listed in ``<dir>/_spark_metadata`` (Spark's file sink log) and the checkpoint records consumed
+offsets, so a restarted archive neither loses nor duplicates records; always read the archive
+back through Spark (or these jobs), which honours that metadata log, rather than globbing the
+files.
 """
 
 from __future__ import annotations
@@ -20,19 +20,15 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StringType, StructField, StructType
 
+from sluice.pipeline.archive import ArchiveQuery, start_archive_query
 from sluice.pipeline.kafka_io import KafkaMetadata
 from sluice.pipeline.options import PipelineOptionError
 from sluice.pipeline.source import FORMAT_NAME, kafka_schema, register
 
 ARCHIVE_SCHEMA = StructType([*kafka_schema(include_headers=True).fields, StructField("date", StringType(), True)])
 CHECKPOINT_DIR_NAME = "_checkpoint"
-CONCURRENT_WRITERS_CONF = "spark.sql.maxConcurrentOutputFileWriters"
-# Parquet files an archive task keeps open at once (one per topic/date it meets) before Spark falls
-# back to sorting the rest of its rows.
-ARCHIVE_OPEN_FILES_PER_TASK = 4
 
 
 def build_spark_session(master: str = "local[*]", app_name: str = "sluice-pipeline") -> SparkSession:
@@ -44,11 +40,6 @@ def build_spark_session(master: str = "local[*]", app_name: str = "sluice-pipeli
         .appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "true")
-        # Without spare open writers, Spark sorts every archive micro-batch by (topic, date) before
-        # writing it (spilling big batches to disk), although each task reads one partition of
-        # one topic whose rows mostly share a date. Read when each batch is written, from the
-        # session that started the query, so it has to be a session setting.
-        .config(CONCURRENT_WRITERS_CONF, str(ARCHIVE_OPEN_FILES_PER_TASK))
     )
     if master.startswith("local"):
         # A local driver bound to a non-loopback interface can miss its own executor heartbeats.
@@ -99,33 +90,26 @@ def start_archive(
     trigger_interval: str = "10 seconds",
     max_offsets_per_trigger: int | None = None,
     kafka_settings: Mapping[str, str] | None = None,
-) -> StreamingQuery:
-    """Start streaming ``topics`` into Parquet under ``to_dir``; exactly once across restarts."""
+) -> ArchiveQuery:
+    """Start streaming ``topics`` into Parquet under ``to_dir``; exactly once across restarts.
+
+    See ``sluice.pipeline.archive`` for how: Spark plans and checkpoints offset ranges, tasks
+    write Parquet themselves, the driver lists the files in ``_spark_metadata``.
+    """
     to_path = Path(to_dir)
     checkpoint = Path(checkpoint_dir) if checkpoint_dir is not None else to_path / CHECKPOINT_DIR_NAME
-    reader = (
-        spark.readStream.format(FORMAT_NAME)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", ",".join(_topics_list(topics)))
-        .option("startingOffsets", "earliest")
-        .option("includeHeaders", "true")
-        .options(**_as_options(kafka_settings))
-    )
+    reader_options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": ",".join(_topics_list(topics)),
+        "startingOffsets": "earliest",
+        "includeHeaders": "true",
+        **_as_options(kafka_settings),
+    }
     if max_offsets_per_trigger is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
-    # A DateType partition column gives the same directories (date=yyyy-MM-dd, session time zone)
-    # as formatting a string per row, but Spark only formats it when a new directory starts and
-    # compares ints while sorting rows into partitions: ~0.5 us less CPU per row.
-    frame = reader.load().withColumn("date", F.to_date(F.col("timestamp")))
-    writer = (
-        frame.writeStream.format("parquet")
-        .option("path", str(to_path))
-        .option("checkpointLocation", str(checkpoint))
-        .partitionBy("topic", "date")
-        .queryName(f"sluice-archive-{'-'.join(_topics_list(topics))}"[:200])
-    )
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
-    return writer.start()
+        reader_options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
+    trigger: dict[str, Any] = {"availableNow": True} if available_now else {"processingTime": trigger_interval}
+    query_name = f"sluice-archive-{'-'.join(_topics_list(topics))}"[:200]
+    return start_archive_query(spark, reader_options, to_path, checkpoint, trigger, query_name)
 
 
 def check_archive_dir(from_dir: str | Path) -> Path:
