@@ -41,13 +41,13 @@ from typing import Any
 import grpc
 import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SluiceBroker, cpu_seconds, free_port, percentile, wait_port
 
 from sluice.gateway.proto import kafkapixy_pb2 as pb
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
+from sluice.testing import create_topic
 
 HOST = "127.0.0.1"
 TARGET_NACK_MSGS = 10_000.0
@@ -157,20 +157,6 @@ class Meter:
 
 
 # --- kafka helpers ------------------------------------------------------------------------------------
-
-
-def create_topic(bootstrap: str, partitions: int, prefix: str) -> str:
-    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(timeout=30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        topic = admin.list_topics(name, timeout=5).topics.get(name)
-        if topic is not None and topic.error is None and len(topic.partitions) == partitions:
-            return name
-        time.sleep(0.05)
-    raise RuntimeError(f"topic {name} did not appear")
 
 
 def prefill(bootstrap: str, topic: str, count: int, size: int, partitions: int) -> float:

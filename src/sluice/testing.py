@@ -98,3 +98,22 @@ class BrokerProcess:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.kill()
+
+
+def create_topic(bootstrap: str, partitions: int = 1, prefix: str = "t", timeout: float = 30.0) -> str:
+    """Create a uniquely named topic and return its name once metadata shows all its partitions."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(name, timeout=5).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == partitions:
+            return name
+        time.sleep(0.05)
+    raise RuntimeError(f"topic {name} did not appear within {timeout:g}s")
