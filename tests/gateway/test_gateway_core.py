@@ -6,6 +6,7 @@ import pytest
 
 from sluice.gateway.core import (
     AckOutcome,
+    CommitPoint,
     GroupTopicCore,
     Message,
     PartitionTracker,
@@ -204,6 +205,85 @@ class TestPartitionTracker:
         t.ack(0)
         point = t.take_commit_if_changed()
         assert point is not None and point.offset == 1
+
+
+class TestHeldDeadLetters:
+    """With a dead-letter topic, a given-up message stays un-acked until its produce is confirmed."""
+
+    @staticmethod
+    def given_up(count: int = 3) -> PartitionTracker:
+        """Offset 0 given up (no retries allowed), 1 acked, 2 handed out in its place."""
+        t = tracker(ack_timeout=1.0, max_retries=0, hold_dead_letters=True)
+        fill(t, range(count))
+        assert hand_out(t, 2, now=0.0) == [0, 1]
+        assert t.ack(1) is AckOutcome.ACKED
+        following = t.next_delivery(1.0)
+        assert following is not None and following.message.offset == 2
+        assert [m.offset for m in t.take_dead_letters()] == [0]
+        return t
+
+    def test_commit_point_stays_below_the_dead_letter_until_confirmed(self) -> None:
+        t = self.given_up()
+        assert t.is_parked(0) and not t.is_acked(0)
+        assert t.commit_point().offset == 0
+        assert t.take_commit_if_changed() == CommitPoint(0, encode_sparse_acks(0, [(1, 2)]))
+        assert t.dead_letter_confirmed(0)
+        assert t.commit_point().offset == 2 and t.parked_count == 0
+        assert not t.dead_letter_confirmed(0)  # a second confirmation changes nothing
+
+    def test_failed_dead_letter_stays_unacked_and_is_not_handed_out_again(self) -> None:
+        t = self.given_up()
+        assert t.dead_letter_failed(0, now=1.0)
+        assert t.commit_point().offset == 0
+        fill(t, range(3, 6))
+        handed_out = [d.message.offset for d in t.take(1.5, 10)]
+        assert handed_out == [3, 4, 5]
+        assert t.ack(2) is AckOutcome.ACKED and t.ack_range(3, 6) == (3, 0)
+        assert t.commit_point().offset == 0 and t.acked_ranges == [(1, 6)]
+        assert t.take(100.0, 10) == [] and t.take_dead_letters() == []
+
+    def test_failed_dead_letter_is_retried_with_a_bounded_growing_backoff(self) -> None:
+        t = self.given_up()
+        now, delays = 1.0, []
+        for _ in range(7):
+            assert t.dead_letter_failed(0, now)
+            retry_at = now
+            while not t.take_dead_letter_retries(retry_at):
+                retry_at += 0.5
+            delays.append(retry_at - now)
+            # Under way again: not offered a second time until it fails or is confirmed.
+            assert t.take_dead_letter_retries(retry_at + 1000.0) == []
+            now = retry_at
+        assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+        assert t.commit_point().offset == 0
+        assert t.dead_letter_confirmed(0) and t.commit_point().offset == 2
+
+    def test_late_acks_of_a_held_dead_letter_do_not_ack_it(self) -> None:
+        t = self.given_up(4)
+        assert t.ack(0) is AckOutcome.DUPLICATE
+        assert t.next_delivery(1.0) is not None  # offset 3
+        assert t.ack_range(0, 4) == (2, 0)
+        assert t.commit_point().offset == 0 and t.acked_ranges == [(1, 4)]
+        assert t.dead_letter_confirmed(0) and t.commit_point().offset == 4
+
+    def test_fetching_a_held_dead_letter_again_does_not_hand_it_out(self) -> None:
+        t = self.given_up()
+        t.add_fetched(message(0))
+        assert t.buffered_count == 0 and t.take(1.5, 10) == []
+
+    def test_expired_dead_letters_are_held_and_a_revoked_partition_ignores_the_outcome(self) -> None:
+        settings = TrackerSettings(ack_timeout=1.0, max_pending=10, max_retries=0, hold_dead_letters=True)
+        core = GroupTopicCore(settings)
+        core.assign(0, 0)
+        core.add_fetched([message(0)])
+        core.next_delivery(0.0)
+        assert [m.offset for m in core.take_dead_letters(1.0)] == [0]
+        assert core.parked_count() == 1 and core.trackers[0].commit_point().offset == 0
+        assert core.dead_letter_failed(0, 0, now=1.0)
+        assert [m.offset for m in core.take_dead_letter_retries(2.0)] == [0]
+        assert core.revoke(0) == CommitPoint(0, "")
+        assert not core.dead_letter_confirmed(0, 0)
+        assert not core.dead_letter_failed(0, 0, now=3.0)
 
 
 class TestGroupTopicCore:

@@ -11,8 +11,12 @@ Offsets are tracked per (group, topic, partition) by a `PartitionTracker`:
   otherwise it is handed out again, possibly to another caller;
 * at most `max_pending` messages of a partition are offered and un-acked at
   once; past that the partition hands out nothing new until acks arrive;
-* after `max_retries` re-deliveries a message is dead-lettered: acknowledged
-  here and reported so the caller can park it elsewhere (-1: retry forever);
+* after `max_retries` re-deliveries a message is dead-lettered: reported so the
+  caller can park it elsewhere (-1: retry forever). With `hold_dead_letters` it
+  stays un-acknowledged (and is never handed out again) until the caller
+  confirms that the dead-letter topic has it; a failed dead-letter produce is
+  offered again after a growing backoff. Without it (nowhere to park them) it
+  is acknowledged at once;
 * the committed offset is the lowest un-acked offset, and the acknowledged
   ranges above it travel in the commit metadata string, encoded as kafka-pixy
   does, so that a restarted gateway (or a kafka-pixy) redelivers only what was
@@ -140,6 +144,16 @@ class AckOutcome(enum.Enum):
     NOT_HANDED_OUT = "not handed out"
 
 
+class _Parked(NamedTuple):
+    """A dead letter waiting for its produce to be confirmed."""
+
+    message: Message
+    # Failed produce attempts so far.
+    failures: int
+    # When to offer it for another produce; None while a produce is under way.
+    retry_at: float | None
+
+
 class _Offer(NamedTuple):
     """A handed-out, un-acked message and when it is due back (replaced, not changed, on redelivery)."""
 
@@ -178,8 +192,14 @@ class PartitionTracker:
         max_pending: int,
         max_retries: int = -1,
         max_metadata_length: int = 4000,
+        hold_dead_letters: bool = False,
+        dead_letter_backoff: float = 1.0,
+        dead_letter_max_backoff: float = 30.0,
     ) -> None:
         self.partition = partition
+        self.hold_dead_letters = hold_dead_letters
+        self.dead_letter_backoff = dead_letter_backoff
+        self.dead_letter_max_backoff = dead_letter_max_backoff
         self.max_metadata_length = max_metadata_length
         self.ack_timeout = ack_timeout
         self.max_pending = max_pending
@@ -196,6 +216,10 @@ class PartitionTracker:
         # finding its first live entry gets slower with every ack until the next resize.
         self._offers: OrderedDict[int, _Offer] = OrderedDict()
         self._dead_letters: list[Message] = []
+        # offset -> dead letter whose produce is not confirmed yet (only with hold_dead_letters).
+        self._parked: dict[int, _Parked] = {}
+        # Earliest retry_at in _parked, so that looking for due retries costs nothing on the hot path.
+        self._next_dead_letter_retry: float | None = None
         self._last_committed: CommitPoint | None = None
         self.highest_fetched = committed_offset - 1
         self.highest_handed_out = committed_offset - 1
@@ -212,6 +236,14 @@ class PartitionTracker:
     @property
     def buffered_count(self) -> int:
         return len(self._fetched)
+
+    @property
+    def parked_count(self) -> int:
+        """Dead letters held un-acked until their produce is confirmed."""
+        return len(self._parked)
+
+    def is_parked(self, offset: int) -> bool:
+        return offset in self._parked
 
     @property
     def acked_ranges(self) -> list[tuple[int, int]]:
@@ -249,7 +281,7 @@ class PartitionTracker:
         if offset == expected and offset >= self._committed and not self._acked_ranges:
             # The common case, in order and nothing acked above the commit: skip the lookups.
             self.highest_fetched = offset
-            if offset not in self._offers:
+            if offset not in self._offers and not (self._parked and offset in self._parked):
                 self._fetched.append(message)
             return
         if offset > expected >= self._committed:
@@ -258,7 +290,7 @@ class PartitionTracker:
             # committed offset would be stuck at the gap forever.
             self._add_acked_range(expected, offset)
         self.highest_fetched = max(self.highest_fetched, offset)
-        if self.is_acked(offset) or offset in self._offers:
+        if self.is_acked(offset) or offset in self._offers or offset in self._parked:
             return
         self._fetched.append(message)
 
@@ -278,8 +310,7 @@ class PartitionTracker:
             message = offer.message
             del offers[message.offset]
             if 0 <= self.max_retries <= offer.attempt:
-                self._dead_letters.append(message)
-                self._mark_acked(message.offset)
+                self._give_up(message)
                 continue
             out.append(self._offer(message, now, offer.attempt + 1))
 
@@ -322,6 +353,10 @@ class PartitionTracker:
         if self.is_acked(offset):
             self._offers.pop(offset, None)
             return AckOutcome.DUPLICATE
+        if offset in self._parked:
+            # A late ack of a message already given up: the dead-letter topic is its home now, and only
+            # the confirmed produce may move the commit point past it.
+            return AckOutcome.DUPLICATE
         if self._offers.pop(offset, None) is None:
             return AckOutcome.NOT_HANDED_OUT
         self._mark_acked(offset)
@@ -335,17 +370,21 @@ class PartitionTracker:
         """
         offers = self._offers
         pop = offers.pop
-        acked = missing = 0
+        parked = self._parked
+        acked = missing = held = 0
         lone: list[int] = []
         for offset in range(max(begin, self._committed), end):
             if pop(offset, None) is not None:
                 acked += 1
                 lone.append(offset)
+            elif parked and offset in parked:
+                # As in `ack`: late, harmless, and not an ack of the dead letter.
+                held += 1
             elif not self.is_acked(offset):
                 missing += 1
         if not acked:
             return 0, missing
-        if missing:
+        if missing or held:
             for offset in lone:
                 self._mark_acked(offset)
         else:
@@ -361,12 +400,63 @@ class PartitionTracker:
             if offer.deadline > now:
                 break
             if offer.attempt >= self.max_retries:
-                self._dead_letters.append(offer.message)
-                self.ack(offer.message.offset)
+                del self._offers[offer.message.offset]
+                self._give_up(offer.message)
 
     def take_dead_letters(self) -> list[Message]:
+        """Messages given up since the last call, each reported once (retries: `take_dead_letter_retries`)."""
         letters, self._dead_letters = self._dead_letters, []
         return letters
+
+    def take_dead_letter_retries(self, now: float) -> list[Message]:
+        """Held dead letters whose failed produce is due to be tried again; they count as under way now."""
+        due_at = self._next_dead_letter_retry
+        if due_at is None or due_at > now:
+            return []
+        due: list[Message] = []
+        next_retry: float | None = None
+        for offset, parked in self._parked.items():
+            if parked.retry_at is None:
+                continue
+            if parked.retry_at <= now:
+                due.append(parked.message)
+                self._parked[offset] = parked._replace(retry_at=None)
+            elif next_retry is None or parked.retry_at < next_retry:
+                next_retry = parked.retry_at
+        self._next_dead_letter_retry = next_retry
+        return due
+
+    def dead_letter_confirmed(self, offset: int) -> bool:
+        """The dead-letter topic has the message: acknowledge it. False if it is not held here.
+
+        Not held: the partition was revoked and assigned again since (the new tracker knows nothing
+        of the old produce), or the offset was confirmed already; either way there is nothing to ack.
+        """
+        if self._parked.pop(offset, None) is None:
+            return False
+        self._mark_acked(offset)
+        return True
+
+    def dead_letter_failed(self, offset: int, now: float) -> bool:
+        """The dead-letter produce failed: keep the message un-acked and offer it again after a backoff."""
+        parked = self._parked.get(offset)
+        if parked is None:
+            return False
+        failures = parked.failures + 1
+        delay = min(self.dead_letter_backoff * 2 ** min(failures - 1, 32), self.dead_letter_max_backoff)
+        retry_at = now + delay
+        self._parked[offset] = _Parked(parked.message, failures, retry_at)
+        if self._next_dead_letter_retry is None or retry_at < self._next_dead_letter_retry:
+            self._next_dead_letter_retry = retry_at
+        return True
+
+    def _give_up(self, message: Message) -> None:
+        """Dead-letter a message whose offer is already withdrawn."""
+        self._dead_letters.append(message)
+        if self.hold_dead_letters:
+            self._parked[message.offset] = _Parked(message, 0, None)
+        else:
+            self._mark_acked(message.offset)
 
     def take_commit_if_changed(self) -> CommitPoint | None:
         """The commit point if it differs from the last one taken."""
@@ -420,6 +510,10 @@ class TrackerSettings:
     max_pending: int = 300
     max_retries: int = -1
     max_metadata_length: int = 4000
+    # Keep dead letters un-acked until `dead_letter_confirmed` (there is a dead-letter topic to confirm them).
+    hold_dead_letters: bool = False
+    dead_letter_backoff: float = 1.0
+    dead_letter_max_backoff: float = 30.0
 
 
 @dataclass
@@ -441,6 +535,9 @@ class GroupTopicCore:
             max_pending=self.settings.max_pending,
             max_retries=self.settings.max_retries,
             max_metadata_length=self.settings.max_metadata_length,
+            hold_dead_letters=self.settings.hold_dead_letters,
+            dead_letter_backoff=self.settings.dead_letter_backoff,
+            dead_letter_max_backoff=self.settings.dead_letter_max_backoff,
         )
         self.trackers[partition] = tracker
         return tracker
@@ -454,6 +551,9 @@ class GroupTopicCore:
 
     def pending_count(self) -> int:
         return sum(tracker.pending_count for tracker in self.trackers.values())
+
+    def parked_count(self) -> int:
+        return sum(tracker.parked_count for tracker in self.trackers.values())
 
     def add_fetched(self, messages: Iterable[RawMessage | Message]) -> None:
         for message in messages:
@@ -545,6 +645,22 @@ class GroupTopicCore:
                 tracker.expire(now)
             letters.extend(tracker.take_dead_letters())
         return letters
+
+    def take_dead_letter_retries(self, now: float) -> list[Message]:
+        """Held dead letters due for another produce attempt (see `PartitionTracker.dead_letter_failed`)."""
+        letters: list[Message] = []
+        for tracker in self.trackers.values():
+            letters.extend(tracker.take_dead_letter_retries(now))
+        return letters
+
+    def dead_letter_confirmed(self, partition: int, offset: int) -> bool:
+        tracker = self.trackers.get(partition)
+        # A revoked partition: its next owner starts from the last commit and gives the message up again.
+        return tracker is not None and tracker.dead_letter_confirmed(offset)
+
+    def dead_letter_failed(self, partition: int, offset: int, now: float) -> bool:
+        tracker = self.trackers.get(partition)
+        return tracker is not None and tracker.dead_letter_failed(offset, now)
 
     def buffered_counts(self) -> dict[int, int]:
         return {partition: tracker.buffered_count for partition, tracker in self.trackers.items()}
