@@ -208,7 +208,9 @@ class SinkLog:
         package = self._spark_package(jvm)
         self._status_class = _jvm_member(jvm, f"{package}.SinkFileStatus")
         log_class = _jvm_member(jvm, f"{package}.FileStreamSinkLog")
-        path = str(directory / METADATA_DIR)
+        # A file: URI, like the files it lists, so a cluster whose default filesystem is not local
+        # does not look for the log elsewhere.
+        path = (directory / METADATA_DIR).as_uri()
         self._log = log_class(1, spark._jsparkSession, path, jvm.scala.Option.empty())  # type: ignore[attr-defined]
 
     @classmethod
