@@ -36,8 +36,8 @@ class KafkaUnderTest:
     bootstrap: str
     quirks: frozenset[str] = field(default_factory=frozenset)
 
-    def create_topic(self, partitions: int = 1, prefix: str = "t") -> str:
-        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    def create_topic(self, partitions: int = 1, prefix: str = "t", name: str | None = None) -> str:
+        name = name or f"{prefix}-{uuid.uuid4().hex[:10]}"
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
             future.result(timeout=10)
@@ -57,10 +57,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def start_kafka() -> Iterator[KafkaUnderTest]:
+def start_kafka(*, auto_create_topics: bool = True) -> Iterator[KafkaUnderTest]:
     """Start a throwaway sluice broker (durable, in a temp dir) on loopback and stop it afterwards."""
-    with tempfile.TemporaryDirectory() as data_dir, BrokerProcess(Path(data_dir)) as broker:
-        yield KafkaUnderTest(broker.bootstrap, frozenset())
+    with tempfile.TemporaryDirectory() as data_dir, tempfile.TemporaryDirectory() as config_dir:
+        config: Path | None = None
+        if not auto_create_topics:
+            config = Path(config_dir) / "broker.yaml"
+            config.write_text("auto_create_topics: false\n")
+        with BrokerProcess(Path(data_dir), config=config) as broker:
+            yield KafkaUnderTest(broker.bootstrap, frozenset())
 
 
 @pytest.fixture(scope="session")
@@ -72,6 +77,13 @@ def kafka() -> Iterator[KafkaUnderTest]:
 @pytest.fixture(scope="session")
 def second_kafka() -> Iterator[KafkaUnderTest]:
     with start_kafka() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_without_auto_create() -> Iterator[KafkaUnderTest]:
+    """A broker that refuses to produce to a topic until someone creates it (auto_create_topics off)."""
+    with start_kafka(auto_create_topics=False) as broker:
         yield broker
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import grpc
 import pytest
@@ -237,6 +238,66 @@ async def test_dead_letter_after_max_retries(kafka, make_gateway) -> None:
         parked = await consume(stub, f"{topic}.dead", unique_group())
         assert parked.message == b"poison"
         assert b"0" in dict((h.key, h.value) for h in parked.headers)["sluice-dead-letter-origin"]
+
+
+async def test_dead_letter_is_committed_only_once_the_dead_letter_topic_has_it(
+    kafka_without_auto_create, make_gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    broker = kafka_without_auto_create
+    topic, group = broker.create_topic(), unique_group()
+    # No auto-creation on this broker: producing to the dead-letter topic fails until the test creates it.
+    gateway: Gateway = await make_gateway(
+        {"default": broker}, ack_timeout="1s", max_retries=0, dead_letter_topic="{topic}.dead"
+    )
+    caplog.set_level(logging.ERROR, logger="sluice.gateway.service")
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        stub = pb_grpc.KafkaPixyStub(channel)
+        await produce(stub, topic, b"poison")
+        await produce(stub, topic, b"fine")
+        poison = await consume(stub, topic, group)
+        assert (poison.offset, poison.message) == (0, b"poison")
+        following = await consume(stub, topic, group, within=5)
+        assert following.message == b"fine"
+        await stub.Ack(pb.AckRq(topic=topic, group=group, partition=0, offset=following.offset))
+
+        def produce_failures() -> int:
+            return sum(f"not produced to {topic}.dead" in record.getMessage() for record in caplog.records)
+
+        async def failed_twice() -> bool:
+            return produce_failures() >= 2  # tried again after the backoff
+
+        assert await eventually(failed_twice, within=10, every=0.05)
+
+        async def ack_of_fine_committed() -> pb.PartitionOffset | None:
+            view = (await stub.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))).offsets[0]
+            return view if view.sparse_acks else None
+
+        view = await eventually(ack_of_fine_committed, within=5, every=0.05)
+        assert view is not None
+        # "fine" is acked, the un-delivered dead letter still holds the commit point.
+        assert (view.offset, view.sparse_acks) == (0, "1-2")
+        # Parked, not handed out again while its produce is retried.
+        await expect_status(
+            stub.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True)), grpc.StatusCode.NOT_FOUND
+        )
+
+        broker.create_topic(name=f"{topic}.dead")
+
+        async def everything_committed() -> bool:
+            reply = await stub.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
+            return reply.offsets[0].offset == 2
+
+        assert await eventually(everything_committed, within=10, every=0.05)
+        parked = await consume(stub, f"{topic}.dead", unique_group(), within=10)
+        assert parked.message == b"poison"
+        assert dict((h.key, h.value) for h in parked.headers)["sluice-dead-letter-origin"] == (
+            f"{topic}/0/0".encode()
+        )
+        labels = {"cluster": "default", "group": group, "topic": topic}
+        # Counted once when given up, however often its produce was tried.
+        assert gateway.service.metrics.registry.get_sample_value(
+            "sluice_gateway_dead_lettered_messages_total", labels
+        ) == 1.0
 
 
 async def test_run_gateway_serves_until_stopped(kafka) -> None:

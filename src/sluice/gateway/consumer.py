@@ -5,6 +5,11 @@ gateways and plain Kafka consumers can share a group. Its thread owns the
 librdkafka handle (poll, rebalance callbacks, commits); the event loop side
 only touches the pure `GroupTopicCore` under a lock and waits on an
 `asyncio.Event` that the thread sets when something changes.
+
+Dead letters are produced from the event loop. With a dead-letter topic the
+core holds each one un-acked until its produce is confirmed, so that a failed
+produce or a crash in between never moves the commit point past a message that
+nobody acknowledged; failed produces are retried (the core says when).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -38,7 +43,10 @@ _BUFFER_BUDGET = 32000
 # that large messages cannot turn the message counts above into gigabytes.
 _BUFFER_BYTES_BUDGET = 64 * 1024 * 1024
 
-DeadLetterSink = Callable[[str, str, list[Message]], None]
+# Produces one dead letter (group, topic, message); returns once Kafka acknowledged it, raises if it did not.
+DeadLetterSink = Callable[[str, str, Message], Awaitable[object]]
+# How long `stop` waits for dead-letter produces under way, so that those confirmed make the final commit.
+_DEAD_LETTER_SETTLE_SECONDS = 5.0
 
 
 def buffer_high_water(partitions: int, message_bytes: float) -> int:
@@ -77,6 +85,8 @@ class GroupTopicConsumer:
                 ack_timeout=self.settings.ack_timeout,
                 max_pending=self.settings.max_pending_messages,
                 max_retries=self.settings.max_retries,
+                # Without a sink there is nothing that could ever confirm a dead letter.
+                hold_dead_letters=dead_letter_sink is not None,
             )
         )
         # Bound once: looking up labelled children costs microseconds per call on the hot path.
@@ -88,6 +98,8 @@ class GroupTopicConsumer:
         self.last_used = time.monotonic()
         self.waiters = 0
         self._dead_letter_sink = dead_letter_sink
+        self._dead_letter_metric = metrics.dead_lettered.labels(*labels)
+        self._dead_letter_tasks: set[asyncio.Task[None]] = set()
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
@@ -120,7 +132,8 @@ class GroupTopicConsumer:
             return False
         quiet = now - self.last_used
         with self._lock:
-            pending = self.core.pending_count()
+            # Held dead letters count too: their confirmation should reach the commit before we leave.
+            pending = self.core.pending_count() + self.core.parked_count()
         if pending:
             # Leaving now would turn the holders' upcoming acks into errors.
             return quiet > max(self.settings.subscription_timeout, self.settings.ack_timeout)
@@ -247,6 +260,8 @@ class GroupTopicConsumer:
 
     async def stop(self) -> None:
         self.release_waiters()
+        # Before the thread's final commit: what the dead-letter topic confirms by then is committed with it.
+        await self._settle_dead_letters()
         self._stopping.set()
         await asyncio.to_thread(self._thread.join, 30.0)
 
@@ -335,23 +350,77 @@ class GroupTopicConsumer:
             self._signal_from_thread()
 
     def _collect_dead_letters(self) -> None:
+        now = time.monotonic()
         with self._lock:
-            letters = self.core.take_dead_letters(time.monotonic())
-        if letters:
+            letters = self.core.take_dead_letters(now)
+            retries = self.core.take_dead_letter_retries(now)
+        if letters or retries:
             try:
-                self._loop.call_soon_threadsafe(self._park_dead_letters, letters)
+                self._loop.call_soon_threadsafe(self._park_dead_letters, letters, retries)
             except RuntimeError:
-                log.error(
-                    "group %s topic %s: %d dead letters lost at shutdown",
+                if self._dead_letter_sink is not None:
+                    # Held un-acked, so left out of every commit: a restarted gateway gives them up again.
+                    log.warning(
+                        "group %s topic %s: %d dead letters not produced at shutdown, left uncommitted",
+                        self.group,
+                        self.topic,
+                        len(letters) + len(retries),
+                    )
+                else:
+                    log.error(
+                        "group %s topic %s: %d dead letters lost at shutdown", self.group, self.topic, len(letters)
+                    )
+
+    def _park_dead_letters(self, letters: list[Message], retries: Sequence[Message] = ()) -> None:
+        """Hand newly given-up messages (counted here, once) and due retries to the dead-letter sink."""
+        if letters:
+            self._dead_letter_metric.inc(len(letters))
+        sink = self._dead_letter_sink
+        if sink is None:
+            if letters:
+                log.warning(
+                    "group %s topic %s: dropped %d messages after max_retries (no dead_letter_topic)",
                     self.group,
                     self.topic,
                     len(letters),
                 )
+            return
+        if self._closing:
+            # Started now, a produce could finish after the final commit and be produced again after a
+            # restart; left alone, the messages are simply uncommitted and given up again then.
+            log.info(
+                "group %s topic %s: %d dead letters left uncommitted at shutdown",
+                self.group,
+                self.topic,
+                len(letters) + len(retries),
+            )
+            return
+        for message in (*letters, *retries):
+            task = asyncio.ensure_future(self._produce_dead_letter(sink, message))
+            self._dead_letter_tasks.add(task)
+            task.add_done_callback(self._dead_letter_tasks.discard)
 
-    def _park_dead_letters(self, letters: list[Message]) -> None:
-        self.metrics.dead_lettered.labels(self.cluster.name, self.group, self.topic).inc(len(letters))
-        if self._dead_letter_sink is not None:
-            self._dead_letter_sink(self.group, self.topic, letters)
+    async def _produce_dead_letter(self, sink: DeadLetterSink, message: Message) -> None:
+        try:
+            await sink(self.group, self.topic, message)
+        except Exception:  # whatever went wrong, the message must stay un-acked and be tried again
+            # The sink logged the target topic and the error; the core schedules the retry.
+            with self._lock:
+                self.core.dead_letter_failed(message.partition, message.offset, time.monotonic())
+            return
+        with self._lock:
+            self.core.dead_letter_confirmed(message.partition, message.offset)
+
+    async def _settle_dead_letters(self) -> None:
+        tasks = set(self._dead_letter_tasks)
+        if not tasks:
+            return
+        _, unfinished = await asyncio.wait(tasks, timeout=_DEAD_LETTER_SETTLE_SECONDS)
+        for task in unfinished:
+            # Still un-acked, so uncommitted: nothing is lost, at worst the message is parked twice.
+            task.cancel()
+        if unfinished:
+            await asyncio.wait(unfinished)
 
     def _apply_backpressure(self, consumer: Consumer, paused: set[int]) -> None:
         with self._lock:
@@ -479,7 +548,7 @@ class ClusterConsumers:
         cluster: ClusterConfig,
         client_id: str,
         metrics: GatewayMetrics,
-        dead_letter_sink: DeadLetterSink,
+        dead_letter_sink: DeadLetterSink | None,
     ) -> None:
         self.cluster = cluster
         self.client_id = client_id

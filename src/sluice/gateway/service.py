@@ -70,7 +70,6 @@ class GatewayService:
         self._closing = False
         self._closed = False
         self._janitor: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[object]] = set()
 
     async def start(self) -> None:
         for name, cluster_config in self.config.clusters.items():
@@ -98,8 +97,6 @@ class GatewayService:
                 await self._janitor
         for cluster in self._clusters.values():
             await cluster.consumers.close()
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
         for cluster in self._clusters.values():
             await cluster.client.close()
             await asyncio.to_thread(cluster.client.close_admin)
@@ -140,33 +137,35 @@ class GatewayService:
         validate_topic(topic)
         return await target.client.produce(topic, key, value, headers, wait=sync)
 
-    def dead_letter_sink(self, cluster: _Cluster) -> DeadLetterSink:
-        def park(group: str, topic: str, messages: list[Message]) -> None:
-            template = cluster.config.consumer.dead_letter_topic
-            if not template:
-                log.warning(
-                    "group %s topic %s: dropped %d messages after max_retries", group, topic, len(messages)
-                )
-                return
+    def dead_letter_sink(self, cluster: _Cluster) -> DeadLetterSink | None:
+        """Where the consumers of `cluster` park dead letters; None drops them (no dead_letter_topic)."""
+        template = cluster.config.consumer.dead_letter_topic
+        if not template:
+            return None
+
+        async def park(group: str, topic: str, message: Message) -> None:
             target_topic = template.replace("{topic}", topic).replace("{group}", group)
-            for message in messages:
-                headers = [
-                    *message.headers,
-                    ("sluice-dead-letter-group", group.encode()),
-                    ("sluice-dead-letter-origin", f"{topic}/{message.partition}/{message.offset}".encode()),
-                ]
-                task = asyncio.ensure_future(
-                    cluster.client.produce(target_topic, message.key, message.value or b"", headers)
+            headers = [
+                *message.headers,
+                ("sluice-dead-letter-group", group.encode()),
+                ("sluice-dead-letter-origin", f"{topic}/{message.partition}/{message.offset}".encode()),
+            ]
+            try:
+                # Synchronous: the consumer acks the message only once Kafka has the dead letter.
+                await cluster.client.produce(target_topic, message.key, message.value or b"", headers)
+            except Exception as exc:
+                log.error(
+                    "group %s: dead letter %s/%d/%d not produced to %s, it stays un-acked and is retried: %s",
+                    group,
+                    topic,
+                    message.partition,
+                    message.offset,
+                    target_topic,
+                    exc,
                 )
-                self._background.add(task)
-                task.add_done_callback(self._dead_letter_done)
+                raise
 
         return park
-
-    def _dead_letter_done(self, task: asyncio.Future[object]) -> None:
-        self._background.discard(task)  # type: ignore[arg-type]
-        if not task.cancelled() and task.exception() is not None:
-            log.error("producing a dead letter failed: %s", task.exception())
 
     # -- consume and ack -------------------------------------------------------
     async def consume(
