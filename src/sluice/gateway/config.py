@@ -35,7 +35,9 @@ Accepted shape (every key optional except at least one cluster)::
           channel_buffer_size: 64     # concurrent waiting consume requests per group/topic
           subscription_timeout: 15s
           initial_offset: oldest      # where a group with no committed offset starts: oldest | newest
-          dead_letter_topic: ""       # "{topic}" is replaced; empty drops dead letters
+          dead_letter_topic: ""       # "{topic}"/"{group}" replaced; empty drops dead letters
+                                      # (acked at once); otherwise a dead letter stays uncommitted
+                                      # until the topic has it, failed produces retried (1s..30s)
 
 A sluice.yaml may hold all of this under a top-level ``gateway:`` key.
 """
