@@ -1,15 +1,15 @@
 """Sparse per-segment indexes: offset -> file position and timestamp -> offset (Kafka's formats).
 
 The active segment's indexes live in a bytearray and are written to their files in bulk: when the
-segment is sealed and made durable, or on clean close. Sealed segments' index files are then memory-mapped
-read-only, so the kernel, not the heap, holds them. A file may lag its log after a crash; the loader
+segment is sealed and made durable, or on clean close. Indexes stay in the heap (about 0.5% of the log at
+the default index interval) rather than memory-mapped: Python's mmap holds a duplicate file descriptor per
+mapping, which tripled the descriptors a log of many segments needs. A file may lag its log after a crash; the loader
 rescans every segment from the recovery point and rebuilds indexes that are missing, torn or
 inconsistent, so the files are hints for speed, never the source of truth.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from pathlib import Path
@@ -36,16 +36,15 @@ class _SparseIndex:
 
     ENTRY: struct.Struct
 
-    def __init__(self, base_offset: int, buffer: bytearray | mmap.mmap | None = None, used: int = 0) -> None:
+    def __init__(self, base_offset: int, buffer: bytearray | None = None, used: int = 0) -> None:
         self.base_offset = base_offset
-        self._buffer: bytearray | mmap.mmap = buffer if buffer is not None else bytearray()
+        self._buffer: bytearray = buffer if buffer is not None else bytearray()
         self._used = used
 
     @classmethod
-    def load(cls, path: Path, base_offset: int, *, mapped: bool = False) -> Self | None:
+    def load(cls, path: Path, base_offset: int) -> Self | None:
         """The file's entries without trailing all-zero ones (preallocated or zero-filled space); None
-        when the file is missing or its size is not a whole number of entries (torn write). `mapped`
-        maps the file instead of reading it (read-only; an append first copies it into memory).
+        when the file is missing or its size is not a whole number of entries (torn write).
         """
         entry_size = cls.ENTRY.size
         try:
@@ -56,19 +55,14 @@ class _SparseIndex:
             size = os.fstat(fd).st_size
             if size % entry_size:
                 return None
-            buffer: bytearray | mmap.mmap
-            if mapped and size:
-                buffer = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
-            else:
-                buffer = bytearray(os.pread(fd, size, 0))
+            buffer = bytearray(os.pread(fd, size, 0))
         finally:
             os.close(fd)
         used = size
         zero = bytes(entry_size)
         while used and buffer[used - entry_size : used] == zero:
             used -= entry_size
-        if isinstance(buffer, bytearray):
-            del buffer[used:]
+        del buffer[used:]
         return cls(base_offset, buffer, used)
 
     def __len__(self) -> int:
@@ -78,11 +72,6 @@ class _SparseIndex:
         return self.ENTRY.unpack_from(self._buffer, n * self.ENTRY.size)  # type: ignore[return-value]
 
     def _append_raw(self, first: int, second: int) -> None:
-        if not isinstance(self._buffer, bytearray):
-            # A trusted file that lags its log (outside damage): continue in memory.
-            mapped = self._buffer
-            self._buffer = bytearray(mapped[: self._used])
-            mapped.close()
         self._buffer += self.ENTRY.pack(first, second)
         self._used += self.ENTRY.size
 
@@ -90,10 +79,8 @@ class _SparseIndex:
         _write_file(path, memoryview(self._buffer)[: self._used], sync=sync)
 
     def close(self) -> None:
-        if isinstance(self._buffer, mmap.mmap):
-            self._buffer.close()
-            self._buffer = bytearray()
-            self._used = 0
+        self._buffer = bytearray()
+        self._used = 0
 
 
 class OffsetIndex(_SparseIndex):

@@ -57,7 +57,7 @@ class FileSegment:
         self._bytes_since_index_entry = 0
         self._first_batch_timestamp: int | None = None
         self._created_ms = int(time.time() * 1000)
-        self._indexes_mapped = False
+        self._indexes_trusted = False
         self._closed = False
 
     # --- appending ----------------------------------------------------------------------------------
@@ -194,19 +194,6 @@ class FileSegment:
         """For a sealed segment: fsync its log and write and fsync its indexes."""
         self.sync()
         self.write_indexes(sync=True)
-        self._map_indexes()
-
-    def _map_indexes(self) -> None:
-        """Swap the in-heap indexes of a sealed segment for read-only mappings of their files.
-
-        Runs on the flush thread while the event loop may be searching the old objects; both hold the
-        same entries and attribute assignment is atomic, so a reader sees one or the other.
-        """
-        offset_index = OffsetIndex.load(self.index_path, self.base_offset, mapped=True)
-        time_index = TimeIndex.load(self.time_index_path, self.base_offset, mapped=True)
-        if offset_index is None or time_index is None:
-            return
-        self.offset_index, self.time_index = offset_index, time_index
 
     def close(self) -> None:
         if not self._closed:
@@ -225,13 +212,13 @@ class FileSegment:
     def load_indexes(self, *, sealed: bool) -> bool:
         """Adopt the index files if they exist and fit the log; False means they must be rebuilt.
 
-        A sealed segment's files are mapped and only sanity-checked (first and last entries), so opening
-        many segments costs neither heap nor a read of every index; the active segment's are read into
-        memory, checked entry by entry, and appended to from then on.
+        A sealed segment's files are only sanity-checked (first and last entries), so opening many
+        segments costs no scan of every index; the active segment's are checked entry by entry, and
+        appended to from then on.
         """
-        self._indexes_mapped = sealed
-        offset_index = OffsetIndex.load(self.index_path, self.base_offset, mapped=sealed)
-        time_index = TimeIndex.load(self.time_index_path, self.base_offset, mapped=sealed)
+        self._indexes_trusted = sealed
+        offset_index = OffsetIndex.load(self.index_path, self.base_offset)
+        time_index = TimeIndex.load(self.time_index_path, self.base_offset)
         if offset_index is None or time_index is None:
             for index in (offset_index, time_index):
                 if index is not None:
@@ -275,7 +262,7 @@ class FileSegment:
         self.size_bytes = end
         if expected_next_offset is not None and self.next_offset != expected_next_offset:
             return False
-        return not self.time_index.problem(self.next_offset, thorough=not self._indexes_mapped)
+        return not self.time_index.problem(self.next_offset, thorough=not self._indexes_trusted)
 
     def recover(self) -> int:
         """Validate every batch (length, magic, CRC-32C, contiguous offsets), rebuild both indexes and
@@ -285,7 +272,7 @@ class FileSegment:
         self.time_index.close()
         self.offset_index = OffsetIndex(self.base_offset)
         self.time_index = TimeIndex(self.base_offset)
-        self._indexes_mapped = False
+        self._indexes_trusted = False
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
         self.next_offset = self.base_offset
