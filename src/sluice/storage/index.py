@@ -78,10 +78,6 @@ class _SparseIndex:
     def write(self, path: Path, *, sync: bool) -> None:
         _write_file(path, memoryview(self._buffer)[: self._used], sync=sync)
 
-    def close(self) -> None:
-        self._buffer = bytearray()
-        self._used = 0
-
 
 class OffsetIndex(_SparseIndex):
     """Sparse offset index of one segment, file `<base offset>.index`.

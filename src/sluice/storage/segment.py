@@ -199,8 +199,6 @@ class FileSegment:
         if not self._closed:
             self._closed = True
             os.close(self._fd)
-            self.offset_index.close()
-            self.time_index.close()
 
     def delete(self) -> None:
         self.close()
@@ -220,9 +218,6 @@ class FileSegment:
         offset_index = OffsetIndex.load(self.index_path, self.base_offset)
         time_index = TimeIndex.load(self.time_index_path, self.base_offset)
         if offset_index is None or time_index is None:
-            for index in (offset_index, time_index):
-                if index is not None:
-                    index.close()
             return False
         self.offset_index, self.time_index = offset_index, time_index
         if offset_index.problem(self.size_bytes, thorough=not sealed):
@@ -268,8 +263,6 @@ class FileSegment:
         """Validate every batch (length, magic, CRC-32C, contiguous offsets), rebuild both indexes and
         truncate the file after the last intact batch. Returns the number of bytes truncated.
         """
-        self.offset_index.close()
-        self.time_index.close()
         self.offset_index = OffsetIndex(self.base_offset)
         self.time_index = TimeIndex(self.base_offset)
         self._indexes_trusted = False
