@@ -100,13 +100,15 @@ class BrokerProcess:
         self.kill()
 
 
-def create_topic(bootstrap: str, partitions: int = 1, prefix: str = "t", timeout: float = 30.0) -> str:
-    """Create a uniquely named topic and return its name once metadata shows all its partitions."""
+def create_topic(
+    bootstrap: str, partitions: int = 1, prefix: str = "t", timeout: float = 30.0, name: str | None = None
+) -> str:
+    """Create `name` (default: a unique name from `prefix`); return it once metadata shows all its partitions."""
     import uuid
 
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    name = name or f"{prefix}-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
         future.result(timeout=timeout)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import socket
 import tempfile
-import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +18,10 @@ from typing import Any
 
 import grpc
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.gateway import Gateway, config_from_dict
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
-from sluice.testing import BrokerProcess
+from sluice.testing import BrokerProcess, create_topic
 
 # Broker behaviours the tests must know about (each noted where a test depends on it).
 DROPS_COMMIT_METADATA = "drops_commit_metadata"  # OffsetCommit metadata is not kept (e.g. Tansu 0.6)
@@ -37,17 +34,7 @@ class KafkaUnderTest:
     quirks: frozenset[str] = field(default_factory=frozenset)
 
     def create_topic(self, partitions: int = 1, prefix: str = "t", name: str | None = None) -> str:
-        name = name or f"{prefix}-{uuid.uuid4().hex[:10]}"
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-            future.result(timeout=10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            topic = admin.list_topics(name, timeout=5).topics.get(name)
-            if topic is not None and topic.error is None and len(topic.partitions) == partitions:
-                return name
-            time.sleep(0.05)
-        raise RuntimeError(f"topic {name} did not appear")
+        return create_topic(self.bootstrap, partitions, prefix, timeout=10, name=name)
 
 
 def _free_port() -> int:
