@@ -63,6 +63,8 @@ ROW_GROUP_ROWS = 1_000_000
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 _MICROS_PER_DAY = 86_400_000_000
 _EPOCH = date(1970, 1, 1)
+# Stands for a null timestamp while grouping by day; no real day number is this small.
+_NULL_DAY = np.iinfo(np.int64).min
 # What Hadoop's local filesystem reports as the block size; only informative in the log.
 _LOCAL_BLOCK_SIZE = 32 * 1024 * 1024
 
@@ -178,14 +180,15 @@ def _write_by_day(topic_dir: Path, offset_range: OffsetRange, batches: Iterable[
 def _split_by_day(batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
     """The batch's rows grouped by UTC day of their timestamp (almost always a single day)."""
     timestamps = batch.column(_TIMESTAMP_COLUMN)
-    micros = timestamps.cast(pa.int64()).fill_null(0).to_numpy()
-    days = np.floor_divide(micros, _MICROS_PER_DAY)
-    nulls = timestamps.null_count
-    if not nulls and days[0] == days[-1] and days.min() == days.max():
+    days = np.floor_divide(timestamps.cast(pa.int64()).fill_null(0).to_numpy(), _MICROS_PER_DAY)
+    if not timestamps.null_count and days.min() == days.max():
         return [(_day_name(int(days[0])), batch)]
-    keys = np.where(timestamps.is_null().to_numpy(zero_copy_only=False), np.iinfo(np.int64).min, days)
+    keys = np.where(timestamps.is_null().to_numpy(zero_copy_only=False), _NULL_DAY, days)
     return [
-        (NULL_PARTITION if key == np.iinfo(np.int64).min else _day_name(int(key)), batch.filter(pa.array(keys == key)))
+        (
+            NULL_PARTITION if key == _NULL_DAY else _day_name(int(key)),
+            batch.filter(pa.array(keys == key)),
+        )
         for key in np.unique(keys)
     ]
 
