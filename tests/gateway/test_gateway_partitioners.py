@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from sluice.gateway.partitioners import (
+    Partitioner,
     choose_partition,
     fnv1a_32,
     murmur2,
@@ -51,3 +52,20 @@ def test_no_key_goes_to_any_partition() -> None:
     assert seen == {0, 1, 2, 3}
     assert choose_partition(b"k", 4, "hash") == sarama_hash_partition(b"k", 4)
     assert choose_partition(b"k", 4, "murmur2") == murmur2_partition(b"k", 4)
+
+
+def test_round_robin_takes_each_partition_in_turn_per_topic_ignoring_keys() -> None:
+    partitioner = Partitioner("roundrobin")
+    orders = [partitioner.choose("orders", b"same-key", 3) for _ in range(7)]
+    assert orders == [0, 1, 2, 0, 1, 2, 0]
+    # Another topic has its own counter; the first keeps going where it stopped.
+    assert [partitioner.choose("audit", None, 2) for _ in range(3)] == [0, 1, 0]
+    assert partitioner.choose("orders", None, 3) == 1
+    # Fewer partitions than the counter reached (sarama starts over at 0).
+    assert partitioner.choose("orders", None, 2) == 0
+    assert partitioner.choose("orders", None, 2) == 1
+
+
+def test_partitioner_delegates_stateless_rules() -> None:
+    assert Partitioner("hash").choose("t", b"k", 4) == sarama_hash_partition(b"k", 4)
+    assert Partitioner("murmur2").choose("t", b"k", 4) == murmur2_partition(b"k", 4)

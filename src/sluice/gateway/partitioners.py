@@ -2,7 +2,8 @@
 
 `sarama_hash_partition` reproduces kafka-pixy (Go, sarama's default hash
 partitioner), so keys land where kafka-pixy put them; `murmur2_partition`
-reproduces the Java client's default partitioner.
+reproduces the Java client's default partitioner; `Partitioner` adds sarama's
+round robin, the one choice that keeps state.
 """
 
 from __future__ import annotations
@@ -69,3 +70,24 @@ def choose_partition(key: bytes | None, partition_count: int, partitioner: str) 
     if partitioner == "murmur2":
         return murmur2_partition(key, partition_count)
     return sarama_hash_partition(key, partition_count)
+
+
+class Partitioner:
+    """One producer's partition choice: a stateless `choose_partition` rule, or round robin.
+
+    Round robin follows sarama's: a counter per topic hands out partitions 0, 1, ... in turn, keys
+    ignored, and starts over at 0 once it reaches the topic's current partition count.
+    """
+
+    def __init__(self, partitioner: str) -> None:
+        self.partitioner = partitioner
+        self._next_partition_by_topic: dict[str, int] = {}
+
+    def choose(self, topic: str, key: bytes | None, partition_count: int) -> int:
+        if self.partitioner != "roundrobin":
+            return choose_partition(key, partition_count, self.partitioner)
+        partition = self._next_partition_by_topic.get(topic, 0)
+        if partition >= partition_count:
+            partition = 0
+        self._next_partition_by_topic[topic] = partition + 1
+        return partition
