@@ -267,19 +267,7 @@ class GroupTopicConsumer:
 
     # -- consumer thread -------------------------------------------------------
     def _consumer_config(self) -> dict[str, Any]:
-        session_ms = max(int(self.settings.session_timeout * 1000), 1000)
-        return {
-            **self.cluster.client_config(),
-            "group.id": self.group,
-            "client.id": self.client_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": False,
-            "auto.offset.reset": "earliest" if self.settings.initial_offset == "oldest" else "latest",
-            "session.timeout.ms": session_ms,
-            "heartbeat.interval.ms": max(min(1000, session_ms // 3), 100),
-            "fetch.wait.max.ms": 100,
-        }
+        return self.cluster.consumer_config(self.group, self.client_id)
 
     def _run(self) -> None:
         try:
@@ -368,7 +356,10 @@ class GroupTopicConsumer:
                     )
                 else:
                     log.error(
-                        "group %s topic %s: %d dead letters lost at shutdown", self.group, self.topic, len(letters)
+                        "group %s topic %s: %d dead letters lost at shutdown",
+                        self.group,
+                        self.topic,
+                        len(letters),
                     )
 
     def _park_dead_letters(self, letters: list[Message], retries: Sequence[Message] = ()) -> None:

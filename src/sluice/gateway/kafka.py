@@ -28,11 +28,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from .config import ClusterConfig
 from .errors import Failure, GatewayError
 from .metrics import GatewayMetrics
-from .partitioners import choose_partition
+from .partitioners import Partitioner
 
 log = logging.getLogger(__name__)
 
-_REQUIRED_ACKS = {"no_response": 0, "wait_for_local": 1, "wait_for_all": -1}
 _METADATA_TTL_SECONDS = 30.0
 _ADMIN_TIMEOUT_SECONDS = 10.0
 # Freshly auto-created topics report "leader not available" for a moment.
@@ -92,15 +91,8 @@ class ClusterClient:
         self.config = config
         self.metrics = metrics
         self.client_id = config.client_id or f"sluice-gateway-{uuid.uuid4().hex[:8]}"
-        producer_config = {
-            **config.client_config(),
-            "client.id": self.client_id,
-            "acks": _REQUIRED_ACKS[config.producer.required_acks],
-            "message.max.bytes": max(config.producer.max_message_bytes + 512, 1000),
-            "message.timeout.ms": int(config.producer.timeout * 1000) or 1,
-            "linger.ms": 2,
-        }
-        self._producer = Producer(producer_config)
+        self._producer = Producer(config.producer_config(self.client_id))
+        self._partitioner = Partitioner(config.producer.partitioner)
         self._admin = AdminClient({**config.client_config(), "client.id": self.client_id})
         self._partition_counts: dict[str, tuple[int, float]] = {}
         self._watermark_reader: Consumer | None = None
@@ -117,7 +109,7 @@ class ClusterClient:
             self._producer.poll(0.1)
 
     async def close(self) -> None:
-        remaining = await asyncio.to_thread(self._producer.flush, self.config.producer.timeout)
+        remaining = await asyncio.to_thread(self._producer.flush, self.config.producer.shutdown_flush_seconds)
         if remaining:
             log.warning(
                 "cluster %s: %d produced messages not delivered at shutdown", self.config.name, remaining
@@ -168,7 +160,7 @@ class ClusterClient:
                 f"{self.config.producer.max_message_bytes}",
             )
         partition_count = await self.partition_count(topic)
-        partition = choose_partition(key, partition_count, self.config.producer.partitioner)
+        partition = self._partitioner.choose(topic, key, partition_count)
         loop = asyncio.get_running_loop()
         delivered: asyncio.Future[tuple[int, int]] | None = loop.create_future() if wait else None
         started = time.monotonic()
