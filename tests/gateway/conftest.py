@@ -110,9 +110,13 @@ async def make_gateway(kafka: KafkaUnderTest) -> AsyncIterator[GatewayFactory]:
     async def make(
         clusters: dict[str, KafkaUnderTest] | None = None,
         producer: dict[str, Any] | None = None,
+        *,
+        top_level: dict[str, Any] | None = None,
         **consumer: Any,
     ) -> Gateway:
-        config = config_from_dict(gateway_config(clusters or {"default": kafka}, producer, **consumer))
+        """`top_level` adds gateway-wide settings (e.g. `tls`, `unix_addr`) to the generated config."""
+        document = gateway_config(clusters or {"default": kafka}, producer, **consumer)
+        config = config_from_dict({**document, **(top_level or {})})
         gateway = Gateway(config, grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0", shutdown_grace=1.0)
         await gateway.start()
         started.append(gateway)

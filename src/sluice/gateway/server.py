@@ -2,14 +2,17 @@
 
 Entry points for the CLI:
 
-* ``Gateway(config, grpc_listen=..., http_listen=...)`` with ``await start()`` /
-  ``await stop()`` (or ``async with``), exposing the bound ports;
+* ``Gateway(config, grpc_listen=..., http_listen=..., unix_listen=...)`` with
+  ``await start()`` / ``await stop()`` (or ``async with``), exposing the bound ports;
 * ``await run_gateway(config, grpc_listen=..., http_listen=..., stop=event)``
   which serves until ``stop`` is set;
 * ``serve_forever(config_path, grpc_listen=None, http_listen=None)``, a blocking
   call that stops on SIGINT/SIGTERM (what ``sluice gateway --config`` needs).
 
-An empty listen address disables that API; port 0 picks a free port.
+An empty listen address disables that API; port 0 picks a free port. The
+config's ``tls`` section puts gRPC and/or HTTP on TLS; ``unix_addr`` (or
+``unix_listen``) also serves HTTP, always plain, on a unix domain socket whose
+file `stop` removes.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import signal
 from pathlib import Path
 from types import TracebackType
 
+import grpc
 from aiohttp import web
 from grpc import aio
 
@@ -47,17 +51,21 @@ class Gateway:
         *,
         grpc_listen: str | None = None,
         http_listen: str | None = None,
+        unix_listen: str | None = None,
         shutdown_grace: float = 5.0,
     ) -> None:
         self.config = config
         self.grpc_listen = config.grpc_addr if grpc_listen is None else grpc_listen
         self.http_listen = config.http_addr if http_listen is None else http_listen
+        self.unix_listen = config.unix_addr if unix_listen is None else unix_listen
         self.shutdown_grace = shutdown_grace
         self.service = GatewayService(config)
         self.grpc_port: int | None = None
         self.http_port: int | None = None
         self._grpc_server: aio.Server | None = None
         self._http_runner: web.AppRunner | None = None
+        # Set only once our site is bound there, so that a failed start never removes a file not ours.
+        self._unix_socket_path: Path | None = None
 
     @property
     def grpc_address(self) -> str:
@@ -67,30 +75,54 @@ class Gateway:
     @property
     def http_url(self) -> str:
         host, _ = split_host_port(self.http_listen)
-        return f"http://{host}:{self.http_port}"
+        scheme = "https" if self.config.http_tls is not None else "http"
+        return f"{scheme}://{host}:{self.http_port}"
 
     async def start(self) -> None:
         await self.service.start()
         try:
             if self.grpc_listen:
-                self._grpc_server = create_grpc_server(self.service, self.config.max_grpc_message_bytes)
-                self.grpc_port = self._grpc_server.add_insecure_port(self.grpc_listen)
-                if not self.grpc_port:
-                    raise OSError(f"cannot listen for gRPC on {self.grpc_listen}")
-                await self._grpc_server.start()
-            if self.http_listen:
-                host, port = split_host_port(self.http_listen)
-                self._http_runner = web.AppRunner(
-                    create_http_app(self.service, self.config.max_http_body_bytes), access_log=None
-                )
-                await self._http_runner.setup()
-                site = web.TCPSite(self._http_runner, host, port)
-                await site.start()
-                self.http_port = self._http_runner.addresses[0][1]
+                await self._start_grpc()
+            if self.http_listen or self.unix_listen:
+                await self._start_http()
         except BaseException:
             await self.stop()
             raise
-        log.info("gateway listening: grpc=%s http=%s", self.grpc_port, self.http_port)
+        log.info(
+            "gateway listening: grpc=%s%s http=%s%s unix=%s",
+            self.grpc_port,
+            " (TLS)" if self.config.grpc_tls is not None else "",
+            self.http_port,
+            " (TLS)" if self.config.http_tls is not None else "",
+            self._unix_socket_path,
+        )
+
+    async def _start_grpc(self) -> None:
+        self._grpc_server = create_grpc_server(self.service, self.config.max_grpc_message_bytes)
+        tls = self.config.grpc_tls
+        if tls is None:
+            self.grpc_port = self._grpc_server.add_insecure_port(self.grpc_listen)
+        else:
+            credentials = grpc.ssl_server_credentials([(tls.private_key_pem(), tls.certificate_chain_pem())])
+            self.grpc_port = self._grpc_server.add_secure_port(self.grpc_listen, credentials)
+        if not self.grpc_port:
+            raise OSError(f"cannot listen for gRPC on {self.grpc_listen}")
+        await self._grpc_server.start()
+
+    async def _start_http(self) -> None:
+        self._http_runner = web.AppRunner(
+            create_http_app(self.service, self.config.max_http_body_bytes), access_log=None
+        )
+        await self._http_runner.setup()
+        if self.http_listen:
+            host, port = split_host_port(self.http_listen)
+            tls = self.config.http_tls
+            ssl_context = tls.server_ssl_context() if tls is not None else None
+            await web.TCPSite(self._http_runner, host, port, ssl_context=ssl_context).start()
+            self.http_port = self._http_runner.addresses[0][1]
+        if self.unix_listen:
+            await web.UnixSite(self._http_runner, self.unix_listen).start()
+            self._unix_socket_path = Path(self.unix_listen)
 
     async def stop(self) -> None:
         self.service.begin_close()
@@ -100,6 +132,9 @@ class Gateway:
         if self._http_runner is not None:
             await self._http_runner.cleanup()
             self._http_runner = None
+        if self._unix_socket_path is not None:
+            self._unix_socket_path.unlink(missing_ok=True)
+            self._unix_socket_path = None
         await self.service.close()
 
     async def __aenter__(self) -> Gateway:
