@@ -68,10 +68,12 @@ except at least one cluster; "ignored" keys are accepted, have no effect and are
                                       # (acked at once); otherwise a dead letter stays uncommitted
                                       # until the topic has it, failed produces retried (1s..30s)
 
-A librdkafka property that a key above maps to is only set when the key is present (fetch.wait.max.ms and
-linger.ms excepted, see above), so an absent key keeps librdkafka's default. Paths in `tls` are read as
-given (relative to the working directory); a file that is missing, unreadable or not a PEM certificate
-and matching key fails the load with its path.
+The properties of compression, flush_bytes, retry_max, the retry_backoffs, fetch_max_bytes and `net` are
+only set when their key is present, so that an absent key keeps librdkafka's default; the other mapped
+properties always are, from the defaults shown. The `librdkafka:` passthrough wins over all of them, though
+not over client.id nor the consumer's group.id and offset handling (auto commit and offset store stay off).
+Paths in `tls` are read as given (relative to the working directory); a file that is missing, unreadable
+or not a PEM certificate and matching key fails the load with its path.
 
 A sluice.yaml may hold all of this under a top-level ``gateway:`` key.
 """
