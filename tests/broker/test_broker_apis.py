@@ -132,6 +132,28 @@ def test_long_poll_returns_as_soon_as_data_arrives(bootstrap: str, topic_name: s
         assert wire_fetch(client, topic_name, 5, max_wait_ms=0).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+def test_acks_zero_records_become_visible_without_any_acknowledged_produce(bootstrap: str, topic_name: str) -> None:
+    """acks=0 appends wait for no response, but they still need the fsync that moves the high watermark."""
+    create_topic(bootstrap, topic_name)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "0", "linger.ms": 0})
+    for i in range(20):
+        producer.produce(topic_name, b"fire and forget %d" % i)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic_name, "auto.offset.reset": "earliest"})
+    try:
+        deadline = time.monotonic() + 10
+        high = 0
+        while high < 20 and time.monotonic() < deadline:
+            high = consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=5)[1]
+            time.sleep(0.05)
+        assert high == 20
+        consumer.assign([TopicPartition(topic_name, 0, 0)])
+        values = [m.value() for m in consumer.consume(20, timeout=10)]
+        assert values == [b"fire and forget %d" % i for i in range(20)]
+    finally:
+        consumer.close()
+
+
 def test_list_offsets_delete_records_and_max_timestamp(bootstrap: str, topic_name: str) -> None:
     create_topic(bootstrap, topic_name)
     base = int(time.time() * 1000)

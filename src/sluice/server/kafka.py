@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import queue
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -90,8 +92,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ----- asyncio callbacks -----
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's TCP transport is not a subclass of asyncio.Transport, but has its whole interface.
+        self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer_host = peer[0] if peer else ""
         if len(self.server.connections) >= self.server.broker.config.max_connections:
@@ -182,6 +184,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         elif isinstance(outcome, NoResponse):
             self.pending.remove(slot)
             self.flush_responses()
+            server.group_commit.kick()
         elif isinstance(outcome, Parked):
             pass
         server.deliver_ready_replies()
@@ -215,43 +218,86 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 
 class GroupCommit:
-    """One fsync in a worker thread covers every append that arrived while the previous one ran."""
+    """One fsync covers every append that arrived while the previous one ran.
+
+    The fsyncs run on one thread of their own. The loop hands it the partitions to flush and hears back
+    through call_soon_threadsafe: per produce request that is a fraction of what an executor future and
+    a task cost, and this path runs once per produce request.
+    """
 
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.waiting: list[tuple[ResponseSlot, Any]] = []
-        self.task: asyncio.Task[None] | None = None
+        # The flush under way: the responses it will release and the partitions it covers.
+        self.flushing: tuple[list[tuple[ResponseSlot, Any]], list[Any]] | None = None
+        self._jobs: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._idle: asyncio.Future[None] | None = None
 
     def wait(self, slot: ResponseSlot, response: Any) -> None:
+        """Fill `slot` with `response` once everything appended so far is on disk."""
         self.waiting.append((slot, response))
-        if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._run())
+        self.kick()
 
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        broker = self.server.broker
-        try:
-            while self.waiting or broker.unflushed:
-                batch, self.waiting = self.waiting, []
-                flushing = broker.begin_flush()
-                try:
-                    await loop.run_in_executor(None, _flush_all, flushing)
-                except OSError:
-                    log.exception("fsync failed: closing the connections waiting for it, nothing is acknowledged")
-                    for slot, _ in batch:
-                        slot.connection.abort("storage error")
-                    continue
-                broker.end_flush(flushing)
-                for slot, response in batch:
-                    if not slot.connection.closed:
-                        slot.fill(response)
-        finally:
-            self.task = None
+    def kick(self) -> None:
+        """Start a flush if appends or responses wait for one and none is running.
 
+        Appends that nobody waits for (acks=0) need one too: until it ends they are not visible to readers.
+        """
+        if self.flushing is None and (self.waiting or self.server.broker.unflushed):
+            self._start()
 
-def _flush_all(flushing: list[Any]) -> None:
-    for state, _ in flushing:
-        state.log.flush()
+    def _start(self) -> None:
+        batch, self.waiting = self.waiting, []
+        partitions = self.server.broker.begin_flush()
+        self.flushing = (batch, partitions)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._flush_forever, args=(asyncio.get_running_loop(),), name="sluice-fsync", daemon=True
+            )
+            self._thread.start()
+        self._jobs.put(partitions)
+
+    def _flush_forever(self, loop: asyncio.AbstractEventLoop) -> None:
+        while (partitions := self._jobs.get()) is not None:
+            failure: Exception | None = None
+            try:
+                for state, _ in partitions:
+                    state.log.flush()
+            except Exception as exc:  # any failure at all must reach the waiting clients
+                failure = exc
+            try:
+                loop.call_soon_threadsafe(self._flushed, failure)
+            except RuntimeError:
+                return  # the loop is closed: nobody is left to answer
+
+    def _flushed(self, failure: Exception | None) -> None:
+        assert self.flushing is not None
+        (batch, partitions), self.flushing = self.flushing, None
+        if failure is not None:
+            log.error("fsync failed: closing the connections waiting for it, nothing is acknowledged: %s", failure)
+            for slot, _ in batch:
+                slot.connection.abort("storage error")
+        else:
+            self.server.broker.end_flush(partitions)
+            for slot, response in batch:
+                if not slot.connection.closed:
+                    slot.fill(response)
+        self.kick()
+        if self.flushing is None and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
+    async def drain(self) -> None:
+        """Wait until no flush runs or is needed."""
+        while self.flushing is not None:
+            self._idle = asyncio.get_running_loop().create_future()
+            await self._idle
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
 
 
 class KafkaServer:
@@ -262,6 +308,7 @@ class KafkaServer:
         self.watchers: dict[tuple[str, int], set[LongPoll]] = {}
         self.server: asyncio.Server | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
+        self._tick_deadline: int | None = None
         broker.on_data = self._on_data
 
     async def start(self) -> tuple[str, int]:
@@ -281,8 +328,8 @@ class KafkaServer:
             self.server.close()
         for connection in list(self.connections):
             connection.abort("shutting down")
-        if self.group_commit.task is not None:
-            await self.group_commit.task
+        await self.group_commit.drain()
+        self.group_commit.close()
         if self._tick_timer is not None:
             self._tick_timer.cancel()
 
@@ -352,9 +399,12 @@ class KafkaServer:
 
     def schedule_tick(self) -> None:
         deadline = self.broker.next_deadline()
+        if deadline == self._tick_deadline:
+            return  # the timer already set is the right one (this runs after every request)
         if self._tick_timer is not None:
             self._tick_timer.cancel()
             self._tick_timer = None
+        self._tick_deadline = deadline
         if deadline is None:
             return
         loop = asyncio.get_running_loop()
@@ -362,6 +412,7 @@ class KafkaServer:
 
     def _tick(self) -> None:
         self._tick_timer = None
+        self._tick_deadline = None
         try:
             self.broker.tick(now_ms())
         except Exception:
