@@ -66,10 +66,10 @@ def broker(
     verbose: bool = False,
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
-    from sluice.server.app import serve_broker
+    from sluice.server.app import run_event_loop, serve_broker
 
     _setup_logging(verbose)
-    asyncio.run(serve_broker(_broker_config(listen, data_dir, advertise, config)))
+    run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config)))
 
 
 @app.command()
