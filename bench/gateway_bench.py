@@ -6,6 +6,8 @@ in child processes on 127.0.0.1, pre-fills a topic with confluent-kafka, then ti
 * direct consume: a confluent-kafka Consumer (`assign`, from offset 0) reading the whole topic: the ceiling;
 * gRPC Produce (sync, one message per call) with 1 and 16 concurrent callers;
 * gRPC ConsumeNAck (one message per call, acking the previous one) with 1 and 16 callers;
+* the same ConsumeNAck calls against grpc_floor.py, a grpc.aio servicer that does nothing: the most any
+  one-message-per-call gRPC service in Python can answer on this machine;
 * gRPC ConsumeBatch (`--batch` messages per call, acking the previous batch as offset ranges) with 1 and 16
   callers;
 * gRPC ConsumeStream (credit `--credit`, acks as offset ranges and credit sent back every `--ack-every`) with
@@ -53,6 +55,7 @@ HOST = "127.0.0.1"
 TARGET_NACK_MSGS = 10_000.0
 TARGET_BATCH_RATIO = 0.5
 TARGET_ADDED_P99_MS = 5.0
+FLOOR_SCENARIO = "gRPC floor: do-nothing ConsumeNAck servicer"
 
 
 # --- processes ----------------------------------------------------------------------------------------
@@ -317,6 +320,34 @@ async def nack_scenario(address: str, topic: str, callers: int, seconds: float, 
     return Result("gRPC ConsumeNAck (1 msg/call, ack prev)", callers, sum(counts), elapsed)
 
 
+async def floor_scenario(callers: int, seconds: float, size: int, broker_pid: int) -> Result:
+    """ConsumeNAck calls, made as nack_scenario makes them, against grpc_floor.py's do-nothing servicer."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("grpc_floor.py")), str(port), str(size)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        rq = pb.ConsNAckRq(topic="floor", group="floor", ack_partition=0, ack_offset=0)
+
+        async def work(ch: grpc.aio.Channel, stop: Callable[[], bool]) -> int:
+            stub = pb_grpc.KafkaPixyStub(ch)
+            n = 0
+            while not stop():
+                await stub.ConsumeNAck(rq)
+                n += 1
+            return n
+
+        meter = Meter(server.pid, broker_pid)
+        counts, started, ended = await run_callers(f"{HOST}:{port}", callers, work, seconds)
+        return meter.fill(Result(FLOOR_SCENARIO, callers, sum(counts), ended - started))
+    finally:
+        server.kill()
+        server.wait(10)
+
+
 def offset_ranges(messages: Any) -> list[pb.OffsetRange]:
     """Acks for `messages` as [begin, end) runs per partition: a batch hands out consecutive offsets."""
     runs: dict[int, list[list[int]]] = {}
@@ -573,6 +604,7 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
     print()
     print("targets:")
     nack = max((r.rate for r in results if r.scenario.startswith("gRPC ConsumeNAck")), default=0.0)
+    floor = max((r.rate for r in results if r.scenario == FLOOR_SCENARIO), default=0.0)
     best = max(
         (r for r in results if r.scenario.startswith(("gRPC ConsumeBatch", "gRPC ConsumeStream"))),
         key=lambda r: r.rate,
@@ -581,6 +613,7 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
     print(
         f"  ConsumeNAck >= {TARGET_NACK_MSGS:,.0f} msg/s total: best {nack:,.0f}"
         f" -> {'met' if nack >= TARGET_NACK_MSGS else 'MISSED'}"
+        f" (a do-nothing grpc.aio servicer, called the same way, answers {floor:,.0f} calls/s here)"
     )
     if best is not None:
         rel = best.rate / direct.rate if direct.rate else 0.0
@@ -657,6 +690,8 @@ async def run(args: argparse.Namespace, broker: SluiceBroker, gateway: GatewayPr
     for callers in callers_list:
         m = meter()
         keep(m.fill(await nack_scenario(address, topic, callers, args.seconds, total)))
+    for callers in callers_list:
+        keep(await floor_scenario(callers, min(args.seconds, 5.0), args.size, broker.pid))
     for callers in callers_list:
         m = meter()
         keep(m.fill(await batch_scenario(address, topic, callers, args.seconds, total, args.batch)))
