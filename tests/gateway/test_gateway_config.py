@@ -222,7 +222,7 @@ def test_absent_kafka_pixy_keys_keep_sluice_defaults() -> None:
     cluster = config_from_dict({"proxies": {"a": {"kafka": {"seed_peers": ["x:1"]}}}}).cluster("")
     producer = cluster.producer_config("id")
     consumer = cluster.consumer_config("g", "id")
-    assert producer["linger.ms"] == 2
+    assert producer["linger.ms"] == 0
     assert consumer["fetch.wait.max.ms"] == 100
     mapped_only_when_set = {
         "compression.type",

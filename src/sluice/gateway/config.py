@@ -42,7 +42,7 @@ except at least one cluster; "ignored" keys are accepted, have no effect and are
           timeout: 10s                # message.timeout.ms and request.timeout.ms
           compression: none           # compression.type: none | gzip | snappy | lz4 | zstd
           flush_bytes: 1048576        # batch.size (0: librdkafka's default)
-          flush_frequency: 500ms      # linger.ms; 2ms when absent, for the gateway's produce latency
+          flush_frequency: 500ms      # linger.ms; 0 when absent, for the gateway's produce latency
           retry_backoff: 10s          # retry.backoff.ms and retry.backoff.max.ms: a fixed wait, as sarama's
           retry_max: 6                # retries
           shutdown_timeout: 30s       # how long stopping waits for undelivered messages; else `timeout`
@@ -95,7 +95,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
 # Sluice's own choices where kafka-pixy's defaults would cost latency (see the module docstring).
-DEFAULT_LINGER_MS = 2
+DEFAULT_LINGER_MS = 0
 DEFAULT_FETCH_MAX_WAIT_SECONDS = 0.1
 
 PARTITIONERS = ("hash", "murmur2", "random", "roundrobin")
