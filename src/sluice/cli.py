@@ -66,7 +66,8 @@ def broker(
     verbose: bool = False,
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
-    from sluice.server.app import run_event_loop, serve_broker
+    from sluice.eventloop import run_event_loop
+    from sluice.server.app import serve_broker
 
     _setup_logging(verbose)
     run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config)))
