@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -83,11 +82,12 @@ def serve(
     verbose: bool = False,
 ) -> None:
     """Run the broker and the gateway beside it, on loopback by default."""
+    from sluice.eventloop import run_event_loop
     from sluice.server.serve import serve_all
 
     _setup_logging(verbose)
     broker_config = _broker_config(kafka_listen, data_dir, None, config)
-    asyncio.run(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
+    run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
 
 
 @app.command()

@@ -6,7 +6,7 @@ import asyncio
 import logging
 
 from sluice.broker.config import BrokerConfig
-from sluice.server.app import install_stop_signals, start_broker
+from sluice.server.app import freeze_startup_objects, install_stop_signals, start_broker
 
 log = logging.getLogger("sluice")
 
@@ -23,6 +23,7 @@ async def serve_all(broker_config: BrokerConfig, *, grpc_listen: str, http_liste
         single_cluster_config(f"{running.host}:{running.port}"), grpc_listen=grpc_listen, http_listen=http_listen
     )
     await gateway.start()
+    freeze_startup_objects()
     print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)
     try:
         await stop.wait()
