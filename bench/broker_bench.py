@@ -702,6 +702,29 @@ def fmt(v: float | None, spec: str = ",.0f", width: int = 9) -> str:
     return f"{v:{spec}}".rjust(width) if v is not None else "—".rjust(width)
 
 
+def print_client_bounds(summary: dict[str, Any]) -> None:
+    """The most any broker could reach in each produce scenario, from the client's own CPU per message.
+
+    The client and the broker share this machine's cores. Even a broker costing nothing leaves the client
+    `cpus / client CPU per message` messages per second (the client CPU is the median of the sluice rounds;
+    with lz4 it includes librdkafka's compression). Dividing by Tansu's rate gives the largest throughput
+    ratio any broker could show against Tansu here.
+    """
+    cpus = os.cpu_count() or 1
+    print()
+    print(f"Bound by the client's own CPU ({cpus} cpus / client us per msg; a broker costing nothing):")
+    for sc, e in summary.items():
+        client_us = e.get("sluice", {}).get("client_us_per_msg")
+        tansu_rate = e.get("tansu", {}).get("msg_per_s")
+        if not sc.startswith("produce") or not client_us:
+            continue
+        bound = cpus / (client_us / 1e6)
+        print(
+            f"  {sc:32} client {client_us:5.2f} us/msg -> at most {bound:>12,.0f} msg/s"
+            f" = {fmt(ratio(bound, tansu_rate), '.2f', 5)} x tansu"
+        )
+
+
 def print_tables(summary: dict[str, Any], rounds: int) -> None:
     ceilings = {
         sc.rsplit(" ", 2)[-2] + " " + sc.rsplit(" ", 2)[-1]: e.get("client", {}).get("msg_per_s")
@@ -754,6 +777,7 @@ def print_tables(summary: dict[str, Any], rounds: int) -> None:
                 f"(the produce() calls alone, no broker; client {fmt(c.get('client_us_per_msg'), '.1f', 0)} "
                 "us/msg CPU)"
             )
+    print_client_bounds(summary)
     for sc, e in summary.items():
         if sc.startswith("latency"):
             print()
