@@ -1,9 +1,12 @@
-"""Which event loop sluice's servers run on."""
+"""How sluice's server processes run: their event loop, stop signals and garbage collector."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import os
+import signal
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -28,3 +31,22 @@ def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
         else:
             return uvloop.run(main)
     return asyncio.run(main)
+
+
+def install_stop_signals(stop: asyncio.Event) -> None:
+    """Set `stop` on SIGTERM or SIGINT, so the server shuts down cleanly."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+def freeze_startup_objects() -> None:
+    """Keep what startup allocated (modules, codecs, gRPC and protobuf tables) out of every later collection.
+
+    They live as long as the process. Scanning them made each older-generation collection cost the broker
+    about 1 ms on the request path, and the gateway full collections of ~20 ms that showed in its p99
+    latency. Only for processes that are ours alone: the switch is process-wide.
+    """
+    gc.collect()
+    gc.freeze()

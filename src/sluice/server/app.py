@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
-import signal
 from dataclasses import dataclass
 
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
+from sluice.eventloop import freeze_startup_objects, install_stop_signals
 from sluice.server.kafka import KafkaServer, now_ms
 from sluice.storage.api import Storage
 
 log = logging.getLogger("sluice")
-
-
-def freeze_startup_objects() -> None:
-    """Keep what startup allocated (modules, codecs, handler tables) out of every later collection.
-
-    They live as long as the process, and scanning them made each older-generation collection cost about
-    1 ms on the request path. The process is ours alone, so the process-wide switch is fine.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 def open_storage(config: BrokerConfig) -> Storage:
@@ -86,13 +75,6 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
     retention = asyncio.get_running_loop().create_task(_retention_loop(broker))
     log.info("sluice broker listening on %s:%d (data: %s)", host, port, config.data_dir or "memory")
     return RunningBroker(broker, server, host, port, retention)
-
-
-def install_stop_signals(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
 
 
 async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:

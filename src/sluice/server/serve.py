@@ -6,7 +6,8 @@ import asyncio
 import logging
 
 from sluice.broker.config import BrokerConfig
-from sluice.server.app import freeze_startup_objects, install_stop_signals, start_broker
+from sluice.eventloop import freeze_startup_objects, install_stop_signals
+from sluice.server.app import start_broker
 
 log = logging.getLogger("sluice")
 
