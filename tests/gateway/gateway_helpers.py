@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
+import urllib.request
 import uuid
+from typing import Any
 
 import grpc
 
@@ -13,6 +16,21 @@ from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
 
 # A new group member needs a few seconds to join (Tansu delays the first rebalance ~3 s).
 JOIN_SECONDS = 20.0
+
+
+def wait_for_ping(http_port: int, proc: subprocess.Popen[Any], timeout: float = 60.0) -> None:
+    """Wait until the gateway child process `proc` answers GET /_ping; kill it if it never does."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"the gateway process exited with {proc.returncode}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/_ping", timeout=1) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise TimeoutError("the gateway did not answer /_ping")
 
 
 def unique_group(prefix: str = "g") -> str:

@@ -3,25 +3,18 @@ delivered at least once after it comes back (unacked messages are redelivered)."
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import grpc
 from confluent_kafka.admin import AdminClient, NewTopic
+from gateway_helpers import wait_for_ping
 
 from sluice.gateway.proto import kafkapixy_pb2 as pb
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
-from sluice.testing import BrokerProcess
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from sluice.testing import BrokerProcess, free_port
 
 
 def start_gateway(config: Path, grpc_port: int, http_port: int) -> subprocess.Popen[bytes]:
@@ -29,16 +22,8 @@ def start_gateway(config: Path, grpc_port: int, http_port: int) -> subprocess.Po
         [sys.executable, "-m", "sluice", "gateway", "--config", str(config),
          "--grpc-listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{http_port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/_ping", timeout=1) as reply:
-                if reply.status == 200:
-                    return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise TimeoutError("gateway did not start")
+    wait_for_ping(http_port, proc)
+    return proc
 
 
 def produce(stub: pb_grpc.KafkaPixyStub, topic: str, values: list[bytes]) -> list[bytes]:

@@ -6,53 +6,63 @@ import json
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import grpc
 from confluent_kafka import Consumer, TopicPartition
-from test_gateway_kill import free_port
+from gateway_helpers import wait_for_ping
 
 from sluice.gateway.proto import kafkapixy_pb2 as pb
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
-
-
-def wait_for_ping(http_port: int, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"sluice serve exited with {proc.returncode}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/_ping", timeout=1) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError("sluice serve did not answer /_ping")
+from sluice.testing import free_port
 
 
 def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: Path) -> None:
     kafka_port, grpc_port, http_port = free_port(), free_port(), free_port()
     data_dir = tmp_path / "sluice-data"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "serve", "--kafka-listen", f"127.0.0.1:{kafka_port}",
-         "--grpc-listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{http_port}",
-         "--data-dir", str(data_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "sluice",
+            "serve",
+            "--kafka-listen",
+            f"127.0.0.1:{kafka_port}",
+            "--grpc-listen",
+            f"127.0.0.1:{grpc_port}",
+            "--http-listen",
+            f"127.0.0.1:{http_port}",
+            "--data-dir",
+            str(data_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for_ping(http_port, proc)
         request = urllib.request.Request(
-            f"http://127.0.0.1:{http_port}/topics/served/messages?key=k&sync", data=b"over http", method="POST",
-            headers={"Content-Type": "text/plain"})
+            f"http://127.0.0.1:{http_port}/topics/served/messages?key=k&sync",
+            data=b"over http",
+            method="POST",
+            headers={"Content-Type": "text/plain"},
+        )
         with urllib.request.urlopen(request, timeout=30) as reply:
             http_ack = json.loads(reply.read())
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
             stub = pb_grpc.KafkaPixyStub(channel)
-            grpc_ack = stub.Produce(pb.ProdRq(topic="served", key_value=b"k", message=b"over grpc"), timeout=30)
+            grpc_ack = stub.Produce(
+                pb.ProdRq(topic="served", key_value=b"k", message=b"over grpc"), timeout=30
+            )
             # The same key picks the same partition, so the two land one after the other.
             assert (grpc_ack.partition, grpc_ack.offset) == (http_ack["partition"], http_ack["offset"] + 1)
             handed = stub.ConsumeNAck(pb.ConsNAckRq(topic="served", group="g", no_ack=True), timeout=30)
-            assert (handed.partition, handed.offset, handed.message) == (http_ack["partition"], 0, b"over http")
+            assert (handed.partition, handed.offset, handed.message) == (
+                http_ack["partition"],
+                0,
+                b"over http",
+            )
 
         consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{kafka_port}", "group.id": "direct"})
         try:
