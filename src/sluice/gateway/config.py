@@ -85,6 +85,7 @@ import re
 import ssl
 import types
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -283,12 +284,13 @@ class ListenerTLS:
 class ClusterConfig:
     name: str
     bootstrap_servers: list[str]
-    # Security settings derived from the kafka section, then the explicit `librdkafka:` passthrough.
-    librdkafka: dict[str, Any] = field(default_factory=dict)
+    # TLS and SASL settings derived from the kafka section.
+    security: dict[str, Any] = field(default_factory=dict)
     producer: ProducerSettings = field(default_factory=ProducerSettings)
     consumer: ConsumerSettings = field(default_factory=ConsumerSettings)
     client_id: str = ""
     net: NetSettings = field(default_factory=NetSettings)
+    # The explicit `librdkafka:` section, applied last.
     passthrough: dict[str, Any] = field(default_factory=dict)
 
     def client_config(self) -> dict[str, Any]:
@@ -296,7 +298,8 @@ class ClusterConfig:
         return {
             "bootstrap.servers": ",".join(self.bootstrap_servers),
             **self.net.librdkafka(),
-            **self.librdkafka,
+            **self.security,
+            **self.passthrough,
         }
 
     def producer_config(self, client_id: str) -> dict[str, Any]:
@@ -360,6 +363,7 @@ class GatewayConfig:
 _IGNORED_KAFKA_KEYS = frozenset({"version"})
 _IGNORED_PRODUCER_KEYS = frozenset({"channel_buffer_size"})
 _ZOO_KEEPER_KEYS = frozenset({"seed_peers", "chroot", "session_timeout"})
+_TLS_FILE_KEYS = ("certificate_path", "key_path")
 
 
 def _mapping(section: Any, where: str) -> dict[str, Any]:
@@ -368,6 +372,12 @@ def _mapping(section: Any, where: str) -> dict[str, Any]:
     if not isinstance(section, dict):
         raise ConfigError(f"{where}: expected a mapping")
     return section
+
+
+def _reject_unknown(section: dict[str, Any], known: Collection[str], where: str) -> None:
+    for key in section:
+        if key not in known:
+            raise ConfigError(f"{where}: unknown setting {key!r}")
 
 
 def _field_type(hint: Any) -> type:
@@ -380,10 +390,9 @@ def _field_type(hint: Any) -> type:
 def _dataclass_from(cls: type, section: Any, where: str, durations: set[str]) -> Any:
     instance = cls()
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
-    for key, value in _mapping(section, where).items():
-        if key not in known:
-            raise ConfigError(f"{where}: unknown setting {key!r}")
+    section = _mapping(section, where)
+    _reject_unknown(section, {f.name for f in fields(cls)}, where)
+    for key, value in section.items():
         expected = _field_type(hints[key])
         if value is None and expected is not hints[key]:
             pass  # an optional setting left empty: the same as leaving it out
@@ -448,11 +457,8 @@ def _cluster_from(name: str, section: Any, ignored: list[str]) -> ClusterConfig:
     if not peers:
         raise ConfigError(f"{where}.kafka.seed_peers: at least one broker address is required")
     passthrough = dict(_mapping(kafka.get("librdkafka"), f"{where}.kafka.librdkafka"))
-    librdkafka = {**_security_settings(kafka, f"{where}.kafka"), **passthrough}
     zoo_keeper = _mapping(section.get("zoo_keeper"), f"{where}.zoo_keeper")
-    for key in zoo_keeper:
-        if key not in _ZOO_KEEPER_KEYS:
-            raise ConfigError(f"{where}.zoo_keeper: unknown setting {key!r}")
+    _reject_unknown(zoo_keeper, _ZOO_KEEPER_KEYS, f"{where}.zoo_keeper")
     ignored.extend(f"{where}.zoo_keeper.{key}" for key in zoo_keeper)
     net = _dataclass_from(
         NetSettings, section.get("net"), f"{where}.net", {"dial_timeout", "read_timeout", "write_timeout"}
@@ -487,7 +493,7 @@ def _cluster_from(name: str, section: Any, ignored: list[str]) -> ClusterConfig:
     cluster = ClusterConfig(
         name=name,
         bootstrap_servers=[str(peer) for peer in peers],
-        librdkafka=librdkafka,
+        security=_security_settings(kafka, f"{where}.kafka"),
         producer=producer,
         consumer=consumer,
         client_id=str(section.get("client_id") or ""),
@@ -531,14 +537,12 @@ def _listener_tls(section: Any, where: str) -> ListenerTLS | None:
     if section is None:
         return None
     section = _mapping(section, where)
-    for key in section:
-        if key not in ("certificate_path", "key_path"):
-            raise ConfigError(f"{where}: unknown setting {key!r}")
-    for key in ("certificate_path", "key_path"):
+    _reject_unknown(section, _TLS_FILE_KEYS, where)
+    for key in _TLS_FILE_KEYS:
         if not section.get(key):
             raise ConfigError(f"{where}.{key}: required for TLS")
     paths: dict[str, str] = {}
-    for key in ("certificate_path", "key_path"):
+    for key in _TLS_FILE_KEYS:
         path = str(section[key])
         try:
             with open(path, "rb") as stream:
@@ -578,9 +582,7 @@ def config_from_dict(document: dict[str, Any]) -> GatewayConfig:
             raise ConfigError(f"{name}: expected a positive integer")
         limits[name] = value
     tls = _mapping(document.get("tls"), "tls")
-    for key in tls:
-        if key not in ("grpc", "http"):
-            raise ConfigError(f"tls: unknown setting {key!r}")
+    _reject_unknown(tls, ("grpc", "http"), "tls")
     if ignored:
         log.info("kafka-pixy settings that sluice has no use for, ignored: %s", ", ".join(ignored))
     return GatewayConfig(
