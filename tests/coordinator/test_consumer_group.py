@@ -274,6 +274,23 @@ def test_static_member_temporary_leave_keeps_its_partitions() -> None:
     assert clock.group().group_epoch == epoch_before
 
 
+def test_returning_static_member_gets_its_new_target_not_its_old_partitions() -> None:
+    clock = Clock()
+    a, b = Member(clock, "a"), Member(clock, "b", instance_id="host-b")
+    settle([a, b])
+    assert len(b.owned) == 3
+    clock.beat("b", -2, instance_id="host-b")
+    # c joins while b is away: the new target gives each of the three members two partitions.
+    c = Member(clock, "c")
+    settle([a, c])
+    back = Member(clock, "b2", instance_id="host-b")
+    settle([a, back, c])
+    owned = [a.owned, back.owned, c.owned]
+    assert [len(partitions) for partitions in owned] == [2, 2, 2]
+    assert set().union(*owned) == set(range(6))
+    assert clock.group().state == "Stable"
+
+
 def test_static_instance_still_in_use_is_refused() -> None:
     clock = Clock()
     Member(clock, "a", instance_id="host-a").beat()

@@ -159,6 +159,16 @@ class ConsumerGroup:
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
 
+    def replace_static_member(self, instance_id: str, new_member_id: str) -> ConsumerMember:
+        """The static member of `instance_id`, renamed `new_member_id`, with its target assignment."""
+        old_member_id = self.static_members[instance_id]
+        member = self.members.pop(old_member_id)
+        member.member_id = new_member_id
+        self.members[new_member_id] = member
+        self.static_members[instance_id] = new_member_id
+        self.target[new_member_id] = self.target.pop(old_member_id, member.assigned)
+        return member
+
     def remove(self, member_id: str) -> ConsumerMember | None:
         member = self.members.pop(member_id, None)
         instance = None if member is None else member.instance_id
@@ -357,24 +367,10 @@ class ConsumerGroups:
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"static member {instance!r} is still active as {current_static!r}",
                 )
-            # A restarted static member takes its old self's place, epoch and assignment: no rebalance.
-            group.remove(current_static)
-            member = ConsumerMember(
-                member_id,
-                instance_id=instance,
-                member_epoch=previous.previous_member_epoch,
-                previous_member_epoch=previous.previous_member_epoch,
-                state=previous.state,
-                assigned=previous.assigned,
-                revoking=previous.revoking,
-                revocation_deadline_ms=previous.revocation_deadline_ms,
-                subscribed_topic_names=previous.subscribed_topic_names,
-                subscribed_topic_regex=previous.subscribed_topic_regex,
-                server_assignor=previous.server_assignor,
-                rack_id=previous.rack_id,
-            )
-            group.target[member_id] = group.target.get(previous.member_id, previous.assigned)
-            group.add(member)
+            # A restarted static member takes its old self's place, epoch, assignment and target: no
+            # rebalance, and whatever the target took from it while it was away is still revoked.
+            member = group.replace_static_member(instance, member_id)
+            member.member_epoch = member.previous_member_epoch
             return member, -1, frozenset()
         member = group.members.get(member_id)
         if member is None:
