@@ -32,14 +32,13 @@ def _write_file(path: Path, data: bytes | bytearray | memoryview, *, sync: bool)
 
 
 class _SparseIndex:
-    """Fixed-size big-endian entries in a growable bytearray or a read-only mapping of the file."""
+    """Fixed-size big-endian entries in a growable bytearray, held in the heap (a sealed segment's too)."""
 
     ENTRY: struct.Struct
 
-    def __init__(self, base_offset: int, buffer: bytearray | None = None, used: int = 0) -> None:
+    def __init__(self, base_offset: int, buffer: bytearray | None = None) -> None:
         self.base_offset = base_offset
         self._buffer: bytearray = buffer if buffer is not None else bytearray()
-        self._used = used
 
     @classmethod
     def load(cls, path: Path, base_offset: int) -> Self | None:
@@ -63,20 +62,19 @@ class _SparseIndex:
         while used and buffer[used - entry_size : used] == zero:
             used -= entry_size
         del buffer[used:]
-        return cls(base_offset, buffer, used)
+        return cls(base_offset, buffer)
 
     def __len__(self) -> int:
-        return self._used // self.ENTRY.size
+        return len(self._buffer) // self.ENTRY.size
 
     def _raw(self, n: int) -> tuple[int, int]:
         return self.ENTRY.unpack_from(self._buffer, n * self.ENTRY.size)  # type: ignore[return-value]
 
     def _append_raw(self, first: int, second: int) -> None:
         self._buffer += self.ENTRY.pack(first, second)
-        self._used += self.ENTRY.size
 
     def write(self, path: Path, *, sync: bool) -> None:
-        _write_file(path, memoryview(self._buffer)[: self._used], sync=sync)
+        _write_file(path, self._buffer, sync=sync)
 
 
 class OffsetIndex(_SparseIndex):
@@ -98,7 +96,7 @@ class OffsetIndex(_SparseIndex):
 
     def last_entry(self) -> tuple[int, int]:
         """(offset, position) of the last entry, or the segment start when there are none."""
-        return self.entry(len(self) - 1) if self._used else (self.base_offset, 0)
+        return self.entry(len(self) - 1) if self._buffer else (self.base_offset, 0)
 
     def append(self, offset: int, position: int) -> None:
         self._append_raw(offset - self.base_offset, position)
@@ -159,7 +157,7 @@ class TimeIndex(_SparseIndex):
         return timestamp, self.base_offset + relative
 
     def last_entry(self) -> tuple[int, int] | None:
-        return self.entry(len(self) - 1) if self._used else None
+        return self.entry(len(self) - 1) if self._buffer else None
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         last = self.last_entry()
