@@ -36,11 +36,8 @@ from sluice.coordinator.messages import (
     ConsumerGroupHeartbeatResult,
     DescribedTopicPartitions,
     OffsetCommit,
-    OffsetCommitResult,
-    PartitionResult,
     TopicIdPartition,
     TopicInfo,
-    TopicResult,
 )
 from sluice.coordinator.records import OffsetCommitValue
 from sluice.errors import ErrorCode
@@ -620,7 +617,3 @@ def _validate(request: ConsumerGroupHeartbeat) -> None:
         )
 
 
-def commit_refused(request: OffsetCommit, error: ErrorCode) -> OffsetCommitResult:
-    return OffsetCommitResult(
-        [TopicResult(t.name, [PartitionResult(p.partition_index, error) for p in t.partitions]) for t in request.topics]
-    )

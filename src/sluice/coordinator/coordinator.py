@@ -30,7 +30,6 @@ from sluice.coordinator.consumer_group import (
     ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerGroups,
-    commit_refused,
     random_consumer_member_id,
 )
 from sluice.coordinator.group import (
@@ -607,7 +606,7 @@ class GroupCoordinator:
         if consumer_group is not None:
             error = self.consumer.commit_error(consumer_group, request)
             if error is not ErrorCode.NONE:
-                return Outcome([(reply_to, commit_refused(request, error))])
+                return Outcome([(reply_to, offsets.commit_refused(request, error))])
             result, records = offsets.write_offsets(
                 consumer_group.group_id, consumer_group.offsets, request, now_ms, limit)
             return Outcome([(reply_to, result)], records)

@@ -47,7 +47,8 @@ class HasOffsets(Protocol):
     offsets: dict[tuple[str, int], OffsetCommitValue]
 
 
-def _every_partition(request: OffsetCommit, error: ErrorCode) -> OffsetCommitResult:
+def commit_refused(request: OffsetCommit, error: ErrorCode) -> OffsetCommitResult:
+    """The answer to a commit refused as a whole: `error` for every partition it names."""
     return OffsetCommitResult(
         [
             TopicResult(t.name, [PartitionResult(p.partition_index, error) for p in t.partitions])
@@ -86,11 +87,11 @@ def commit_offsets(
     if group is None:
         if request.generation_id >= 0:
             # A generation for a group we do not know: a member from a former life of the group.
-            return _every_partition(request, ErrorCode.ILLEGAL_GENERATION), []
+            return commit_refused(request, ErrorCode.ILLEGAL_GENERATION), []
         group = groups[request.group_id] = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
     error = _commit_error(group, request)
     if error is not ErrorCode.NONE:
-        return _every_partition(request, error), []
+        return commit_refused(request, error), []
     member = group.members.get(request.member_id)
     if member is not None:
         member.session_deadline_ms = now_ms + member.session_timeout_ms
