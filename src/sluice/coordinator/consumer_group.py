@@ -251,7 +251,8 @@ AssignorFn = Callable[
 ASSIGNOR_FUNCTIONS: dict[str, AssignorFn] = {UNIFORM_ASSIGNOR: assign_uniform, RANGE_ASSIGNOR: assign_range}
 
 
-def _grouped(tps: Iterable[TP]) -> dict[uuid.UUID, list[int]]:
+def grouped_by_topic(tps: Iterable[TP]) -> dict[uuid.UUID, list[int]]:
+    """Partitions per topic id, both in order, as the ConsumerGroup responses list them."""
     grouped: dict[uuid.UUID, list[int]] = {}
     for topic_id, partition in sorted(tps, key=lambda t: (str(t[0]), t[1])):
         grouped.setdefault(topic_id, []).append(partition)
@@ -552,7 +553,7 @@ class ConsumerGroups:
         def described(tps: Iterable[TP]) -> list[DescribedTopicPartitions]:
             return [
                 DescribedTopicPartitions(topic_id, names.get(topic_id, ""), partitions)
-                for topic_id, partitions in _grouped(tps).items()
+                for topic_id, partitions in grouped_by_topic(tps).items()
             ]
 
         members = [

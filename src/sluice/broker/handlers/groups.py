@@ -12,7 +12,7 @@ from typing import Any
 from sluice.broker.api import Parked, RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker
 from sluice.coordinator import messages as m
-from sluice.coordinator.consumer_group import CONSUMER_MEMBER_TYPE
+from sluice.coordinator.consumer_group import CONSUMER_MEMBER_TYPE, grouped_by_topic
 from sluice.errors import ErrorCode
 
 FindCoordinatorResponse = response_class("FindCoordinator")
@@ -316,11 +316,8 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, request: Any) 
         R = ConsumerGroupHeartbeatResponse
         assignment = None
         if result.assignment is not None:
-            by_topic: dict[Any, list[int]] = {}
-            for topic_id, partition in result.assignment:
-                by_topic.setdefault(topic_id, []).append(partition)
             assignment = R.Assignment(topic_partitions=[
-                R.TopicPartitions(topic_id=t, partitions=ps) for t, ps in by_topic.items()])
+                R.TopicPartitions(topic_id=t, partitions=ps) for t, ps in grouped_by_topic(result.assignment).items()])
         return R(error_code=result.error_code, error_message=result.error_message, member_id=result.member_id,
                  member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
                  assignment=assignment)
