@@ -6,22 +6,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 
-import pytest
 from group_helpers import RawMember, create_topic, decode_assignment, group_state, produce
 from group_members import FAST_SESSION, ConfluentMember, Ledger, Member, partitions_covered, wait_until
 
 from sluice.errors import ErrorCode
-
-
-@pytest.fixture
-def started() -> Iterator[list[Member]]:
-    members: list[Member] = []
-    yield members
-    for member in members:
-        if not member.closed.is_set():
-            member.stop()
 
 
 def test_a_clean_leave_settles_the_group_at_once(fast_bootstrap: str, topic_name: str, group_name: str,
