@@ -34,13 +34,19 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # --- /proc readings -----------------------------------------------------------------------------------
 
 
-def _stat_ticks(path: str) -> tuple[int, int]:
-    """(utime, stime) in clock ticks from a /proc stat file."""
+def read_proc_stat(path: str) -> tuple[str, list[str]]:
+    """(command, fields after the command) of a /proc stat file: fields[0] is proc(5)'s field 3 (state),
+    fields[1] the ppid, fields[11] and [12] utime and stime, [13] and [14] those of reaped children."""
     with open(path) as f:
         raw = f.read()
-    # The command name (field 2) may hold spaces; the fields after its closing paren are fixed.
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
+    # The command name (field 2) may hold spaces and parentheses; the fields after its last ")" are fixed.
+    return raw[raw.index("(") + 1 : raw.rindex(")")], raw[raw.rindex(")") + 2 :].split()
+
+
+def _stat_ticks(path: str) -> tuple[int, int]:
+    """(utime, stime) in clock ticks from a /proc stat file."""
+    _, fields = read_proc_stat(path)
+    return int(fields[11]), int(fields[12])
 
 
 def cpu_seconds(pid: int) -> float:

@@ -37,12 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import SluiceBroker, TansuBroker
+from common import BROKERS, CLK_TCK, read_proc_stat
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 VALUE_BYTES = 100
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def fill_topic(bootstrap: str, topic: str, messages: int, partitions: int, one_record_batches: bool) -> float:
@@ -89,22 +88,23 @@ def _proc_table() -> dict[int, tuple[int, str, float, float]]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                raw = f.read()
+            command, fields = read_proc_stat(f"/proc/{entry}/stat")
         except OSError:
             continue  # exited meanwhile
-        command = raw[raw.index("(") + 1 : raw.rindex(")")]
-        fields = raw[raw.rindex(")") + 2 :].split()
         own = (int(fields[11]) + int(fields[12])) / CLK_TCK
         reaped = (int(fields[13]) + int(fields[14])) / CLK_TCK
         table[int(entry)] = (int(fields[1]), command, own, reaped)
     return table
 
 
-def _descendants(table: dict[int, tuple[int, str, float, float]], root: int) -> list[int]:
+def _children(table: dict[int, tuple[int, str, float, float]]) -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for pid, (ppid, *_rest) in table.items():
         children.setdefault(ppid, []).append(pid)
+    return children
+
+
+def _descendants(children: dict[int, list[int]], root: int) -> list[int]:
     found, todo = [], list(children.get(root, []))
     while todo:
         pid = todo.pop()
@@ -119,21 +119,20 @@ def cpu_by_group(broker_pid: int | None) -> dict[str, float]:
     itself (driver side: the streaming source runner of each query, data source planning), this
     driver process (with its librdkafka threads and py4j) and the broker."""
     table = _proc_table()
+    children = _children(table)
     me = os.getpid()
     groups = {"jvm": 0.0, "python workers": 0.0, "python planners": 0.0, "driver": table[me][2], "broker": 0.0}
-    for pid in _descendants(table, me):
+    for pid in _descendants(children, me):
         _ppid, command, own, reaped = table[pid]
         if command != "java":
             continue
         groups["jvm"] += own
         groups["python planners"] += reaped  # the JVM's Python children that have exited
-        for child, (parent, *_rest) in table.items():
-            if parent != pid:
-                continue
+        for child in children.get(pid, []):
             # Executor-side daemons run pyspark.worker; planners run pyspark.sql.worker.<step> or
             # the streaming source runner.
             group = "python workers" if _is_executor_worker(child) else "python planners"
-            groups[group] += sum(table[p][2] + table[p][3] for p in [child, *_descendants(table, child)])
+            groups[group] += sum(table[p][2] + table[p][3] for p in [child, *_descendants(children, child)])
     if broker_pid is not None and broker_pid in table:
         groups["broker"] = table[broker_pid][2] + table[broker_pid][3]
     return groups
@@ -223,7 +222,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1, help="repeat the three timed phases; medians are printed")
-    parser.add_argument("--broker", choices=("sluice", "tansu"), default="sluice", help="broker to start")
+    parser.add_argument("--broker", choices=tuple(BROKERS), default="sluice", help="broker to start")
     parser.add_argument("--bootstrap", help="use this running broker instead of starting one")
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
@@ -237,11 +236,9 @@ def main() -> None:
 
     reader_settings = {name: value for name, value in READER_DEFAULTS.items() if name != "group.id"}
     one_record_batches = args.bootstrap is None and args.broker == "tansu"
-    broker: AbstractContextManager[Any]
-    if args.bootstrap is not None:
-        broker = _given(args.bootstrap)
-    else:
-        broker = SluiceBroker() if args.broker == "sluice" else TansuBroker()
+    broker: AbstractContextManager[Any] = (
+        _given(args.bootstrap) if args.bootstrap is not None else BROKERS[args.broker]()
+    )
     work = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
     consumer_defaults, consumer, spark_range, archive = Phase(), Phase(), Phase(), Phase()
     archived: list[int] = []
