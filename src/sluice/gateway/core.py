@@ -119,14 +119,15 @@ def sparse_acks_to_str(base: int, encoded: str) -> str:
     return ",".join(f"{range_from - base}-{range_to - base}" for range_from, range_to in ranges)
 
 
+Headers = tuple[tuple[str, bytes], ...]
+
+
 class Message(NamedTuple):
-    # A NamedTuple rather than a dataclass: one is built per fetched record on the hot path,
-    # and a tuple is several times cheaper to create than a frozen dataclass.
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] = ()
+    headers: Headers = ()
     timestamp_ms: int = 0
 
 
@@ -134,6 +135,88 @@ class Delivery(NamedTuple):
     message: Message
     # 0 for the first hand-out, n for the n-th redelivery.
     attempt: int
+
+
+# A fetched message as a plain tuple in `Message`'s field order (what tests and single messages feed in).
+RawMessage = tuple[int, int, bytes | None, bytes | None, Headers, int]
+
+
+class Batch(NamedTuple):
+    """Messages of one partition in offset order, column by column.
+
+    Fetches arrive and batches leave in this shape so that the hot path handles one object per run of
+    messages, not one per message: at stream rates the per-message objects and their bookkeeping were
+    most of the gateway's CPU.
+    """
+
+    partition: int
+    offsets: list[int]
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    headers: list[Headers]
+    timestamps: list[int]
+    # 0 for the first hand-out, n for the n-th redelivery.
+    attempt: int = 0
+
+    @classmethod
+    def of(cls, messages: Sequence[RawMessage | Message], attempt: int = 0) -> Batch:
+        """A batch from messages of one partition."""
+        return cls(
+            messages[0][0],
+            [m[1] for m in messages],
+            [m[2] for m in messages],
+            [m[3] for m in messages],
+            [m[4] for m in messages],
+            [m[5] for m in messages],
+            attempt,
+        )
+
+    @property
+    def contiguous(self) -> bool:
+        offsets = self.offsets
+        return offsets[-1] - offsets[0] == len(offsets) - 1
+
+    def cut(self, start: int, stop: int) -> Batch:
+        return Batch(
+            self.partition,
+            self.offsets[start:stop],
+            self.keys[start:stop],
+            self.values[start:stop],
+            self.headers[start:stop],
+            self.timestamps[start:stop],
+            self.attempt,
+        )
+
+    def select(self, indexes: Sequence[int]) -> Batch:
+        return Batch(
+            self.partition,
+            [self.offsets[i] for i in indexes],
+            [self.keys[i] for i in indexes],
+            [self.values[i] for i in indexes],
+            [self.headers[i] for i in indexes],
+            [self.timestamps[i] for i in indexes],
+            self.attempt,
+        )
+
+    def messages(self) -> list[Message]:
+        partition = self.partition
+        return [
+            Message(partition, offset, key, value, headers, timestamp)
+            for offset, key, value, headers, timestamp in zip(
+                self.offsets, self.keys, self.values, self.headers, self.timestamps, strict=True
+            )
+        ]
+
+    def deliveries(self) -> list[Delivery]:
+        return [Delivery(message, self.attempt) for message in self.messages()]
+
+
+def deliveries_of(batches: Iterable[Batch]) -> list[Delivery]:
+    return [delivery for batch in batches for delivery in batch.deliveries()]
+
+
+def count_messages(batches: Iterable[Batch]) -> int:
+    return sum(len(batch.offsets) for batch in batches)
 
 
 class AckOutcome(enum.Enum):
@@ -154,23 +237,39 @@ class _Parked(NamedTuple):
     retry_at: float | None
 
 
-class _Offer(NamedTuple):
-    """A handed-out, un-acked message and when it is due back (replaced, not changed, on redelivery)."""
+class _Offer:
+    """A handed-out batch and when its un-acked messages are due back."""
 
-    message: Message
-    deadline: float
-    attempt: int
+    __slots__ = ("acked", "batch", "deadline", "unacked")
 
+    def __init__(self, batch: Batch, deadline: float) -> None:
+        self.batch = batch
+        self.deadline = deadline
+        self.unacked = len(batch.offsets)
+        # Offsets of the batch acknowledged so far (None until the first single ack).
+        self.acked: set[int] | None = None
 
-# tuple.__new__ builds a NamedTuple without the Python-level __new__ frame: about half the cost per object,
-# which counts on the paths that run once per message.
-_new_tuple = tuple.__new__
+    def holds(self, offset: int) -> bool:
+        """`offset` belongs to this batch and is not acknowledged yet."""
+        offsets = self.batch.offsets
+        if not offsets[0] <= offset <= offsets[-1]:
+            return False
+        if not self.batch.contiguous and offsets[bisect.bisect_left(offsets, offset)] != offset:
+            return False
+        return self.acked is None or offset not in self.acked
 
+    def ack(self, offset: int) -> None:
+        if self.acked is None:
+            self.acked = set()
+        self.acked.add(offset)
+        self.unacked -= 1
 
-# A fetched message as a plain tuple in `Message`'s field order. The fetch buffer holds these rather than
-# `Message`s: the garbage collector stops tracking exact tuples of plain values, but never tuple subclasses,
-# and tens of thousands of tracked objects in the buffer made every full collection a pause of tens of ms.
-RawMessage = tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes], ...], int]
+    def remaining(self) -> Batch:
+        """The batch without what was acknowledged."""
+        if self.acked is None:
+            return self.batch
+        acked = self.acked
+        return self.batch.select([i for i, offset in enumerate(self.batch.offsets) if offset not in acked])
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,11 +309,15 @@ class PartitionTracker:
         except SparseAcksError:
             # Metadata written by something else: start from the plain offset.
             self._acked_ranges = []
-        self._fetched: deque[RawMessage | Message] = deque()
-        # offset -> offer, oldest deadline first. An OrderedDict, not a dict: offers leave from the front
-        # (acks come roughly in hand-out order), and a plain dict keeps the holes they leave there, so
-        # finding its first live entry gets slower with every ack until the next resize.
+        self._fetched: deque[Batch] = deque()
+        self._fetched_count = 0
+        # first offset -> offer, oldest deadline first: every deadline is `now + ack_timeout` with a
+        # monotonic `now`, so appending keeps the order and expiry checks look at the front only.
         self._offers: OrderedDict[int, _Offer] = OrderedDict()
+        # The offers' first offsets, sorted, to find the offer holding an offset (offers never overlap).
+        self._offer_starts: list[int] = []
+        # Un-acked messages in all offers.
+        self._pending = 0
         self._dead_letters: list[Message] = []
         # offset -> dead letter whose produce is not confirmed yet (only with hold_dead_letters).
         self._parked: dict[int, _Parked] = {}
@@ -231,11 +334,11 @@ class PartitionTracker:
 
     @property
     def pending_count(self) -> int:
-        return len(self._offers)
+        return self._pending
 
     @property
     def buffered_count(self) -> int:
-        return len(self._fetched)
+        return self._fetched_count
 
     @property
     def parked_count(self) -> int:
@@ -258,12 +361,22 @@ class PartitionTracker:
         index = bisect.bisect_right(ranges, [offset, float("inf")]) - 1
         return index >= 0 and ranges[index][0] <= offset < ranges[index][1]
 
+    def _acked_within(self, begin: int, end: int) -> int:
+        """How many offsets of [begin, end) are acknowledged (begin >= the committed offset)."""
+        return sum(max(0, min(r[1], end) - max(r[0], begin)) for r in self._acked_ranges)
+
+    def _offer_holding(self, offset: int) -> _Offer | None:
+        index = bisect.bisect_right(self._offer_starts, offset) - 1
+        if index < 0:
+            return None
+        offer = self._offers[self._offer_starts[index]]
+        return offer if offer.holds(offset) else None
+
     def commit_point(self) -> CommitPoint:
         metadata = encode_sparse_acks(self._committed, self.acked_ranges, self.max_metadata_length)
         return CommitPoint(self._committed, metadata)
 
     def next_deadline(self) -> float | None:
-        # Offers are kept in deadline order (see `_offer`): the first one is due first.
         for offer in self._offers.values():
             return offer.deadline
         return None
@@ -272,47 +385,89 @@ class PartitionTracker:
         deadline = self.next_deadline()
         if deadline is not None and deadline <= now:
             return True
-        return bool(self._fetched) and len(self._offers) < self.max_pending
+        return bool(self._fetched) and self._pending < self.max_pending
 
     # -- state changes ---------------------------------------------------------
     def add_fetched(self, message: RawMessage | Message) -> None:
-        offset = message[1]
-        expected = self.highest_fetched + 1
-        if offset == expected and offset >= self._committed and not self._acked_ranges:
-            # The common case, in order and nothing acked above the commit: skip the lookups.
-            self.highest_fetched = offset
-            if offset not in self._offers and not (self._parked and offset in self._parked):
-                self._fetched.append(message)
-            return
-        if offset > expected >= self._committed:
-            # Offsets the fetch skipped (transaction markers, compaction, retention)
-            # never reach a caller, so nobody would ever ack them; without this the
-            # committed offset would be stuck at the gap forever.
-            self._add_acked_range(expected, offset)
-        self.highest_fetched = max(self.highest_fetched, offset)
-        if self.is_acked(offset) or offset in self._offers or offset in self._parked:
-            return
-        self._fetched.append(message)
+        self.add_batch(Batch.of([message]))
 
-    def _offer(self, message: Message, now: float, attempt: int) -> Delivery:
-        # Every deadline is `now + ack_timeout` with a monotonic `now`, so appending (a redelivery is
-        # removed and appended again) keeps the dict in deadline order: expiry checks look at the front only.
-        self._offers[message.offset] = _new_tuple(_Offer, (message, now + self.ack_timeout, attempt))
-        return _new_tuple(Delivery, (message, attempt))
+    def add_batch(self, batch: Batch) -> None:
+        """Buffer fetched messages, leaving out those acknowledged, offered or parked already."""
+        offsets = batch.offsets
+        if not offsets:
+            return
+        first = offsets[0]
+        ranges = self._acked_ranges
+        if (
+            first == self.highest_fetched + 1
+            and first >= self._committed
+            and first > self.highest_handed_out
+            and (not ranges or ranges[-1][1] <= first)
+            and batch.contiguous
+        ):
+            # The common case, in order, nothing known above it: skip the per-message lookups.
+            self.highest_fetched = offsets[-1]
+            self._fetched.append(batch)
+            self._fetched_count += len(offsets)
+            return
+        keep: list[int] = []
+        for index, offset in enumerate(offsets):
+            expected = self.highest_fetched + 1
+            if offset > expected >= self._committed:
+                # Offsets the fetch skipped (transaction markers, compaction, retention)
+                # never reach a caller, so nobody would ever ack them; without this the
+                # committed offset would be stuck at the gap forever.
+                self._add_acked_range(expected, offset)
+            self.highest_fetched = max(self.highest_fetched, offset)
+            if self.is_acked(offset) or offset in self._parked or self._offer_holding(offset) is not None:
+                continue
+            keep.append(index)
+        if keep:
+            kept = batch if len(keep) == len(offsets) else batch.select(keep)
+            self._fetched.append(kept)
+            self._fetched_count += len(keep)
 
-    def _redeliver_expired(self, now: float, room: int, out: list[Delivery]) -> None:
-        """Hand out up to `room` expired offers again (dead-lettering those out of retries) into `out`."""
+    def _add_offer(self, offer: _Offer, *, first: bool = False) -> None:
+        start = offer.batch.offsets[0]
+        self._offers[start] = offer
+        if first:
+            self._offers.move_to_end(start, last=False)
+        bisect.insort(self._offer_starts, start)
+        self._pending += offer.unacked
+
+    def _remove_offer(self, offer: _Offer) -> None:
+        start = offer.batch.offsets[0]
+        del self._offers[start]
+        starts = self._offer_starts
+        del starts[bisect.bisect_left(starts, start)]
+        self._pending -= offer.unacked
+
+    def _redeliver_expired(self, now: float, room: int, out: list[Batch]) -> int:
+        """Hand out up to `room` messages of expired offers again (dead-lettering those out of retries)."""
+        given = 0
         offers = self._offers
-        while offers and len(out) < room:
+        while offers and given < room:
             offer = next(iter(offers.values()))
             if offer.deadline > now:
-                return
-            message = offer.message
-            del offers[message.offset]
-            if 0 <= self.max_retries <= offer.attempt:
-                self._give_up(message)
+                break
+            self._remove_offer(offer)
+            batch = offer.remaining()
+            if not batch.offsets:
                 continue
-            out.append(self._offer(message, now, offer.attempt + 1))
+            if 0 <= self.max_retries <= batch.attempt:
+                for message in batch.messages():
+                    self._give_up(message)
+                continue
+            space = room - given
+            if len(batch.offsets) > space:
+                # The rest stays due, first in line for the next taker.
+                self._add_offer(_Offer(batch.cut(space, len(batch.offsets)), offer.deadline), first=True)
+                batch = batch.cut(0, space)
+            again = batch._replace(attempt=batch.attempt + 1)
+            self._add_offer(_Offer(again, now + self.ack_timeout))
+            out.append(again)
+            given += len(again.offsets)
+        return given
 
     def next_delivery(self, now: float) -> Delivery | None:
         """The message to hand out now: an expired offer first, then a fresh one."""
@@ -320,45 +475,59 @@ class PartitionTracker:
         return deliveries[0] if deliveries else None
 
     def take(self, now: float, limit: int, max_pending: int | None = None) -> list[Delivery]:
+        return deliveries_of(self.take_batches(now, limit, max_pending))
+
+    def take_batches(self, now: float, limit: int, max_pending: int | None = None) -> list[Batch]:
         """Up to `limit` messages to hand out now: expired offers first, then fresh ones in offset order.
 
         Fresh ones only while fewer than `max_pending` (default: the tracker's own limit) are un-acked.
         """
-        deliveries: list[Delivery] = []
-        self._redeliver_expired(now, limit, deliveries)
+        batches: list[Batch] = []
+        given = self._redeliver_expired(now, limit, batches)
         cap = self.max_pending if max_pending is None else max_pending
-        fetched, offers = self._fetched, self._offers
-        room = min(limit - len(deliveries), cap - len(offers))
-        if room <= 0 or not fetched:
-            return deliveries
+        fetched = self._fetched
+        room = min(limit - given, cap - self._pending)
         deadline = now + self.ack_timeout
-        check = bool(self._acked_ranges) or fetched[0][1] < self._committed
-        highest = self.highest_handed_out
-        append = deliveries.append
         while room > 0 and fetched:
-            raw = fetched.popleft()
-            offset = raw[1]
-            if offset in offers or (check and self.is_acked(offset)):
-                continue
-            message = _new_tuple(Message, raw)
-            offers[offset] = _new_tuple(_Offer, (message, deadline, 0))
-            append(_new_tuple(Delivery, (message, 0)))
-            if offset > highest:
-                highest = offset
-            room -= 1
-        self.highest_handed_out = highest
-        return deliveries
+            batch = fetched.popleft()
+            count = len(batch.offsets)
+            self._fetched_count -= count
+            ranges = self._acked_ranges
+            if batch.offsets[0] < self._committed or (ranges and ranges[-1][1] > batch.offsets[0]):
+                # Acknowledged while buffered (a gap closed above it, say): never hand those out.
+                keep = [i for i, offset in enumerate(batch.offsets) if not self.is_acked(offset)]
+                if len(keep) < count:
+                    batch = batch.select(keep)
+                    count = len(keep)
+                    if not count:
+                        continue
+            if count > room:
+                rest = batch.cut(room, count)
+                fetched.appendleft(rest)
+                self._fetched_count += count - room
+                batch = batch.cut(0, room)
+                count = room
+            self._add_offer(_Offer(batch, deadline))
+            batches.append(batch)
+            room -= count
+            if batch.offsets[-1] > self.highest_handed_out:
+                self.highest_handed_out = batch.offsets[-1]
+        return batches
 
     def ack(self, offset: int) -> AckOutcome:
         if self.is_acked(offset):
-            self._offers.pop(offset, None)
             return AckOutcome.DUPLICATE
         if offset in self._parked:
             # A late ack of a message already given up: the dead-letter topic is its home now, and only
             # the confirmed produce may move the commit point past it.
             return AckOutcome.DUPLICATE
-        if self._offers.pop(offset, None) is None:
+        offer = self._offer_holding(offset)
+        if offer is None:
             return AckOutcome.NOT_HANDED_OUT
+        offer.ack(offset)
+        self._pending -= 1
+        if not offer.unacked:
+            self._remove_offer(offer)
         self._mark_acked(offset)
         return AckOutcome.ACKED
 
@@ -366,31 +535,44 @@ class PartitionTracker:
         """Acknowledge offsets [begin, end); returns (newly acked, never handed out).
 
         Offsets never handed out are left alone (acking them would skip messages nobody saw);
-        already acknowledged ones are harmless duplicates.
+        already acknowledged ones and parked dead letters are harmless duplicates.
         """
-        offers = self._offers
-        pop = offers.pop
-        parked = self._parked
-        acked = missing = held = 0
-        lone: list[int] = []
-        for offset in range(max(begin, self._committed), end):
-            if pop(offset, None) is not None:
-                acked += 1
-                lone.append(offset)
-            elif parked and offset in parked:
-                # As in `ack`: late, harmless, and not an ack of the dead letter.
-                held += 1
-            elif not self.is_acked(offset):
-                missing += 1
-        if not acked:
-            return 0, missing
-        if missing or held:
-            for offset in lone:
-                self._mark_acked(offset)
-        else:
-            # Every offset was handed out or acked already: one range update instead of one per offset.
-            self._add_acked_range(lone[0], lone[-1] + 1)
-        return acked, missing
+        begin = max(begin, self._committed)
+        if begin >= end:
+            return 0, 0
+        # Every offset of the range is exactly one of: acknowledged, offered and un-acked, parked, or
+        # never handed out. Counting the first three leaves the last without visiting each offset.
+        already = self._acked_within(begin, end)
+        held = sum(1 for offset in self._parked if begin <= offset < end) if self._parked else 0
+        starts = self._offer_starts
+        low = max(bisect.bisect_right(starts, begin) - 1, 0)
+        touched = [self._offers[start] for start in starts[low : bisect.bisect_left(starts, end)]]
+        newly = 0
+        whole: list[tuple[int, int]] = []
+        singles: list[int] = []
+        for offer in touched:
+            offsets = offer.batch.offsets
+            if offsets[-1] < begin:
+                continue
+            if offer.acked is None and offsets[0] >= begin and offsets[-1] < end and offer.batch.contiguous:
+                # The whole offer: one range update instead of one per offset.
+                newly += offer.unacked
+                self._remove_offer(offer)
+                whole.append((offsets[0], offsets[-1] + 1))
+                continue
+            for offset in offsets[bisect.bisect_left(offsets, begin) : bisect.bisect_left(offsets, end)]:
+                if offer.holds(offset):
+                    offer.ack(offset)
+                    self._pending -= 1
+                    singles.append(offset)
+            if not offer.unacked:
+                self._remove_offer(offer)
+        newly += len(singles)
+        for range_from, range_to in whole:
+            self._add_acked_range(range_from, range_to)
+        for offset in singles:
+            self._mark_acked(offset)
+        return newly, (end - begin) - already - newly - held
 
     def expire(self, now: float) -> None:
         """Dead-letter expired offers that used up their retries, without waiting for a caller."""
@@ -399,9 +581,10 @@ class PartitionTracker:
         for offer in list(self._offers.values()):
             if offer.deadline > now:
                 break
-            if offer.attempt >= self.max_retries:
-                del self._offers[offer.message.offset]
-                self._give_up(offer.message)
+            if offer.batch.attempt >= self.max_retries:
+                self._remove_offer(offer)
+                for message in offer.remaining().messages():
+                    self._give_up(message)
 
     def take_dead_letters(self) -> list[Message]:
         """Messages given up since the last call, each reported once (retries: `take_dead_letter_retries`)."""
@@ -561,12 +744,21 @@ class GroupTopicCore:
             if tracker is not None:
                 tracker.add_fetched(message)
 
+    def add_batches(self, batches: Iterable[Batch]) -> None:
+        for batch in batches:
+            tracker = self.trackers.get(batch.partition)
+            if tracker is not None:
+                tracker.add_batch(batch)
+
     def next_delivery(self, now: float) -> Delivery | None:
         """Round-robin over partitions so one busy partition cannot starve the rest."""
         deliveries = self.take(now, 1)
         return deliveries[0] if deliveries else None
 
     def take(self, now: float, limit: int, max_pending: int | None = None) -> list[Delivery]:
+        return deliveries_of(self.take_batches(now, limit, max_pending))
+
+    def take_batches(self, now: float, limit: int, max_pending: int | None = None) -> list[Batch]:
         """Up to `limit` messages, in turns over the partitions starting after the last one served.
 
         Each turn takes an even share from a partition, so a batch holds a few contiguous runs of
@@ -575,26 +767,28 @@ class GroupTopicCore:
         """
         partitions = sorted(self.trackers)
         count = len(partitions)
-        deliveries: list[Delivery] = []
+        batches: list[Batch] = []
         if not count:
-            return deliveries
+            return batches
         start, last_served = self._rotation, -1
+        taken_total = 0
         progress = True
-        while len(deliveries) < limit and progress:
+        while taken_total < limit and progress:
             progress = False
-            share = max((limit - len(deliveries)) // count, 1)
+            share = max((limit - taken_total) // count, 1)
             for step in range(count):
-                room = limit - len(deliveries)
+                room = limit - taken_total
                 if room <= 0:
                     break
                 index = (start + step) % count
-                taken = self.trackers[partitions[index]].take(now, min(share, room), max_pending)
+                taken = self.trackers[partitions[index]].take_batches(now, min(share, room), max_pending)
                 if taken:
-                    deliveries.extend(taken)
+                    batches.extend(taken)
+                    taken_total += count_messages(taken)
                     last_served, progress = index, True
         if last_served >= 0:
             self._rotation = (last_served + 1) % count
-        return deliveries
+        return batches
 
     def has_ready(self, now: float) -> bool:
         return any(tracker.has_ready(now) for tracker in self.trackers.values())

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .config import ClusterConfig, GatewayConfig
 from .consumer import ClusterConsumers, DeadLetterSink, shutting_down
-from .core import Delivery, Message
+from .core import Batch, Delivery, Message
 from .errors import Failure, GatewayError, invalid, validate_group, validate_topic
 from .kafka import ClusterClient, PartitionOffsets, TopicInfo
 from .metrics import GatewayMetrics
@@ -171,7 +171,7 @@ class GatewayService:
     async def consume(
         self, cluster: str, group: str, topic: str, ack: AckRequest, timeout: float | None = None
     ) -> Delivery:
-        deliveries = await self.consume_many(
+        batches = await self.consume_many(
             cluster,
             group,
             topic,
@@ -180,7 +180,7 @@ class GatewayService:
             timeout,
             auto_ack=ack.auto,
         )
-        return deliveries[0]
+        return batches[0].deliveries()[0]
 
     async def consume_many(
         self,
@@ -194,7 +194,7 @@ class GatewayService:
         auto_ack: bool = False,
         ack_ranges: Sequence[tuple[int, int, int]] = (),
         batch: bool = False,
-    ) -> list[Delivery]:
+    ) -> list[Batch]:
         """Acknowledge, then hand out up to `max_messages`.
 
         `batch` callers (ConsumeBatch, ConsumeStream) are held to max_pending_batch_messages per
