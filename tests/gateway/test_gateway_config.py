@@ -189,6 +189,7 @@ def test_kafka_pixy_configuration_maps_to_librdkafka(
         "session.timeout.ms": 10_000,
         "heartbeat.interval.ms": 1000,
         "fetch.wait.max.ms": 250,
+        "fetch.queue.backoff.ms": 10,
         "max.partition.fetch.bytes": 1_048_576,
         "retry.backoff.ms": 500,
         "retry.backoff.max.ms": 500,

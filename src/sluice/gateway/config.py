@@ -228,6 +228,9 @@ class ConsumerSettings:
             "fetch.wait.max.ms": _check_range(
                 _milliseconds(self.fetch_max_wait), _FETCH_WAIT_MS_RANGE, f"{where}.fetch_max_wait"
             ),
+            # With librdkafka's default (1 s) a consumer whose local queue fills up stops fetching for a
+            # whole second: fast streams then stall until it has drained, not until there is room again.
+            "fetch.queue.backoff.ms": 10,
         }
         if self.fetch_max_bytes is not None:
             properties["max.partition.fetch.bytes"] = _check_range(

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 _FETCH_BATCH = 500
 _POLL_SECONDS = 0.1
+_PAUSED_POLL_SECONDS = 0.005
 _KAFKA_TIMEOUT_SECONDS = 10.0
 # A partition whose fetched-but-not-handed-out backlog grows past this is paused (and resumed below half).
 # Every pause makes librdkafka drop what it prefetched for the partition and fetch it again on resume, so a
@@ -329,7 +330,9 @@ class GroupTopicConsumer:
         next_commit = time.monotonic() + self.settings.offsets_commit_interval
         try:
             while not self._stopping.is_set():
-                self._poll_once(consumer, _POLL_SECONDS)
+                # While partitions are paused the next message may never come: wait briefly, so that
+                # the resume follows the callers draining the buffer instead of a 100 ms poll.
+                self._poll_once(consumer, _PAUSED_POLL_SECONDS if paused else _POLL_SECONDS)
                 self._apply_backpressure(consumer, paused)
                 self._collect_dead_letters()
                 if time.monotonic() >= next_commit:
