@@ -12,6 +12,8 @@ in child processes on 127.0.0.1, pre-fills a topic with confluent-kafka, then ti
   callers;
 * gRPC ConsumeStream (credit `--credit`, acks as offset ranges and credit sent back every `--ack-every`) with
   1 and 16 streams;
+* batch and stream each twice (`--shapes`): replies as one ConsRs per message, and as MessageRuns (one per
+  run of a partition, column by column);
 * latency at light load (~`--latency-rate` msg/s): a sync gRPC Produce + ConsumeNAck round vs a
   confluent-kafka produce + flush + poll round on the same broker; and Produce alone vs produce + flush.
 
@@ -351,6 +353,22 @@ async def floor_scenario(callers: int, seconds: float, size: int, broker_pid: in
         server.wait(10)
 
 
+def run_ranges(runs: Any) -> tuple[list[pb.OffsetRange], int]:
+    """Acks for MessageRuns (one range per gap-free run) and how many messages they hold."""
+    ranges: list[pb.OffsetRange] = []
+    count = 0
+    for run in runs:
+        n = len(run.values)
+        count += n
+        if run.offsets:
+            ranges.extend(pb.OffsetRange(partition=run.partition, begin=o, end=o + 1) for o in run.offsets)
+        else:
+            ranges.append(
+                pb.OffsetRange(partition=run.partition, begin=run.first_offset, end=run.first_offset + n)
+            )
+    return ranges, count
+
+
 def offset_ranges(messages: Any) -> list[pb.OffsetRange]:
     """Acks for `messages` as [begin, end) runs per partition: a batch hands out consecutive offsets."""
     runs: dict[int, list[list[int]]] = {}
@@ -371,7 +389,7 @@ def offset_ranges(messages: Any) -> list[pb.OffsetRange]:
 
 
 async def batch_scenario(
-    address: str, topic: str, callers: int, seconds: float, total: int, batch: int
+    address: str, topic: str, callers: int, seconds: float, total: int, batch: int, as_runs: bool
 ) -> Result:
     group = f"batch-{uuid.uuid4().hex[:8]}"
     first = await warm_group(address, topic, group)
@@ -385,16 +403,26 @@ async def batch_scenario(
         while not stop() and not budget.drained:
             try:
                 rs = await stub.ConsumeBatch(
-                    pb.ConsBatchRq(topic=topic, group=group, ack_ranges=acks, max_messages=batch, wait_ms=500)
+                    pb.ConsBatchRq(
+                        topic=topic,
+                        group=group,
+                        ack_ranges=acks,
+                        max_messages=batch,
+                        wait_ms=500,
+                        runs=as_runs,
+                    )
                 )
             except grpc.aio.AioRpcError as error:
                 if error.code() == grpc.StatusCode.NOT_FOUND:
                     acks = []  # the acks went through before the wait
                     continue
                 raise
-            acks = offset_ranges(rs.messages)
-            budget.take(len(rs.messages))
-            n += len(rs.messages)
+            if as_runs:
+                acks, got = run_ranges(rs.runs)
+            else:
+                acks, got = offset_ranges(rs.messages), len(rs.messages)
+            budget.take(got)
+            n += got
         if acks:  # hand back the last batch (a message this hands out stays with the throwaway group)
             with contextlib.suppress(grpc.aio.AioRpcError):
                 await stub.ConsumeBatch(
@@ -404,11 +432,19 @@ async def batch_scenario(
 
     counts, started, ended = await run_callers(address, callers, work, seconds)
     elapsed = budget.elapsed(started, ended)
-    return Result(f"gRPC ConsumeBatch ({batch}/call)", callers, sum(counts), elapsed)
+    shape = "runs" if as_runs else "messages"
+    return Result(f"gRPC ConsumeBatch ({batch}/call, {shape})", callers, sum(counts), elapsed)
 
 
 async def stream_scenario(
-    address: str, topic: str, callers: int, seconds: float, total: int, credit: int, ack_every: int
+    address: str,
+    topic: str,
+    callers: int,
+    seconds: float,
+    total: int,
+    credit: int,
+    ack_every: int,
+    as_runs: bool,
 ) -> Result:
     group = f"stream-{uuid.uuid4().hex[:8]}"
     first = await warm_group(address, topic, group)
@@ -418,7 +454,7 @@ async def stream_scenario(
     async def work(ch: grpc.aio.Channel, stop: Callable[[], bool]) -> int:
         stub = pb_grpc.SluiceGatewayStub(ch)
         outbox: asyncio.Queue[pb.ConsStreamRq | None] = asyncio.Queue()
-        await outbox.put(pb.ConsStreamRq(topic=topic, group=group, credit=credit))
+        await outbox.put(pb.ConsStreamRq(topic=topic, group=group, credit=credit, runs=as_runs))
 
         async def requests() -> AsyncIterator[pb.ConsStreamRq]:
             while (rq := await outbox.get()) is not None:
@@ -426,7 +462,8 @@ async def stream_scenario(
 
         call = stub.ConsumeStream(requests())
         n = 0
-        pending: list[Any] = []  # received, not yet acked (ConsRs)
+        pending: list[pb.OffsetRange] = []  # received, not yet acked
+        pending_count = 0
         done = asyncio.Event()
 
         async def watchdog() -> None:  # the stream has no timeout of its own: close it when time is up
@@ -437,27 +474,31 @@ async def stream_scenario(
             call.cancel()
 
         def ack_pending(credit: int) -> pb.ConsStreamRq:
-            nonlocal pending
-            rq = pb.ConsStreamRq(ack_ranges=offset_ranges(pending), credit=credit)
-            pending = []
+            nonlocal pending, pending_count
+            rq = pb.ConsStreamRq(ack_ranges=pending, credit=credit)
+            pending, pending_count = [], 0
             return rq
 
         async def flusher() -> None:  # acks must not wait for `ack_every` when messages stop coming
             while True:
                 await asyncio.sleep(0.02)
                 if pending:
-                    await outbox.put(ack_pending(len(pending)))
+                    await outbox.put(ack_pending(pending_count))
 
         guard = asyncio.create_task(watchdog())
         flush = asyncio.create_task(flusher())
         try:
             async for reply in call:
-                messages = reply.messages
-                pending.extend(messages)
-                n += len(messages)
-                budget.take(len(messages))
-                if len(pending) >= ack_every:
-                    await outbox.put(ack_pending(len(pending)))
+                if as_runs:
+                    ranges, got = run_ranges(reply.runs)
+                else:
+                    ranges, got = offset_ranges(reply.messages), len(reply.messages)
+                pending.extend(ranges)
+                pending_count += got
+                n += got
+                budget.take(got)
+                if pending_count >= ack_every:
+                    await outbox.put(ack_pending(pending_count))
                 if done.is_set():
                     break
         except asyncio.CancelledError:
@@ -474,7 +515,9 @@ async def stream_scenario(
 
     counts, started, ended = await run_callers(address, callers, work, seconds)
     elapsed = budget.elapsed(started, ended)
-    return Result(f"gRPC ConsumeStream (credit {credit}, ack/{ack_every})", callers, sum(counts), elapsed)
+    shape = "runs" if as_runs else "messages"
+    name = f"gRPC ConsumeStream (credit {credit}, ack/{ack_every}, {shape})"
+    return Result(name, callers, sum(counts), elapsed)
 
 
 # --- latency ------------------------------------------------------------------------------------------
@@ -593,17 +636,6 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
             f"{lat.name:<44} {len(lat.samples_ms):>6} {fmt(lat.p(50), '.2f'):>8} {fmt(lat.p(99), '.2f'):>8}"
             f" {fmt(max(lat.samples_ms) if lat.samples_ms else None, '.2f'):>8} {lat.errors:>6}"
         )
-    by_name = {lat.name: lat for lat in latencies}
-    gw_round, dk_round = (
-        by_name["gRPC Produce + ConsumeNAck round"],
-        by_name["confluent produce+flush + poll round"],
-    )
-    gw_prod, dk_prod = by_name["gRPC Produce (sync)"], by_name["confluent produce+flush"]
-
-    def added(a: Latency, b: Latency, q: float) -> float | None:
-        pa, pb_ = a.p(q), b.p(q)
-        return None if pa is None or pb_ is None else pa - pb_
-
     print()
     print("targets:")
     nack = max((r.rate for r in results if r.scenario.startswith("gRPC ConsumeNAck")), default=0.0)
@@ -625,16 +657,28 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
             f" {best.rate:,.0f} ({best.scenario}, {best.callers} callers) = {rel:.0%}"
             f" -> {'met' if rel >= TARGET_BATCH_RATIO else 'MISSED'}"
         )
-    r50, r99 = added(gw_round, dk_round, 50), added(gw_round, dk_round, 99)
-    p50, p99 = added(gw_prod, dk_prod, 50), added(gw_prod, dk_prod, 99)
-    print(
-        f"  added latency at ~{args.latency_rate:.0f} msg/s, produce+consume round: p50 {fmt(r50, '+.2f')} ms,"
-        f" p99 {fmt(r99, '+.2f')} ms -> {'met' if r99 is not None and r99 < TARGET_ADDED_P99_MS else 'MISSED'}"
-    )
-    print(
-        f"  added latency, produce alone: p50 {fmt(p50, '+.2f')} ms, p99 {fmt(p99, '+.2f')} ms"
-        f" -> {'met' if p99 is not None and p99 < TARGET_ADDED_P99_MS else 'MISSED'}"
-    )
+    if latencies:
+        by_name = {lat.name: lat for lat in latencies}
+        gw_round, dk_round = (
+            by_name["gRPC Produce + ConsumeNAck round"],
+            by_name["confluent produce+flush + poll round"],
+        )
+        gw_prod, dk_prod = by_name["gRPC Produce (sync)"], by_name["confluent produce+flush"]
+
+        def added(a: Latency, b: Latency, q: float) -> float | None:
+            pa, pb_ = a.p(q), b.p(q)
+            return None if pa is None or pb_ is None else pa - pb_
+
+        r50, r99 = added(gw_round, dk_round, 50), added(gw_round, dk_round, 99)
+        p50, p99 = added(gw_prod, dk_prod, 50), added(gw_prod, dk_prod, 99)
+        print(
+            f"  added latency at ~{args.latency_rate:.0f} msg/s, produce+consume round: p50 {fmt(r50, '+.2f')} ms,"
+            f" p99 {fmt(r99, '+.2f')} ms -> {'met' if r99 is not None and r99 < TARGET_ADDED_P99_MS else 'MISSED'}"
+        )
+        print(
+            f"  added latency, produce alone: p50 {fmt(p50, '+.2f')} ms, p99 {fmt(p99, '+.2f')} ms"
+            f" -> {'met' if p99 is not None and p99 < TARGET_ADDED_P99_MS else 'MISSED'}"
+        )
     if args.json_out:
         document = {
             "args": vars(args),
@@ -686,28 +730,32 @@ async def run(args: argparse.Namespace, broker: SluiceBroker, gateway: GatewayPr
     )
     keep(direct)
 
+    wanted = set(args.only.split(","))
     produce_topic = create_topic(bootstrap, args.partitions, "prod")
-    for callers in callers_list:
+    for callers in callers_list if "produce" in wanted else []:
         m = meter()
         keep(m.fill(await produce_scenario(address, produce_topic, callers, args.seconds, args.size)))
-    for callers in callers_list:
+    for callers in callers_list if "nack" in wanted else []:
         m = meter()
         keep(m.fill(await nack_scenario(address, topic, callers, args.seconds, total)))
-    for callers in callers_list:
+    for callers in callers_list if "floor" in wanted else []:
         keep(await floor_scenario(callers, min(args.seconds, 5.0), args.size, broker.pid))
-    for callers in callers_list:
-        m = meter()
-        keep(m.fill(await batch_scenario(address, topic, callers, args.seconds, total, args.batch)))
-    for callers in callers_list:
-        m = meter()
-        keep(
-            m.fill(
-                await stream_scenario(
-                    address, topic, callers, args.seconds, total, args.credit, args.ack_every
-                )
+    shapes = [as_runs for as_runs, name in ((False, "messages"), (True, "runs")) if name in args.shapes]
+    for as_runs in shapes:
+        for callers in callers_list if "batch" in wanted else []:
+            m = meter()
+            result = await batch_scenario(address, topic, callers, args.seconds, total, args.batch, as_runs)
+            keep(m.fill(result))
+    for as_runs in shapes:
+        for callers in callers_list if "stream" in wanted else []:
+            m = meter()
+            result = await stream_scenario(
+                address, topic, callers, args.seconds, total, args.credit, args.ack_every, as_runs
             )
-        )
-
+            keep(m.fill(result))
+    if "latency" not in wanted:
+        report(results, [], direct, args)
+        return
     print(f"latency: {args.latency_seconds:.0f} s at ~{args.latency_rate:.0f} msg/s each path", flush=True)
     gw_round, gw_prod = await gateway_latency(address, bootstrap, args.latency_seconds, args.latency_rate)
     dk_round, dk_prod = direct_latency(bootstrap, args.latency_seconds, args.latency_rate)
@@ -729,6 +777,16 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--latency-rate", type=float, default=100.0, help="rounds per second")
     parser.add_argument("--json-out", default="")
+    parser.add_argument(
+        "--shapes",
+        default="messages,runs",
+        help="batch/stream replies as one ConsRs per message and/or as column-wise MessageRuns",
+    )
+    parser.add_argument(
+        "--only",
+        default="produce,nack,floor,batch,stream,latency",
+        help="comma-separated scenarios to run (the direct consumer always runs)",
+    )
     args = parser.parse_args()
 
     consumer = {"long_polling_timeout": "1s", "offsets_commit_interval": "500ms"}
