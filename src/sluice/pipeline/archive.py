@@ -41,10 +41,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from sluice.pipeline.kafka_io import read_range
 from sluice.pipeline.options import SourceOptions, parse_source_options
 from sluice.pipeline.planning import OffsetRange
-from sluice.pipeline.source import KafkaRangePartition, KafkaStreamReader, kafka_schema
+from sluice.pipeline.source import KafkaRangePartition, KafkaStreamReader, kafka_schema, read_offset_range
 
 RANGES_FORMAT = "sluice-offset-ranges"
 RANGE_SCHEMA = StructType(
@@ -112,14 +111,7 @@ def archive_ranges(target: ArchiveTarget, rows: Iterable[Any]) -> Iterator[Archi
     options = target.options
     for row in rows:
         offset_range = OffsetRange(row.topic, row.partition, row.start, row.end)
-        batches = read_range(
-            options.bootstrap_servers,
-            options.kafka_config,
-            offset_range,
-            _READ_SCHEMA,
-            options.poll_timeout_s,
-            options.fail_on_data_loss,
-        )
+        batches = read_offset_range(options, offset_range, _READ_SCHEMA)
         yield from _write_by_day(Path(target.directory) / f"topic={row.topic}", offset_range, batches)
 
 
@@ -161,10 +153,14 @@ class _DayFile:
             os.fsync(written.fileno())
         os.replace(self.partial_path, self.path)
         stat = self.path.stat()
-        return ArchivedFile(self.path.resolve().as_uri(), stat.st_size, int(stat.st_mtime * 1000), self.records)
+        return ArchivedFile(
+            self.path.resolve().as_uri(), stat.st_size, int(stat.st_mtime * 1000), self.records
+        )
 
 
-def _write_by_day(topic_dir: Path, offset_range: OffsetRange, batches: Iterable[pa.RecordBatch]) -> Iterator[ArchivedFile]:
+def _write_by_day(
+    topic_dir: Path, offset_range: OffsetRange, batches: Iterable[pa.RecordBatch]
+) -> Iterator[ArchivedFile]:
     files: dict[str, _DayFile] = {}
     for batch in batches:
         data = batch.drop_columns(["topic"])
@@ -302,4 +298,3 @@ def start_archive_query(
         .start()
     )
     return progress
-

@@ -174,14 +174,21 @@ class _RangeReading:
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaRangePartition)
         offset_range = OffsetRange(partition.topic, partition.partition, partition.start, partition.end)
-        yield from read_range(
-            self.options.bootstrap_servers,
-            self.options.kafka_config,
-            offset_range,
-            self.arrow_schema,
-            self.options.poll_timeout_s,
-            self.options.fail_on_data_loss,
-        )
+        yield from read_offset_range(self.options, offset_range, self.arrow_schema)
+
+
+def read_offset_range(
+    options: SourceOptions, offset_range: OffsetRange, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Executor side: one planned range as Arrow batches, read the way `options` say."""
+    return read_range(
+        options.bootstrap_servers,
+        options.kafka_config,
+        offset_range,
+        schema,
+        options.poll_timeout_s,
+        options.fail_on_data_loss,
+    )
 
 
 class KafkaBatchReader(_RangeReading, DataSourceReader):
@@ -228,7 +235,11 @@ class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAv
     def initialOffset(self) -> dict:
         partitions, watermarks = self._current_partitions()
         start = resolve_spec(
-            self.options.starting, partitions, watermarks, self.metadata.offsets_for_timestamp, "startingOffsets"
+            self.options.starting,
+            partitions,
+            watermarks,
+            self.metadata.offsets_for_timestamp,
+            "startingOffsets",
         )
         return serialize_offsets(start)
 
@@ -250,7 +261,10 @@ class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAv
         latest = {tp: watermarks[tp][1] for tp in partitions}
         if self._available_now_target is not None:
             # Partitions born after the target was taken contribute nothing to an availableNow run.
-            latest = {tp: min(high, self._available_now_target.get(tp, watermarks[tp][0])) for tp, high in latest.items()}
+            latest = {
+                tp: min(high, self._available_now_target.get(tp, watermarks[tp][0]))
+                for tp, high in latest.items()
+            }
         for tp in sorted(set(previous) - set(latest)):
             message = f"{tp[0]}-{tp[1]} was being read but no longer exists (topic deleted?)"
             if self.options.fail_on_data_loss:
