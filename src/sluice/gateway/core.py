@@ -310,6 +310,8 @@ class PartitionTracker:
             # Metadata written by something else: start from the plain offset.
             self._acked_ranges = []
         self._fetched: deque[Batch] = deque()
+        # Messages of _fetched[0] handed out already.
+        self._fetched_head = 0
         self._fetched_count = 0
         # first offset -> offer, oldest deadline first: every deadline is `now + ack_timeout` with a
         # monotonic `now`, so appending keeps the order and expiry checks look at the front only.
@@ -386,6 +388,11 @@ class PartitionTracker:
         if deadline is not None and deadline <= now:
             return True
         return bool(self._fetched) and self._pending < self.max_pending
+
+    def has_waiting(self, now: float) -> bool:
+        """Something could be handed out now by a caller with room for it (whatever its pending limit)."""
+        deadline = self.next_deadline()
+        return bool(self._fetched) or (deadline is not None and deadline <= now)
 
     # -- state changes ---------------------------------------------------------
     def add_fetched(self, message: RawMessage | Message) -> None:
@@ -489,7 +496,17 @@ class PartitionTracker:
         room = min(limit - given, cap - self._pending)
         deadline = now + self.ack_timeout
         while room > 0 and fetched:
-            batch = fetched.popleft()
+            front = fetched[0]
+            head, size = self._fetched_head, len(front.offsets)
+            if size - head <= room:
+                fetched.popleft()
+                self._fetched_head = 0
+                batch = front.cut(head, size) if head else front
+            else:
+                # Callers taking a few at a time move a cursor through the fetched batch rather than
+                # copying what is left of it on every take.
+                batch = front.cut(head, head + room)
+                self._fetched_head = head + room
             count = len(batch.offsets)
             self._fetched_count -= count
             ranges = self._acked_ranges
@@ -497,16 +514,10 @@ class PartitionTracker:
                 # Acknowledged while buffered (a gap closed above it, say): never hand those out.
                 keep = [i for i, offset in enumerate(batch.offsets) if not self.is_acked(offset)]
                 if len(keep) < count:
+                    if not keep:
+                        continue
                     batch = batch.select(keep)
                     count = len(keep)
-                    if not count:
-                        continue
-            if count > room:
-                rest = batch.cut(room, count)
-                fetched.appendleft(rest)
-                self._fetched_count += count - room
-                batch = batch.cut(0, room)
-                count = room
             self._add_offer(_Offer(batch, deadline))
             batches.append(batch)
             room -= count
@@ -792,6 +803,9 @@ class GroupTopicCore:
 
     def has_ready(self, now: float) -> bool:
         return any(tracker.has_ready(now) for tracker in self.trackers.values())
+
+    def has_waiting(self, now: float) -> bool:
+        return any(tracker.has_waiting(now) for tracker in self.trackers.values())
 
     def ack(self, partition: int, offset: int) -> AckOutcome:
         tracker = self.trackers.get(partition)
