@@ -342,3 +342,37 @@ async def test_batch_runs_redeliver_only_what_was_not_acked(kafka, make_gateway)
         assert [v for *_, v, _ in redelivered] == [b"3", b"4", b"6", b"7", b"8", b"9"]
         assert all(run.attempt == 1 for run in again.runs)
         assert any(run.offsets for run in again.runs)  # the gap at 5 is spelled out
+
+
+async def test_a_caller_that_cannot_take_passes_new_messages_on(kafka, make_gateway) -> None:
+    # Waiting callers are woken one at a time. The first in line here is a ConsumeNAck caller at its
+    # pending limit: it cannot take the new messages and must hand the wakeup to the batch caller
+    # behind it, which would otherwise sit out its whole wait.
+    gateway: Gateway = await make_gateway(
+        long_polling_timeout="10s", max_pending_messages=1, max_pending_batch_messages=50
+    )
+    topic, group = kafka.create_topic(), unique_group()
+    fill(kafka.bootstrap, topic, 1)
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        pixy, sluice = pb_grpc.KafkaPixyStub(channel), pb_grpc.SluiceGatewayStub(channel)
+        first = await pixy.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True))
+        assert first.offset == 0  # un-acked: this group's ConsumeNAck callers are at their limit
+        blocked = asyncio.ensure_future(
+            pixy.ConsumeNAck(pb.ConsNAckRq(topic=topic, group=group, no_ack=True))
+        )
+        await asyncio.sleep(0.5)
+        started = time.monotonic()
+        batch = asyncio.ensure_future(
+            sluice.ConsumeBatch(pb.ConsBatchRq(topic=topic, group=group, max_messages=10, wait_ms=8000))
+        )
+        await asyncio.sleep(0.5)
+        producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 50})
+        for index in range(5):
+            producer.produce(topic, b"new-%d" % index)
+        assert producer.flush(30) == 0
+        reply = await asyncio.wait_for(batch, 10)
+        got = [m.message for m in reply.messages]
+        assert got and got == [b"new-%d" % i for i in range(len(got))]
+        assert time.monotonic() - started < 4.0
+        assert not blocked.done()
+        blocked.cancel()

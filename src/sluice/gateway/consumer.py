@@ -15,11 +15,13 @@ nobody acknowledged; failed produces are retried (the core says when).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import operator
 import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -146,7 +148,10 @@ class GroupTopicConsumer:
         self._dead_letter_tasks: set[asyncio.Task[None]] = set()
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
-        self._changed = asyncio.Event()
+        # Callers waiting for messages, first come first served: a change wakes one of them, and a
+        # caller that leaves something ready behind wakes the next. Waking all of them on every fetch
+        # cost each stream a wasted turn per fetch.
+        self._wakeups: deque[asyncio.Future[int]] = deque()
         self._stopping = threading.Event()
         self._closing = False
         self._failure: str | None = None
@@ -240,11 +245,17 @@ class GroupTopicConsumer:
         self.last_used = time.monotonic()
         deadline = time.monotonic() + timeout
         try:
+            hops: int | None = None  # set when woken: how many callers this wakeup has passed through
             while True:
-                changed = self._changed
                 batches = self._take(max_messages, auto_ack, max_pending)
                 if batches:
+                    if self._wakeups and self._has_waiting():
+                        self._signal()  # more is ready: the next caller takes it
                     return batches
+                if hops is not None and hops < len(self._wakeups) and self._has_waiting():
+                    # Nothing this caller may take (its pending limit, say): the next one may. Each
+                    # caller passes it on once at most, so a wakeup nobody can use dies out.
+                    self._signal(hops + 1)
                 now = time.monotonic()
                 if now >= deadline:
                     raise long_poll_timeout()
@@ -253,10 +264,21 @@ class GroupTopicConsumer:
                     next_redelivery = self.core.next_deadline()
                 if next_redelivery is not None:
                     wait = min(wait, max(next_redelivery - now, 0.005))
+                # Queued before any await: a change from now on finds this caller.
+                wakeup: asyncio.Future[int] = self._loop.create_future()
+                self._wakeups.append(wakeup)
+                hops = None
                 try:
-                    await asyncio.wait_for(changed.wait(), wait)
+                    hops = await asyncio.wait_for(wakeup, wait)
                 except TimeoutError:
                     pass
+                except asyncio.CancelledError:
+                    if wakeup.done() and not wakeup.cancelled():
+                        self._signal(wakeup.result())  # woken, then cancelled: pass the wakeup on
+                    raise
+                finally:
+                    with contextlib.suppress(ValueError):
+                        self._wakeups.remove(wakeup)
                 self._check_usable()
         finally:
             self.waiters -= 1
@@ -288,11 +310,24 @@ class GroupTopicConsumer:
         if self._failure is not None:
             raise GatewayError(Failure.INTERNAL, self._failure)
 
-    def _signal(self) -> None:
-        # Waking every waiter by swapping the event keeps waiting race-free:
-        # a waiter grabs the current event before looking at the core.
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+    def _has_waiting(self) -> bool:
+        with self._lock:
+            return self.core.has_waiting(time.monotonic())
+
+    def _signal(self, hops: int = 0) -> None:
+        """Wake the longest-waiting caller (it wakes the next if it leaves messages ready)."""
+        wakeups = self._wakeups
+        while wakeups:
+            wakeup = wakeups.popleft()
+            if not wakeup.done():
+                wakeup.set_result(hops)
+                return
+
+    def _signal_all(self) -> None:
+        wakeups, self._wakeups = self._wakeups, deque()
+        for wakeup in wakeups:
+            if not wakeup.done():
+                wakeup.set_result(0)
 
     def _signal_from_thread(self) -> None:
         try:
@@ -302,7 +337,7 @@ class GroupTopicConsumer:
 
     def release_waiters(self) -> None:
         self._closing = True
-        self._signal()
+        self._signal_all()
 
     async def stop(self) -> None:
         self.release_waiters()
