@@ -388,6 +388,13 @@ def offset_ranges(messages: Any) -> list[pb.OffsetRange]:
     ]
 
 
+def reply_acks(reply: pb.ConsBatchRs | pb.ConsStreamRs, as_runs: bool) -> tuple[list[pb.OffsetRange], int]:
+    """The acks for one batch or stream reply, and how many messages it carried."""
+    if as_runs:
+        return run_ranges(reply.runs)
+    return offset_ranges(reply.messages), len(reply.messages)
+
+
 async def batch_scenario(
     address: str, topic: str, callers: int, seconds: float, total: int, batch: int, as_runs: bool
 ) -> Result:
@@ -417,10 +424,7 @@ async def batch_scenario(
                     acks = []  # the acks went through before the wait
                     continue
                 raise
-            if as_runs:
-                acks, got = run_ranges(rs.runs)
-            else:
-                acks, got = offset_ranges(rs.messages), len(rs.messages)
+            acks, got = reply_acks(rs, as_runs)
             budget.take(got)
             n += got
         if acks:  # hand back the last batch (a message this hands out stays with the throwaway group)
@@ -489,10 +493,7 @@ async def stream_scenario(
         flush = asyncio.create_task(flusher())
         try:
             async for reply in call:
-                if as_runs:
-                    ranges, got = run_ranges(reply.runs)
-                else:
-                    ranges, got = offset_ranges(reply.messages), len(reply.messages)
+                ranges, got = reply_acks(reply, as_runs)
                 pending.extend(ranges)
                 pending_count += got
                 n += got
