@@ -3,8 +3,8 @@
 Each consumer is an ordinary member of the Kafka consumer group, so several
 gateways and plain Kafka consumers can share a group. Its thread owns the
 librdkafka handle (poll, rebalance callbacks, commits); the event loop side
-only touches the pure `GroupTopicCore` under a lock and waits on an
-`asyncio.Event` that the thread sets when something changes.
+only touches the pure `GroupTopicCore` under a lock. Waiting callers queue a
+future each; a fetch or an ack wakes the first in line (see `_signal`).
 
 Dead letters are produced from the event loop. With a dead-letter topic the
 core holds each one un-acked until its produce is confirmed, so that a failed
