@@ -32,7 +32,6 @@ from .config import ClusterConfig
 from .core import (
     AckOutcome,
     Batch,
-    Delivery,
     GroupTopicCore,
     Headers,
     Message,
@@ -188,9 +187,6 @@ class GroupTopicConsumer:
             return quiet > max(self.settings.subscription_timeout, self.settings.ack_timeout)
         return quiet > self.settings.subscription_timeout
 
-    def ack(self, partition: int, offset: int) -> None:
-        self.ack_many([(partition, offset)])
-
     def ack_many(self, acks: Sequence[tuple[int, int]], ranges: Sequence[tuple[int, int, int]] = ()) -> None:
         """Acknowledge single offsets (partition, offset) and ranges (partition, begin, end).
 
@@ -221,11 +217,6 @@ class GroupTopicConsumer:
                 f"ack of a message this gateway has not handed out: group={self.group} topic={self.topic} "
                 f"partition={bad[0]} offset={bad[1]}" + (" (or a range starting there)" if ranges else ""),
             )
-
-    async def consume(self, timeout: float, *, auto_ack: bool = False) -> Delivery:
-        """Long-poll for one message to hand out."""
-        batches = await self.consume_many(1, timeout, auto_ack=auto_ack)
-        return batches[0].deliveries()[0]
 
     async def consume_many(
         self, max_messages: int, timeout: float, *, auto_ack: bool = False, max_pending: int | None = None

@@ -159,7 +159,7 @@ class Batch(NamedTuple):
     attempt: int = 0
 
     @classmethod
-    def of(cls, messages: Sequence[RawMessage | Message], attempt: int = 0) -> Batch:
+    def of(cls, messages: Sequence[RawMessage | Message]) -> Batch:
         """A batch from messages of one partition."""
         return cls(
             messages[0][0],
@@ -168,7 +168,6 @@ class Batch(NamedTuple):
             [m[3] for m in messages],
             [m[4] for m in messages],
             [m[5] for m in messages],
-            attempt,
         )
 
     @property
