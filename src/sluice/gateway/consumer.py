@@ -238,12 +238,12 @@ class GroupTopicConsumer:
         try:
             hops: int | None = None  # set when woken: how many callers this wakeup has passed through
             while True:
-                batches = self._take(max_messages, auto_ack, max_pending)
+                batches, more_waiting = self._take(max_messages, auto_ack, max_pending)
                 if batches:
-                    if self._wakeups and self._has_waiting():
+                    if more_waiting:
                         self._signal()  # more is ready: the next caller takes it
                     return batches
-                if hops is not None and hops < len(self._wakeups) and self._has_waiting():
+                if hops is not None and hops < len(self._wakeups) and more_waiting:
                     # Nothing this caller may take (its pending limit, say): the next one may. Each
                     # caller passes it on once at most, so a wakeup nobody can use dies out.
                     self._signal(hops + 1)
@@ -275,10 +275,13 @@ class GroupTopicConsumer:
             self.waiters -= 1
             self.last_used = time.monotonic()
 
-    def _take(self, max_messages: int, auto_ack: bool, max_pending: int | None) -> list[Batch]:
+    def _take(self, max_messages: int, auto_ack: bool, max_pending: int | None) -> tuple[list[Batch], bool]:
+        """What this caller may take now, and whether another waiting caller may find more."""
         now = time.monotonic()
         with self._lock:
             batches = self.core.take_batches(now, max_messages, max_pending)
+            # Looked at under the same lock, and only when somebody waits to be told.
+            more_waiting = bool(self._wakeups) and self.core.has_waiting(now)
             if auto_ack:
                 for batch in batches:
                     for offset in batch.offsets:
@@ -293,17 +296,13 @@ class GroupTopicConsumer:
                 self._handed_out_metric.inc(fresh)
         if dead_letters:
             self._park_dead_letters(dead_letters)
-        return batches
+        return batches, more_waiting
 
     def _check_usable(self) -> None:
         if self._closing:
             raise shutting_down()
         if self._failure is not None:
             raise GatewayError(Failure.INTERNAL, self._failure)
-
-    def _has_waiting(self) -> bool:
-        with self._lock:
-            return self.core.has_waiting(time.monotonic())
 
     def _signal(self, hops: int = 0) -> None:
         """Wake the longest-waiting caller (it wakes the next if it leaves messages ready)."""
