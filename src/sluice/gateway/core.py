@@ -441,6 +441,13 @@ class PartitionTracker:
         bisect.insort(self._offer_starts, start)
         self._pending += offer.unacked
 
+    def _ack_in_offer(self, offer: _Offer, offset: int) -> None:
+        """One message of `offer` is acknowledged; the offer goes once nothing in it is left un-acked."""
+        offer.ack(offset)
+        self._pending -= 1
+        if not offer.unacked:
+            self._remove_offer(offer)
+
     def _remove_offer(self, offer: _Offer) -> None:
         start = offer.batch.offsets[0]
         del self._offers[start]
@@ -534,10 +541,7 @@ class PartitionTracker:
         offer = self._offer_holding(offset)
         if offer is None:
             return AckOutcome.NOT_HANDED_OUT
-        offer.ack(offset)
-        self._pending -= 1
-        if not offer.unacked:
-            self._remove_offer(offer)
+        self._ack_in_offer(offer, offset)
         self._mark_acked(offset)
         return AckOutcome.ACKED
 
@@ -572,11 +576,8 @@ class PartitionTracker:
                 continue
             for offset in offsets[bisect.bisect_left(offsets, begin) : bisect.bisect_left(offsets, end)]:
                 if offer.holds(offset):
-                    offer.ack(offset)
-                    self._pending -= 1
+                    self._ack_in_offer(offer, offset)
                     singles.append(offset)
-            if not offer.unacked:
-                self._remove_offer(offer)
         newly += len(singles)
         for range_from, range_to in whole:
             self._add_acked_range(range_from, range_to)
