@@ -6,6 +6,7 @@ import pytest
 
 from sluice.gateway.core import (
     AckOutcome,
+    Batch,
     CommitPoint,
     GroupTopicCore,
     Message,
@@ -286,6 +287,10 @@ class TestHeldDeadLetters:
         assert not core.dead_letter_failed(0, 0, now=3.0)
 
 
+def fetched(partition: int, offsets: range) -> Batch:
+    return Batch.of([message(offset, partition) for offset in offsets])
+
+
 class TestGroupTopicCore:
     def test_round_robin_across_partitions(self) -> None:
         core = GroupTopicCore(TrackerSettings(ack_timeout=10, max_pending=10))
@@ -294,6 +299,25 @@ class TestGroupTopicCore:
         core.add_fetched([message(o, 0) for o in range(3)] + [message(o, 1) for o in range(3)])
         handed = [core.next_delivery(0.0) for _ in range(4)]
         assert [d.message.partition for d in handed if d] == [0, 1, 0, 1]
+
+    def test_a_large_take_shares_evenly_then_fills_from_whole_runs(self) -> None:
+        core = GroupTopicCore(TrackerSettings(ack_timeout=10, max_pending=10_000))
+        for partition in range(4):
+            core.assign(partition, 0)
+        # Two of four partitions hold messages: an even share (250) from each, then the rest of the room
+        # from what they still hold -- one more run each, not ever smaller pieces of them.
+        core.add_batches([fetched(0, range(500)), fetched(1, range(500))])
+        batches = core.take_batches(0.0, 1000)
+        assert [(b.partition, b.offsets[0], len(b.offsets)) for b in batches] == [
+            (0, 0, 250),
+            (1, 0, 250),
+            (0, 250, 250),
+            (1, 250, 250),
+        ]
+        core.add_batches([fetched(2, range(10)), fetched(3, range(10)), fetched(0, range(500, 600))])
+        taken = core.take_batches(0.0, 40)
+        # Every partition with messages gets its turn before any gets a second one.
+        assert sorted({b.partition for b in taken}) == [0, 2, 3] and sum(len(b.offsets) for b in taken) == 40
 
     def test_ack_for_unassigned_partition(self) -> None:
         core = GroupTopicCore()

@@ -772,8 +772,10 @@ class GroupTopicCore:
     def take_batches(self, now: float, limit: int, max_pending: int | None = None) -> list[Batch]:
         """Up to `limit` messages, in turns over the partitions starting after the last one served.
 
-        Each turn takes an even share from a partition, so a batch holds a few contiguous runs of
-        offsets (cheap to acknowledge as ranges) and one busy partition cannot starve the rest.
+        A first turn takes an even share from each partition, so one busy partition cannot starve the
+        rest; a second turn fills what room is left from whichever partitions still have messages. Two
+        turns, not shrinking shares until the room is used up: those cut the batches into ever smaller
+        runs, and every run costs a reply entry, an offer and an acknowledgement of its own.
         `max_pending` overrides the trackers' own limit of un-acked messages (batch and stream calls).
         """
         partitions = sorted(self.trackers)
@@ -782,21 +784,19 @@ class GroupTopicCore:
         if not count:
             return batches
         start, last_served = self._rotation, -1
-        taken_total = 0
-        progress = True
-        while taken_total < limit and progress:
-            progress = False
-            share = max((limit - taken_total) // count, 1)
+        room = limit
+        for share in (max(limit // count, 1), limit):
             for step in range(count):
-                room = limit - taken_total
                 if room <= 0:
                     break
                 index = (start + step) % count
                 taken = self.trackers[partitions[index]].take_batches(now, min(share, room), max_pending)
                 if taken:
                     batches.extend(taken)
-                    taken_total += count_messages(taken)
-                    last_served, progress = index, True
+                    room -= count_messages(taken)
+                    last_served = index
+            if room <= 0:
+                break
         if last_served >= 0:
             self._rotation = (last_served + 1) % count
         return batches
