@@ -46,6 +46,12 @@ log = logging.getLogger(__name__)
 _FETCH_BATCH = 500
 _POLL_SECONDS = 0.1
 _PAUSED_POLL_SECONDS = 0.005
+# A full buffer first only stops the consume() calls (librdkafka keeps its prefetch and stops fetching once
+# its own queue is full); partitions are paused only when callers took nothing from them for this long.
+# Pausing makes librdkafka drop its prefetch and fetch it all again on resume: with callers draining at full
+# speed, pausing at every high-water mark cost a quarter of the stream rate (measured 363k vs 463k msg/s).
+_HOLD_SECONDS = 0.1
+_HOLD_POLL_SECONDS = 0.002
 _KAFKA_TIMEOUT_SECONDS = 10.0
 # A partition whose fetched-but-not-handed-out backlog grows past this is paused (and resumed below half).
 # Every pause makes librdkafka drop what it prefetched for the partition and fetch it again on resume, so a
@@ -101,6 +107,32 @@ def buffer_high_water(partitions: int, message_bytes: float) -> int:
     return max(min(_BUFFER_HIGH_WATER, _BUFFER_BUDGET // partitions, by_bytes), 1)
 
 
+class _FlowControl:
+    """Backpressure state of one consumer: partitions paused, and since when fetching is held."""
+
+    def __init__(self) -> None:
+        self.paused: set[int] = set()
+        self.held_since: float | None = None
+        self._held_level = 0
+
+    def due_for_pause(self, full: dict[int, int], now: float) -> list[int]:
+        """Of the partitions at their high-water mark (partition -> buffered), those to pause now.
+
+        Until then fetching is only held: every take from the full partitions restarts the wait.
+        """
+        if not full:
+            self.held_since = None
+            return []
+        level = sum(full.values())
+        if self.held_since is None or level < self._held_level:
+            self.held_since = now
+        self._held_level = level
+        if now - self.held_since < _HOLD_SECONDS:
+            return []
+        self.held_since = None
+        return list(full)
+
+
 def long_poll_timeout() -> GatewayError:
     return GatewayError(Failure.LONG_POLL_TIMEOUT, "long polling timeout")
 
@@ -144,6 +176,7 @@ class GroupTopicConsumer:
         self.waiters = 0
         self._dead_letter_sink = dead_letter_sink
         self._dead_letter_metric = metrics.dead_lettered.labels(*labels)
+        self._pauses_metric = metrics.partition_pauses.labels(*labels)
         self._dead_letter_tasks: set[asyncio.Task[None]] = set()
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
@@ -351,14 +384,17 @@ class GroupTopicConsumer:
             log.error(self._failure)
             self._signal_from_thread()
             return
-        paused: set[int] = set()
+        flow = _FlowControl()
         next_commit = time.monotonic() + self.settings.offsets_commit_interval
         try:
             while not self._stopping.is_set():
-                # While partitions are paused the next message may never come: wait briefly, so that
-                # the resume follows the callers draining the buffer instead of a 100 ms poll.
-                self._poll_once(consumer, _PAUSED_POLL_SECONDS if paused else _POLL_SECONDS)
-                self._apply_backpressure(consumer, paused)
+                if flow.held_since is not None:
+                    self._stopping.wait(_HOLD_POLL_SECONDS)
+                else:
+                    # While partitions are paused the next message may never come: wait briefly, so that
+                    # the resume follows the callers draining the buffer instead of a 100 ms poll.
+                    self._poll_once(consumer, _PAUSED_POLL_SECONDS if flow.paused else _POLL_SECONDS)
+                self._apply_backpressure(consumer, flow)
                 self._collect_dead_letters()
                 if time.monotonic() >= next_commit:
                     self._commit(consumer)
@@ -477,17 +513,20 @@ class GroupTopicConsumer:
         if unfinished:
             await asyncio.wait(unfinished)
 
-    def _apply_backpressure(self, consumer: Consumer, paused: set[int]) -> None:
+    def _apply_backpressure(self, consumer: Consumer, flow: _FlowControl) -> None:
         with self._lock:
             buffered = self.core.buffered_counts()
+        paused = flow.paused
         paused &= set(buffered)
         high = buffer_high_water(len(buffered), self._message_bytes)
-        to_pause = [p for p, count in buffered.items() if count >= high and p not in paused]
+        full = {p: count for p, count in buffered.items() if count >= high and p not in paused}
+        to_pause = flow.due_for_pause(full, time.monotonic())
         to_resume = [p for p in paused if buffered.get(p, 0) < high // 2 + 1]
         try:
             if to_pause:
                 consumer.pause([TopicPartition(self.topic, p) for p in to_pause])
                 paused.update(to_pause)
+                self._pauses_metric.inc(len(to_pause))
             if to_resume:
                 partitions = [TopicPartition(self.topic, p) for p in to_resume]
                 consumer.resume(partitions)

@@ -42,6 +42,12 @@ class GatewayMetrics:
             ["cluster", "group", "topic"],
             registry=self.registry,
         )
+        self.partition_pauses = Counter(
+            "sluice_gateway_partition_pauses",
+            "Partitions paused because callers left their fetched messages untaken",
+            ["cluster", "group", "topic"],
+            registry=self.registry,
+        )
         self.active_consumers = Gauge(
             "sluice_gateway_active_consumers",
             "Group/topic consumers running",
