@@ -295,9 +295,12 @@ async def test_dead_letter_is_committed_only_once_the_dead_letter_topic_has_it(
         )
         labels = {"cluster": "default", "group": group, "topic": topic}
         # Counted once when given up, however often its produce was tried.
-        assert gateway.service.metrics.registry.get_sample_value(
-            "sluice_gateway_dead_lettered_messages_total", labels
-        ) == 1.0
+        assert (
+            gateway.service.metrics.registry.get_sample_value(
+                "sluice_gateway_dead_lettered_messages_total", labels
+            )
+            == 1.0
+        )
 
 
 async def test_run_gateway_serves_until_stopped(kafka) -> None:

@@ -19,9 +19,21 @@ from sluice.testing import BrokerProcess, free_port
 
 def start_gateway(config: Path, grpc_port: int, http_port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sluice", "gateway", "--config", str(config),
-         "--grpc-listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{http_port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "sluice",
+            "gateway",
+            "--config",
+            str(config),
+            "--grpc-listen",
+            f"127.0.0.1:{grpc_port}",
+            "--http-listen",
+            f"127.0.0.1:{http_port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_for_ping(http_port, proc)
     return proc
 
@@ -35,8 +47,9 @@ def produce(stub: pb_grpc.KafkaPixyStub, topic: str, values: list[bytes]) -> lis
     return acked
 
 
-def consume(stub: pb_grpc.KafkaPixyStub, topic: str, want: set[bytes], seen: set[bytes], limit: int,
-            deadline: float) -> None:
+def consume(
+    stub: pb_grpc.KafkaPixyStub, topic: str, want: set[bytes], seen: set[bytes], limit: int, deadline: float
+) -> None:
     """ConsumeNAck in a loop, acking each message with the next call, until `want` is covered or `limit`."""
     ack: tuple[int, int] | None = None
     taken = 0
