@@ -13,7 +13,9 @@ in child processes on 127.0.0.1, pre-fills a topic with confluent-kafka, then ti
 * gRPC ConsumeStream (credit `--credit`, acks as offset ranges and credit sent back every `--ack-every`) with
   1 and 16 streams;
 * batch and stream each twice (`--shapes`): replies as one ConsRs per message, and as MessageRuns (one per
-  run of a partition, column by column);
+  run of a partition, column by column); each right after a direct read of its own (`/paired`), and
+  `--rounds` times: the same direct reader swings by a third between minutes on a shared machine, so the
+  50% target is judged on the median ratio to the read just before;
 * latency at light load (~`--latency-rate` msg/s): a sync gRPC Produce + ConsumeNAck round vs a
   confluent-kafka produce + flush + poll round on the same broker; and Produce alone vs produce + flush.
 
@@ -32,6 +34,7 @@ import asyncio
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,6 +126,13 @@ class Result:
     broker_cpu: float = 0.0
     client_cpu: float = 0.0
     note: str = ""
+    # The direct consumer's rate measured right before this scenario: on a shared machine the same
+    # reader swings by a third between minutes, so a ratio to a reading taken minutes earlier drifts.
+    paired_direct: float = 0.0
+
+    @property
+    def paired_ratio(self) -> float | None:
+        return self.rate / self.paired_direct if self.paired_direct else None
 
     @property
     def rate(self) -> float:
@@ -620,14 +630,14 @@ def fmt(value: float | None, spec: str = ",.0f") -> str:
 def report(results: list[Result], latencies: list[Latency], direct: Result, args: argparse.Namespace) -> None:
     print()
     print(
-        f"{'scenario':<44} {'callers':>7} {'msgs':>8} {'s':>6} {'msg/s':>9} {'/direct':>8}"
+        f"{'scenario':<44} {'callers':>7} {'msgs':>8} {'s':>6} {'msg/s':>9} {'/direct':>8} {'/paired':>8}"
         f" {'gw us/m':>8} {'bk us/m':>8} {'cl us/m':>8}"
     )
     for r in results:
         rel = r.rate / direct.rate if direct.rate else None
         print(
             f"{r.scenario:<44} {r.callers:>7} {r.messages:>8,} {r.seconds:>6.2f} {r.rate:>9,.0f}"
-            f" {fmt(rel, '.2f'):>8} {fmt(r.us_per_msg(r.gateway_cpu)):>8}"
+            f" {fmt(rel, '.2f'):>8} {fmt(r.paired_ratio, '.2f'):>8} {fmt(r.us_per_msg(r.gateway_cpu)):>8}"
             f" {fmt(r.us_per_msg(r.broker_cpu)):>8} {fmt(r.us_per_msg(r.client_cpu)):>8}"
         )
     print()
@@ -641,21 +651,21 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
     print("targets:")
     nack = max((r.rate for r in results if r.scenario.startswith("gRPC ConsumeNAck")), default=0.0)
     floor = max((r.rate for r in results if r.scenario == FLOOR_SCENARIO), default=0.0)
-    best = max(
-        (r for r in results if r.scenario.startswith(("gRPC ConsumeBatch", "gRPC ConsumeStream"))),
-        key=lambda r: r.rate,
-        default=None,
-    )
+    ratios: dict[tuple[str, int], list[float]] = {}
+    for r in results:
+        if r.scenario.startswith(("gRPC ConsumeBatch", "gRPC ConsumeStream")) and r.paired_ratio is not None:
+            ratios.setdefault((r.scenario, r.callers), []).append(r.paired_ratio)
     print(
         f"  ConsumeNAck >= {TARGET_NACK_MSGS:,.0f} msg/s total: best {nack:,.0f}"
         f" -> {'met' if nack >= TARGET_NACK_MSGS else 'MISSED'}"
         f" (a do-nothing grpc.aio servicer, called the same way, answers {floor:,.0f} calls/s here)"
     )
-    if best is not None:
-        rel = best.rate / direct.rate if direct.rate else 0.0
+    if ratios:
+        (scenario, callers), best = max(ratios.items(), key=lambda item: statistics.median(item[1]))
+        rel = statistics.median(best)
         print(
-            f"  batch/stream >= {TARGET_BATCH_RATIO:.0%} of direct ({direct.rate:,.0f} msg/s): best"
-            f" {best.rate:,.0f} ({best.scenario}, {best.callers} callers) = {rel:.0%}"
+            f"  batch/stream >= {TARGET_BATCH_RATIO:.0%} of the direct consumer read just before:"
+            f" best {scenario}, {callers} callers, median of {len(best)} = {rel:.0%}"
             f" -> {'met' if rel >= TARGET_BATCH_RATIO else 'MISSED'}"
         )
     if latencies:
@@ -742,18 +752,29 @@ async def run(args: argparse.Namespace, broker: SluiceBroker, gateway: GatewayPr
     for callers in callers_list if "floor" in wanted else []:
         keep(await floor_scenario(callers, min(args.seconds, 5.0), args.size, broker.pid))
     shapes = [as_runs for as_runs, name in ((False, "messages"), (True, "runs")) if name in args.shapes]
-    for as_runs in shapes:
-        for callers in callers_list if "batch" in wanted else []:
-            m = meter()
-            result = await batch_scenario(address, topic, callers, args.seconds, total, args.batch, as_runs)
-            keep(m.fill(result))
-    for as_runs in shapes:
-        for callers in callers_list if "stream" in wanted else []:
-            m = meter()
-            result = await stream_scenario(
-                address, topic, callers, args.seconds, total, args.credit, args.ack_every, as_runs
-            )
-            keep(m.fill(result))
+
+    def paired_direct() -> float:
+        return direct_consume(bootstrap, topic, args.partitions, total, args.seconds * 6).rate
+
+    for _ in range(args.rounds):
+        for as_runs in shapes:
+            for callers in callers_list if "batch" in wanted else []:
+                before = paired_direct()
+                m = meter()
+                result = await batch_scenario(
+                    address, topic, callers, args.seconds, total, args.batch, as_runs
+                )
+                result.paired_direct = before
+                keep(m.fill(result))
+        for as_runs in shapes:
+            for callers in callers_list if "stream" in wanted else []:
+                before = paired_direct()
+                m = meter()
+                result = await stream_scenario(
+                    address, topic, callers, args.seconds, total, args.credit, args.ack_every, as_runs
+                )
+                result.paired_direct = before
+                keep(m.fill(result))
     if "latency" not in wanted:
         report(results, [], direct, args)
         return
@@ -777,6 +798,9 @@ def main() -> None:
     parser.add_argument("--ack-every", type=int, default=50, help="ConsumeStream: acks + credit every N msgs")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--latency-rate", type=float, default=100.0, help="rounds per second")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="batch/stream scenarios: rounds, each after its own direct read"
+    )
     parser.add_argument("--json-out", default="")
     parser.add_argument(
         "--shapes",
