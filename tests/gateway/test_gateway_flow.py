@@ -420,3 +420,23 @@ async def test_a_caller_that_cannot_take_passes_new_messages_on(kafka, make_gate
         assert time.monotonic() - started < 4.0
         assert not blocked.done()
         blocked.cancel()
+
+
+def test_flow_control_holds_while_callers_take_and_pauses_when_they_stop_or_trickle() -> None:
+    flow = consumer._FlowControl()
+    high = 100
+    # Under the shared budget (100 each, two partitions): fetch on.
+    assert not flow.due_for_pause({0: 150, 1: 40}, high, now=0.0) and flow.held_since is None
+    # One busy partition may use the other's room; at the budget fetching is held, not paused.
+    assert not flow.due_for_pause({0: 190, 1: 10}, high, now=1.0) and flow.held_since == 1.0
+    assert not flow.due_for_pause({0: 190, 1: 10}, high, now=1.0 + consumer._HOLD_SECONDS / 2)
+    # Nothing taken for the hold's length: pause.
+    assert flow.due_for_pause({0: 190, 1: 10}, high, now=1.0 + consumer._HOLD_SECONDS)
+    # Takes restart the wait...
+    level, now = 400, 10.0
+    step = consumer._HOLD_SECONDS / 2
+    while now < 10.0 + consumer._HOLD_MAX_SECONDS - step:
+        assert not flow.due_for_pause({0: level}, high=200, now=now), now
+        level, now = level - 1, now + step
+    # ...but callers trickling at a full buffer do not hold it past the cap.
+    assert flow.due_for_pause({0: level}, high=200, now=10.0 + consumer._HOLD_MAX_SECONDS)

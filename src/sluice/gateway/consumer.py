@@ -50,16 +50,19 @@ _FETCH_BATCH = 2000
 _POLL_SECONDS = 0.1
 _PAUSED_POLL_SECONDS = 0.005
 # A full buffer first only stops the consume() calls (librdkafka keeps its prefetch and stops fetching once
-# its own queue is full); partitions are paused only when callers took nothing from them for this long.
+# its own queue is full); partitions are paused only when callers took nothing for this long.
 # Pausing makes librdkafka drop its prefetch and fetch it all again on resume: with callers draining at full
 # speed, pausing at every high-water mark cost a quarter of the stream rate (measured 363k vs 463k msg/s).
 _HOLD_SECONDS = 0.1
+_HOLD_MAX_SECONDS = 1.0
 _HOLD_POLL_SECONDS = 0.002
 _KAFKA_TIMEOUT_SECONDS = 10.0
-# A partition whose fetched-but-not-handed-out backlog grows past this is paused (and resumed below half).
-# Every pause makes librdkafka drop what it prefetched for the partition and fetch it again on resume, so a
-# small buffer turns fast consumption into pause/resume churn: 8,000 measured ~1.5x the msg/s of 2,000 with
-# less CPU per message. The budget caps the whole consumer when it holds many partitions.
+# Fetched, not yet handed out messages per partition. The partitions share it: fetching is held once they
+# buffer this much each on average, and a partition at or above it is paused when the hold runs out
+# (resumed below half). Every pause makes librdkafka drop what it prefetched for the partition and fetch it
+# again on resume, so a small buffer turns fast consumption into pause/resume churn: 8,000 measured ~1.5x
+# the msg/s of 2,000 with less CPU per message. The budget caps the whole consumer when it holds many
+# partitions.
 _BUFFER_HIGH_WATER = 8000
 _BUFFER_BUDGET = 32000
 # ...and in bytes (librdkafka's own prefetch default, queued.max.messages.kbytes, is the same 64 MiB), so
@@ -115,25 +118,32 @@ class _FlowControl:
 
     def __init__(self) -> None:
         self.paused: set[int] = set()
+        # Since the last take from the buffer, and since the hold began.
         self.held_since: float | None = None
+        self._hold_began = 0.0
         self._held_level = 0
 
-    def due_for_pause(self, full: dict[int, int], now: float) -> list[int]:
-        """Of the partitions at their high-water mark (partition -> buffered), those to pause now.
+    def due_for_pause(self, active: dict[int, int], high: int, now: float) -> bool:
+        """Whether to pause the fullest partitions now; holds fetching while their buffer is full.
 
-        Until then fetching is only held: every take from the full partitions restarts the wait.
+        `active` maps the partitions not paused to their buffered counts. Fetching is held while they
+        use their whole budget (`high` each, shared: one busy partition may use the others' room), and
+        every take restarts the wait. A hold never outlasts `_HOLD_MAX_SECONDS` even while callers
+        trickle: rebalance callbacks are only served inside consume(), and the group waits for them.
         """
-        if not full:
+        level = sum(active.values())
+        if not active or level < high * len(active):
             self.held_since = None
-            return []
-        level = sum(full.values())
-        if self.held_since is None or level < self._held_level:
+            return False
+        if self.held_since is None:
+            self.held_since = self._hold_began = now
+        elif level < self._held_level:
             self.held_since = now
         self._held_level = level
-        if now - self.held_since < _HOLD_SECONDS:
-            return []
+        if now - self.held_since < _HOLD_SECONDS and now - self._hold_began < _HOLD_MAX_SECONDS:
+            return False
         self.held_since = None
-        return list(full)
+        return True
 
 
 def long_poll_timeout() -> GatewayError:
@@ -522,8 +532,10 @@ class GroupTopicConsumer:
         paused = flow.paused
         paused &= set(buffered)
         high = buffer_high_water(len(buffered), self._message_bytes)
-        full = {p: count for p, count in buffered.items() if count >= high and p not in paused}
-        to_pause = flow.due_for_pause(full, time.monotonic())
+        active = {p: count for p, count in buffered.items() if p not in paused}
+        to_pause: list[int] = []
+        if flow.due_for_pause(active, high, time.monotonic()):
+            to_pause = [p for p, count in active.items() if count >= high]
         to_resume = [p for p in paused if buffered.get(p, 0) < high // 2 + 1]
         try:
             if to_pause:
