@@ -75,21 +75,29 @@ async def take_batches(
     return got
 
 
-async def test_resumed_partitions_fetch_again_at_once(
-    kafka, make_gateway, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # A small buffer makes the gateway pause and resume the partition every few hundred messages.
-    # librdkafka used to notice each resume only about a second later; 5,000 messages are ~10 such
-    # cycles, so the old stall would take ~10 s where a prompt resume takes well under one.
+async def drain_through_a_small_buffer(
+    kafka, make_gateway, monkeypatch: pytest.MonkeyPatch, hold_seconds: float
+) -> tuple[Gateway, str, str, float]:
+    """5,000 messages through a 50-message buffer by ConsumeBatch; (gateway, group, topic, seconds)."""
     monkeypatch.setattr(consumer, "_BUFFER_HIGH_WATER", 50)
-    monkeypatch.setattr(consumer, "_HOLD_SECONDS", 0.0)  # pause at every high-water mark, as callers drain
+    monkeypatch.setattr(consumer, "_HOLD_SECONDS", hold_seconds)
     gateway: Gateway = await make_gateway(max_pending_messages=1000)
     topic, group, total = kafka.create_topic(), unique_group(), 5000
     fill(kafka.bootstrap, topic, total)
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
         got, seconds = await consume_batches(pb_grpc.SluiceGatewayStub(channel), topic, group, total)
     assert sorted(offset for _, offset in got) == list(range(total))
-    assert seconds < 5.0, f"{total} messages took {seconds:.1f} s: resumed partitions stall"
+    return gateway, group, topic, seconds
+
+
+async def test_resumed_partitions_fetch_again_at_once(
+    kafka, make_gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No hold: the gateway pauses and resumes the partition every few hundred messages. librdkafka used
+    # to notice each resume only about a second later; 5,000 messages are ~10 such cycles, so the old
+    # stall would take ~10 s where a prompt resume takes well under one.
+    _, _, _, seconds = await drain_through_a_small_buffer(kafka, make_gateway, monkeypatch, hold_seconds=0.0)
+    assert seconds < 5.0, f"5000 messages took {seconds:.1f} s: resumed partitions stall"
 
 
 def pauses(gateway: Gateway, group: str, topic: str) -> float:
@@ -105,14 +113,9 @@ async def test_callers_draining_the_buffer_hold_fetching_without_pausing(
     # With a 50-message buffer, 5,000 messages reach the high-water mark ~100 times. Pausing there made
     # librdkafka drop and fetch again what it had prefetched each time; a caller taking steadily must only
     # hold the fetching. (A stall of the test process past the hold may still pause once or twice.)
-    monkeypatch.setattr(consumer, "_BUFFER_HIGH_WATER", 50)
-    monkeypatch.setattr(consumer, "_HOLD_SECONDS", 0.5)
-    gateway: Gateway = await make_gateway(max_pending_messages=1000)
-    topic, group, total = kafka.create_topic(), unique_group(), 5000
-    fill(kafka.bootstrap, topic, total)
-    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
-        got, _ = await consume_batches(pb_grpc.SluiceGatewayStub(channel), topic, group, total)
-    assert sorted(offset for _, offset in got) == list(range(total))
+    gateway, group, topic, _ = await drain_through_a_small_buffer(
+        kafka, make_gateway, monkeypatch, hold_seconds=0.5
+    )
     assert pauses(gateway, group, topic) <= 3
 
 
