@@ -75,6 +75,22 @@ async def take_batches(
     return got
 
 
+async def committed_offsets(
+    pixy: pb_grpc.KafkaPixyStub, topic: str, group: str, awaiting: list[int], within: float = 10.0
+) -> list[int]:
+    """The group's committed offsets (sorted), polled until they are `awaiting` or `within` s passed.
+
+    Commits are periodic, so the offsets asked for arrive up to a commit interval late.
+    """
+    deadline = time.monotonic() + within
+    while True:
+        reply = await pixy.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
+        offsets = sorted(o.offset for o in reply.offsets)
+        if offsets == awaiting or time.monotonic() >= deadline:
+            return offsets
+        await asyncio.sleep(0.1)
+
+
 async def drain_through_a_small_buffer(
     kafka, make_gateway, monkeypatch: pytest.MonkeyPatch, hold_seconds: float
 ) -> tuple[Gateway, str, str, float]:
@@ -181,14 +197,7 @@ async def test_batch_acks_as_offset_ranges_commit_and_reject_what_was_never_hand
         )
         assert error.code() == grpc.StatusCode.NOT_FOUND  # acked, and nothing left to hand out
 
-        async def committed() -> list[int]:
-            reply = await pixy.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
-            return sorted(o.offset for o in reply.offsets)
-
-        deadline = time.monotonic() + 10
-        while await committed() != [20, 20] and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        assert await committed() == [20, 20]
+        assert await committed_offsets(pixy, topic, group, awaiting=[20, 20]) == [20, 20]
 
 
 async def test_batch_callers_have_their_own_pending_limit(kafka, make_gateway) -> None:
@@ -264,14 +273,7 @@ async def test_stream_replies_carry_many_messages_and_take_range_acks(kafka, mak
         await requests.put(None)
         assert await asyncio.wait_for(call.read(), 10) is grpc.aio.EOF
 
-        async def committed() -> int:
-            reply = await pixy.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
-            return reply.offsets[0].offset
-
-        deadline = time.monotonic() + 10
-        while await committed() != 300 and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        assert await committed() == 300
+        assert await committed_offsets(pixy, topic, group, awaiting=[300]) == [300]
 
 
 async def _status(call: object) -> grpc.aio.AioRpcError:
@@ -350,14 +352,7 @@ async def test_stream_hands_out_runs_column_by_column(kafka, make_gateway) -> No
         await requests.put(None)
         assert await asyncio.wait_for(call.read(), 10) is grpc.aio.EOF
 
-        async def committed() -> list[int]:
-            reply = await pixy.GetOffsets(pb.GetOffsetsRq(topic=topic, group=group))
-            return sorted(o.offset for o in reply.offsets)
-
-        deadline = time.monotonic() + 10
-        while await committed() != [30, 30] and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        assert await committed() == [30, 30]
+        assert await committed_offsets(pixy, topic, group, awaiting=[30, 30]) == [30, 30]
 
 
 async def test_batch_runs_redeliver_only_what_was_not_acked(kafka, make_gateway) -> None:
