@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from sluice.gateway.core import (
+    MESSAGE_OVERHEAD_BYTES,
     AckOutcome,
     Batch,
     CommitPoint,
@@ -15,6 +18,7 @@ from sluice.gateway.core import (
     TrackerSettings,
     decode_sparse_acks,
     encode_sparse_acks,
+    reply_bytes,
     sparse_acks_to_str,
 )
 
@@ -394,3 +398,63 @@ class TestBatchesAndRanges:
         assert sorted(rest) == [(p, o) for p in (0, 1) for o in range(4, 10)]
         assert core.ack_range(0, 0, 10) == (10, 0)
         assert core.ack_range(5, 0, 3) == (0, 3)  # not ours
+
+
+def sized(partition: int, offsets: range, value_bytes: int) -> Batch:
+    return Batch.of(
+        [Message(partition=partition, offset=o, key=None, value=b"x" * value_bytes) for o in offsets]
+    )
+
+
+def offsets_of(batches: list[Batch]) -> list[tuple[int, int]]:
+    return [(b.partition, o) for b in batches for o in b.offsets]
+
+
+class TestReplyBytes:
+    # A 100 B value costs 132 reply bytes with the per-message overhead.
+    COST = 100 + MESSAGE_OVERHEAD_BYTES
+
+    def test_a_take_stops_before_the_message_that_would_pass_max_bytes(self) -> None:
+        t = tracker()
+        t.add_batch(sized(0, range(10), 100))
+        first = t.take_batches(0.0, 10, max_bytes=3 * self.COST + self.COST // 2)
+        assert offsets_of(first) == [(0, 0), (0, 1), (0, 2)]
+        # The rest is still buffered, in order, for the next take.
+        assert offsets_of(t.take_batches(0.0, 10, max_bytes=2 * self.COST)) == [(0, 3), (0, 4)]
+        assert offsets_of(t.take_batches(0.0, 10)) == [(0, o) for o in range(5, 10)]
+
+    def test_the_first_message_goes_even_when_larger_than_max_bytes(self) -> None:
+        t = tracker()
+        t.add_batch(sized(0, range(3), 5000))
+        assert offsets_of(t.take_batches(0.0, 10, max_bytes=1000)) == [(0, 0)]
+        assert offsets_of(t.take_batches(0.0, 10, max_bytes=1000)) == [(0, 1)]
+
+    def test_the_partitions_of_one_take_share_its_bytes(self) -> None:
+        core = GroupTopicCore(TrackerSettings(ack_timeout=10, max_pending=100))
+        for partition in (0, 1):
+            core.assign(partition, 0)
+        core.add_batches([sized(0, range(10), 100), sized(1, range(10), 100)])
+        taken = core.take_batches(0.0, 20, max_bytes=7 * self.COST)
+        # An even share of the bytes first (3 each), then the rest of the room: 4 + 3, not 7 from one.
+        per_partition = Counter(p for p, _ in offsets_of(taken))
+        assert sorted(per_partition.values()) == [3, 4]
+        # A take larger than the budget of its first message still gets that one message, not one a partition.
+        core.add_batches([sized(0, range(10, 12), 5000), sized(1, range(10, 12), 5000)])
+        core.take_batches(0.0, 20)
+        core.add_batches([sized(0, range(12, 14), 5000), sized(1, range(12, 14), 5000)])
+        assert len(offsets_of(core.take_batches(0.0, 20, max_bytes=1000))) == 1
+
+    def test_redeliveries_keep_to_max_bytes_and_the_rest_stays_first_in_line(self) -> None:
+        t = tracker(ack_timeout=5.0)
+        t.add_batch(sized(0, range(6), 100))
+        t.take_batches(0.0, 5)
+        again = t.take_batches(5.0, 10, max_bytes=2 * self.COST)
+        assert [(o, b.attempt) for b in again for o in b.offsets] == [(0, 1), (1, 1)]
+        rest = t.take_batches(5.0, 4)
+        assert [(o, b.attempt) for b in rest for o in b.offsets] == [(2, 1), (3, 1), (4, 1), (5, 0)]
+
+    def test_headers_and_keys_count(self) -> None:
+        batch = Batch.of(
+            [Message(partition=0, offset=0, key=b"k" * 10, value=b"v" * 20, headers=(("h", b"x" * 30),))]
+        )
+        assert reply_bytes(batch) == 10 + 20 + 1 + 30 + MESSAGE_OVERHEAD_BYTES

@@ -438,3 +438,48 @@ def test_flow_control_holds_while_callers_take_and_pauses_when_they_stop_or_tric
         level, now = level - 1, now + step
     # ...but callers trickling at a full buffer do not hold it past the cap.
     assert flow.due_for_pause({0: level}, high=200, now=10.0 + consumer._HOLD_MAX_SECONDS)
+
+
+async def test_batch_and_stream_replies_keep_to_max_bytes(kafka, make_gateway) -> None:
+    # 12 messages of 400 KB: one ConsumeBatch of all twelve would be 4.8 MB, past the 4 MiB a gRPC client
+    # takes by default. The default 1 MiB reply carries two; a caller's own max_bytes is kept too.
+    gateway: Gateway = await make_gateway()
+    topic, group = kafka.create_topic(), unique_group()
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
+    for index in range(12):
+        producer.produce(topic, bytes([index]) * 400_000, partition=0)
+    assert producer.flush(30) == 0
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        sluice = pb_grpc.SluiceGatewayStub(channel)
+        sizes: list[int] = []
+        acks: list[pb.OffsetRange] = []
+        got: list[int] = []
+        while len(got) < 8:
+            reply = await sluice.ConsumeBatch(
+                pb.ConsBatchRq(topic=topic, group=group, max_messages=12, wait_ms=5000, ack_ranges=acks)
+            )
+            sizes.append(len(reply.messages))
+            assert all(m.message == bytes([m.offset]) * 400_000 for m in reply.messages)
+            got.extend(m.offset for m in reply.messages)
+            acks = [pb.OffsetRange(partition=0, begin=got[-len(reply.messages)], end=got[-1] + 1)]
+        assert sizes == [2, 2, 2, 2]
+        assert got == list(range(8))
+        # A stream asking for at most 1,000 bytes a reply gets one message a reply, each whole.
+        requests: asyncio.Queue[pb.ConsStreamRq | None] = asyncio.Queue()
+        await requests.put(
+            pb.ConsStreamRq(topic=topic, group=group, credit=4, max_bytes=1000, ack_ranges=acks)
+        )
+
+        async def request_stream():  # type: ignore[no-untyped-def]
+            while (request := await requests.get()) is not None:
+                yield request
+
+        call = sluice.ConsumeStream(request_stream())
+        for expected in range(8, 12):
+            reply = await asyncio.wait_for(call.read(), 30)
+            assert reply is not grpc.aio.EOF, await call.details()
+            assert [(m.offset, len(m.message)) for m in reply.messages] == [(expected, 400_000)]
+        await requests.put(None)
+        call.cancel()
+        bad = sluice.ConsumeBatch(pb.ConsBatchRq(topic=topic, group=group, max_messages=1, max_bytes=-1))
+        assert (await _status(bad)).code() == grpc.StatusCode.INVALID_ARGUMENT

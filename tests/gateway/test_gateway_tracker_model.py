@@ -11,7 +11,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from sluice.gateway.core import AckOutcome, Batch, PartitionTracker
+from sluice.gateway.core import AckOutcome, Batch, PartitionTracker, reply_bytes
 
 ACK_TIMEOUT = 10.0
 MAX_PENDING = 12
@@ -56,12 +56,15 @@ class TrackerAgainstModel(RuleBasedStateMachine):
         self.tracker.add_batch(batch_of(offsets))
         self.buffer.extend(offsets)
 
-    @rule(limit=st.integers(1, 10))
-    def take(self, limit: int) -> None:
+    @rule(limit=st.integers(1, 10), max_bytes=st.one_of(st.none(), st.integers(1, 200)))
+    def take(self, limit: int, max_bytes: int | None) -> None:
         due = {o for o, (_, deadline) in self.handed.items() if deadline <= self.now}
-        batches = self.tracker.take_batches(self.now, limit)
+        batches = self.tracker.take_batches(self.now, limit, max_bytes=max_bytes)
         handed_out = [(batch, o) for batch in batches for o in batch.offsets]
         assert len(handed_out) <= limit
+        if max_bytes is not None:
+            # Within the bytes, except that a lone first message goes whatever its size.
+            assert sum(map(reply_bytes, batches)) <= max_bytes or len(handed_out) == 1
         fresh = 0
         for batch, offset in handed_out:
             index = batch.offsets.index(offset)
@@ -76,8 +79,8 @@ class TrackerAgainstModel(RuleBasedStateMachine):
             self.handed[offset] = (batch.attempt, self.now + ACK_TIMEOUT)
         if fresh:
             assert len(self.handed) <= MAX_PENDING
-        # Nothing is held back that could have gone out.
-        if len(handed_out) < limit:
+        # Nothing is held back that could have gone out (at least one message, when bytes are short).
+        if len(handed_out) < limit and (max_bytes is None or not handed_out):
             assert not due
             assert not self.buffer or len(self.handed) >= MAX_PENDING
 

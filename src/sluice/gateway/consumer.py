@@ -265,11 +265,18 @@ class GroupTopicConsumer:
             )
 
     async def consume_many(
-        self, max_messages: int, timeout: float, *, auto_ack: bool = False, max_pending: int | None = None
+        self,
+        max_messages: int,
+        timeout: float,
+        *,
+        auto_ack: bool = False,
+        max_pending: int | None = None,
+        max_bytes: int | None = None,
     ) -> list[Batch]:
         """Wait up to `timeout` for the first message, then take what else is ready (up to max_messages).
 
-        `max_pending` replaces max_pending_messages as the per-partition limit of un-acked messages.
+        `max_pending` replaces max_pending_messages as the per-partition limit of un-acked messages;
+        `max_bytes` bounds the reply (its first message always goes).
         """
         self._check_usable()
         if self.waiters >= self.settings.channel_buffer_size:
@@ -284,7 +291,7 @@ class GroupTopicConsumer:
         try:
             hops: int | None = None  # set when woken: how many callers this wakeup has passed through
             while True:
-                batches, more_waiting = self._take(max_messages, auto_ack, max_pending)
+                batches, more_waiting = self._take(max_messages, auto_ack, max_pending, max_bytes)
                 if batches:
                     if more_waiting:
                         self._signal()  # more is ready: the next caller takes it
@@ -321,11 +328,13 @@ class GroupTopicConsumer:
             self.waiters -= 1
             self.last_used = time.monotonic()
 
-    def _take(self, max_messages: int, auto_ack: bool, max_pending: int | None) -> tuple[list[Batch], bool]:
+    def _take(
+        self, max_messages: int, auto_ack: bool, max_pending: int | None, max_bytes: int | None
+    ) -> tuple[list[Batch], bool]:
         """What this caller may take now, and whether another waiting caller may find more."""
         now = time.monotonic()
         with self._lock:
-            batches = self.core.take_batches(now, max_messages, max_pending)
+            batches = self.core.take_batches(now, max_messages, max_pending, max_bytes)
             # Looked at under the same lock, and only when somebody waits to be told.
             more_waiting = bool(self._wakeups) and self.core.has_waiting(now)
             if auto_ack:

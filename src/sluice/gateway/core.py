@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import itertools
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -216,6 +217,73 @@ def deliveries_of(batches: Iterable[Batch]) -> list[Delivery]:
 
 def count_messages(batches: Iterable[Batch]) -> int:
     return sum(len(batch.offsets) for batch in batches)
+
+
+# What a message adds to a reply beyond its key, value and headers: offset, timestamp, field framing.
+MESSAGE_OVERHEAD_BYTES = 32
+
+
+def _message_bytes(key: bytes | None, value: bytes | None, headers: Headers) -> int:
+    size = MESSAGE_OVERHEAD_BYTES + (len(key) if key else 0) + (len(value) if value else 0)
+    for name, data in headers:
+        size += len(name) + len(data)
+    return size
+
+
+def reply_bytes(batch: Batch) -> int:
+    """About what `batch` adds to a reply; sums run in C, the common case costs no Python per message."""
+    total = sum(map(len, filter(None, batch.values))) + sum(map(len, filter(None, batch.keys)))
+    if any(batch.headers):
+        total += sum(len(name) + len(data) for headers in batch.headers for name, data in headers)
+    return total + MESSAGE_OVERHEAD_BYTES * len(batch.offsets)
+
+
+class ByteBudget:
+    """Reply bytes left for one take (None: no limit).
+
+    A reply stops before the message that would take it past the limit, except that its first message
+    always goes: a message larger than the limit would otherwise never be handed out at all.
+    """
+
+    __slots__ = ("first_free", "left", "limit")
+
+    def __init__(self, limit: int | None, first_free: bool = True) -> None:
+        self.limit = self.left = limit
+        self.first_free = first_free
+
+    @property
+    def exhausted(self) -> bool:
+        return self.left is not None and self.left <= 0 and not self.first_free
+
+    def part(self, portion: int | None) -> ByteBudget:
+        """At most `portion` of what is left, for one of several takers; `charge` it back afterwards."""
+        if self.left is None or portion is None:
+            return self
+        return ByteBudget(min(portion, self.left), self.first_free)
+
+    def charge(self, part: ByteBudget) -> None:
+        if part is self or part.left is None or part.limit is None or self.left is None:
+            return
+        self.left -= part.limit - part.left
+        self.first_free = self.first_free and part.first_free
+
+    def fit(self, batch: Batch) -> int:
+        """How many leading messages of `batch` fit; they are charged to the budget."""
+        count = len(batch.offsets)
+        left = self.left
+        if left is None or not count:
+            return count
+        total = reply_bytes(batch)
+        if total > left:
+            ends = list(itertools.accumulate(map(_message_bytes, batch.keys, batch.values, batch.headers)))
+            count = bisect.bisect_right(ends, left)
+            if count == 0 and self.first_free:
+                count = 1
+            total = ends[count - 1] if count else 0
+        if count:
+            self.left = left - total
+            self.first_free = False
+        return count
 
 
 class AckOutcome(enum.Enum):
@@ -455,11 +523,11 @@ class PartitionTracker:
         del starts[bisect.bisect_left(starts, start)]
         self._pending -= offer.unacked
 
-    def _redeliver_expired(self, now: float, room: int, out: list[Batch]) -> int:
+    def _redeliver_expired(self, now: float, room: int, out: list[Batch], budget: ByteBudget) -> int:
         """Hand out up to `room` messages of expired offers again (dead-lettering those out of retries)."""
         given = 0
         offers = self._offers
-        while offers and given < room:
+        while offers and given < room and not budget.exhausted:
             offer = next(iter(offers.values()))
             if offer.deadline > now:
                 break
@@ -471,15 +539,19 @@ class PartitionTracker:
                 for message in batch.messages():
                     self._give_up(message)
                 continue
-            space = room - given
-            if len(batch.offsets) > space:
+            size = len(batch.offsets)
+            count = min(size, room - given)
+            count = budget.fit(batch.cut(0, count) if count < size else batch)
+            if count < size:
                 # The rest stays due, first in line for the next taker.
-                self._add_offer(_Offer(batch.cut(space, len(batch.offsets)), offer.deadline), first=True)
-                batch = batch.cut(0, space)
+                self._add_offer(_Offer(batch.cut(count, size), offer.deadline), first=True)
+                if not count:
+                    break
+                batch = batch.cut(0, count)
             again = batch._replace(attempt=batch.attempt + 1)
             self._add_offer(_Offer(again, now + self.ack_timeout))
             out.append(again)
-            given += len(again.offsets)
+            given += count
         return given
 
     def next_delivery(self, now: float) -> Delivery | None:
@@ -490,40 +562,54 @@ class PartitionTracker:
     def take(self, now: float, limit: int, max_pending: int | None = None) -> list[Delivery]:
         return deliveries_of(self.take_batches(now, limit, max_pending))
 
-    def take_batches(self, now: float, limit: int, max_pending: int | None = None) -> list[Batch]:
+    def take_batches(
+        self, now: float, limit: int, max_pending: int | None = None, max_bytes: int | None = None
+    ) -> list[Batch]:
         """Up to `limit` messages to hand out now: expired offers first, then fresh ones in offset order.
 
-        Fresh ones only while fewer than `max_pending` (default: the tracker's own limit) are un-acked.
+        Fresh ones only while fewer than `max_pending` (default: the tracker's own limit) are un-acked;
+        at most `max_bytes` of reply (see `ByteBudget`).
         """
+        return self.take_within(now, limit, max_pending, ByteBudget(max_bytes))
+
+    def take_within(self, now: float, limit: int, max_pending: int | None, budget: ByteBudget) -> list[Batch]:
+        """`take_batches` charging a budget that the caller may share with other partitions."""
         batches: list[Batch] = []
-        given = self._redeliver_expired(now, limit, batches)
+        given = self._redeliver_expired(now, limit, batches, budget)
         cap = self.max_pending if max_pending is None else max_pending
         fetched = self._fetched
         room = min(limit - given, cap - self._pending)
         deadline = now + self.ack_timeout
-        while room > 0 and fetched:
+        while room > 0 and fetched and not budget.exhausted:
             front = fetched[0]
             head, size = self._fetched_head, len(front.offsets)
-            if size - head <= room:
-                fetched.popleft()
-                self._fetched_head = 0
-                batch = front.cut(head, size) if head else front
-            else:
-                # Callers taking a few at a time move a cursor through the fetched batch rather than
-                # copying what is left of it on every take.
-                batch = front.cut(head, head + room)
-                self._fetched_head = head + room
-            count = len(batch.offsets)
-            self._fetched_count -= count
+            # Callers taking a few at a time move a cursor through the fetched batch rather than copying
+            # what is left of it on every take.
+            stop = min(size, head + room)
+            batch = front.cut(head, stop) if head or stop < size else front
+            kept: list[int] | None = None  # indexes into batch, when some of it was acked while buffered
             ranges = self._acked_ranges
             if batch.offsets[0] < self._committed or (ranges and ranges[-1][1] > batch.offsets[0]):
                 # Acknowledged while buffered (a gap closed above it, say): never hand those out.
                 keep = [i for i, offset in enumerate(batch.offsets) if not self.is_acked(offset)]
-                if len(keep) < count:
-                    if not keep:
-                        continue
-                    batch = batch.select(keep)
-                    count = len(keep)
+                if len(keep) < len(batch.offsets):
+                    kept, batch = keep, batch.select(keep)
+            count = len(batch.offsets)
+            fits = budget.fit(batch)
+            if count and not fits:
+                break
+            if fits < count:
+                # The cursor stops right after the last message taken.
+                stop = head + (kept[fits - 1] if kept is not None else fits - 1) + 1
+                batch, count = batch.cut(0, fits), fits
+            if stop == size:
+                fetched.popleft()
+                self._fetched_head = 0
+            else:
+                self._fetched_head = stop
+            self._fetched_count -= stop - head
+            if not count:
+                continue
             self._add_offer(_Offer(batch, deadline))
             batches.append(batch)
             room -= count
@@ -769,14 +855,17 @@ class GroupTopicCore:
     def take(self, now: float, limit: int, max_pending: int | None = None) -> list[Delivery]:
         return deliveries_of(self.take_batches(now, limit, max_pending))
 
-    def take_batches(self, now: float, limit: int, max_pending: int | None = None) -> list[Batch]:
+    def take_batches(
+        self, now: float, limit: int, max_pending: int | None = None, max_bytes: int | None = None
+    ) -> list[Batch]:
         """Up to `limit` messages, in turns over the partitions starting after the last one served.
 
         A first turn takes an even share from each partition, so one busy partition cannot starve the
         rest; a second turn fills what room is left from whichever partitions still have messages. Two
         turns, not shrinking shares until the room is used up: those cut the batches into ever smaller
         runs, and every run costs a reply entry, an offer and an acknowledgement of its own.
-        `max_pending` overrides the trackers' own limit of un-acked messages (batch and stream calls).
+        `max_pending` overrides the trackers' own limit of un-acked messages (batch and stream calls);
+        `max_bytes` bounds the reply (see `ByteBudget`), shared by all partitions.
         """
         partitions = sorted(self.trackers)
         count = len(partitions)
@@ -785,17 +874,22 @@ class GroupTopicCore:
             return batches
         start, last_served = self._rotation, -1
         room = limit
-        for share in (max(limit // count, 1), limit):
+        budget = ByteBudget(max_bytes)
+        # The first turn's even share is one of messages and one of bytes alike.
+        byte_share = None if max_bytes is None else max(max_bytes // count, 1)
+        for share, byte_portion in ((max(limit // count, 1), byte_share), (limit, None)):
             for step in range(count):
-                if room <= 0:
+                if room <= 0 or budget.exhausted:
                     break
                 index = (start + step) % count
-                taken = self.trackers[partitions[index]].take_batches(now, min(share, room), max_pending)
+                part = budget.part(byte_portion)
+                taken = self.trackers[partitions[index]].take_within(now, min(share, room), max_pending, part)
+                budget.charge(part)
                 if taken:
                     batches.extend(taken)
                     room -= count_messages(taken)
                     last_served = index
-            if room <= 0:
+            if room <= 0 or budget.exhausted:
                 break
         if last_served >= 0:
             self._rotation = (last_served + 1) % count

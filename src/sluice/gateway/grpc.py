@@ -34,9 +34,18 @@ STATUS_OF_FAILURE = {
     Failure.TOO_LARGE: grpc.StatusCode.INVALID_ARGUMENT,
     Failure.INTERNAL: grpc.StatusCode.INTERNAL,
 }
-# Most messages one ConsumeStream reply carries (credit permitting): large enough that per-reply costs
-# vanish, small enough to stay far below gRPC's message size limits with ordinary records.
+# Most messages one ConsumeStream reply carries (credit and bytes permitting): large enough that per-reply
+# costs vanish. 4,000 cut the CPU per message of one stream by ~8% but not of 16 (measured, 100 B).
 _STREAM_BATCH = 1000
+# Reply bytes when the caller names none (`max_bytes` 0): a quarter of the 4 MiB a gRPC client receives
+# by default, so that replies of large messages stay well under it.
+DEFAULT_REPLY_BYTES = 1 << 20
+
+
+def reply_bytes_limit(requested: int) -> int:
+    if requested < 0:
+        raise invalid("max_bytes must not be negative")
+    return requested or DEFAULT_REPLY_BYTES
 
 
 def delivery_to_pb(delivery: Delivery) -> pb.ConsRs:
@@ -252,6 +261,7 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
                 request.wait_ms / 1000 if request.wait_ms else None,
                 ack_ranges=[(r.partition, r.begin, r.end) for r in request.ack_ranges],
                 batch=True,
+                max_bytes=reply_bytes_limit(request.max_bytes),
             )
             reply = pb.ConsBatchRs()
             add_batches(reply, batches, request.runs)
@@ -268,6 +278,7 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
         cluster, group, topic, as_runs = first.cluster, first.group, first.topic, first.runs
         credit = _Credit()
         try:
+            max_bytes = reply_bytes_limit(first.max_bytes)
             self._apply_stream_request(cluster, group, topic, first, credit)
         except GatewayError as error:
             await context.abort(STATUS_OF_FAILURE[error.failure], error.message)
@@ -279,7 +290,13 @@ class SluiceGatewayServicer(_Adapter, pb_grpc.SluiceGatewayServicer):
                     return
                 try:
                     batches = await self.service.consume_many(
-                        cluster, group, topic, [], min(available, _STREAM_BATCH), batch=True
+                        cluster,
+                        group,
+                        topic,
+                        [],
+                        min(available, _STREAM_BATCH),
+                        batch=True,
+                        max_bytes=max_bytes,
                     )
                 except GatewayError as error:
                     if error.failure is Failure.LONG_POLL_TIMEOUT:

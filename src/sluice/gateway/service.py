@@ -194,8 +194,9 @@ class GatewayService:
         auto_ack: bool = False,
         ack_ranges: Sequence[tuple[int, int, int]] = (),
         batch: bool = False,
+        max_bytes: int | None = None,
     ) -> list[Batch]:
-        """Acknowledge, then hand out up to `max_messages`.
+        """Acknowledge, then hand out up to `max_messages` (and about `max_bytes` of reply).
 
         `batch` callers (ConsumeBatch, ConsumeStream) are held to max_pending_batch_messages per
         partition instead of kafka-pixy's max_pending_messages.
@@ -211,7 +212,9 @@ class GatewayService:
         settings = target.config.consumer
         wait = settings.long_polling_timeout if timeout is None else timeout
         max_pending = settings.max_pending_batch_messages if batch else None
-        return await consumer.consume_many(max_messages, wait, auto_ack=auto_ack, max_pending=max_pending)
+        return await consumer.consume_many(
+            max_messages, wait, auto_ack=auto_ack, max_pending=max_pending, max_bytes=max_bytes
+        )
 
     async def ack(self, cluster: str, group: str, topic: str, partition: int, offset: int) -> None:
         self.ack_many(cluster, group, topic, [(partition, offset)])
