@@ -895,9 +895,6 @@ class GroupTopicCore:
             self._rotation = (last_served + 1) % count
         return batches
 
-    def has_ready(self, now: float) -> bool:
-        return any(tracker.has_ready(now) for tracker in self.trackers.values())
-
     def has_waiting(self, now: float) -> bool:
         return any(tracker.has_waiting(now) for tracker in self.trackers.values())
 
