@@ -540,14 +540,14 @@ class PartitionTracker:
                     self._give_up(message)
                 continue
             size = len(batch.offsets)
-            count = min(size, room - given)
-            count = budget.fit(batch.cut(0, count) if count < size else batch)
+            candidate = batch.cut(0, room - given) if room - given < size else batch
+            count = budget.fit(candidate)
             if count < size:
                 # The rest stays due, first in line for the next taker.
                 self._add_offer(_Offer(batch.cut(count, size), offer.deadline), first=True)
                 if not count:
                     break
-                batch = batch.cut(0, count)
+                batch = candidate if count == len(candidate.offsets) else candidate.cut(0, count)
             again = batch._replace(attempt=batch.attempt + 1)
             self._add_offer(_Offer(again, now + self.ack_timeout))
             out.append(again)
