@@ -371,3 +371,40 @@ def test_failed_write_leaves_the_log_consistent(data_dir: Path, monkeypatch: pyt
     storage, log = reopen(data_dir)
     assert [base for base, _, _ in all_batches(log)] == [0, 2, 4]
     storage.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+@pytest.mark.parametrize("shape", ["one-large-batch-per-segment", "time-rolled-quiet-segments"])
+def test_sealed_segments_with_empty_indexes_reopen(data_dir: Path, clean: bool, shape: str) -> None:
+    """A sealed segment holding less than index.interval.bytes has a 0-byte `.index`: a restart must adopt
+    it (this used to stop the broker with struct.error in OffsetIndex.problem)."""
+    storage = DiskStorage(data_dir)
+    if shape == "one-large-batch-per-segment":
+        storage.create_topic("t", 1, {"segment.bytes": "3000", "index.interval.bytes": "4096"})
+        log = storage.log("t", 0)
+        for n in range(6):
+            batch, header = make_batch(values_of(1, 2500, prefix=f"b{n}-"), [NOW + n])
+            log.append(batch, header, append_time_ms=NOW)
+    else:
+        storage.create_topic("t", 1, {"segment.ms": "1000"})
+        log = storage.log("t", 0)
+        for round_ in range(3):
+            for n in range(10):
+                stamp = NOW + round_ * 1500 + n
+                batch, header = make_batch(values_of(1, 20, prefix=f"r{round_}-{n}-"), [stamp])
+                log.append(batch, header, append_time_ms=stamp)
+    log.flush()
+    contents = all_batches(log)
+    assert log.segment_count >= 3
+    storage.close(clean=clean)
+    assert any(p.stat().st_size == 0 for p in segment_files(data_dir / "t-0", ".index")[:-1])
+    storage, log = reopen(data_dir)
+    try:
+        assert all_batches(log) == contents
+    finally:
+        storage.close(clean=True)
+    storage, log = reopen(data_dir)  # and once more after the clean close the reopen made
+    try:
+        assert all_batches(log) == contents
+    finally:
+        storage.close(clean=True)

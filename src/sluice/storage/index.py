@@ -127,7 +127,9 @@ class OffsetIndex(_SparseIndex):
         """Why the entries cannot describe a log of `log_size` bytes, or None if they can. Without
         `thorough` only the first and last entries are checked (Kafka's sanity check for trusted files).
         """
-        entries = range(len(self)) if thorough else sorted({0, len(self) - 1} - {-1})
+        count = len(self)
+        # An empty index is valid: a segment smaller than index.interval.bytes never gets an entry.
+        entries = range(count) if thorough or count < 2 else (0, count - 1)
         previous_relative, previous_position = -1, 0
         for n in entries:
             relative, position = self._raw(n)
@@ -177,7 +179,8 @@ class TimeIndex(_SparseIndex):
 
     def problem(self, next_offset: int, *, thorough: bool = True) -> str | None:
         """Why the entries cannot describe a segment ending before `next_offset`, or None if they can."""
-        entries = range(len(self)) if thorough else sorted({0, len(self) - 1} - {-1})
+        count = len(self)
+        entries = range(count) if thorough or count < 2 else (0, count - 1)
         previous_timestamp, previous_relative = None, 0
         for n in entries:
             timestamp, relative = self._raw(n)
