@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 from group_helpers import committed_offsets, create_topic, produce, wait_for
 from typer.testing import CliRunner
 
-from sluice.groups_cli import ResetKind, app, new_offset, parse_datetime_ms
+from sluice.cli.groups import ResetKind, app, new_offset, parse_datetime_ms
 
 PARTITIONS = 3
 PER_PARTITION = 10

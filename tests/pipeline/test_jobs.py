@@ -227,7 +227,7 @@ def test_cli_archive_and_stats(kafka: Any, tmp_path: Path) -> None:
     topic = kafka.new_topic("cli")
     kafka.produce(topic, [{"value": b"v%d" % i, "key": b"k"} for i in range(12)])
     environment = {**os.environ, "COLUMNS": "200"}
-    command = [sys.executable, "-c", "from sluice.pipeline.cli import app; app()"]
+    command = [sys.executable, "-c", "from sluice.cli.pipeline import app; app()"]
     common = ["--bootstrap", kafka.bootstrap, "--master", "local[1]"]
     archived = subprocess.run(
         [*command, "archive", "--topics", topic, "--to", str(tmp_path / "a"), "--available-now", *common],

@@ -1,7 +1,7 @@
 """Kafka topics as a PySpark data source and sink, plus archive/replay/stats jobs.
 
 This is the only sluice package that imports pyspark; it is imported lazily so that
-``sluice.pipeline.cli`` can be mounted without the optional ``pipeline`` extra installed.
+``sluice.cli.pipeline`` can be mounted without the optional ``pipeline`` extra installed.
 """
 
 from __future__ import annotations

@@ -93,7 +93,8 @@ def archive(
     topics: Annotated[str, typer.Option("--topics", help="comma-separated topics to archive")],
     to: Annotated[Path, typer.Option("--to", help="archive directory (Parquet by topic and date)")],
     checkpoint: Annotated[
-        Path | None, typer.Option("--checkpoint", help="Spark checkpoint directory [default: <to>/_checkpoint]")
+        Path | None,
+        typer.Option("--checkpoint", help="Spark checkpoint directory [default: <to>/_checkpoint]"),
     ] = None,
     available_now: Annotated[
         bool, typer.Option("--available-now", help="archive what is there now, then stop")
@@ -101,7 +102,9 @@ def archive(
     max_per_batch: Annotated[
         int | None, typer.Option("--max-per-batch", help="maxOffsetsPerTrigger: records per micro-batch")
     ] = None,
-    interval: Annotated[str, typer.Option("--interval", help="micro-batch interval when running continuously")] = "10 seconds",
+    interval: Annotated[
+        str, typer.Option("--interval", help="micro-batch interval when running continuously")
+    ] = "10 seconds",
     bootstrap: Bootstrap = "127.0.0.1:9092",
     master: Master = "local[*]",
     kafka: KafkaSettings = None,
@@ -119,7 +122,15 @@ def archive(
     spark = _session(master, "sluice-archive")
     try:
         query = start_archive(
-            spark, bootstrap, topics, to, checkpoint, available_now, interval, max_per_batch, _kafka_settings(kafka)
+            spark,
+            bootstrap,
+            topics,
+            to,
+            checkpoint,
+            available_now,
+            interval,
+            max_per_batch,
+            _kafka_settings(kafka),
         )
         rows = _follow_stream(query, available_now)
         if query.exception() is not None:
@@ -186,7 +197,9 @@ def replay(
 @app.command()
 def stats(
     topics: Annotated[str | None, typer.Option("--topics", help="comma-separated topics to read")] = None,
-    from_dir: Annotated[Path | None, typer.Option("--from", help="use an archive instead of the broker")] = None,
+    from_dir: Annotated[
+        Path | None, typer.Option("--from", help="use an archive instead of the broker")
+    ] = None,
     bootstrap: Bootstrap = "127.0.0.1:9092",
     master: Master = "local[*]",
     kafka: KafkaSettings = None,
@@ -206,7 +219,11 @@ def stats(
         raise _fail(error) from None
     spark = _session(master, "sluice-stats")
     try:
-        frame = read_archive(spark, from_dir) if from_dir else read_topics(spark, bootstrap, topics or "", _kafka_settings(kafka))
+        frame = (
+            read_archive(spark, from_dir)
+            if from_dir
+            else read_topics(spark, bootstrap, topics or "", _kafka_settings(kafka))
+        )
         report = compute_stats(frame)
     except Exception as error:
         raise _fail(error) from None
@@ -214,7 +231,13 @@ def stats(
         spark.stop()
     out = Console()
     out.print(_table("per topic", ["topic", "messages", "bytes", "distinct_keys"], report.by_topic))
-    out.print(_table("per partition and hour (UTC)", ["topic", "partition", "hour", "messages", "bytes"], report.by_hour))
+    out.print(
+        _table(
+            "per partition and hour (UTC)",
+            ["topic", "partition", "hour", "messages", "bytes"],
+            report.by_hour,
+        )
+    )
 
 
 def _table(title: str, columns: list[str], rows: list[Any]) -> Table:

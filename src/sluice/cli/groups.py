@@ -19,7 +19,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(help="List, describe, delete consumer groups and reset their offsets.", no_args_is_help=True)
+app = typer.Typer(
+    help="List, describe, delete consumer groups and reset their offsets.", no_args_is_help=True
+)
 console = Console()
 err_console = Console(stderr=True)
 # Table cells wrap long ids onto more lines instead of cutting them short: a truncated member id is useless.
@@ -65,8 +67,14 @@ def _offsets_reader(bootstrap: str) -> Iterator[Any]:
     """A Consumer that never subscribes, so it never joins any group: only for offset lookups."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sluice-groups-cli",
-                         "enable.auto.commit": False, "socket.timeout.ms": 10000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "sluice-groups-cli",
+            "enable.auto.commit": False,
+            "socket.timeout.ms": 10000,
+        }
+    )
     try:
         yield consumer
     finally:
@@ -87,7 +95,9 @@ def _describe_group(admin: Any, group: str) -> Any | None:
     from confluent_kafka import KafkaError, KafkaException
 
     try:
-        description = admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group].result()
+        description = admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[
+            group
+        ].result()
     except KafkaException as exc:
         error = _kafka_error(exc)
         if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
@@ -133,8 +143,14 @@ def list_groups(bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_output: JsonOutpu
     for error in result.errors:
         err_console.print(f"[yellow]warning:[/yellow] {error}")
     rows = sorted(
-        ({"group": g.group_id, "state": state_name(g.state), "type": getattr(g.type, "name", str(g.type)).lower()}
-         for g in result.valid),
+        (
+            {
+                "group": g.group_id,
+                "state": state_name(g.state),
+                "type": getattr(g.type, "name", str(g.type)).lower(),
+            }
+            for g in result.valid
+        ),
         key=lambda row: row["group"],
     )
     if json_output:
@@ -178,21 +194,25 @@ def describe_data(bootstrap: str, group: str) -> dict[str, Any] | None:
             _, log_end = _watermarks(reader, topic, partition)
             current = committed.get((topic, partition))
             member = owner.get((topic, partition))
-            offsets.append({
-                "topic": topic,
-                "partition": partition,
-                "current_offset": current,
-                "log_end_offset": log_end,
-                # No commit yet: the lag is undefined, as kafka-consumer-groups prints it ("-").
-                "lag": None if current is None else max(log_end - current, 0),
-                "member_id": member["member_id"] if member else None,
-                "client_id": member["client_id"] if member else None,
-                "host": member["host"] if member else None,
-            })
+            offsets.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "current_offset": current,
+                    "log_end_offset": log_end,
+                    # No commit yet: the lag is undefined, as kafka-consumer-groups prints it ("-").
+                    "lag": None if current is None else max(log_end - current, 0),
+                    "member_id": member["member_id"] if member else None,
+                    "client_id": member["client_id"] if member else None,
+                    "host": member["host"] if member else None,
+                }
+            )
     return {
         "group": group,
         "state": state_name(description.state) if description is not None else "Empty",
-        "type": getattr(description.type, "name", "CLASSIC").lower() if description is not None else "classic",
+        "type": getattr(description.type, "name", "CLASSIC").lower()
+        if description is not None
+        else "classic",
         "assignor": (description.partition_assignor or None) if description is not None else None,
         "members": members,
         "offsets": offsets,
@@ -204,7 +224,9 @@ def _dash(value: object) -> str:
 
 
 @app.command("describe")
-def describe_group(group: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_output: JsonOutput = False) -> None:
+def describe_group(
+    group: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_output: JsonOutput = False
+) -> None:
     """State, assignor, members with their partitions, and committed offsets with lag."""
     data = describe_data(bootstrap, group)
     if data is None:
@@ -213,22 +235,36 @@ def describe_group(group: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_ou
     if json_output:
         print(json.dumps(data))
         return
-    console.print(f"group [bold]{group}[/bold]  state {data['state']}  type {data['type']}  "
-                  f"assignor {_dash(data['assignor'])}  members {len(data['members'])}")
+    console.print(
+        f"group [bold]{group}[/bold]  state {data['state']}  type {data['type']}  "
+        f"assignor {_dash(data['assignor'])}  members {len(data['members'])}"
+    )
     members = Table(title="members")
     for column in ("member id", "instance id", "client id", "host", "partitions"):
         members.add_column(column, overflow=OVERFLOW)
     for member in data["members"]:
         assigned = ", ".join(f"{a['topic']}-{a['partition']}" for a in member["assignment"])
-        members.add_row(member["member_id"], _dash(member["group_instance_id"]), member["client_id"],
-                        member["host"], _dash(assigned))
+        members.add_row(
+            member["member_id"],
+            _dash(member["group_instance_id"]),
+            member["client_id"],
+            member["host"],
+            _dash(assigned),
+        )
     console.print(members)
     offsets = Table(title="offsets")
     for column in ("topic", "partition", "current offset", "log end offset", "lag", "member id", "host"):
         offsets.add_column(column, overflow=OVERFLOW)
     for row in data["offsets"]:
-        offsets.add_row(row["topic"], str(row["partition"]), _dash(row["current_offset"]),
-                        str(row["log_end_offset"]), _dash(row["lag"]), _dash(row["member_id"]), _dash(row["host"]))
+        offsets.add_row(
+            row["topic"],
+            str(row["partition"]),
+            _dash(row["current_offset"]),
+            str(row["log_end_offset"]),
+            _dash(row["lag"]),
+            _dash(row["member_id"]),
+            _dash(row["host"]),
+        )
     console.print(offsets)
 
 
@@ -273,8 +309,15 @@ class PartitionPlan:
     new: int
 
 
-def new_offset(kind: ResetKind, *, current: int | None, earliest: int, latest: int,
-               value: int = 0, offset_for_time: int = -1) -> int:
+def new_offset(
+    kind: ResetKind,
+    *,
+    current: int | None,
+    earliest: int,
+    latest: int,
+    value: int = 0,
+    offset_for_time: int = -1,
+) -> int:
     """Where a reset puts one partition; every result lies in [earliest, latest] as Kafka clamps it.
 
     ``offset_for_time`` is the broker's answer for --to-datetime: the first offset whose timestamp is at
@@ -300,14 +343,24 @@ def parse_datetime_ms(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise typer.BadParameter(f"expected an ISO-8601 date-time, got {text!r}", param_hint="--to-datetime") from None
+        raise typer.BadParameter(
+            f"expected an ISO-8601 date-time, got {text!r}", param_hint="--to-datetime"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.astimezone()
     return int(moment.timestamp() * 1000)
 
 
-def plan_reset(bootstrap: str, admin: Any, group: str, topic: str, partitions: list[int], kind: ResetKind,
-               value: int, timestamp_ms: int | None) -> list[PartitionPlan]:
+def plan_reset(
+    bootstrap: str,
+    admin: Any,
+    group: str,
+    topic: str,
+    partitions: list[int],
+    kind: ResetKind,
+    value: int,
+    timestamp_ms: int | None,
+) -> list[PartitionPlan]:
     from confluent_kafka import TopicPartition
 
     committed = _committed_offsets(admin, group)
@@ -316,8 +369,9 @@ def plan_reset(bootstrap: str, admin: Any, group: str, topic: str, partitions: l
         for_time: dict[int, int] = {}
         if kind is ResetKind.DATETIME:
             assert timestamp_ms is not None
-            found = reader.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in partitions],
-                                             timeout=REQUEST_TIMEOUT_S)
+            found = reader.offsets_for_times(
+                [TopicPartition(topic, p, timestamp_ms) for p in partitions], timeout=REQUEST_TIMEOUT_S
+            )
             for tp in found:
                 if tp.error is not None:
                     _fail(f"offset lookup for {topic}-{tp.partition} failed: {tp.error}")
@@ -327,8 +381,14 @@ def plan_reset(bootstrap: str, admin: Any, group: str, topic: str, partitions: l
             current = committed.get((topic, partition))
             if kind is ResetKind.SHIFT and current is None:
                 _fail(f"cannot shift {topic}-{partition}: group {group!r} has no committed offset there")
-            target = new_offset(kind, current=current, earliest=earliest, latest=latest, value=value,
-                                offset_for_time=for_time.get(partition, -1))
+            target = new_offset(
+                kind,
+                current=current,
+                earliest=earliest,
+                latest=latest,
+                value=value,
+                offset_for_time=for_time.get(partition, -1),
+            )
             plans.append(PartitionPlan(topic, partition, current, target))
     return plans
 
@@ -339,10 +399,18 @@ def reset_offsets(
     topic: Annotated[str, typer.Option("--topic", "-t", help="Topic whose offsets to reset.")],
     to_earliest: Annotated[bool, typer.Option("--to-earliest", help="Reset to the log start.")] = False,
     to_latest: Annotated[bool, typer.Option("--to-latest", help="Reset to the log end.")] = False,
-    to_datetime: Annotated[str | None, typer.Option("--to-datetime", help="ISO-8601 time; first offset at or after it.")] = None,
-    to_offset: Annotated[int | None, typer.Option("--to-offset", help="An absolute offset (clamped to the log).")] = None,
-    shift_by: Annotated[int | None, typer.Option("--shift-by", help="Move committed offsets by N (may be negative).")] = None,
-    partition: Annotated[list[int] | None, typer.Option("--partition", "-p", help="Only this partition (repeatable).")] = None,
+    to_datetime: Annotated[
+        str | None, typer.Option("--to-datetime", help="ISO-8601 time; first offset at or after it.")
+    ] = None,
+    to_offset: Annotated[
+        int | None, typer.Option("--to-offset", help="An absolute offset (clamped to the log).")
+    ] = None,
+    shift_by: Annotated[
+        int | None, typer.Option("--shift-by", help="Move committed offsets by N (may be negative).")
+    ] = None,
+    partition: Annotated[
+        list[int] | None, typer.Option("--partition", "-p", help="Only this partition (repeatable).")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan, change nothing.")] = False,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     json_output: JsonOutput = False,
@@ -350,13 +418,21 @@ def reset_offsets(
     """Move a group's committed offsets on one topic; the group must have no active members."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
-    chosen = [kind for kind, given in (
-        (ResetKind.EARLIEST, to_earliest), (ResetKind.LATEST, to_latest),
-        (ResetKind.DATETIME, to_datetime is not None), (ResetKind.OFFSET, to_offset is not None),
-        (ResetKind.SHIFT, shift_by is not None)) if given]
+    chosen = [
+        kind
+        for kind, given in (
+            (ResetKind.EARLIEST, to_earliest),
+            (ResetKind.LATEST, to_latest),
+            (ResetKind.DATETIME, to_datetime is not None),
+            (ResetKind.OFFSET, to_offset is not None),
+            (ResetKind.SHIFT, shift_by is not None),
+        )
+        if given
+    ]
     if len(chosen) != 1:
         raise typer.BadParameter(
-            "give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by")
+            "give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by"
+        )
     kind = chosen[0]
     timestamp_ms = parse_datetime_ms(to_datetime) if to_datetime is not None else None
     value = to_offset if kind is ResetKind.OFFSET else shift_by if kind is ResetKind.SHIFT else 0
@@ -365,8 +441,10 @@ def reset_offsets(
     description = _describe_group(admin, group)
     state = state_name(description.state) if description is not None else "Dead"
     if state not in RESETTABLE_STATES:
-        _fail(f"offsets of consumer group {group!r} can only be reset while it is inactive, but it is {state} "
-              f"with {len(description.members)} member(s); stop its consumers first")
+        _fail(
+            f"offsets of consumer group {group!r} can only be reset while it is inactive, but it is {state} "
+            f"with {len(description.members)} member(s); stop its consumers first"
+        )
     available = _topic_partitions(admin, topic)
     partitions = sorted(set(partition)) if partition else available
     missing = [p for p in partitions if p not in available]
@@ -374,15 +452,33 @@ def reset_offsets(
         _fail(f"topic {topic!r} has no partition {', '.join(map(str, missing))}")
     plans = plan_reset(bootstrap, admin, group, topic, partitions, kind, value, timestamp_ms)
     if not dry_run:
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(p.topic, p.partition, p.new) for p in plans])
-        result = admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[group].result()
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(p.topic, p.partition, p.new) for p in plans]
+        )
+        result = admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[
+            group
+        ].result()
         failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
         if failed:
             _fail("; ".join(f"{tp.topic}-{tp.partition}: {tp.error}" for tp in failed))
     if json_output:
-        print(json.dumps({"group": group, "dry_run": dry_run, "partitions": [
-            {"topic": p.topic, "partition": p.partition, "current_offset": p.current, "new_offset": p.new}
-            for p in plans]}))
+        print(
+            json.dumps(
+                {
+                    "group": group,
+                    "dry_run": dry_run,
+                    "partitions": [
+                        {
+                            "topic": p.topic,
+                            "partition": p.partition,
+                            "current_offset": p.current,
+                            "new_offset": p.new,
+                        }
+                        for p in plans
+                    ],
+                }
+            )
+        )
         return
     table = Table(title=f"reset of {group} ({'dry run, nothing changed' if dry_run else 'applied'})")
     for column in ("topic", "partition", "current offset", "new offset"):

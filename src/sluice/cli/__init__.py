@@ -1,0 +1,27 @@
+"""`sluice` command line: one module per command family, all mounted on one Typer app.
+
+| module | commands |
+|---|---|
+| broker | broker, serve, gateway |
+| topics | topics create/list/describe/delete |
+| clients | produce, consume |
+| groups | groups list/describe/delete/reset-offsets |
+| pipeline | pipeline archive/replay/stats (pyspark imported only when a job runs) |
+"""
+
+from __future__ import annotations
+
+from sluice.cli import broker, clients, topics  # noqa: F401  (each registers its commands on `app`)
+from sluice.cli.app import app
+from sluice.cli.groups import app as groups_app
+from sluice.cli.pipeline import app as pipeline_app
+
+app.add_typer(groups_app, name="groups")
+app.add_typer(pipeline_app, name="pipeline")
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,109 @@
+"""`sluice topics`: create, list, describe and delete topics on any Kafka cluster."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from sluice.cli.app import app
+from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, admin_client, console, fail
+
+topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+
+
+@topics_app.command("create")
+def topics_create(
+    name: str,
+    partitions: Annotated[int, typer.Option("--partitions", "-p")] = 1,
+    config: Annotated[list[str] | None, typer.Option("--config", "-c", help="KEY=VALUE, repeatable")] = None,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+) -> None:
+    """Create a topic."""
+    from confluent_kafka.admin import NewTopic
+
+    configs = {}
+    for item in config or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            fail(f"--config expects KEY=VALUE, got {item!r}")
+        configs[key] = value
+    admin = admin_client(bootstrap)  # the futures need their client alive until they resolve
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=configs)], request_timeout=15)
+    try:
+        futures[name].result()
+    except Exception as exc:
+        fail(f"could not create {name}: {exc}")
+    console.print(f"created topic {name} with {partitions} partition(s)")
+
+
+@topics_app.command("list")
+def topics_list(
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_output: Annotated[bool, typer.Option("--json")] = False
+) -> None:
+    """List topics."""
+    metadata = admin_client(bootstrap).list_topics(timeout=15)
+    names = sorted(metadata.topics)
+    if json_output:
+        print(json.dumps([{"topic": n, "partitions": len(metadata.topics[n].partitions)} for n in names]))
+        return
+    for name in names:
+        console.print(f"{name}\t{len(metadata.topics[name].partitions)}")
+
+
+@topics_app.command("describe")
+def topics_describe(
+    name: str,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    json_output: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Partitions, offsets and configs of a topic."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import ConfigResource
+
+    admin = admin_client(bootstrap)
+    # Ask for all topics: naming one would auto-create it on brokers that allow that.
+    metadata = admin.list_topics(timeout=15)
+    topic = metadata.topics.get(name)
+    if topic is None or topic.error is not None:
+        fail(f"topic {name!r} does not exist")
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "sluice-cli", "enable.auto.commit": False}
+    )
+    partitions = []
+    try:
+        for index in sorted(topic.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(name, index), timeout=10)
+            partitions.append(
+                {"partition": index, "leader": topic.partitions[index].leader, "start": low, "end": high}
+            )
+    finally:
+        consumer.close()
+    resource = ConfigResource("topic", name)
+    configs = {k: v.value for k, v in admin.describe_configs([resource])[resource].result().items()}
+    if json_output:
+        print(json.dumps({"topic": name, "partitions": partitions, "configs": configs}))
+        return
+    table = Table(title=f"topic {name}")
+    for column in ("partition", "leader", "start offset", "end offset"):
+        table.add_column(column)
+    for p in partitions:
+        table.add_row(str(p["partition"]), str(p["leader"]), str(p["start"]), str(p["end"]))
+    console.print(table)
+    for key, value in sorted(configs.items()):
+        console.print(f"{key}={value}")
+
+
+@topics_app.command("delete")
+def topics_delete(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
+    """Delete a topic and its data."""
+    admin = admin_client(bootstrap)
+    futures = admin.delete_topics([name], request_timeout=15)
+    try:
+        futures[name].result()
+    except Exception as exc:
+        fail(f"could not delete {name}: {exc}")
+    console.print(f"deleted topic {name}")
