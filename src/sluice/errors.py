@@ -156,6 +156,18 @@ class KafkaError(SluiceError):
         self.message = message or code.name
 
 
+class RecordErrors(KafkaError):
+    """KIP-467: named records of a produce batch are invalid. The whole partition's append is refused
+    (Kafka appends all of a request's batches for a partition or none), and the response lists each bad
+    record as (batch index: the record's position among the partition's records, message) in
+    record_errors, so clients fail just those records and may retry the rest.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors
+
+
 class ProtocolError(SluiceError):
     """Bytes that do not form a valid message: the peer is broken or hostile, close the connection."""
 

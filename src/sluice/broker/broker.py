@@ -15,7 +15,7 @@ from typing import Any
 
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
-from sluice.errors import ErrorCode, KafkaError
+from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
 from sluice.storage.metadata import topic_name_problem
@@ -67,6 +67,8 @@ class AppendResult:
     base_offset: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    # KIP-467: (record index, message) of each invalid record when error is INVALID_RECORD and friends.
+    record_errors: list[tuple[int, str]] = field(default_factory=list)
 
 
 class Broker:
@@ -167,6 +169,8 @@ class Broker:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
             headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
             return self._append_validated(state, records, headers, now_ms)
+        except RecordErrors as exc:
+            return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
         except KafkaError as exc:
             return AppendResult(exc.code, message=exc.message)
 

@@ -35,6 +35,7 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
             name = meta.name if meta else None
         partitions = []
         for part in topic.partition_data:
+            record_errors: list[tuple[int, str]] = []
             if refuse is not None:
                 error, message, base, log_start = refuse[0], refuse[1], -1, -1
             elif name is None:
@@ -42,9 +43,18 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
             else:
                 result = broker.append(name, part.index, part.records, ctx.now_ms)
                 error, message, base, log_start = result.error, result.message, result.base_offset, result.log_start_offset
+                record_errors = result.record_errors
             partitions.append(
                 ProduceResponse.PartitionProduceResponse(
-                    index=part.index, error_code=error, base_offset=base, log_start_offset=log_start, error_message=message
+                    index=part.index,
+                    error_code=error,
+                    base_offset=base,
+                    log_start_offset=log_start,
+                    error_message=message,
+                    record_errors=[
+                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        for i, m in record_errors
+                    ],
                 )
             )
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id, partition_responses=partitions))
