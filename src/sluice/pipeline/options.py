@@ -391,7 +391,10 @@ def parse_sink_options(raw_options: Mapping[str, str]) -> SinkOptions:
         raise PipelineOptionError(
             "options transactionalIdPrefix and commitTopic only apply with deliveryGuarantee=exactly-once"
         )
-    timeout_ms = int(kafka_config.pop("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+    raw_timeout = kafka_config.pop("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
+    if not raw_timeout.isdigit() or int(raw_timeout) <= 0:
+        raise PipelineOptionError(f"option kafka.transaction.timeout.ms must be positive milliseconds, got {raw_timeout!r}")
+    timeout_ms = int(raw_timeout)
     commit_topic = options.get("committopic", DEFAULT_COMMIT_TOPIC).strip()
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", commit_topic):
         raise PipelineOptionError(f"option commitTopic is not a valid topic name: {commit_topic!r}")
