@@ -30,6 +30,7 @@ ConsumerGroupHeartbeatResponse = response_class("ConsumerGroupHeartbeat")
 ConsumerGroupDescribeResponse = response_class("ConsumerGroupDescribe")
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 def _park(broker: Broker, ctx: RequestContext, method: str, request: Any, convert: Any) -> Parked:
@@ -42,9 +43,11 @@ def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> Respo
     host, port = broker.config.advertised
     node = broker.config.node_id
     R = FindCoordinatorResponse
-    supported = request.key_type == GROUP_KEY_TYPE
+    supported = request.key_type == GROUP_KEY_TYPE or (
+        request.key_type == TRANSACTION_KEY_TYPE and broker.transactions is not None
+    )
     error = ErrorCode.NONE if supported else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    message = None if supported else "sluice has no transaction coordinator"
+    message = None if supported else f"sluice has no coordinator for key type {request.key_type}"
     if ctx.api_version >= 4:
         return Respond(R(coordinators=[
             R.Coordinator(key=key, node_id=node if supported else -1, host=host if supported else "",
