@@ -140,5 +140,14 @@ def test_transactions_survive_a_clean_restart(tmp_path: Path) -> None:
         again.produce("t", b"again")
         again.commit_transaction(30)
         assert consume_all(proc.bootstrap, "t", "read_committed") == [b"kept", b"again"]
+        proc.stop()
+        # The aborted-transaction index is on disk, and rebuilt from the log's markers when lost.
+        index_files = list((tmp_path / "data").rglob("*.txnindex"))
+        assert index_files
+        for path in index_files:
+            path.unlink()
+        proc.start()
+        assert consume_all(proc.bootstrap, "t", "read_committed") == [b"kept", b"again"]
+        assert list((tmp_path / "data").rglob("*.txnindex"))
     finally:
         proc.stop()

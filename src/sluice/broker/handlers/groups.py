@@ -184,6 +184,8 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
 
     def convert(result: m.OffsetFetchResult) -> Any:
         R = OffsetFetchResponse
+        if request.require_stable and broker.transactions is not None:
+            _mark_unstable(broker, result)
         if version >= 8:
             return R(groups=[
                 R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=g.error_code, topics=[
@@ -206,6 +208,18 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
             for t in group.topics])
 
     return _park(broker, ctx, "offset_fetch", m.OffsetFetch(groups, request.require_stable), convert)
+
+
+def _mark_unstable(broker: Broker, result: m.OffsetFetchResult) -> None:
+    """require_stable (KIP-447): a partition with a transactional commit still open answers
+    UNSTABLE_OFFSET_COMMIT, so the consumer retries instead of starting from an offset about to change."""
+    for group in result.groups:
+        pending = broker.transactions.coordinator.pending_offsets(group.group_id)
+        for topic in group.topics if pending else ():
+            for part in topic.partitions:
+                if (topic.name, part.partition_index) in pending:
+                    part.error_code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+                    part.committed_offset = -1
 
 
 @handles("OffsetDelete")
