@@ -3,7 +3,8 @@ DescribeTransactions and ListTransactions. Each translates the request into one 
 that follow a state change wait until it is durable.
 
 InitProducerId v6 (KIP-939 keepPreparedTxn / two-phase commit) is not served, so no client can ask to
-keep a prepared transaction. WriteTxnMarkers is broker-to-broker and has no handler.
+keep a prepared transaction. WriteTxnMarkers is broker-to-broker in Kafka; here it only serves operators'
+aborts (`sluice transactions abort`, kafka-transactions.sh abort).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ TxnOffsetCommitResponse = response_class("TxnOffsetCommit")
 EndTxnResponse = response_class("EndTxn")
 DescribeTransactionsResponse = response_class("DescribeTransactions")
 ListTransactionsResponse = response_class("ListTransactions")
+WriteTxnMarkersResponse = response_class("WriteTxnMarkers")
 
 MAX_TRANSACTIONAL_ID_CHARS = 32_767
 MAX_PARTITIONS_PER_REQUEST = 100_000
@@ -330,3 +332,51 @@ def list_transactions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
             )
         )
     return Respond(R(error_code=0, unknown_state_filters=unknown, transaction_states=found))
+
+
+@handles("WriteTxnMarkers")
+def write_txn_markers(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
+    """Kafka sends this between brokers; sluice answers it for operators (kafka-transactions.sh abort).
+
+    Only aborts are accepted. A producer whose transaction the coordinator knows is aborted through the
+    coordinator (fenced, markers in every partition of the transaction); a hanging transaction the coordinator
+    does not know gets an ABORT marker in each named partition where that producer has one open."""
+    R = WriteTxnMarkersResponse
+    sink = TxnOutcome()
+    wrote_directly = False
+    results = []
+    for marker in request.markers:
+        topics = []
+        coordinated = None
+        if broker.transactions is not None and not marker.transaction_result:
+            meta = broker.transactions.coordinator.by_producer.get(marker.producer_id)
+            if meta is not None and meta.state is TxnState.ONGOING:
+                coordinated = meta
+        if coordinated is not None:
+            sink.merge(broker.transactions.coordinator.abort_by_operator(
+                coordinated.transactional_id, ctx.now_ms, broker.new_producer_id(ctx.now_ms)))
+        for topic in marker.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                error = ErrorCode.NONE
+                state = broker.partitions.get((topic.name, index))
+                if marker.transaction_result:
+                    error = ErrorCode.INVALID_REQUEST  # committing from outside the coordinator would be a lie
+                elif state is None:
+                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif coordinated is None and marker.producer_id in state.producers.ongoing:
+                    producer = state.producers.producers.get(marker.producer_id)
+                    if producer is not None and marker.producer_epoch < producer.epoch:
+                        error = ErrorCode.INVALID_PRODUCER_EPOCH
+                    else:
+                        broker.write_marker(state, marker.producer_id, marker.producer_epoch, commit=False,
+                                            coordinator_epoch=marker.coordinator_epoch, now_ms=ctx.now_ms)
+                        wrote_directly = True
+                partitions.append(R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=error))
+            topics.append(R.WritableTxnMarkerTopicResult(name=topic.name, partitions=partitions))
+        results.append(R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))
+    response = R(markers=results)
+    changed = broker.transactions.apply(sink, ctx.now_ms) if broker.transactions is not None else False
+    if (changed or wrote_directly) and broker.config.fsync_before_ack:
+        return RespondWhenDurable(response)
+    return Respond(response)
