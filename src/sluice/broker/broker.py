@@ -31,6 +31,7 @@ from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.txn_index import AbortedTxn, TxnIndex
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 # How far back the producer state is rebuilt from batch headers at startup.
 PRODUCER_STATE_SCAN_OFFSETS = 200_000
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
@@ -292,6 +293,10 @@ class Broker:
         """Take the partitions that need an fsync, with the log end each flush will make durable."""
         pending = [(state, state.log.log_end_offset) for state in self.unflushed.values()]
         self.unflushed = {}
+        if len(pending) > 1:
+            # Transaction state first: the fsync thread works in this order, so a record that allows writes
+            # elsewhere (a partition added to a transaction) is durable before anything it allowed.
+            pending.sort(key=lambda item: item[0].topic != TRANSACTION_STATE_TOPIC)
         return pending
 
     def end_flush(self, flushed: Iterable[tuple[PartitionState, int]]) -> None:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from sluice.broker.broker import Broker
+from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker
 from sluice.coordinator.messages import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
-from sluice.coordinator.transactions import TransactionCoordinator, TxnConfig, TxnOutcome
+from sluice.coordinator.transactions import TransactionCoordinator, TxnConfig, TxnOutcome, TxnState
 from sluice.errors import ErrorCode, KafkaError
 from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
 
 log = logging.getLogger("sluice.transactions")
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 READ_CHUNK_BYTES = 1 << 20
 # One coordinator forever: its epoch in every marker is 0.
 _COORDINATOR_EPOCH = 0
@@ -38,8 +37,10 @@ class TransactionService:
         """Persist and write what `outcome` asks; True when something must become durable first."""
         if outcome.prepare:
             self._persist(outcome.prepare, now_ms)
-            if self.broker.config.fsync_before_ack:
-                # No marker may exist on disk without its prepare record (a crash would leave a half commit).
+            if self.broker.config.fsync_before_ack and _spans_several(outcome):
+                # No marker may be on disk without its prepare record, or a crash could leave a transaction
+                # committed in one partition and aborted in another. With one partition and no offsets the
+                # marker is the whole decision, so this fsync is not needed.
                 self.broker.partition(TRANSACTION_STATE_TOPIC, 0).log.flush()
         for markers in outcome.markers:
             for topic, index in markers.partitions:
@@ -109,6 +110,32 @@ class TransactionService:
         self.apply(outcome, now_ms)
 
 
+def _spans_several(outcome: TxnOutcome) -> bool:
+    return any(len(m.partitions) > 1 or m.offsets for m in outcome.markers)
+
+
+def abort_hanging_transactions(broker: Broker, coordinator: TransactionCoordinator, now_ms: int) -> int:
+    """Abort open transactions found in partitions that the coordinator does not know them to span.
+
+    Such data can only come from a crash: the partition was added to the transaction, its data reached the
+    disk but the record adding it did not (the record is fsynced first, so the data was never acknowledged
+    and the producer will hear INVALID_TXN_STATE). Left alone it would hold the LSO forever."""
+    aborted = 0
+    for (topic, index), state in list(broker.partitions.items()):
+        for producer_id in list(state.producers.ongoing):
+            meta = coordinator.by_producer.get(producer_id)
+            if meta is not None and meta.state is TxnState.ONGOING and (topic, index) in meta.partitions:
+                continue
+            producer = state.producers.producers.get(producer_id)
+            epoch = producer.epoch if producer is not None else 0
+            broker.write_marker(
+                state, producer_id, epoch, commit=False, coordinator_epoch=_COORDINATOR_EPOCH, now_ms=now_ms
+            )
+            log.warning("aborted a hanging transaction of producer %d in %s-%d", producer_id, topic, index)
+            aborted += 1
+    return aborted
+
+
 def _read_state_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
     log_ = broker.partition(TRANSACTION_STATE_TOPIC, 0).log
     offset = log_.log_start_offset
@@ -147,6 +174,7 @@ def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionSe
     if recovered.markers:
         log.info("finishing %d transaction(s) a crash left half ended", len(recovered.markers))
     service.apply(recovered, now_ms)
+    abort_hanging_transactions(broker, coordinator, now_ms)
     # Make what recovery wrote durable and visible now, before any client is served.
     flushing = broker.begin_flush()
     for state, _ in flushing:

@@ -32,9 +32,16 @@ MAX_TRANSACTIONAL_ID_CHARS = 32_767
 MAX_PARTITIONS_PER_REQUEST = 100_000
 
 
-def _answer(broker: Broker, outcome: TxnOutcome, response: Any, now_ms: int) -> Outcome:
+def _answer(
+    broker: Broker, outcome: TxnOutcome, response: Any, now_ms: int, *, durable: bool = True
+) -> Outcome:
+    """Apply the outcome; answer once it is durable unless `durable` is False.
+
+    Adding partitions or a group to a transaction is answered at once: its record is appended before any
+    write it allows, and every group commit fsyncs transaction state first, so no acknowledged write
+    can outlive it in a crash (and an unacknowledged one is aborted at start, as a hanging transaction)."""
     changed = broker.transactions.apply(outcome, now_ms)
-    if changed and broker.config.fsync_before_ack:
+    if changed and durable and broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
 
@@ -144,7 +151,7 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
             False,
             sink,
         )
-        return _answer(broker, sink, R(results_by_topic_v3_and_below=results), ctx.now_ms)
+        return _answer(broker, sink, R(results_by_topic_v3_and_below=results), ctx.now_ms, durable=False)
     if _no_coordinator(broker):
         return Respond(R(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     by_txn = []
@@ -162,7 +169,7 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
         by_txn.append(
             R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=results)
         )
-    return _answer(broker, sink, R(error_code=0, results_by_transaction=by_txn), ctx.now_ms)
+    return _answer(broker, sink, R(error_code=0, results_by_transaction=by_txn), ctx.now_ms, durable=False)
 
 
 @handles("AddOffsetsToTxn")
@@ -177,7 +184,9 @@ def add_offsets_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> Out
         ctx.now_ms,
         fenced_code=ctx.api_version >= 2,
     )
-    return _answer(broker, outcome, AddOffsetsToTxnResponse(error_code=outcome.error), ctx.now_ms)
+    return _answer(
+        broker, outcome, AddOffsetsToTxnResponse(error_code=outcome.error), ctx.now_ms, durable=False
+    )
 
 
 @handles("TxnOffsetCommit")
@@ -353,15 +362,20 @@ def write_txn_markers(broker: Broker, ctx: RequestContext, request: Any) -> Outc
             if meta is not None and meta.state is TxnState.ONGOING:
                 coordinated = meta
         if coordinated is not None:
-            sink.merge(broker.transactions.coordinator.abort_by_operator(
-                coordinated.transactional_id, ctx.now_ms, broker.new_producer_id(ctx.now_ms)))
+            sink.merge(
+                broker.transactions.coordinator.abort_by_operator(
+                    coordinated.transactional_id, ctx.now_ms, broker.new_producer_id(ctx.now_ms)
+                )
+            )
         for topic in marker.topics:
             partitions = []
             for index in topic.partition_indexes:
                 error = ErrorCode.NONE
                 state = broker.partitions.get((topic.name, index))
                 if marker.transaction_result:
-                    error = ErrorCode.INVALID_REQUEST  # committing from outside the coordinator would be a lie
+                    error = (
+                        ErrorCode.INVALID_REQUEST
+                    )  # committing from outside the coordinator would be a lie
                 elif state is None:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif coordinated is None and marker.producer_id in state.producers.ongoing:
@@ -369,8 +383,14 @@ def write_txn_markers(broker: Broker, ctx: RequestContext, request: Any) -> Outc
                     if producer is not None and marker.producer_epoch < producer.epoch:
                         error = ErrorCode.INVALID_PRODUCER_EPOCH
                     else:
-                        broker.write_marker(state, marker.producer_id, marker.producer_epoch, commit=False,
-                                            coordinator_epoch=marker.coordinator_epoch, now_ms=ctx.now_ms)
+                        broker.write_marker(
+                            state,
+                            marker.producer_id,
+                            marker.producer_epoch,
+                            commit=False,
+                            coordinator_epoch=marker.coordinator_epoch,
+                            now_ms=ctx.now_ms,
+                        )
                         wrote_directly = True
                 partitions.append(R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=error))
             topics.append(R.WritableTxnMarkerTopicResult(name=topic.name, partitions=partitions))
