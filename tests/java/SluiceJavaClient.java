@@ -196,6 +196,9 @@ public final class SluiceJavaClient {
                 member.stop();
                 return true;
             }
+            case "txn-round":  // TOPIC TXN_ID N: an aborted then a committed transaction of N records each,
+                               // then a second producer with the same id fences the first
+                return txnRound(w[1], w[2], Integer.parseInt(w[3]));
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);
         }
@@ -224,6 +227,36 @@ public final class SluiceJavaClient {
         for (Future<RecordMetadata> f : sent) {
             RecordMetadata m = f.get();
             out.add(List.of(m.partition(), m.offset(), m.timestamp()));
+        }
+        return out;
+    }
+
+    private static Map<String, Object> txnRound(String topic, String txnId, int n) throws Exception {
+        Properties props = configs(List.of("transactional.id", txnId, "linger.ms", "5"));
+        Map<String, Object> out = new LinkedHashMap<>();
+        KafkaProducer<byte[], byte[]> first = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+        try {
+            first.initTransactions();
+            first.beginTransaction();
+            for (int i = 0; i < n; i++) first.send(new ProducerRecord<>(topic, 0, null, ("aborted" + i).getBytes(StandardCharsets.UTF_8)));
+            first.flush();
+            first.abortTransaction();
+            first.beginTransaction();
+            for (int i = 0; i < n; i++) first.send(new ProducerRecord<>(topic, 0, null, ("committed" + i).getBytes(StandardCharsets.UTF_8)));
+            first.commitTransaction();
+            first.beginTransaction();
+            first.send(new ProducerRecord<>(topic, 0, null, "zombie".getBytes(StandardCharsets.UTF_8))).get();
+            try (KafkaProducer<byte[], byte[]> second = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer())) {
+                second.initTransactions();  // fences `first` and aborts its open transaction
+                try {
+                    first.commitTransaction();
+                    out.put("zombie", "committed");
+                } catch (Exception e) {
+                    out.put("zombie", e.getClass().getSimpleName());
+                }
+            }
+        } finally {
+            first.close(Duration.ofSeconds(5));
         }
         return out;
     }
