@@ -3,7 +3,8 @@
 Usage: python eos_driver.py CONFIG_JSON. The config names the broker, the topics, the checkpoint,
 the master, the guarantee, and the faults: a partition whose tasks sleep between Arrow batches
 (so a kill can land while a task holds an open transaction), and a partition whose first attempt
-fails after its first Arrow batch (a task failure mid-batch). The process prints one
+fails after its first Arrow batch (a task failure mid-batch). A Python worker hands its output
+on when 64 KiB have piled up, so the tests use values big enough for one Arrow batch to pass. The process prints one
 ``BATCH <id> <rows>`` line per finished micro-batch and exits 0 when the copy reached the end.
 """
 
@@ -30,6 +31,7 @@ def slow_and_failing(config: dict[str, Any]) -> Any:
         for index, batch in enumerate(batches):
             yield batch
             if partition == fail_partition and context.attemptNumber() == 0 and index == 0:
+                time.sleep(1.0)  # the sink has produced the first batch into its transaction by now
                 raise RuntimeError("injected task failure after the first Arrow batch")
             if partition == slow_partition:
                 time.sleep(slow_seconds)

@@ -187,10 +187,19 @@ def _kill_9(driver: subprocess.Popen[str]) -> None:
     driver.wait(30)
 
 
+# Python workers pass Arrow batches on in 64 KiB writes: with 5 rows of 20 KB per batch each one
+# reaches the sink while the faulty transform upstream sleeps or fails.
+_PADDING = b"." * 20_000
+
+
+def _value(i: int) -> bytes:
+    return b"r%04d" % i + _PADDING
+
+
 def _fill(eos: EosBrokers, count: int, partitions: int = 2) -> tuple[str, str]:
     source = eos.source.new_topic("eos-src", partitions=partitions)
     target = eos.sink.new_topic("eos-dst", partitions=partitions)
-    eos.source.produce(source, [{"value": b"r%04d" % i, "partition": i % partitions} for i in range(count)])
+    eos.source.produce(source, [{"value": _value(i), "partition": i % partitions} for i in range(count)])
     return source, target
 
 
@@ -224,7 +233,7 @@ def _read(bootstrap: str, topic: str, partitions: int, isolation: str, timeout_s
 
 
 def _expected(count: int) -> Counter[bytes]:
-    return Counter(b"r%04d" % i for i in range(count))
+    return Counter(_value(i) for i in range(count))
 
 
 def _forget_spark_commit(checkpoint: Path) -> int:
