@@ -34,7 +34,7 @@ from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, Str
 
 from sluice.pipeline.kafka_io import DeliveryTracker, KafkaMetadata
 from sluice.pipeline.options import PipelineOptionError, SinkOptions
-from sluice.pipeline.source import HEADERS_TYPE
+from sluice.pipeline.schema import HEADERS_TYPE
 from sluice.pipeline.transactional import (
     BATCH_ID_PROPERTY,
     QUERY_ID_PROPERTY,
