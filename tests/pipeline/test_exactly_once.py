@@ -374,3 +374,76 @@ def test_exactly_once_refused_at_start_when_transactions_cannot_work(
     ):
         writer.save()
     assert time.monotonic() - started < 60
+
+
+def _ongoing(bootstrap: str, prefix: str) -> list[str]:
+    """Transactional ids starting with ``prefix`` that hold an open transaction."""
+    from sluice.client.wire import WireClient
+
+    with WireClient.connect(bootstrap) as client:
+        listed = client.call(
+            "ListTransactions", 1, client.request_class("ListTransactions")(state_filters=[])
+        )
+        ids = [t.transactional_id for t in listed.transaction_states if t.transactional_id.startswith(prefix)]
+        if not ids:
+            return []
+        cls = client.request_class("DescribeTransactions")
+        states = client.call("DescribeTransactions", 0, cls(transactional_ids=ids)).transaction_states
+    return [s.transactional_id for s in states if s.transaction_state == "Ongoing"]
+
+
+@pytest.mark.spark
+def test_batch_write_exactly_once_is_all_or_nothing_when_a_task_fails(spark: Any, eos: EosBrokers) -> None:
+    _needs_aborted_records_hidden(eos)
+    if eos.name != "sluice":
+        pytest.skip("the check for open transactions uses ListTransactions on sluice's broker")
+    source, target = _fill(eos, 30)
+    prefix = f"all-or-nothing-{target}"
+    bootstrap = eos.sink.bootstrap
+
+    def fail_task_1_once_task_0_prepared(batches: Iterator[Any]) -> Iterator[Any]:
+        import time
+
+        from pyspark import TaskContext
+
+        from sluice.client.wire import WireClient
+
+        def task_0_prepared() -> bool:  # _ongoing, inlined: Spark ships this closure by value
+            with WireClient.connect(bootstrap) as client:
+                listed = client.call("ListTransactions", 1, client.request_class("ListTransactions")())
+                ids = [t.transactional_id for t in listed.transaction_states]
+                ids = [i for i in ids if i.startswith(prefix) and i.endswith("-0")]
+                cls = client.request_class("DescribeTransactions")
+                states = client.call("DescribeTransactions", 0, cls(transactional_ids=ids)).transaction_states
+            return any(s.transaction_state == "Ongoing" for s in states)
+
+        context = TaskContext.get()
+        for batch in batches:
+            if context is not None and context.partitionId() == 1:
+                deadline = time.monotonic() + 60
+                while not task_0_prepared() and time.monotonic() < deadline:
+                    time.sleep(0.2)  # until the other task has written and left its transaction open
+                raise RuntimeError("injected: task 1 fails on every attempt")
+            yield batch
+
+    frame = (
+        spark.read.format("sluice")
+        .option("kafka.bootstrap.servers", eos.source.bootstrap)
+        .option("subscribe", source)
+        .load()
+        .select("value", "partition")
+    )
+    frame = frame.mapInArrow(fail_task_1_once_task_0_prepared, frame.schema)
+    writer = (
+        frame.write.format("sluice")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", target)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("transactionalIdPrefix", prefix)
+        .mode("append")
+    )
+    with pytest.raises(Exception, match="injected: task 1 fails"):
+        writer.save()
+    assert len(_read(bootstrap, target, 2, "read_uncommitted")) == 15  # task 0 had written its share
+    assert _copied(eos, target) == Counter()  # and none of it became visible
+    assert _ongoing(bootstrap, prefix) == []  # the job's abort left no transaction open

@@ -38,9 +38,12 @@ from sluice.pipeline.schema import HEADERS_TYPE
 from sluice.pipeline.transactional import (
     BATCH_ID_PROPERTY,
     QUERY_ID_PROPERTY,
+    PreparedTransaction,
     TransactionalTask,
+    abort_job,
     batch_job_prefix,
     check_transactions_supported,
+    commit_prepared,
     task_identity,
 )
 
@@ -54,8 +57,10 @@ class ProducedCount(WriterCommitMessage):
     """What one write task reports back to the driver."""
 
     records: int
-    # Exactly-once only: an earlier attempt of this task had already committed its records.
+    # Exactly-once streams: an earlier attempt of this task had already committed its records.
     skipped: bool = False
+    # Exactly-once batch writes: the task's open transaction, for the driver to end.
+    prepared: PreparedTransaction | None = None
 
 
 def _check_column_types(schema: StructType, options: SinkOptions) -> None:
@@ -109,7 +114,7 @@ class _KafkaWriting:
         metadata = KafkaMetadata(options.bootstrap_servers, options.kafka_config, options.metadata_timeout_s)
         metadata.topic_partitions()
         if options.exactly_once:
-            check_transactions_supported(options)
+            check_transactions_supported(options, driver_commits=self.job_prefix is not None)
         self.options = options
         self.column_names = set(schema.fieldNames())
 
@@ -139,15 +144,24 @@ class _KafkaWriting:
             {name: context.getLocalProperty(name) for name in (BATCH_ID_PROPERTY, QUERY_ID_PROPERTY)},
             self.job_prefix or self.options.transactional_id_prefix,
         )
-        task = TransactionalTask(self.options, prefix, batch_id, context.partitionId())
+        driver_commits = self.job_prefix is not None
+        task = TransactionalTask(
+            self.options, prefix, batch_id, context.partitionId(), markers=not driver_commits
+        )
         try:
             if not task.begin():
                 for _ in batches:
                     pass  # Spark expects the input consumed
                 return ProducedCount(0, skipped=True)
-            produced = self._produce_batch(task.tracker, first)
-            for batch in batches:
-                produced += self._produce_batch(task.tracker, batch)
+            try:
+                produced = self._produce_batch(task.tracker, first)
+                for batch in batches:
+                    produced += self._produce_batch(task.tracker, batch)
+            except BaseException:
+                task.abort_quietly()
+                raise
+            if driver_commits:
+                return ProducedCount(produced, prepared=task.prepare())
             task.commit()
             return ProducedCount(produced)
         finally:
@@ -168,7 +182,9 @@ class _KafkaWriting:
         headers_column = column("headers")
         headers: list[Any] = headers_column.to_pylist() if headers_column is not None else [None] * count
         partition_column = column("partition")
-        partitions: list[Any] = partition_column.to_pylist() if partition_column is not None else [None] * count
+        partitions: list[Any] = (
+            partition_column.to_pylist() if partition_column is not None else [None] * count
+        )
         timestamps: list[Any] = [None] * count
         timestamp_column = column("timestamp")
         if self.options.write_timestamps and timestamp_column is not None:
@@ -191,18 +207,30 @@ class _KafkaWriting:
 
 
 class KafkaBatchWriter(_KafkaWriting, DataSourceArrowWriter):
-    """df.write.format("sluice"): each task flushes (or commits its transaction) before it succeeds."""
+    """df.write.format("sluice"): at-least-once (tasks flush), or exactly-once all-or-nothing.
+
+    With exactly-once every task leaves its transaction prepared and the driver commits them all
+    once every task succeeded, or aborts them all.
+    """
 
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
-        super().__init__(options, schema)
         if options.exactly_once:
             self.job_prefix = batch_job_prefix(options.transactional_id_prefix)
+        super().__init__(options, schema)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to finalize: records are visible as soon as each task has flushed."""
+        """Exactly-once: end every task's transaction; at-least-once records are already visible."""
+        if self.options.exactly_once:
+            commit_prepared(self.options, _prepared(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Kafka cannot take records back; already produced ones stay (at-least-once)."""
+        """Exactly-once: nothing of the job becomes visible. At-least-once records stay."""
+        if self.options.exactly_once and self.job_prefix is not None:
+            abort_job(self.options, self.job_prefix, len(messages), _prepared(messages))
+
+
+def _prepared(messages: list[WriterCommitMessage | None]) -> list[PreparedTransaction]:
+    return [m.prepared for m in messages if isinstance(m, ProducedCount) and m.prepared is not None]
 
 
 class KafkaStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
