@@ -54,15 +54,27 @@ def serve(
     http_listen: Annotated[str, typer.Option(help="kafka-pixy HTTP listener.")] = "127.0.0.1:19092",
     data_dir: Annotated[str, typer.Option(help="Where logs live.")] = "./sluice-data",
     config: Annotated[Path | None, typer.Option(help="YAML file of broker settings.")] = None,
+    console_listen: Annotated[
+        str, typer.Option(help="Web console address ('off' for none); loopback only, it has no login here.")
+    ] = "127.0.0.1:8080",
     verbose: bool = False,
 ) -> None:
-    """Run the broker and the gateway beside it, on loopback by default."""
+    """Run the broker, the gateway and the web console beside it, on loopback by default."""
     from sluice.eventloop import run_event_loop
     from sluice.server.serve import serve_all
 
     setup_logging(verbose)
     broker_config = _broker_config(kafka_listen, data_dir, None, config)
-    run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
+    console_address = (
+        None
+        if console_listen.lower() in ("off", "none", "")
+        else split_hostport(console_listen, "--console-listen")
+    )
+    run_event_loop(
+        serve_all(
+            broker_config, grpc_listen=grpc_listen, http_listen=http_listen, console_listen=console_address
+        )
+    )
 
 
 @app.command()

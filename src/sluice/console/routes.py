@@ -1,0 +1,422 @@
+"""The console's pages (paths fixed by the issue, since bookmarks use them) and their htmx actions."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from sluice.console.app import CONSOLE, MAX_SCAN_JOBS, Console
+from sluice.console.cluster import (
+    MAX_PRODUCE_BYTES,
+    ClusterError,
+    ResetRow,
+    ScanJob,
+    format_cursor,
+    parse_cursor,
+)
+
+STATIC = Path(__file__).parent / "static"
+MAX_MATCHES = 100
+MAX_HEADERS = 32
+TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def bad(message: str) -> ClusterError:
+    return ClusterError("INVALID_REQUEST", message)
+
+
+def _int(value: str | None, what: str, *, default: int | None = None, low: int | None = None) -> int | None:
+    if value is None or value.strip() == "":
+        return default
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise bad(f"{what} must be a whole number, got {value!r}") from None
+    if low is not None and n < low:
+        raise bad(f"{what} must be at least {low}, got {n}")
+    return n
+
+
+def parse_time_ms(text: str) -> int:
+    """An ISO-8601 date-time (no zone = UTC), or epoch milliseconds."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise bad(f"expected a date-time like 2026-01-31T12:00:00Z or epoch ms, got {text!r}") from None
+    if moment.tzinfo is None:
+        from datetime import UTC
+
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def parse_duration_s(text: str) -> int:
+    match = _DURATION.match(text)
+    if not match:
+        raise bad(f"expected a duration like 30m, 2h or 1d, got {text!r}")
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _is_htmx(request: web.Request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def html(text: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/html", headers=headers)
+
+
+def redirect(request: web.Request, location: str) -> web.Response:
+    if _is_htmx(request):
+        return web.Response(status=200, headers={"HX-Redirect": location})
+    raise web.HTTPSeeOther(location)
+
+
+def console_of(request: web.Request) -> Console:
+    return request.app[CONSOLE]
+
+
+def page(request: web.Request, template: str, **context: Any) -> web.Response:
+    console = console_of(request)
+    started = request.get("started", time.perf_counter())
+    context.setdefault("elapsed_ms", (time.perf_counter() - started) * 1000)
+    return html(console.render(template, **context))
+
+
+# ----- overview -----
+
+
+async def overview(request: web.Request) -> web.Response:
+    request["started"] = time.perf_counter()
+    console = console_of(request)
+    cluster = await console.run(console.cluster.describe_cluster)
+    metadata = await console.run(console.cluster.metadata)
+    topics = [t for t in metadata.topics.values() if t.error is None]
+    sizes = await console.run(console.log_sizes)
+    rate_in, rate_out = console.samples.rates()
+    groups = await console.run(console.cluster.group_ids)
+    return page(
+        request,
+        "overview.html",
+        page="overview",
+        cluster=cluster,
+        listeners=sorted({f"{b['host']}:{b['port']}" for b in cluster["brokers"]}),
+        metadata_from=getattr(metadata, "orig_broker_name", None),
+        topic_count=sum(1 for t in topics if not t.topic.startswith("__")),
+        internal_count=sum(1 for t in topics if t.topic.startswith("__")),
+        partition_count=sum(len(t.partitions) for t in topics),
+        group_count=len(groups),
+        disk=sum(sizes.values()) if sizes is not None else None,
+        rate_in=rate_in,
+        rate_out=rate_out,
+        sample_interval=console.config.sample_interval_s,
+    )
+
+
+# ----- topics -----
+
+
+async def topics(request: web.Request) -> web.Response:
+    request["started"] = time.perf_counter()
+    console = console_of(request)
+    rows = await console.run(console.cluster.topics, console.log_sizes)
+    q = request.query.get("q", "").strip()
+    show_internal = request.query.get("internal") == "1"
+    shown = [r for r in rows if (show_internal or not r.internal) and q.lower() in r.name.lower()]
+    return page(
+        request,
+        "topics.html",
+        page="topics",
+        rows=shown,
+        total=len(rows),
+        q=q,
+        show_internal=show_internal,
+        has_sizes=console.config.log_dir is not None,
+    )
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    console = console_of(request)
+    form = await request.post()
+    name = str(form.get("name", "")).strip()
+    if not TOPIC_NAME.match(name) or name in (".", ".."):
+        raise bad("a topic name is 1 to 249 of letters, digits, '.', '_' and '-'")
+    partitions = _int(str(form.get("partitions", "")), "partitions", default=1, low=1)
+    replication = _int(str(form.get("replication", "")), "replication factor", default=1, low=1)
+    config = {}
+    policy = str(form.get("cleanup_policy", "")).strip()
+    if policy:
+        if policy not in ("delete", "compact", "compact,delete"):
+            raise bad(f"unknown cleanup policy {policy!r}")
+        config["cleanup.policy"] = policy
+    retention = str(form.get("retention_ms", "")).strip()
+    if retention:
+        config["retention.ms"] = str(_int(retention, "retention.ms", low=-1))
+    assert partitions is not None and replication is not None
+    await console.run(console.cluster.create_topic, name, partitions, replication, config)
+    return redirect(request, f"/topics/{name}")
+
+
+async def delete_topic(request: web.Request) -> web.Response:
+    console = console_of(request)
+    await console.run(console.cluster.delete_topic, request.match_info["name"])
+    return redirect(request, "/topics")
+
+
+def _browse_params(request: web.Request) -> dict[str, Any]:
+    q = request.query
+    mode = q.get("mode", "newest")
+    if mode not in ("newest", "beginning", "offset", "timestamp"):
+        raise bad(f"unknown mode {mode!r}")
+    value: int | None = None
+    raw_value = q.get("value", "").strip()
+    if mode == "offset":
+        value = _int(raw_value, "offset", default=0, low=0)
+    elif mode == "timestamp":
+        if not raw_value:
+            raise bad("give a date-time to browse from")
+        value = parse_time_ms(raw_value)
+    partition = _int(q.get("partition"), "partition", low=0)
+    limit = _int(q.get("limit"), "page size", default=50, low=1) or 50
+    try:
+        cursor = parse_cursor(q.get("cursor"))
+    except ValueError:
+        raise bad("the paging cursor is malformed") from None
+    return {
+        "mode": mode,
+        "value": value,
+        "raw_value": raw_value,
+        "partition": partition,
+        "limit": limit,
+        "cursor": cursor,
+    }
+
+
+async def _messages_context(request: web.Request, name: str) -> dict[str, Any]:
+    console = console_of(request)
+    params = _browse_params(request)
+    result = await console.run(
+        console.cluster.browse,
+        name,
+        partition=params["partition"],
+        mode=params["mode"],
+        value=params["value"],
+        limit=params["limit"],
+        cursor=params["cursor"],
+    )
+    next_url = None
+    if result.next_cursor is not None:
+        query = {k: v for k, v in request.query.items() if k != "cursor"}
+        query["cursor"] = format_cursor(result.next_cursor)
+        next_url = f"/topics/{name}/messages?{urlencode(query)}"
+    return {"messages": result.messages, "params": params, "next_url": next_url, "topic": name}
+
+
+async def topic(request: web.Request) -> web.Response:
+    request["started"] = time.perf_counter()
+    console = console_of(request)
+    name = request.match_info["name"]
+    sizes = await console.run(console.log_sizes)
+    partitions = await console.run(console.cluster.topic, name, sizes)
+    configs = (await console.run(console.cluster.topic_configs, [name])).get(name)
+    messages = await _messages_context(request, name)
+    return page(
+        request,
+        "topic.html",
+        page="topics",
+        name=name,
+        partitions=partitions,
+        configs=configs,
+        has_sizes=sizes is not None,
+        **messages,
+    )
+
+
+async def messages(request: web.Request) -> web.Response:
+    if not _is_htmx(request):
+        return await topic(request)
+    request["started"] = time.perf_counter()
+    context = await _messages_context(request, request.match_info["name"])
+    return page(request, "_messages.html", **context)
+
+
+async def alter_config(request: web.Request) -> web.Response:
+    console = console_of(request)
+    name = request.match_info["name"]
+    form = await request.post()
+    key = str(form.get("key", "")).strip()
+    if not key:
+        raise bad("name the setting to change")
+    value: str | None = None if form.get("reset") else str(form.get("value", ""))
+    await console.run(console.cluster.alter_topic_config, name, key, value)
+    configs = (await console.run(console.cluster.topic_configs, [name])).get(name)
+    done = f"{key} restored to its default" if value is None else f"{key} set to {value}"
+    return page(request, "_configs.html", name=name, configs=configs, notice=done)
+
+
+async def produce(request: web.Request) -> web.Response:
+    console = console_of(request)
+    name = request.match_info["name"]
+    form = await request.post()
+    key = str(form.get("key", ""))
+    value = str(form.get("value", ""))
+    if len(key.encode()) + len(value.encode()) > MAX_PRODUCE_BYTES:
+        raise bad(f"key and value together may be at most {MAX_PRODUCE_BYTES} bytes")
+    headers = []
+    for line in str(form.get("headers", "")).splitlines():
+        if not line.strip():
+            continue
+        hkey, sep, hvalue = line.partition("=")
+        if not sep or not hkey.strip():
+            raise bad(f"a header is NAME=VALUE, one a line; got {line!r}")
+        headers.append((hkey.strip(), hvalue.encode()))
+    if len(headers) > MAX_HEADERS:
+        raise bad(f"at most {MAX_HEADERS} headers")
+    partition = _int(str(form.get("partition", "")), "partition", low=0)
+    where = await console.run(
+        console.cluster.produce,
+        name,
+        key.encode() if form.get("key_null") is None and key != "" else None,
+        value.encode() if form.get("value_null") is None else None,
+        headers,
+        partition,
+    )
+    return html(
+        console.render("_produced.html", partition=where[0], offset=where[1], topic=name),
+        headers={"HX-Trigger": "produced"},
+    )
+
+
+async def start_scan(request: web.Request) -> web.Response:
+    console = console_of(request)
+    name = request.match_info["name"]
+    form = await request.post()
+    needle = str(form.get("needle", ""))
+    if not needle:
+        raise bad("type the text to look for")
+    if len(needle) > 1024:
+        raise bad("the filter text may be at most 1024 characters")
+    running = [j for j in console.jobs.values() if not j.done]
+    if len(running) >= MAX_SCAN_JOBS:
+        raise ClusterError("_CONFLICT", f"{len(running)} scans are running already; wait for one to finish")
+    for job_id, job in list(console.jobs.items()):
+        if job.done and job.finished is not None and time.monotonic() - job.finished > 600:
+            del console.jobs[job_id]
+    # The scan starts where the browser is pointed (from its query string) and runs to the end.
+    mode = str(form.get("mode", "newest"))
+    partition = _int(str(form.get("partition", "")), "partition", low=0)
+    raw_value = str(form.get("value", "")).strip()
+    value = (
+        parse_time_ms(raw_value) if mode == "timestamp" and raw_value else _int(raw_value, "offset", low=0)
+    )
+    ranges = await console.run(console.cluster.scan_ranges, name, partition, mode, value)
+    job = ScanJob(
+        uuid.uuid4().hex[:12], name, needle, total=sum(stop - start for start, stop in ranges.values())
+    )
+    console.jobs[job.id] = job
+    loop = asyncio.get_running_loop()
+    loop.run_in_executor(console.executor, console.cluster.scan, job, ranges, MAX_MATCHES)
+    return page(request, "_scan.html", job=job, max_matches=MAX_MATCHES)
+
+
+async def scan_status(request: web.Request) -> web.Response:
+    console = console_of(request)
+    job = console.jobs.get(request.match_info["job"])
+    if job is None:
+        raise ClusterError("_NOENT", "this scan is over and forgotten; start it again")
+    if request.query.get("cancel"):
+        job.stop.set()
+    return page(request, "_scan.html", job=job, max_matches=MAX_MATCHES)
+
+
+# ----- groups -----
+
+
+async def groups(request: web.Request) -> web.Response:
+    request["started"] = time.perf_counter()
+    console = console_of(request)
+    rows = await console.run(console.cluster.groups)
+    q = request.query.get("q", "").strip()
+    shown = [r for r in rows if q.lower() in r.group_id.lower()]
+    return page(request, "groups.html", page="groups", rows=shown, total=len(rows), q=q)
+
+
+async def group(request: web.Request) -> web.Response:
+    request["started"] = time.perf_counter()
+    console = console_of(request)
+    name = request.match_info["name"]
+    detail = await console.run(console.cluster.group, name)
+    history = list(console.samples.lag.get(name, []))
+    from sluice.console.render import lag_chart
+
+    topics = sorted({row.topic for row in detail.offsets})
+    return page(
+        request,
+        "group.html",
+        page="groups",
+        group=detail,
+        chart=lag_chart(history, time.time()),
+        samples=len(history),
+        topics=topics,
+        sample_interval=console.config.sample_interval_s,
+    )
+
+
+async def reset_group(request: web.Request) -> web.Response:
+    console = console_of(request)
+    name = request.match_info["name"]
+    form = await request.post()
+    kind = str(form.get("kind", ""))
+    if kind not in ("earliest", "latest", "offset", "timestamp", "duration"):
+        raise bad("choose earliest, latest, offset, timestamp or duration")
+    topic = str(form.get("topic", "")).strip() or None
+    value = ts_ms = None
+    if kind == "offset":
+        value = _int(str(form.get("offset", "")), "offset", low=0)
+        if value is None:
+            raise bad("give the offset to reset to")
+    elif kind == "timestamp":
+        ts_ms = parse_time_ms(str(form.get("timestamp", "")))
+    elif kind == "duration":
+        ts_ms = int((time.time() - parse_duration_s(str(form.get("duration", "")))) * 1000)
+    rows: list[ResetRow] = await console.run(console.cluster.plan_reset, name, topic, kind, value, ts_ms)
+    executed = form.get("action") == "execute"
+    if executed:
+        await console.run(console.cluster.execute_reset, name, rows)
+    return page(request, "_reset.html", group=name, rows=rows, executed=executed, form=dict(form))
+
+
+async def delete_group(request: web.Request) -> web.Response:
+    console = console_of(request)
+    await console.run(console.cluster.delete_group, request.match_info["name"])
+    return redirect(request, "/groups")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/", overview)
+    app.router.add_get("/topics", topics)
+    app.router.add_post("/topics", create_topic)
+    app.router.add_get("/topics/{name}", topic)
+    app.router.add_get("/topics/{name}/messages", messages)
+    app.router.add_post("/topics/{name}/delete", delete_topic)
+    app.router.add_post("/topics/{name}/config", alter_config)
+    app.router.add_post("/topics/{name}/produce", produce)
+    app.router.add_post("/topics/{name}/scan", start_scan)
+    app.router.add_get("/scans/{job}", scan_status)
+    app.router.add_get("/groups", groups)
+    app.router.add_get("/groups/{name}", group)
+    app.router.add_post("/groups/{name}/reset", reset_group)
+    app.router.add_post("/groups/{name}/delete", delete_group)
+    app.router.add_static("/static/", STATIC, append_version=True)
