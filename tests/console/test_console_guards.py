@@ -234,3 +234,26 @@ def test_sluice_serve_serves_the_console_beside_the_broker(tmp_path: Path) -> No
             proc.kill()
             proc.wait(10)
     assert proc.returncode == 0
+
+
+def test_a_reset_of_a_group_with_live_members_is_refused_with_kafkas_error(
+    sluice_console: Any, bootstrap: str, topic_name: str, group_name: str
+) -> None:
+    from confluent_kafka import Consumer
+
+    topic = create_topic(bootstrap, partitions=1, name=topic_name)
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group_name, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 30
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        fields = {"kind": "earliest", "topic": topic, "action": "execute"}
+        status, body, _ = hx_post(sluice_console.url + f"/groups/{group_name}/reset", fields)
+        assert status == 200 and "NON_EMPTY_GROUP" in body and "stop its consumers first" in body
+        status, body, _ = hx_post(sluice_console.url + f"/groups/{group_name}/delete", {})
+        assert status == 200 and "NON_EMPTY_GROUP" in body
+    finally:
+        consumer.close()

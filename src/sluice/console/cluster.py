@@ -48,6 +48,7 @@ _STATE_NAMES = {
 RESETTABLE_STATES = {"Empty", "Dead"}
 MAX_BROWSE_LIMIT = 500
 MAX_PRODUCE_BYTES = 1024 * 1024
+POLICY_CACHE_S = 30.0
 
 
 class ClusterError(Exception):
@@ -254,6 +255,8 @@ class Cluster:
         self._made = 0
         self._max_consumers = consumers
         self._made_lock = threading.Lock()
+        self._policies: dict[str, str | None] = {}
+        self._policies_at = float("-inf")
 
     def close(self) -> None:
         while True:
@@ -336,13 +339,22 @@ class Cluster:
 
     def watermarks(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
         """(start, end) offsets of many partitions in two ListOffsets round trips, not one per partition."""
+        return self._collect_watermarks(self._ask_watermarks(partitions))
+
+    def _ask_watermarks(self, partitions: list[tuple[str, int]]) -> dict[str, dict[Any, Any]]:
+        """Send both ListOffsets requests at once (the AdminClient is asynchronous); collect them later."""
         if not partitions:
             return {}
-        found: dict[str, dict[tuple[str, int], int]] = {}
-        for label, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest())):
-            request = {TopicPartition(t, p): spec for t, p in partitions}
-            futures = self.admin.list_offsets(request, request_timeout=self.timeout_s)
-            found[label] = {}
+        return {
+            label: self.admin.list_offsets(
+                {TopicPartition(t, p): spec for t, p in partitions}, request_timeout=self.timeout_s
+            )
+            for label, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest()))
+        }
+
+    def _collect_watermarks(self, asked: dict[str, dict[Any, Any]]) -> dict[tuple[str, int], tuple[int, int]]:
+        found: dict[str, dict[tuple[str, int], int]] = {"start": {}, "end": {}}
+        for label, futures in asked.items():
             for tp, future in futures.items():
                 try:
                     found[label][(tp.topic, tp.partition)] = future.result(timeout=self.timeout_s).offset
@@ -350,18 +362,19 @@ class Cluster:
                     error = as_cluster_error(exc)
                     if error.unreachable:
                         raise error from None
-        return {
-            key: (found["start"][key], found["end"][key])
-            for key in partitions
-            if key in found["start"] and key in found["end"]
-        }
+        return {key: (start, found["end"][key]) for key, start in found["start"].items() if key in found["end"]}
 
     def topic_configs(self, names: list[str]) -> dict[str, list[ConfigRow]]:
+        return self._collect_configs(self._ask_configs(names))
+
+    def _ask_configs(self, names: list[str]) -> dict[Any, Any]:
         if not names:
             return {}
-        futures = self.admin.describe_configs(
+        return self.admin.describe_configs(
             [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names], request_timeout=self.timeout_s
         )
+
+    def _collect_configs(self, futures: dict[Any, Any]) -> dict[str, list[ConfigRow]]:
         configs: dict[str, list[ConfigRow]] = {}
         for resource, future in futures.items():
             try:
@@ -393,14 +406,26 @@ class Cluster:
         metadata = self.metadata()
         described = {name: t for name, t in metadata.topics.items() if t.error is None}
         keys = [(name, p) for name, t in described.items() for p in t.partitions]
-        marks = self.watermarks(keys)
-        configs = self.topic_configs(sorted(described))
+        # Offsets and settings are asked at once and the local sizes read meanwhile: one wait, not three.
+        asked_marks = self._ask_watermarks(keys)
+        # Settings rarely change and cost the broker most (DescribeConfigs of every topic): cached briefly,
+        # and dropped by every write this console makes.
+        fresh = time.monotonic() - self._policies_at < POLICY_CACHE_S
+        missing = sorted(n for n in described if not fresh or n not in self._policies)
+        asked_configs = self._ask_configs(missing)
         sizes = log_sizes() if log_sizes is not None else None
+        marks = self._collect_watermarks(asked_marks)
+        if missing:
+            if not fresh:
+                self._policies = {}
+                self._policies_at = time.monotonic()
+            for name, rows in self._collect_configs(asked_configs).items():
+                self._policies[name] = next((c.value for c in rows if c.name == "cleanup.policy"), None)
         rows = []
         for name, t in sorted(described.items()):
             parts = [marks.get((name, p)) for p in t.partitions]
             messages = sum(m[1] - m[0] for m in parts if m) if all(parts) else None
-            policy = next((c.value for c in configs.get(name, []) if c.name == "cleanup.policy"), None)
+            policy = self._policies.get(name)
             size = sum(sizes.get((name, p), 0) for p in t.partitions) if sizes is not None else None
             rows.append(TopicRow(name, len(t.partitions), messages, size, policy, name.startswith("__")))
         return rows
@@ -421,14 +446,17 @@ class Cluster:
         return rows
 
     def create_topic(self, name: str, partitions: int, replication: int, config: dict[str, str]) -> None:
+        self._policies_at = float("-inf")
         new = NewTopic(name, num_partitions=partitions, replication_factor=replication, config=config)
         self._result(self.admin.create_topics([new], request_timeout=self.timeout_s)[name])
 
     def delete_topic(self, name: str) -> None:
+        self._policies_at = float("-inf")
         self._result(self.admin.delete_topics([name], request_timeout=self.timeout_s)[name])
 
     def alter_topic_config(self, name: str, key: str, value: str | None) -> None:
         """Set one setting (IncrementalAlterConfigs SET), or restore its default when value is None."""
+        self._policies_at = float("-inf")
         op = AlterConfigOpType.DELETE if value is None else AlterConfigOpType.SET
         entry = ConfigEntry(key, value, incremental_operation=op)
         resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=[entry])
@@ -482,8 +510,12 @@ class Cluster:
         deadline = time.monotonic() + self.timeout_s
         with self.consumer() as consumer:
             consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in ranges.items()])
+            expected = sum(stop - start for start, stop in ranges.values())
             while open_parts and time.monotonic() < deadline:
-                for msg in consumer.consume(500, timeout=0.2):
+                # consume() waits until it has `num_messages` or its timeout: ask for no more than are left
+                # (fewer may come: compaction leaves gaps), or a range at the log end would wait it out.
+                wanted = max(1, min(500, expected - len(found)))
+                for msg in consumer.consume(wanted, timeout=0.1):
                     p = msg.partition()
                     if msg.topic() != topic or p not in ranges:
                         continue
