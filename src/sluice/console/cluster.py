@@ -362,7 +362,9 @@ class Cluster:
                     error = as_cluster_error(exc)
                     if error.unreachable:
                         raise error from None
-        return {key: (start, found["end"][key]) for key, start in found["start"].items() if key in found["end"]}
+        return {
+            key: (start, found["end"][key]) for key, start in found["start"].items() if key in found["end"]
+        }
 
     def topic_configs(self, names: list[str]) -> dict[str, list[ConfigRow]]:
         return self._collect_configs(self._ask_configs(names))

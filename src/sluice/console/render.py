@@ -104,6 +104,10 @@ def timestamp(ms: int | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
+def _tick(value: float) -> str:
+    return number(int(value)) if value == int(value) else f"{value:,.1f}"
+
+
 def lag_chart(points: list[tuple[float, int]], now: float, *, width: int = 1160, height: int = 200) -> Markup:
     """An inline SVG line of (epoch seconds, lag) over the last hour, drawn server-side."""
     pad_l, pad_r, pad_t, pad_b = 56, 12, 12, 24
@@ -131,7 +135,7 @@ def lag_chart(points: list[tuple[float, int]], now: float, *, width: int = 1160,
         gy = y(axis_top * frac)
         parts.append(f'<line class="grid" x1="{pad_l}" x2="{width - pad_r}" y1="{gy:.1f}" y2="{gy:.1f}"/>')
         parts.append(
-            f'<text class="axis" x="{pad_l - 6}" y="{gy + 4:.1f}" text-anchor="end">{number(int(axis_top * frac))}</text>'
+            f'<text class="axis" x="{pad_l - 6}" y="{gy + 4:.1f}" text-anchor="end">{_tick(axis_top * frac)}</text>'
         )
     for minutes in (60, 45, 30, 15, 0):
         gx = x(now - minutes * 60)
