@@ -4,6 +4,7 @@ input, an unreachable or killed broker, and `sluice serve` serving it beside the
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import signal
@@ -188,7 +189,9 @@ def test_an_unreachable_cluster_shows_a_banner_and_a_killed_broker_comes_back(
         broker.stop()
 
 
-def test_sluice_serve_serves_the_console_beside_the_broker(tmp_path: Path) -> None:
+def test_sluice_serve_serves_the_console_with_the_gateways_in_flight_messages(
+    tmp_path: Path, page: Any, shots: Path
+) -> None:
     kafka, grpc_port, http_port, console_port = free_port(), free_port(), free_port(), free_port()
     proc = subprocess.Popen(
         [
@@ -220,12 +223,40 @@ def test_sluice_serve_serves_the_console_beside_the_broker(tmp_path: Path) -> No
             if "sluice console on" in line or len(lines) > 50:
                 break
         assert f"sluice console on http://127.0.0.1:{console_port}/" in "".join(lines), "".join(lines)
-        create_topic(f"127.0.0.1:{kafka}", partitions=2, name="served-topic")
+        create_topic(f"127.0.0.1:{kafka}", partitions=1, name="served-topic")
         status, body, _ = fetch(f"http://127.0.0.1:{console_port}/topics")
         assert status == 200 and "served-topic" in body
         # Served next to the broker, the console reads sizes on disk from its data directory.
-        sizes = re.findall(r'<td class="num">([^<]*B)</td>', body)
-        assert sizes, body
+        assert re.findall(r'<td class="num">([^<]*B)</td>', body), body
+
+        gateway = f"http://127.0.0.1:{http_port}"
+        for i in range(5):
+            assert (
+                fetch(
+                    f"{gateway}/topics/served-topic/messages?sync",
+                    method="POST",
+                    data=b"m%d" % i,
+                    headers={"Content-Type": "text/plain"},
+                )[0]
+                == 200
+            )
+        handed = [
+            json.loads(fetch(f"{gateway}/topics/served-topic/messages?group=workers&noAck")[1])
+            for _ in range(3)
+        ]
+        first = handed[0]
+        ack = f"{gateway}/topics/served-topic/acks?group=workers&partition={first['partition']}&offset={first['offset']}"
+        assert fetch(ack, method="POST", data=b"")[0] == 200
+
+        page.goto(f"http://127.0.0.1:{console_port}/gateway")
+        rows = page.eval_on_selector_all(
+            "#gateway-table tbody tr",
+            "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText.trim()))",
+        )
+        assert [(r[0], r[1], r[3], r[4], r[5], r[7]) for r in rows] == [
+            ("workers", "served-topic", "3", "0", "1", "2")
+        ]
+        page.screenshot(path=shots / "sluice-gateway.png", full_page=True)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -71,6 +71,9 @@ def console_command(
     log_dir: Annotated[
         Path | None, typer.Option(help="The broker's data directory, if on this machine: sizes on disk.")
     ] = None,
+    gateway: Annotated[
+        str | None, typer.Option(help="A sluice gateway's HTTP address: a page of its consumers and acks.")
+    ] = None,
     sample_interval: Annotated[float, typer.Option(help="Seconds between lag and rate samples.")] = 10.0,
     verbose: bool = False,
 ) -> None:
@@ -89,6 +92,7 @@ def console_command(
         token=token,
         sample_interval_s=sample_interval,
         log_dir=log_dir,
+        gateway_url=gateway,
     )
     try:
         console_config.check()

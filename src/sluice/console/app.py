@@ -47,6 +47,8 @@ class ConsoleConfig:
     # The broker's data directory when it is on this machine (`sluice serve`): sizes on disk come from it,
     # since neither sluice nor confluent-kafka's AdminClient offers DescribeLogDirs.
     log_dir: Path | None = None
+    # A sluice gateway's HTTP address (http://host:port): its consumers and in-flight messages get a page.
+    gateway_url: str | None = None
 
     def check(self) -> None:
         """Refuse to serve beyond loopback without a login."""
@@ -102,7 +104,12 @@ class Console:
         self.env.filters.update(
             number=render.number, bytes=render.human_bytes, ts=render.timestamp, short=render.short_bytes
         )
-        self.env.globals.update(read_only=config.read_only, bootstrap=self.cluster.bootstrap, render=render)
+        self.env.globals.update(
+            read_only=config.read_only,
+            bootstrap=self.cluster.bootstrap,
+            render=render,
+            gateway_url=config.gateway_url,
+        )
         self._sampler: asyncio.Task[None] | None = None
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

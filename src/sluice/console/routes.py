@@ -404,6 +404,32 @@ async def delete_group(request: web.Request) -> web.Response:
     return redirect(request, "/groups")
 
 
+async def gateway(request: web.Request) -> web.Response:
+    request["started"] = time.perf_counter()
+    console = console_of(request)
+    url = console.config.gateway_url
+    if url is None:
+        return page(request, "gateway.html", page="gateway", rows=None, active=None)
+    from aiohttp import ClientError, ClientSession, ClientTimeout
+
+    from sluice.console.gateway import gateway_consumers
+
+    try:
+        async with (
+            ClientSession(timeout=ClientTimeout(total=console.config.timeout_s)) as session,
+            session.get(url.rstrip("/") + "/metrics") as reply,
+        ):
+            if reply.status != 200:
+                raise ClusterError("GATEWAY_ERROR", f"{url}/metrics answered HTTP {reply.status}")
+            text = await reply.text()
+    except (ClientError, TimeoutError) as exc:
+        raise ClusterError(
+            "GATEWAY_UNREACHABLE", f"cannot read {url}/metrics: {exc or type(exc).__name__}"
+        ) from None
+    rows, active = gateway_consumers(text)
+    return page(request, "gateway.html", page="gateway", rows=rows, active=active)
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/", overview)
     app.router.add_get("/topics", topics)
@@ -419,4 +445,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/groups/{name}", group)
     app.router.add_post("/groups/{name}/reset", reset_group)
     app.router.add_post("/groups/{name}/delete", delete_group)
+    app.router.add_get("/gateway", gateway)
     app.router.add_static("/static/", STATIC, append_version=True)

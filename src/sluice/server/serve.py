@@ -45,6 +45,7 @@ async def serve_all(
                     host=console_listen[0],
                     port=console_listen[1],
                     log_dir=broker_config.data_dir,
+                    gateway_url=gateway.http_url,
                 )
             )
         except (OSError, ValueError) as exc:
