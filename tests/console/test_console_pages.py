@@ -116,6 +116,16 @@ def test_overview_topics_and_topic_pages_show_the_clusters_data(
     page.screenshot(path=shots / "sluice-topic.png", full_page=True)
     page.screenshot(path=shots / "sluice-topic-top.png")
 
+    # From a time: an hour ago precedes everything, an hour ahead follows everything.
+    hour_ago = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+    page.goto(
+        sluice_console.url + f"/topics/{topic}/messages?mode=timestamp&value={hour_ago}&partition=0&limit=2"
+    )
+    assert [(r[0], r[1]) for r in cell_texts(page, "#messages-table")] == [("0", "0"), ("0", "1")]
+    hour_ahead = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    page.goto(sluice_console.url + f"/topics/{topic}/messages?mode=timestamp&value={hour_ahead}")
+    assert "No messages here" in page.inner_text("#messages-table")
+
     # One partition, from an offset: exactly that slice, oldest first.
     page.goto(sluice_console.url + f"/topics/{topic}/messages?mode=offset&value=4&partition=2&limit=3")
     assert [(r[0], r[1]) for r in cell_texts(page, "#messages-table")] == [("2", "4"), ("2", "5"), ("2", "6")]

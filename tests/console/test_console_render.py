@@ -8,6 +8,7 @@ import pytest
 import typer
 
 from sluice.cli.console import client_settings, parse_basic_auth
+from sluice.console.app import Samples
 from sluice.console.cluster import format_cursor, new_offset, parse_cursor
 from sluice.console.render import MAX_SHOWN_BYTES, human_bytes, lag_chart, render_bytes
 
@@ -72,3 +73,13 @@ def test_sizes_and_the_lag_chart() -> None:
     svg = str(lag_chart([(1000.0, 10), (1060.0, 250)], now=1100.0))
     assert svg.startswith("<svg") and "<polyline" in svg and ">500<" in svg  # axis rounded up to 500
     assert "no samples yet" in str(lag_chart([], now=1100.0))
+
+
+def test_rates_come_from_the_last_two_samples() -> None:
+    samples = Samples()
+    assert samples.rates() == (None, None)
+    samples.totals.append((100.0, 1_000, 400))
+    samples.totals.append((102.0, 1_600, 500))
+    assert samples.rates() == (300.0, 50.0)
+    samples.totals.append((104.0, 10, 500))  # a deleted topic shrinks the total: no negative rate
+    assert samples.rates() == (0.0, 0.0)

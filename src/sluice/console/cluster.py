@@ -49,6 +49,7 @@ RESETTABLE_STATES = {"Empty", "Dead"}
 MAX_BROWSE_LIMIT = 500
 MAX_PRODUCE_BYTES = 1024 * 1024
 POLICY_CACHE_S = 30.0
+SCAN_ABANDONED_S = 30.0
 
 
 class ClusterError(Exception):
@@ -202,6 +203,11 @@ class ScanJob:
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    polled: float = field(default_factory=time.monotonic)
+
+    def abandoned(self, now: float) -> bool:
+        """Nobody has asked for progress for a while: the page was closed, so the scan stops."""
+        return now - self.polled > SCAN_ABANDONED_S
 
     @property
     def rate(self) -> float:
@@ -580,6 +586,8 @@ class Cluster:
             open_parts = set(ranges)
             idle_deadline = time.monotonic() + self.timeout_s
             while open_parts and not job.stop.is_set():
+                if job.abandoned(time.monotonic()):
+                    break
                 batch = consumer.consume(10000, timeout=0.5)
                 if batch:
                     idle_deadline = time.monotonic() + self.timeout_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 import time
 import uuid
@@ -24,6 +25,8 @@ from sluice.console.cluster import (
 )
 
 STATIC = Path(__file__).parent / "static"
+# When the page's handler began, for the footer's "rendered in"; each request runs in its own task.
+STARTED: contextvars.ContextVar[float] = contextvars.ContextVar("started")
 MAX_MATCHES = 100
 MAX_HEADERS = 32
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -90,7 +93,7 @@ def console_of(request: web.Request) -> Console:
 
 def page(request: web.Request, template: str, **context: Any) -> web.Response:
     console = console_of(request)
-    started = request.get("started", time.perf_counter())
+    started = STARTED.get(time.perf_counter())
     context.setdefault("elapsed_ms", (time.perf_counter() - started) * 1000)
     return html(console.render(template, **context))
 
@@ -99,7 +102,7 @@ def page(request: web.Request, template: str, **context: Any) -> web.Response:
 
 
 async def overview(request: web.Request) -> web.Response:
-    request["started"] = time.perf_counter()
+    STARTED.set(time.perf_counter())
     console = console_of(request)
     cluster = await console.run(console.cluster.describe_cluster)
     metadata = await console.run(console.cluster.metadata)
@@ -129,7 +132,7 @@ async def overview(request: web.Request) -> web.Response:
 
 
 async def topics(request: web.Request) -> web.Response:
-    request["started"] = time.perf_counter()
+    STARTED.set(time.perf_counter())
     console = console_of(request)
     rows = await console.run(console.cluster.topics, console.log_sizes)
     q = request.query.get("q", "").strip()
@@ -225,7 +228,7 @@ async def _messages_context(request: web.Request, name: str) -> dict[str, Any]:
 
 
 async def topic(request: web.Request) -> web.Response:
-    request["started"] = time.perf_counter()
+    STARTED.set(time.perf_counter())
     console = console_of(request)
     name = request.match_info["name"]
     sizes = await console.run(console.log_sizes)
@@ -247,7 +250,7 @@ async def topic(request: web.Request) -> web.Response:
 async def messages(request: web.Request) -> web.Response:
     if not _is_htmx(request):
         return await topic(request)
-    request["started"] = time.perf_counter()
+    STARTED.set(time.perf_counter())
     context = await _messages_context(request, request.match_info["name"])
     return page(request, "_messages.html", **context)
 
@@ -336,6 +339,7 @@ async def scan_status(request: web.Request) -> web.Response:
     job = console.jobs.get(request.match_info["job"])
     if job is None:
         raise ClusterError("_NOENT", "this scan is over and forgotten; start it again")
+    job.polled = time.monotonic()
     if request.query.get("cancel"):
         job.stop.set()
     return page(request, "_scan.html", job=job, max_matches=MAX_MATCHES)
@@ -345,7 +349,7 @@ async def scan_status(request: web.Request) -> web.Response:
 
 
 async def groups(request: web.Request) -> web.Response:
-    request["started"] = time.perf_counter()
+    STARTED.set(time.perf_counter())
     console = console_of(request)
     rows = await console.run(console.cluster.groups)
     q = request.query.get("q", "").strip()
@@ -354,7 +358,7 @@ async def groups(request: web.Request) -> web.Response:
 
 
 async def group(request: web.Request) -> web.Response:
-    request["started"] = time.perf_counter()
+    STARTED.set(time.perf_counter())
     console = console_of(request)
     name = request.match_info["name"]
     detail = await console.run(console.cluster.group, name)
@@ -405,7 +409,7 @@ async def delete_group(request: web.Request) -> web.Response:
 
 
 async def gateway(request: web.Request) -> web.Response:
-    request["started"] = time.perf_counter()
+    STARTED.set(time.perf_counter())
     console = console_of(request)
     url = console.config.gateway_url
     if url is None:
