@@ -248,7 +248,8 @@ async def topic(request: web.Request) -> web.Response:
 
 
 async def messages(request: web.Request) -> web.Response:
-    if not _is_htmx(request):
+    # A reload, a bookmark or htmx restoring history gets the whole page; only the browse form gets the part.
+    if not _is_htmx(request) or request.headers.get("HX-History-Restore-Request") == "true":
         return await topic(request)
     STARTED.set(time.perf_counter())
     context = await _messages_context(request, request.match_info["name"])
