@@ -9,7 +9,8 @@ import typer
 
 from sluice.cli.console import client_settings, parse_basic_auth
 from sluice.console.app import Samples
-from sluice.console.cluster import format_cursor, new_offset, parse_cursor
+from sluice.console.groups import new_offset
+from sluice.console.messages import format_cursor, parse_cursor
 from sluice.console.render import MAX_SHOWN_BYTES, human_bytes, lag_chart, render_bytes
 
 

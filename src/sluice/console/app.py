@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 import jinja2
 from aiohttp import web
 
-from sluice.console import render
-from sluice.console.cluster import Cluster, ClusterError, ScanJob, as_cluster_error
+from sluice.console import groups, render
+from sluice.console.cluster import Cluster, ClusterError, as_cluster_error
+from sluice.console.messages import ScanJob
 
 log = logging.getLogger("sluice.console")
 T = TypeVar("T")
@@ -155,8 +156,8 @@ class Console:
         marks = self.cluster.watermarks(keys)
         total_in = sum(end for _, end in marks.values())
         total_out = 0
-        for gid in self.cluster.group_ids():
-            committed = self.cluster.committed(gid)
+        for gid in groups.group_ids(self.cluster):
+            committed = groups.committed_offsets(self.cluster, gid)
             total_out += sum(committed.values())
             missing = [k for k in committed if k not in marks]
             if missing:

@@ -14,15 +14,12 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
+from sluice.console import groups as groups_api
+from sluice.console import messages as messages_api
 from sluice.console.app import CONSOLE, MAX_SCAN_JOBS, Console
-from sluice.console.cluster import (
-    MAX_PRODUCE_BYTES,
-    ClusterError,
-    ResetRow,
-    ScanJob,
-    format_cursor,
-    parse_cursor,
-)
+from sluice.console.cluster import ClusterError
+from sluice.console.groups import ResetRow
+from sluice.console.messages import MAX_PRODUCE_BYTES, ScanJob, format_cursor, parse_cursor
 
 STATIC = Path(__file__).parent / "static"
 # When the page's handler began, for the footer's "rendered in"; each request runs in its own task.
@@ -109,7 +106,7 @@ async def overview(request: web.Request) -> web.Response:
     topics = [t for t in metadata.topics.values() if t.error is None]
     sizes = await console.run(console.log_sizes)
     rate_in, rate_out = console.samples.rates()
-    groups = await console.run(console.cluster.group_ids)
+    groups = await console.run(groups_api.group_ids, console.cluster)
     return page(
         request,
         "overview.html",
@@ -211,7 +208,8 @@ async def _messages_context(request: web.Request, name: str) -> dict[str, Any]:
     console = console_of(request)
     params = _browse_params(request)
     result = await console.run(
-        console.cluster.browse,
+        messages_api.browse,
+        console.cluster,
         name,
         partition=params["partition"],
         mode=params["mode"],
@@ -290,7 +288,8 @@ async def produce(request: web.Request) -> web.Response:
         raise bad(f"at most {MAX_HEADERS} headers")
     partition = _int(str(form.get("partition", "")), "partition", low=0)
     where = await console.run(
-        console.cluster.produce,
+        messages_api.produce,
+        console.cluster,
         name,
         key.encode() if form.get("key_null") is None and key != "" else None,
         value.encode() if form.get("value_null") is None else None,
@@ -325,13 +324,13 @@ async def start_scan(request: web.Request) -> web.Response:
     value = (
         parse_time_ms(raw_value) if mode == "timestamp" and raw_value else _int(raw_value, "offset", low=0)
     )
-    ranges = await console.run(console.cluster.scan_ranges, name, partition, mode, value)
+    ranges = await console.run(messages_api.scan_ranges, console.cluster, name, partition, mode, value)
     job = ScanJob(
         uuid.uuid4().hex[:12], name, needle, total=sum(stop - start for start, stop in ranges.values())
     )
     console.jobs[job.id] = job
     loop = asyncio.get_running_loop()
-    loop.run_in_executor(console.executor, console.cluster.scan, job, ranges, MAX_MATCHES)
+    loop.run_in_executor(console.executor, messages_api.scan, console.cluster, job, ranges, MAX_MATCHES)
     return page(request, "_scan.html", job=job, max_matches=MAX_MATCHES)
 
 
@@ -352,7 +351,7 @@ async def scan_status(request: web.Request) -> web.Response:
 async def groups(request: web.Request) -> web.Response:
     STARTED.set(time.perf_counter())
     console = console_of(request)
-    rows = await console.run(console.cluster.groups)
+    rows = await console.run(groups_api.group_rows, console.cluster)
     q = request.query.get("q", "").strip()
     shown = [r for r in rows if q.lower() in r.group_id.lower()]
     return page(request, "groups.html", page="groups", rows=shown, total=len(rows), q=q)
@@ -362,7 +361,7 @@ async def group(request: web.Request) -> web.Response:
     STARTED.set(time.perf_counter())
     console = console_of(request)
     name = request.match_info["name"]
-    detail = await console.run(console.cluster.group, name)
+    detail = await console.run(groups_api.group_detail, console.cluster, name)
     history = list(console.samples.lag.get(name, []))
     from sluice.console.render import lag_chart
 
@@ -396,16 +395,18 @@ async def reset_group(request: web.Request) -> web.Response:
         ts_ms = parse_time_ms(str(form.get("timestamp", "")))
     elif kind == "duration":
         ts_ms = int((time.time() - parse_duration_s(str(form.get("duration", "")))) * 1000)
-    rows: list[ResetRow] = await console.run(console.cluster.plan_reset, name, topic, kind, value, ts_ms)
+    rows: list[ResetRow] = await console.run(
+        groups_api.plan_reset, console.cluster, name, topic, kind, value, ts_ms
+    )
     executed = form.get("action") == "execute"
     if executed:
-        await console.run(console.cluster.execute_reset, name, rows)
+        await console.run(groups_api.execute_reset, console.cluster, name, rows)
     return page(request, "_reset.html", group=name, rows=rows, executed=executed, form=dict(form))
 
 
 async def delete_group(request: web.Request) -> web.Response:
     console = console_of(request)
-    await console.run(console.cluster.delete_group, request.match_info["name"])
+    await console.run(groups_api.delete_group, console.cluster, request.match_info["name"])
     return redirect(request, "/groups")
 
 
