@@ -436,6 +436,74 @@ async def gateway(request: web.Request) -> web.Response:
     return page(request, "gateway.html", page="gateway", rows=rows, active=active)
 
 
+async def security_page(request: web.Request) -> web.Response:
+    STARTED.set(time.perf_counter())
+    console = console_of(request)
+    from sluice.console import security
+
+    found: dict[str, Any] = {}
+    for part, call in (("users", security.users), ("acls", security.acls)):
+        try:
+            found[part] = await console.run(call, console.cluster)
+            found[f"{part}_error"] = None
+        except ClusterError as error:
+            if error.unreachable:
+                raise
+            # One part the cluster does not serve (or this login may not see) leaves the other shown.
+            found[part], found[f"{part}_error"] = [], error
+    return page(
+        request,
+        "security.html",
+        page="security",
+        mechanisms=security.MECHANISMS,
+        resource_types=security.RESOURCE_TYPES,
+        operations=security.OPERATIONS,
+        **found,
+    )
+
+
+def _acl_row(form: Any) -> Any:
+    from sluice.console.security import AclRow
+
+    return AclRow(
+        principal=str(form.get("principal", "")).strip(),
+        host=str(form.get("host", "*")).strip() or "*",
+        resource_type=str(form.get("resource_type", "")),
+        pattern_type=str(form.get("pattern_type", "LITERAL")),
+        resource_name=str(form.get("resource_name", "")).strip(),
+        operation=str(form.get("operation", "")),
+        permission=str(form.get("permission", "ALLOW")),
+    )
+
+
+async def security_action(request: web.Request) -> web.Response:
+    console = console_of(request)
+    from sluice.console import security
+
+    form = await request.post()
+    action = request.match_info["action"]
+    name = str(form.get("name", "")).strip()
+    mechanism = str(form.get("mechanism", ""))
+    if action == "user":
+        password = str(form.get("password", ""))
+        if not name or not password:
+            raise bad("a user needs a name and a password")
+        iterations = _int(str(form.get("iterations", "")), "iterations", default=8192) or 8192
+        await console.run(security.upsert_user, console.cluster, name, mechanism, password, iterations)
+    elif action == "user-delete":
+        await console.run(security.delete_user, console.cluster, name, mechanism)
+    elif action == "acl":
+        row = _acl_row(form)
+        if not row.resource_name:
+            raise bad("name the resource (a topic, group, transactional id, or kafka-cluster)")
+        await console.run(security.create_acl, console.cluster, row)
+    elif action == "acl-delete":
+        await console.run(security.delete_acl, console.cluster, _acl_row(form))
+    else:
+        raise web.HTTPNotFound()
+    return redirect(request, "/security")
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/", overview)
     app.router.add_get("/topics", topics)
@@ -452,4 +520,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/groups/{name}/reset", reset_group)
     app.router.add_post("/groups/{name}/delete", delete_group)
     app.router.add_get("/gateway", gateway)
+    app.router.add_get("/security", security_page)
+    app.router.add_post("/security/{action}", security_action)
     app.router.add_static("/static/", STATIC, append_version=True)
