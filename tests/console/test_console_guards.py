@@ -292,3 +292,51 @@ def test_a_reset_of_a_group_with_live_members_is_refused_with_kafkas_error(
         assert status == 200 and "NON_EMPTY_GROUP" in body
     finally:
         consumer.close()
+
+
+def test_sluice_console_command_serves_any_bootstrap_and_refuses_an_open_listener_without_login(
+    bootstrap: str, tmp_path: Path
+) -> None:
+    port = free_port()
+    settings = tmp_path / "client.yaml"
+    settings.write_text("client.id: console-under-test\n")
+    cmd = [
+        sys.executable,
+        "-m",
+        "sluice",
+        "console",
+        "-b",
+        bootstrap,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--config",
+        str(settings),
+        "-X",
+        "socket.keepalive.enable=true",
+        "--read-only",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        assert f"sluice console on http://127.0.0.1:{port}/" in proc.stdout.readline()
+        status, body, _ = fetch(f"http://127.0.0.1:{port}/topics")
+        assert status == 200 and "read-only" in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    assert proc.returncode == 0
+
+    refused = subprocess.run(
+        [sys.executable, "-m", "sluice", "console", "-b", bootstrap, "--listen", f"0.0.0.0:{free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1 and "configure a login" in refused.stderr
+    bad_x = subprocess.run(
+        [sys.executable, "-m", "sluice", "console", "-b", bootstrap, "-X", "no-equals-sign"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad_x.returncode == 2 and "key=value" in bad_x.stderr
