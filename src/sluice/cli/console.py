@@ -74,6 +74,10 @@ def console_command(
     gateway: Annotated[
         str | None, typer.Option(help="A sluice gateway's HTTP address: a page of its consumers and acks.")
     ] = None,
+    admin: Annotated[
+        str | None,
+        typer.Option(help="A sluice broker's admin API (http://HOST:PORT): live rewind of running groups."),
+    ] = None,
     sample_interval: Annotated[float, typer.Option(help="Seconds between lag and rate samples.")] = 10.0,
     verbose: bool = False,
 ) -> None:
@@ -93,6 +97,7 @@ def console_command(
         sample_interval_s=sample_interval,
         log_dir=log_dir,
         gateway_url=gateway,
+        admin_url=admin,
     )
     try:
         console_config.check()

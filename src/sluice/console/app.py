@@ -52,6 +52,9 @@ class ConsoleConfig:
     log_dir: Path | None = None
     # A sluice gateway's HTTP address (http://host:port): its consumers and in-flight messages get a page.
     gateway_url: str | None = None
+    # A sluice broker's admin API (http://host:port): resets of running groups (live rewind) go through it,
+    # since Kafka's protocol cannot move a running group's offsets.
+    admin_url: str | None = None
 
     def check(self) -> None:
         """Refuse to serve beyond loopback without a login."""
@@ -112,6 +115,7 @@ class Console:
             bootstrap=self.cluster.bootstrap,
             render=render,
             gateway_url=config.gateway_url,
+            admin_url=config.admin_url,
         )
         self._sampler: asyncio.Task[None] | None = None
 

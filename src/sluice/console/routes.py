@@ -399,9 +399,42 @@ async def reset_group(request: web.Request) -> web.Response:
         groups_api.plan_reset, console.cluster, name, topic, kind, value, ts_ms
     )
     executed = form.get("action") == "execute"
-    if executed:
+    live = form.get("live") == "1"
+    if live and console.config.admin_url is None:
+        raise bad("a live rewind needs the sluice broker's admin API (--admin URL)")
+    if executed and live:
+        await live_rewind(console, name, rows)
+    elif executed:
         await console.run(groups_api.execute_reset, console.cluster, name, rows)
     return page(request, "_reset.html", group=name, rows=rows, executed=executed, form=dict(form))
+
+
+async def live_rewind(console: Console, group: str, rows: list[ResetRow]) -> None:
+    """Move a running group's offsets through sluice's admin API: its members re-read from the new ones."""
+    from urllib.parse import quote
+
+    from aiohttp import ClientError, ClientSession, ClientTimeout
+
+    assert console.config.admin_url is not None
+    url = f"{console.config.admin_url.rstrip('/')}/v1/groups/{quote(group, safe='')}/rewind"
+    body = {
+        "live": True,
+        "offsets": [{"topic": r.topic, "partition": r.partition, "offset": r.new} for r in rows],
+    }
+    try:
+        async with (
+            ClientSession(timeout=ClientTimeout(total=console.config.timeout_s + 20)) as session,
+            session.post(url, json=body) as reply,
+        ):
+            answer = await reply.json(content_type=None)
+            status = reply.status
+    except (ClientError, TimeoutError, ValueError) as exc:
+        raise ClusterError(
+            "ADMIN_API_UNREACHABLE", f"cannot reach {url}: {exc or type(exc).__name__}"
+        ) from None
+    if status != 200:
+        error = answer if isinstance(answer, dict) else {}
+        raise ClusterError(str(error.get("error", f"HTTP_{status}")), str(error.get("message", answer)))
 
 
 async def delete_group(request: web.Request) -> web.Response:

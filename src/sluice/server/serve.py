@@ -46,6 +46,8 @@ async def serve_all(
                     port=console_listen[1],
                     log_dir=broker_config.data_dir,
                     gateway_url=gateway.http_url,
+                    # The broker's admin API, where it runs one: live rewind of running groups.
+                    admin_url=getattr(running, "admin_url", None),
                 )
             )
         except (OSError, ValueError) as exc:
