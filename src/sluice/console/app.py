@@ -27,6 +27,7 @@ from aiohttp import web
 from sluice.console import groups, render
 from sluice.console.cluster import Cluster, ClusterError, as_cluster_error
 from sluice.console.messages import ScanJob
+from sluice.console.wire import WireFacts
 
 log = logging.getLogger("sluice.console")
 T = TypeVar("T")
@@ -47,8 +48,8 @@ class ConsoleConfig:
     token: str | None = None
     sample_interval_s: float = 10.0
     timeout_s: float = 10.0
-    # The broker's data directory when it is on this machine (`sluice serve`): sizes on disk come from it,
-    # since neither sluice nor confluent-kafka's AdminClient offers DescribeLogDirs.
+    # The broker's data directory when it is on this machine (`sluice serve`): sizes on disk come from it
+    # when the cluster does not answer DescribeLogDirs (which confluent-kafka's AdminClient cannot send).
     log_dir: Path | None = None
     # A sluice gateway's HTTP address (http://host:port): its consumers and in-flight messages get a page.
     gateway_url: str | None = None
@@ -98,6 +99,7 @@ class Console:
         config.check()
         self.config = config
         self.cluster = Cluster(config.settings, timeout_s=config.timeout_s)
+        self.wire = WireFacts(config.settings, config.timeout_s)
         self.executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console")
         self.samples = Samples()
         self.jobs: dict[str, ScanJob] = {}
@@ -129,8 +131,19 @@ class Console:
         except Exception as exc:
             raise as_cluster_error(exc) from None
 
-    def log_sizes(self) -> dict[tuple[str, int], int] | None:
-        """Bytes on disk per partition, read from the broker's data directory when it is local."""
+    def log_sizes(self, metadata: Any = None) -> dict[tuple[str, int], int] | None:
+        """Bytes on disk per partition: the cluster's DescribeLogDirs where it serves it, else the broker's
+        data directory when it is on this machine (`sluice serve`, --log-dir), else None (not shown)."""
+        if self.wire.enabled:
+            if metadata is None:
+                metadata = self.cluster.metadata()
+            brokers = [(b.id, b.host, b.port) for b in metadata.brokers.values()]
+            found = self.wire.log_dirs(brokers)
+            if found is not None:
+                return found.sizes
+        return self.local_sizes()
+
+    def local_sizes(self) -> dict[tuple[str, int], int] | None:
         root = self.config.log_dir
         if root is None or not root.is_dir():
             return None

@@ -261,7 +261,9 @@ class Cluster:
 
     # ----- topics -----
 
-    def topics(self, log_sizes: Callable[[], dict[tuple[str, int], int]] | None = None) -> list[TopicRow]:
+    def topics(
+        self, log_sizes: Callable[[Any], dict[tuple[str, int], int] | None] | None = None
+    ) -> list[TopicRow]:
         metadata = self.metadata()
         described = {name: t for name, t in metadata.topics.items() if t.error is None}
         keys = [(name, p) for name, t in described.items() for p in t.partitions]
@@ -272,7 +274,7 @@ class Cluster:
         fresh = time.monotonic() - self._policies_at < POLICY_CACHE_S
         missing = sorted(n for n in described if not fresh or n not in self._policies)
         asked_configs = self._ask_configs(missing)
-        sizes = log_sizes() if log_sizes is not None else None
+        sizes = log_sizes(metadata) if log_sizes is not None else None
         marks = self._collect_watermarks(asked_marks)
         if missing:
             if not fresh:

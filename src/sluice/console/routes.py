@@ -104,7 +104,10 @@ async def overview(request: web.Request) -> web.Response:
     cluster = await console.run(console.cluster.describe_cluster)
     metadata = await console.run(console.cluster.metadata)
     topics = [t for t in metadata.topics.values() if t.error is None]
-    sizes = await console.run(console.log_sizes)
+    sizes = await console.run(console.log_sizes, metadata)
+    brokers = cluster["brokers"]
+    first = next((b for b in brokers if b["id"] == cluster["controller"]), brokers[0] if brokers else None)
+    protocol = await console.run(console.wire.protocol, first["host"], first["port"]) if first else None
     rate_in, rate_out = console.samples.rates()
     groups = await console.run(groups_api.group_ids, console.cluster)
     return page(
@@ -119,6 +122,7 @@ async def overview(request: web.Request) -> web.Response:
         partition_count=sum(len(t.partitions) for t in topics),
         group_count=len(groups),
         disk=sum(sizes.values()) if sizes is not None else None,
+        protocol=protocol.summary() if protocol is not None else None,
         rate_in=rate_in,
         rate_out=rate_out,
         sample_interval=console.config.sample_interval_s,
@@ -143,7 +147,7 @@ async def topics(request: web.Request) -> web.Response:
         total=len(rows),
         q=q,
         show_internal=show_internal,
-        has_sizes=console.config.log_dir is not None,
+        has_sizes=any(r.size_bytes is not None for r in rows),
     )
 
 
