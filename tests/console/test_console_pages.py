@@ -280,12 +280,24 @@ def test_reset_offsets_dry_run_then_execute_moves_the_group(
     assert page.locator("svg.chart polyline").count() == 1
     page.screenshot(path=shots / "sluice-group.png", full_page=True)
 
+    def preview(kind: str, field: str | None = None, value: str = "") -> list[str]:
+        page.eval_on_selector("#reset-result", "e => { e.innerHTML = '' }")
+        page.select_option("#reset-form select[name=kind]", kind)
+        if field is not None:
+            page.fill(f"#reset-form input[name={field}]", value)
+        page.click("#reset-form button[type=submit]")
+        page.wait_for_selector("#reset-table")
+        return [r[3] for r in cell_texts(page, "#reset-table")]
+
     # An hour ago precedes every message here, so a reset by that duration goes back to the start.
-    page.select_option("#reset-form select[name=kind]", "duration")
-    page.fill("#reset-form input[name=duration]", "1h")
-    page.click("#reset-form button[type=submit]")
-    page.wait_for_selector("#reset-table")
-    assert [r[3] for r in cell_texts(page, "#reset-table")] == ["0", "0"]
+    assert preview("duration", "duration", "1h") == ["0", "0"]
+    assert preview("latest") == ["25", "20"]
+    hour_ago = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+    assert preview("timestamp", "timestamp", hour_ago) == ["0", "0"]
+    hour_ahead = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    assert preview("timestamp", "timestamp", hour_ahead) == ["25", "20"]  # no message that late: the end
+    assert preview("earliest") == ["0", "0"]
+    assert committed(bootstrap, group_name, topic, 2) == [7, 7]  # previews, all of them
 
     page.click("button:has-text('Delete group')")
     page.wait_for_url(re.compile("/groups$"))

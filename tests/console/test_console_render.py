@@ -84,3 +84,29 @@ def test_rates_come_from_the_last_two_samples() -> None:
     assert samples.rates() == (300.0, 50.0)
     samples.totals.append((104.0, 10, 500))  # a deleted topic shrinks the total: no negative rate
     assert samples.rates() == (0.0, 0.0)
+
+
+def test_every_template_and_static_file_ships_in_the_wheel_and_no_page_loads_a_script_from_elsewhere() -> (
+    None
+):
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    package = root / "src" / "sluice"
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "sluice"
+    ]
+    console_files = [
+        p.relative_to(package).as_posix()
+        for folder in ("console/templates", "console/static")
+        for p in (package / folder).iterdir()
+        if p.is_file()
+    ]
+    assert console_files
+    unshipped = [f for f in console_files if not any(fnmatch.fnmatch(f, g) for g in globs)]
+    assert unshipped == []
+    # The only JavaScript is the vendored htmx: no CDN, no bundle a node step would have to build.
+    base = (package / "console" / "templates" / "base.html").read_text()
+    scripts = [line for line in base.splitlines() if "<script" in line]
+    assert scripts and all("/static/htmx.min.js" in line and "http" not in line for line in scripts)
