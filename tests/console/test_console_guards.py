@@ -157,10 +157,28 @@ def test_an_unreachable_cluster_shows_a_banner_and_a_killed_broker_comes_back(
     try:
         response = page.goto(dead.url + "/topics")
         assert response.status == 503
-        assert "Cannot reach the cluster" in page.inner_text(".alert-down")
+        banner = page.inner_text(".alert-down")
+        assert "Cannot reach the cluster" in banner
+        assert "Connection refused" in banner  # librdkafka's reason, not only "transport failure"
+        assert "Traceback" not in page.content()
         page.screenshot(path=shots / "unreachable.png")
     finally:
         dead.stop()
+
+    # Client settings that do not match the listener (TLS spoken to a plaintext port): the reason is named.
+    broker = BrokerProcess(tmp_path / "tls-mismatch").start()
+    mismatched = ConsoleThread(
+        ConsoleConfig(
+            {"bootstrap.servers": broker.bootstrap, "security.protocol": "SSL"}, port=free_port(), timeout_s=2
+        )
+    ).start()
+    try:
+        response = page.goto(mismatched.url + "/")
+        assert response.status == 503
+        assert "SSL handshake failed" in page.inner_text(".alert-down")
+    finally:
+        mismatched.stop()
+        broker.stop()
 
     broker = BrokerProcess(tmp_path / "data").start()
     console = ConsoleThread(

@@ -126,10 +126,10 @@ class Console:
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self.executor, lambda: fn(*args, **kwargs))
-        except ClusterError:
-            raise
+        except ClusterError as error:
+            raise self.cluster.explain(error) from None
         except Exception as exc:
-            raise as_cluster_error(exc) from None
+            raise self.cluster.explain(as_cluster_error(exc)) from None
 
     def log_sizes(self, metadata: Any = None) -> dict[tuple[str, int], int] | None:
         """Bytes on disk per partition: the cluster's DescribeLogDirs where it serves it, else the broker's

@@ -9,6 +9,7 @@ error name and message, which the pages show as they are.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import queue
 import threading
@@ -105,7 +106,12 @@ class Cluster:
         self.settings = dict(settings)
         self.bootstrap = self.settings.get("bootstrap.servers", "")
         self.timeout_s = timeout_s
-        self.admin = AdminClient({**self.settings, "socket.timeout.ms": int(timeout_s * 1000)})
+        # librdkafka fails a call with a bare _TRANSPORT when the reason (a refused login, a TLS handshake)
+        # went to its error callback earlier: kept here, so the page can name the reason.
+        self._client_errors: collections.deque[tuple[float, str, str]] = collections.deque(maxlen=16)
+        self.admin = AdminClient(
+            {**self.settings, "socket.timeout.ms": int(timeout_s * 1000), "error_cb": self._on_client_error}
+        )
         self._producer: Producer | None = None
         self._producer_lock = threading.Lock()
         self._consumers: queue.LifoQueue[Consumer] = queue.LifoQueue()
@@ -114,6 +120,22 @@ class Cluster:
         self._made_lock = threading.Lock()
         self._policies: dict[str, str | None] = {}
         self._policies_at = float("-inf")
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        self._client_errors.append((time.monotonic(), error.name(), error.str()))
+
+    def explain(self, error: ClusterError) -> ClusterError:
+        """An unreachable cluster's error, with the latest reason librdkafka gave for it (last minute)."""
+        if not error.unreachable or self.admin is None:
+            return error
+        with contextlib.suppress(Exception):
+            self.admin.poll(0)  # serves the queued error callbacks
+        now = time.monotonic()
+        recent = [(n, m) for at, n, m in self._client_errors if now - at < 60 and n != "_ALL_BROKERS_DOWN"]
+        if not recent:
+            return error
+        name, message = recent[-1]
+        return ClusterError(name, f"{message} (then: {error.message})", unreachable=True)
 
     def close(self) -> None:
         while True:
@@ -177,6 +199,7 @@ class Cluster:
     # ----- cluster -----
 
     def metadata(self) -> Any:
+        self.admin.poll(0)  # drains error callbacks, so only recent ones explain a failure
         try:
             return self.admin.list_topics(timeout=self.timeout_s)
         except Exception as exc:
