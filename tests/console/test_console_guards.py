@@ -175,7 +175,9 @@ def test_an_unreachable_cluster_shows_a_banner_and_a_killed_broker_comes_back(
     try:
         response = page.goto(mismatched.url + "/")
         assert response.status == 503
-        assert "SSL handshake failed" in page.inner_text(".alert-down")
+        # librdkafka's words vary ("SSL handshake failed", "SSL connection closed by peer"); its generic
+        # "Broker transport failure" names no SSL at all.
+        assert "SSL" in page.inner_text(".alert-down")
     finally:
         mismatched.stop()
         broker.stop()
