@@ -17,6 +17,7 @@ from pathlib import Path
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 from sluice.storage.config import TopicConfig
+from sluice.storage.damage import write_damage
 from sluice.storage.loader import Checkpoint, load_partition, write_checkpoint
 from sluice.storage.log import SegmentedLog
 from sluice.storage.memory import MemoryStorage
@@ -55,6 +56,7 @@ class DiskPartitionLog(SegmentedLog):
         super().__init__(loaded.segments, loaded.log_start_offset, config)
         self.directory = directory
         self.truncated_bytes_at_load = loaded.truncated_bytes
+        self.damaged = list(loaded.damaged)
         self._not_durable: list[FileSegment] = list(loaded.not_durable)
         self._recovery_point = loaded.recovery_point
         # The first flush makes the directory entries of this partition's files durable.
@@ -82,6 +84,10 @@ class DiskPartitionLog(SegmentedLog):
         with self._segments_lock:
             self._not_durable = [s for s in self._not_durable if s not in segments]
         self._directory_dirty = True
+        gone = {segment.base_offset for segment in segments}
+        if any(damage.segment in gone for damage in self.damaged):
+            self.damaged = [damage for damage in self.damaged if damage.segment not in gone]
+            write_damage(self.directory, self.damaged)
 
     def _on_log_start_changed(self) -> None:
         self._write_checkpoint()

@@ -168,10 +168,11 @@ class SegmentedLog:
             raise _out_of_range(offset, self._log_start_offset, end)
         if offset == end:
             return b""
-        return self._segment_for(offset).read(offset, max_bytes)
-
-    def _segment_for(self, offset: int) -> Segment:
-        return self._segments[bisect_right(self._bases, offset) - 1]
+        index = bisect_right(self._bases, offset) - 1
+        # Offsets need not be contiguous (compaction): one past a segment's last batch is in a later one.
+        while offset >= self._segments[index].next_offset and index + 1 < len(self._segments):
+            index += 1
+        return self._segments[index].read(offset, max_bytes)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         start = self._log_start_offset
