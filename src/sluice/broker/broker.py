@@ -18,6 +18,7 @@ from sluice.broker.config import BrokerConfig
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
+from sluice.storage.damage import DamagedOffsets
 from sluice.storage.metadata import topic_name_problem
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -281,7 +282,14 @@ class Broker:
             )
         if offset == state.high_watermark:
             return b""
-        data = state.log.read(offset, max_bytes)
+        try:
+            data = state.log.read(offset, max_bytes)
+        except DamagedOffsets as damaged:
+            # Recovery recorded these offsets as damaged (storage/damage.py): CORRUPT_MESSAGE, as Kafka
+            # answers for a corrupt batch, unless the operator chose to let consumers skip them.
+            if not self.config.skip_damaged_offsets or damaged.resume_offset >= state.high_watermark:
+                raise
+            return self.read(state, damaged.resume_offset, max_bytes)
         if state.high_watermark < state.log.log_end_offset:
             data = _cut_at_offset(data, state.high_watermark)
         return data

@@ -35,6 +35,9 @@ class BrokerConfig:
     # Long-poll ceiling even if the client asks for longer.
     max_fetch_wait_ms: int = 30_000
     retention_check_interval_ms: int = 60_000
+    # Offsets whose bytes recovery found damaged (see `sluice storage verify`) answer Fetch with
+    # CORRUPT_MESSAGE, as Kafka does; True lets consumers skip over them instead.
+    skip_damaged_offsets: bool = False
     # Group coordinator
     group_initial_rebalance_delay_ms: int = 300
     group_min_session_timeout_ms: int = 6_000

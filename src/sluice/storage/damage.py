@@ -106,7 +106,8 @@ def scan_segment(
     """
     reader = _Reader(fd)
 
-    def intact_at(at: int) -> BatchHeader | None:
+    def whole_at(at: int) -> BatchHeader | None:
+        """The header of a batch at `at` whose framing and CRC check out, whatever its offsets."""
         if at + BATCH_HEADER_SIZE > file_size:
             return None
         buf, relative = reader.window(at, BATCH_HEADER_SIZE)
@@ -116,11 +117,21 @@ def scan_segment(
         if LOG_OVERHEAD + batch_length > _MAX_RESYNC_BATCH:
             return None
         buf, relative = reader.window(at, LOG_OVERHEAD + batch_length)
-        header = intact_batch_header(buf, relative)
+        return intact_batch_header(buf, relative)
+
+    def intact_at(at: int) -> BatchHeader | None:
+        header = whole_at(at)
         if header is None or header.base_offset < next_offset:
             return None
         if offset_limit is not None and header.last_offset >= offset_limit:
             return None
+        if header.base_offset > next_offset:
+            # A gap. The CRC does not cover baseOffset, so a flipped bit there looks like a gap too; then
+            # the next batch's offsets fall inside this one's and the damage is this batch, not its
+            # successors.
+            following = whole_at(at + header.size)
+            if following is not None and next_offset <= following.base_offset <= header.last_offset:
+                return None
         return header
 
     position = 0

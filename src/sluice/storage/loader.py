@@ -123,8 +123,6 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
                 segment.seal()
                 segment.write_indexes(sync=False)
         damaged += segment.damaged
-    if damaged != recorded:
-        write_damage(directory, damaged)
 
     log_start = checkpoint.log_start_offset
     if segments and log_start > segments[-1].next_offset:
@@ -138,6 +136,10 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
     while len(segments) > 1 and segments[0].next_offset <= log_start:
         segments.pop(0).delete()
     log_start = max(log_start, segments[0].base_offset)
+    kept = {segment.base_offset for segment in segments}
+    damaged = [damage for damage in damaged if damage.segment in kept]
+    if damaged != recorded:
+        write_damage(directory, damaged)
 
     active = segments[-1]
     if clean:
