@@ -7,11 +7,12 @@
 | clients | produce, consume |
 | groups | groups list/describe/delete/reset-offsets |
 | pipeline | pipeline archive/replay/stats (pyspark imported only when a job runs) |
+| storage | storage verify/repair (offline checks of a data directory) |
 """
 
 from __future__ import annotations
 
-from sluice.cli import broker, clients, topics  # noqa: F401  (each registers its commands on `app`)
+from sluice.cli import broker, clients, storage, topics  # noqa: F401  (each registers its commands on `app`)
 from sluice.cli.app import app
 from sluice.cli.groups import app as groups_app
 from sluice.cli.pipeline import app as pipeline_app
