@@ -19,7 +19,9 @@ from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
 from sluice.storage.damage import DamagedOffsets
+from sluice.storage.log import DiskFull
 from sluice.storage.metadata import topic_name_problem
+from sluice.storage.space import FreeSpaceGuard
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Batches per producer remembered for duplicate detection, as Kafka does.
@@ -85,6 +87,9 @@ class Broker:
         self._next_producer_id = 0
         self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        data_dir = getattr(storage, "data_dir", None)
+        # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
+        self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         for meta in storage.topics():
             self._open_partitions(meta)
 
@@ -168,6 +173,10 @@ class Broker:
             state = self.partition(topic, index)
             if records is None or len(records) == 0:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
+            if state.log.offline_reason:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
+            if self.free_space is not None and (refusal := self.free_space.refusal(now_ms, len(records))):
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
             headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
@@ -204,7 +213,12 @@ class Broker:
         pos = 0
         for header in headers:
             size = header.size
-            base = state.log.append(view[pos : pos + size], header, append_time_ms=now_ms)
+            try:
+                base = state.log.append(view[pos : pos + size], header, append_time_ms=now_ms)
+            except DiskFull:
+                if self.free_space is not None:
+                    self.free_space.disk_full(now_ms)
+                raise
             if first_offset < 0:
                 first_offset = base
             if header.producer_id >= 0:
@@ -280,6 +294,8 @@ class Broker:
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"offset {offset} is outside [{state.log.log_start_offset}, {state.high_watermark}]",
             )
+        if state.log.offline_reason:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
         if offset == state.high_watermark:
             return b""
         try:

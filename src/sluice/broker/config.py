@@ -38,6 +38,10 @@ class BrokerConfig:
     # Offsets whose bytes recovery found damaged (see `sluice storage verify`) answer Fetch with
     # CORRUPT_MESSAGE, as Kafka does; True lets consumers skip over them instead.
     skip_damaged_offsets: bool = False
+    # Produce is refused with KAFKA_STORAGE_ERROR while the data dir's filesystem has less free space than
+    # this (Redpanda's storage_min_free_bytes); None means max(1 GiB, 5% of the filesystem), 0 disables it.
+    # Fetch, metadata, DeleteRecords, DeleteTopics and retention keep working, so space can be freed.
+    min_free_bytes: int | None = None
     # Group coordinator
     group_initial_rebalance_delay_ms: int = 300
     group_min_session_timeout_ms: int = 6_000

@@ -26,6 +26,7 @@ from sluice.broker.api import (
 )
 from sluice.broker.broker import Broker
 from sluice.broker.handlers.metadata import api_versions_body
+from sluice.broker.handlers.produce import refuse_unflushed
 from sluice.errors import ErrorCode, ProtocolError
 from sluice.protocol.framing import FrameBuffer, frame
 from sluice.protocol.headers import (
@@ -260,29 +261,32 @@ class GroupCommit:
 
     def _flush_forever(self, loop: asyncio.AbstractEventLoop) -> None:
         while (partitions := self._jobs.get()) is not None:
-            failure: Exception | None = None
-            try:
-                for state, _ in partitions:
+            # Each partition on its own: one that fails goes offline, the others are still acknowledged.
+            failed: dict[tuple[str, int], str] = {}
+            for state, _ in partitions:
+                try:
                     state.log.flush()
-            except Exception as exc:  # any failure at all must reach the waiting clients
-                failure = exc
+                except Exception as exc:  # any failure at all must reach the waiting clients
+                    failed[(state.topic, state.index)] = str(exc)
             try:
-                loop.call_soon_threadsafe(self._flushed, failure)
+                loop.call_soon_threadsafe(self._flushed, failed)
             except RuntimeError:
                 return  # the loop is closed: nobody is left to answer
 
-    def _flushed(self, failure: Exception | None) -> None:
+    def _flushed(self, failed: dict[tuple[str, int], str]) -> None:
         assert self.flushing is not None
         (batch, partitions), self.flushing = self.flushing, None
-        if failure is not None:
-            log.error("fsync failed: closing the connections waiting for it, nothing is acknowledged: %s", failure)
-            for slot, _ in batch:
-                slot.connection.abort("storage error")
-        else:
-            self.server.broker.end_flush(partitions)
-            for slot, response in batch:
-                if not slot.connection.closed:
-                    slot.fill(response)
+        broker = self.server.broker
+        broker.end_flush([(state, end) for state, end in partitions if (state.topic, state.index) not in failed])
+        if failed:
+            log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
+        for slot, response in batch:
+            if slot.connection.closed:
+                continue
+            if failed and not refuse_unflushed(broker, response, failed):
+                slot.connection.abort("storage error")  # not a produce answer: cannot say which part failed
+            else:
+                slot.fill(response)
         self.kick()
         if self.flushing is None and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)

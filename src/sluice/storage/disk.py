@@ -8,6 +8,7 @@ recovery scans; a `.lock` file (flock) keeps a second process out of the same di
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ from sluice.storage.api import TopicMeta
 from sluice.storage.config import TopicConfig
 from sluice.storage.damage import write_damage
 from sluice.storage.loader import Checkpoint, load_partition, write_checkpoint
-from sluice.storage.log import SegmentedLog
+from sluice.storage.log import DISK_FULL_ERRNOS, SegmentedLog
 from sluice.storage.memory import MemoryStorage
 from sluice.storage.metadata import (
     TopicStore,
@@ -37,6 +38,7 @@ LOCK_FILE = ".lock"
 MEMORY_DATA_DIR = ":memory:"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _TRASH_SUFFIX = ".deleting"
+_log = logging.getLogger("sluice.storage")
 
 
 class DiskPartitionLog(SegmentedLog):
@@ -62,6 +64,7 @@ class DiskPartitionLog(SegmentedLog):
         # The first flush makes the directory entries of this partition's files durable.
         self._directory_dirty = True
         self._checkpoint_lock = threading.Lock()
+        self._checkpoint_pending = False
 
     @property
     def segments(self) -> list[FileSegment]:
@@ -92,9 +95,24 @@ class DiskPartitionLog(SegmentedLog):
     def _on_log_start_changed(self) -> None:
         self._write_checkpoint()
 
+    def _delete_prefix(self, count: int) -> None:
+        super()._delete_prefix(count)
+        if self._checkpoint_pending:
+            self._write_checkpoint()  # the deletion freed space for the checkpoint a full disk refused
+
     def _write_checkpoint(self) -> None:
+        """Persist the log start and recovery point. On a full disk this is skipped (and retried after the
+        next deletion): both are hints a later start can do without, and DeleteRecords and retention
+        must keep working so an operator can free space."""
         with self._checkpoint_lock:
-            write_checkpoint(self.directory, Checkpoint(self._log_start_offset, self._recovery_point))
+            try:
+                write_checkpoint(self.directory, Checkpoint(self._log_start_offset, self._recovery_point))
+                self._checkpoint_pending = False
+            except OSError as error:
+                if error.errno not in DISK_FULL_ERRNOS:
+                    raise
+                self._checkpoint_pending = True
+                _log.warning("%s: checkpoint not written, disk full: %s", self.directory, error)
 
     def flush(self) -> None:
         with self._flush_lock:
@@ -105,8 +123,14 @@ class DiskPartitionLog(SegmentedLog):
             try:
                 self._flush_locked()
             except OSError as error:
-                self._failure = f"fsync failed, log is read-only until restart: {error}"
+                # Never retried: after a failed fsync the kernel may have dropped the dirty pages, so a
+                # later fsync that succeeds proves nothing (PostgreSQL's "fsyncgate").
+                self._failure = f"fsync failed, partition offline until restart: {error}"
+                _log.error("%s: %s", self.describe(), self._failure)
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, self._failure) from error
+
+    def describe(self) -> str:
+        return str(self.directory)
 
     def _flush_locked(self) -> None:
         with self._segments_lock:
@@ -114,7 +138,15 @@ class DiskPartitionLog(SegmentedLog):
             active: FileSegment = self._segments[-1]  # type: ignore[assignment]
             directory_dirty, self._directory_dirty = self._directory_dirty, False
         for segment in sealed:
-            segment.make_durable()
+            segment.sync()
+            try:
+                segment.write_indexes(sync=True)
+            except OSError as error:
+                if error.errno not in DISK_FULL_ERRNOS:
+                    raise
+                # Indexes are hints: without them the next start rebuilds them by scanning the segment.
+                segment.index_path.unlink(missing_ok=True)
+                segment.time_index_path.unlink(missing_ok=True)
         active.sync()
         if directory_dirty:
             # New segment files must survive power loss as names, not only as data.

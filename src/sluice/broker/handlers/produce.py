@@ -66,6 +66,23 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     return Respond(response)
 
 
+def refuse_unflushed(broker: Broker, response: Any, failed: dict[tuple[str, int], str]) -> bool:
+    """Turn the answers for partitions whose fsync failed into KAFKA_STORAGE_ERROR, in a produce response
+    waiting for that fsync. False when `response` is not a produce response."""
+    if not isinstance(response, ProduceResponse):
+        return False
+    for topic in response.responses:
+        name = topic.name
+        if not name and topic.topic_id is not None:
+            meta = broker.storage.topic_by_id(topic.topic_id)
+            name = meta.name if meta else None
+        for part in topic.partition_responses:
+            reason = failed.get((name, part.index))
+            if reason is not None and part.error_code == ErrorCode.NONE:
+                part.error_code, part.error_message, part.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, reason, -1
+    return True
+
+
 @handles("InitProducerId")
 def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     if request.transactional_id is not None:
