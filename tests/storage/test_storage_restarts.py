@@ -65,7 +65,11 @@ class Restarts(RuleBasedStateMachine):
 
     # --- writes -------------------------------------------------------------------------------------
 
-    @rule(records=st.integers(1, 6), size=st.sampled_from([10, 120, 700]), later_ms=st.sampled_from([0, 1, 600, 2500]))
+    @rule(
+        records=st.integers(1, 6),
+        size=st.sampled_from([10, 120, 700]),
+        later_ms=st.sampled_from([0, 1, 600, 2500]),
+    )
     def append(self, records: int, size: int, later_ms: int) -> None:
         self.now += later_ms  # jumps past segment.ms roll by time
         self.serial += 1

@@ -32,6 +32,10 @@ class BrokerConfig:
     # Requests decoded but not yet answered, per connection, before the broker stops reading from it.
     max_in_flight_per_connection: int = 64
     max_connections: int = 1000
+    # connections.max.idle.ms: a connection with nothing received and nothing owed for this long is closed.
+    connections_max_idle_ms: int = 600_000
+    # A client that sent part of a request and then nothing for this long is cut off.
+    partial_request_timeout_ms: int = 30_000
     # Long-poll ceiling even if the client asks for longer.
     max_fetch_wait_ms: int = 30_000
     retention_check_interval_ms: int = 60_000

@@ -89,6 +89,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed = False
         self.reading_paused = False
         self.writing_paused = False
+        self.last_received = time.monotonic()
 
     # ----- asyncio callbacks -----
 
@@ -121,6 +122,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.frames.writable()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_received = time.monotonic()
         try:
             frames = self.frames.commit(nbytes)
         except ProtocolError as exc:
@@ -313,6 +315,7 @@ class KafkaServer:
         self.server: asyncio.Server | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
         self._tick_deadline: int | None = None
+        self._sweep_timer: asyncio.TimerHandle | None = None
         broker.on_data = self._on_data
 
     async def start(self) -> tuple[str, int]:
@@ -325,7 +328,31 @@ class KafkaServer:
         if config.listen_port == 0:
             config.listen_port = port
         self.schedule_tick()
+        self._schedule_sweep()
         return host, port
+
+    # ----- idle and stalled connections -----
+
+    def _sweep_interval(self) -> float:
+        config = self.broker.config
+        return min(1.0, config.connections_max_idle_ms / 2000, config.partial_request_timeout_ms / 2000)
+
+    def _schedule_sweep(self) -> None:
+        self._sweep_timer = asyncio.get_running_loop().call_later(self._sweep_interval(), self._sweep_connections)
+
+    def _sweep_connections(self) -> None:
+        """Close idle connections and ones stalled mid-request; give quiet ones' receive buffers back."""
+        config = self.broker.config
+        now = time.monotonic()
+        for connection in list(self.connections):
+            quiet = now - connection.last_received
+            if connection.frames.buffered and quiet * 1000 > config.partial_request_timeout_ms:
+                connection.abort(f"sent part of a request, then nothing for {quiet:.1f} s")
+            elif not connection.pending and quiet * 1000 > config.connections_max_idle_ms:
+                connection.abort(f"idle for {quiet:.1f} s (connections_max_idle_ms)")
+            elif quiet >= self._sweep_interval():
+                connection.frames.release()
+        self._schedule_sweep()
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -336,6 +363,8 @@ class KafkaServer:
         self.group_commit.close()
         if self._tick_timer is not None:
             self._tick_timer.cancel()
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
 
     # ----- long polls -----
 
