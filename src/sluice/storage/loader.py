@@ -38,12 +38,21 @@ class Checkpoint:
     log_start_offset: int = 0
     # Segments with a base offset at or above this may hold data that was never fsynced.
     recovery_point: int = 0
+    # The active segment's first `active_position` bytes were fsynced (with index files describing them)
+    # when this was written: after a crash only the bytes after them need a full check.
+    active_segment: int = -1
+    active_position: int = 0
 
 
 def read_checkpoint(directory: Path) -> Checkpoint:
     try:
         raw = json.loads((directory / CHECKPOINT_FILE).read_bytes())
-        return Checkpoint(int(raw["log_start_offset"]), int(raw["recovery_point"]))
+        return Checkpoint(
+            int(raw["log_start_offset"]),
+            int(raw["recovery_point"]),
+            int(raw.get("active_segment", -1)),
+            int(raw.get("active_position", 0)),
+        )
     except FileNotFoundError:
         return Checkpoint()
     except (ValueError, KeyError, TypeError):
@@ -53,7 +62,12 @@ def read_checkpoint(directory: Path) -> Checkpoint:
 
 
 def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
-    document = {"log_start_offset": checkpoint.log_start_offset, "recovery_point": checkpoint.recovery_point}
+    document = {
+        "log_start_offset": checkpoint.log_start_offset,
+        "recovery_point": checkpoint.recovery_point,
+        "active_segment": checkpoint.active_segment,
+        "active_position": checkpoint.active_position,
+    }
     write_atomically(directory / CHECKPOINT_FILE, json.dumps(document).encode())
 
 
@@ -109,19 +123,41 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
             and segment.load_indexes(sealed=not is_last)
             and segment.resume_after_index(expected_next)
         )
-        if not trusted:
+        checked_prefix = (
+            must_scan
+            and is_last
+            and checkpoint.active_segment == segment.base_offset
+            and 0 < checkpoint.active_position <= segment.size_bytes
+            and segment.load_indexes(sealed=False)
+            and segment.resume_after_index(None, stop_at=checkpoint.active_position)
+        )
+        if checked_prefix:
+            # Only what was written after the last active-segment checkpoint can be torn.
+            known = set(segment.damaged)
+            truncated, found = segment.recover_tail(checkpoint.active_position)
+            truncated_bytes += truncated
+            if truncated:
+                _log.warning(
+                    "truncated %d bytes of torn data from the end of %s", truncated, segment.log_path
+                )
+            for damage in found:
+                if damage not in known:
+                    _log.error("%s; every intact batch around it is kept", damage.describe(segment.log_path))
+        elif not trusted:
             known = set(segment.damaged)
             truncated, found = segment.recover(expected_next)
             truncated_bytes += truncated
             if truncated:
-                _log.warning("truncated %d bytes of torn data from the end of %s", truncated, segment.log_path)
+                _log.warning(
+                    "truncated %d bytes of torn data from the end of %s", truncated, segment.log_path
+                )
             for damage in found:
                 if damage not in known:
                     _log.error("%s; every intact batch around it is kept", damage.describe(segment.log_path))
             if not is_last:
                 # Rebuilt indexes of a segment that will stay sealed; written now so the next start trusts them.
                 segment.seal()
-                segment.write_indexes(sync=False)
+                segment.write_indexes(sync=False, unless_same=True)
         damaged += segment.damaged
 
     log_start = checkpoint.log_start_offset

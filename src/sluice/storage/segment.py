@@ -198,9 +198,9 @@ class FileSegment:
     def sync(self) -> None:
         _sync_data(self._fd)
 
-    def write_indexes(self, *, sync: bool) -> None:
-        self.offset_index.write(self.index_path, sync=sync)
-        self.time_index.write(self.time_index_path, sync=sync)
+    def write_indexes(self, *, sync: bool, unless_same: bool = False) -> None:
+        self.offset_index.write(self.index_path, sync=sync, unless_same=unless_same)
+        self.time_index.write(self.time_index_path, sync=sync, unless_same=unless_same)
 
     def make_durable(self) -> None:
         """For a sealed segment: fsync its log and write and fsync its indexes."""
@@ -246,12 +246,14 @@ class FileSegment:
         self.damaged = sorted(ranges, key=lambda r: r.start)
         self._damaged_at = {r.start: r for r in self.damaged}
 
-    def resume_after_index(self, expected_next_offset: int | None) -> bool:
+    def resume_after_index(self, expected_next_offset: int | None, stop_at: int | None = None) -> bool:
         """Rebuild in-memory state of a trusted segment by scanning headers after its last index entry.
 
         Checks structure only (lengths, magic, increasing offsets), not CRCs; recorded damaged ranges are
         stepped over. False means the tail or the time index does not fit and the segment needs `recover`.
         Offsets may have gaps (compaction), so a sealed segment may end below `expected_next_offset`.
+        With `stop_at`, only the bytes before it are adopted (it must be a batch boundary); `recover_tail`
+        then checks the rest.
         """
         offset, position = self.offset_index.last_entry()
         last = self.time_index.last_entry()
@@ -259,7 +261,9 @@ class FileSegment:
             self.max_timestamp, self.offset_of_max_timestamp = last
         self.next_offset = offset
         self._bytes_since_index_entry = 0
-        end = self.size_bytes
+        end = self.size_bytes if stop_at is None else stop_at
+        if end > self.size_bytes or position > end:
+            return False
         for damaged in self.damaged:
             if damaged.end > end:
                 return False
@@ -287,6 +291,12 @@ class FileSegment:
             return False
         return not self.time_index.problem(self.next_offset, thorough=not self._indexes_trusted)
 
+    def recover_tail(self, position: int) -> tuple[int, list[DamagedRange]]:
+        """After `resume_after_index(None, stop_at=position)`: validate the active segment's batches from
+        `position` on as `recover` does (a torn tail is truncated, damage before it recorded)."""
+        self._indexes_trusted = False
+        return self._scan_from(position, None)
+
     def recover(self, offset_limit: int | None = None) -> tuple[int, list[DamagedRange]]:
         """Validate every batch (length, magic, CRC-32C, increasing offsets), rebuild both indexes and
         record damaged stretches, resynchronising on the next intact batch after each (see damage.py).
@@ -303,10 +313,14 @@ class FileSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.next_offset = self.base_offset
         self._bytes_since_index_entry = 0
+        self.damaged = []
+        return self._scan_from(0, offset_limit)
+
+    def _scan_from(self, start: int, offset_limit: int | None) -> tuple[int, list[DamagedRange]]:
         file_size = os.fstat(self._fd).st_size
         damaged: list[DamagedRange] = []
         end = file_size
-        for found in scan_segment(self._fd, file_size, self.base_offset, offset_limit):
+        for found in scan_segment(self._fd, file_size, self.next_offset, offset_limit, start):
             if isinstance(found, Damaged):
                 if found.end >= file_size and offset_limit is None:
                     end = found.start
@@ -316,17 +330,23 @@ class FileSegment:
                     end_offset = offset_limit
                 else:
                     end_offset = self._header_at(found.end).base_offset
-                damaged.append(DamagedRange(self.base_offset, found.start, found.end, self.next_offset, end_offset))
+                damaged.append(
+                    DamagedRange(self.base_offset, found.start, found.end, self.next_offset, end_offset)
+                )
                 self.next_offset = end_offset
                 # The first batch after the damage gets an index entry, so lookups land past it.
                 self._bytes_since_index_entry = self.index_interval_bytes + 1
                 continue
             header = found.header
             self._track(
-                header.base_offset, header.last_offset_delta, header.max_timestamp, found.position, header.size
+                header.base_offset,
+                header.last_offset_delta,
+                header.max_timestamp,
+                found.position,
+                header.size,
             )
         self.size_bytes = end
-        self.set_damage(damaged)
+        self.set_damage([d for d in self.damaged if d.end <= start] + damaged)
         truncated = file_size - end
         if truncated:
             os.ftruncate(self._fd, end)
