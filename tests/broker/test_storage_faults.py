@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_broker_apis import wire_fetch
 
@@ -122,6 +122,22 @@ def test_issue_restart_after_time_rolled_segments(tmp_path: Path) -> None:
         proc.stop()
 
 
+def try_commit(bootstrap: str, topic: str, offset: int) -> bool:
+    """Commit `offset` for group "committer"; True when the broker confirmed it and it reads back."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "committer", "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    except KafkaException:
+        return False
+    finally:
+        consumer.close()
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "committer"})
+    try:
+        return reader.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == offset
+    finally:
+        reader.close()
+
+
 @pytest.fixture
 def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
     if os.geteuid() != 0:
@@ -164,6 +180,11 @@ def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
             assert "disk full (ENOSPC); refusing writes" in log
         # Rate-limited: not one line per refused request.
         assert log.count("refusing writes") < 10
+        if min_free_bytes:
+            # A group commit is a write too: refused whole (connection closed) before the coordinator
+            # changes anything, so the committed offset stays what it was.
+            assert not try_commit(bootstrap, "fill", 5)
+            assert "group offset_commit refused" in "".join(proc.output)
         # Reads, metadata and DeleteRecords keep working.
         seen = consume_all(bootstrap, "fill")
         assert {seen[o]: (0, o) for o in seen} == acked
@@ -181,6 +202,8 @@ def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
                 break
             time.sleep(0.3)
         assert result == (0, end)
+        if min_free_bytes:
+            assert try_commit(bootstrap, "fill", end)
     finally:
         proc.stop()
     # And the broker comes back from the tmpfs with what it acknowledged.

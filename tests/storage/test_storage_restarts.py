@@ -22,9 +22,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from storage_batches import make_batch, values_of
 
 from sluice.protocol.records import parse_batch_header
-from sluice.storage import DiskStorage
+from sluice.storage import DiskStorage, disk
 from sluice.storage.damage import DamagedOffsets
-from sluice.storage import disk
 from sluice.storage.disk import DiskPartitionLog
 
 CONFIGS = {"segment.bytes": "3000", "segment.ms": "1000", "index.interval.bytes": "150"}

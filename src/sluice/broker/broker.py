@@ -175,7 +175,7 @@ class Broker:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
             if state.log.offline_reason:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
-            if self.free_space is not None and (refusal := self.free_space.refusal(now_ms, len(records))):
+            if refusal := self.write_refusal(now_ms, len(records)):
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
             headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
             return self._append_validated(state, records, headers, now_ms)
@@ -183,6 +183,10 @@ class Broker:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
         except KafkaError as exc:
             return AppendResult(exc.code, message=exc.message)
+
+    def write_refusal(self, now_ms: int, size: int = 0) -> str | None:
+        """Why writes are refused now (free space below min_free_bytes, or the disk was found full)."""
+        return self.free_space.refusal(now_ms, size) if self.free_space is not None else None
 
     def _max_batch_bytes(self, topic: str) -> int:
         # Parsing topic configs costs more than validating a batch: keep the answer per TopicMeta object,

@@ -27,7 +27,7 @@ from sluice.broker.api import (
 from sluice.broker.broker import Broker
 from sluice.broker.handlers.metadata import api_versions_body
 from sluice.broker.handlers.produce import refuse_unflushed
-from sluice.errors import ErrorCode, ProtocolError
+from sluice.errors import ErrorCode, KafkaError, ProtocolError
 from sluice.protocol.framing import FrameBuffer, frame
 from sluice.protocol.headers import (
     API_VERSIONS_KEY,
@@ -174,6 +174,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             slot = self._new_slot(header.api_key, header.api_version, header.correlation_id)
             ctx.reply_token = slot
             outcome = server.broker.dispatch(ctx, request)
+        except KafkaError as exc:  # a request refused as a whole (e.g. a group write on a full disk)
+            log.error("closing connection from %s: %s", self.peer_host, exc.message)
+            self.abort(exc.message)
+            return
         except Exception:
             log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
             self.abort("internal error")
