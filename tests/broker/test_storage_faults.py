@@ -124,7 +124,9 @@ def test_issue_restart_after_time_rolled_segments(tmp_path: Path) -> None:
 
 def try_commit(bootstrap: str, topic: str, offset: int) -> bool:
     """Commit `offset` for group "committer"; True when the broker confirmed it and it reads back."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "committer", "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "committer", "enable.auto.commit": False}
+    )
     try:
         consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
     except KafkaException:
