@@ -24,7 +24,7 @@ from sluice.broker.api import (
     RespondWhenData,
     RespondWhenDurable,
 )
-from sluice.broker.broker import Broker
+from sluice.broker.broker import OFFSETS_TOPIC, Broker
 from sluice.broker.handlers.metadata import api_versions_body
 from sluice.broker.handlers.produce import refuse_unflushed
 from sluice.errors import ErrorCode, KafkaError, ProtocolError
@@ -289,8 +289,8 @@ class GroupCommit:
         for slot, response in batch:
             if slot.connection.closed:
                 continue
-            if failed and not refuse_unflushed(broker, response, failed):
-                slot.connection.abort("storage error")  # not a produce answer: cannot say which part failed
+            if failed and not refuse_unflushed(broker, response, failed) and (OFFSETS_TOPIC, 0) in failed:
+                slot.connection.abort("storage error")  # a group write that is not durable: no answer
             else:
                 slot.fill(response)
         self.kick()
