@@ -217,7 +217,10 @@ def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
         proc.stop()
 
 
-def test_io_error_takes_one_partition_offline_and_the_others_keep_working(tmp_path: Path) -> None:
+@pytest.mark.parametrize("failing", ["all", "fsync"])
+def test_io_error_takes_one_partition_offline_and_the_others_keep_working(
+    tmp_path: Path, failing: str
+) -> None:
     """EIO from fsync and writes under one partition's directory (injected by tests/broker/eio_hook's
     sitecustomize once a trigger file exists): its producers and consumers get KAFKA_STORAGE_ERROR and
     nothing more is acknowledged, other partitions keep working, a restart brings it back with everything
@@ -225,7 +228,12 @@ def test_io_error_takes_one_partition_offline_and_the_others_keep_working(tmp_pa
     trigger = tmp_path / "eio-now"
     env_path = os.pathsep.join([str(EIO_HOOK), *sys.path])
     proc = BrokerProcess(tmp_path / "data")
-    with _environ(PYTHONPATH=env_path, SLUICE_TEST_EIO_TRIGGER=str(trigger), SLUICE_TEST_EIO_DIR="victim-0"):
+    with _environ(
+        PYTHONPATH=env_path,
+        SLUICE_TEST_EIO_TRIGGER=str(trigger),
+        SLUICE_TEST_EIO_DIR="victim-0",
+        SLUICE_TEST_EIO_OPS=failing,
+    ):
         proc.start()
     try:
         bootstrap = proc.bootstrap

@@ -11,6 +11,8 @@ import os
 
 _trigger = os.environ.get("SLUICE_TEST_EIO_TRIGGER")
 _where = os.environ.get("SLUICE_TEST_EIO_DIR")
+# "fsync": only fsync/fdatasync fail (the write reached the page cache); "all": writes too.
+_ops = os.environ.get("SLUICE_TEST_EIO_OPS", "all")
 
 
 def _failing(real):  # type: ignore[no-untyped-def]
@@ -30,5 +32,6 @@ def _failing(real):  # type: ignore[no-untyped-def]
 if _trigger:
     os.fsync = _failing(os.fsync)
     os.fdatasync = _failing(os.fdatasync)
-    os.pwritev = _failing(os.pwritev)
-    os.pwrite = _failing(os.pwrite)
+    if _ops == "all":
+        os.pwritev = _failing(os.pwritev)
+        os.pwrite = _failing(os.pwrite)
