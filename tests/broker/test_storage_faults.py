@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -55,6 +56,21 @@ def produce(
         producer.poll(0)
     assert producer.flush(60) == 0
     return outcome
+
+
+def consume_range(bootstrap: str, topic: str, start: int, end: int) -> dict[int, bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"range-{topic}", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, start)])
+    seen: dict[int, bytes] = {}
+    deadline = time.monotonic() + 30
+    while (not seen or max(seen) < end - 1) and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.5):
+            if msg.error() is None and msg.offset() < end:
+                seen[msg.offset()] = msg.value()
+    consumer.close()
+    return seen
 
 
 def consume_all(bootstrap: str, topic: str, partition: int = 0) -> dict[int, bytes]:
@@ -284,3 +300,45 @@ def _environ(**values: str) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(tmp_path: Path, skip: bool) -> None:
+    """The issue's corruption case end to end: a byte flipped in a sealed segment of a stopped broker;
+    after the restart every other acknowledged message is read at its offset, a Fetch of the damaged
+    offsets answers CORRUPT_MESSAGE, or (skip_damaged_offsets) consumers read straight past them."""
+    config = tmp_path / "broker.yaml"
+    config.write_text(f"skip_damaged_offsets: {str(skip).lower()}\n")
+    proc = BrokerProcess(tmp_path / "data", config=config).start()
+    try:
+        create(proc.bootstrap, "bits", {"segment.bytes": "100000"})
+        values = [f"{n:06d}".encode().ljust(100, b"q") for n in range(6000)]
+        acked = produce(proc.bootstrap, "bits", values, **{"batch.num.messages": 50})
+        proc.stop()
+        segment = sorted((tmp_path / "data" / "bits-0").glob("*.log"))[1]
+        data = bytearray(segment.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        segment.write_bytes(data)
+        for suffix in (".index", ".timeindex"):
+            segment.with_suffix(suffix).unlink()
+        proc.restart()
+        assert str(segment) in "".join(proc.output) and "damaged" in "".join(proc.output)
+        [damage] = json.loads((tmp_path / "data" / "bits-0" / "damaged.json").read_text())["ranges"]
+        first_bad, after_bad = damage["first_offset"], damage["end_offset"]
+        assert 1 <= after_bad - first_bad <= 50  # one producer batch
+        with WireClient.connect(proc.bootstrap) as client:
+            bad = wire_fetch(client, "bits", first_bad, max_wait_ms=0)
+            good = wire_fetch(client, "bits", after_bad, max_wait_ms=0)
+        assert good.error_code == ErrorCode.NONE and good.records
+        if skip:
+            assert bad.error_code == ErrorCode.NONE and bad.records  # the batch after the damage
+            seen = consume_range(proc.bootstrap, "bits", 0, 6000)
+        else:
+            assert bad.error_code == ErrorCode.CORRUPT_MESSAGE
+            seen = consume_range(proc.bootstrap, "bits", 0, first_bad) | consume_range(
+                proc.bootstrap, "bits", after_bad, 6000
+            )
+        assert len(seen) == 6000 - (after_bad - first_bad)
+        assert all(acked[value] == (0, offset) for offset, value in seen.items())
+    finally:
+        proc.stop()
