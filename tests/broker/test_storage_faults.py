@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -90,7 +91,18 @@ def consume_all(bootstrap: str, topic: str, partition: int = 0) -> dict[int, byt
     return seen
 
 
-@pytest.mark.parametrize("stop", ["sigterm", "kill"])
+def stop_by(proc: BrokerProcess, how: str) -> None:
+    if how == "kill":
+        proc.kill()
+    elif how == "sigint":
+        assert proc.proc is not None
+        proc.proc.send_signal(signal.SIGINT)
+        assert proc.proc.wait(30) == 0
+    else:
+        assert proc.stop() == 0
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "sigint", "kill"])
 def test_issue_restart_after_size_rolled_segments(tmp_path: Path, stop: str) -> None:
     """The issue's reproduction: segment.bytes=1048576, 5,000 records of 200 B, stop, start again."""
     proc = BrokerProcess(tmp_path / "data").start()
@@ -100,13 +112,13 @@ def test_issue_restart_after_size_rolled_segments(tmp_path: Path, stop: str) -> 
         acked = produce(proc.bootstrap, "rolled", values)
         assert all(isinstance(v, tuple) for v in acked.values())
         assert len(list((tmp_path / "data" / "rolled-0").glob("*.log"))) >= 2
-        proc.stop() if stop == "sigterm" else proc.kill()
+        stop_by(proc, stop)
         proc.restart()
         seen = consume_all(proc.bootstrap, "rolled")
         assert {seen[offset]: (0, offset) for offset in seen} == acked
         # And once more after the restarted broker rolled again and was stopped the other way.
         more = produce(proc.bootstrap, "rolled", [v.replace(b"x", b"y") for v in values[:1000]])
-        proc.kill() if stop == "sigterm" else proc.stop()
+        stop_by(proc, "kill" if stop != "kill" else "sigterm")
         proc.restart()
         seen = consume_all(proc.bootstrap, "rolled")
         assert {seen[offset]: (0, offset) for offset in seen} == acked | more
