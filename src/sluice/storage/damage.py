@@ -28,7 +28,7 @@ from sluice.storage.metadata import write_atomically
 DAMAGE_FILE = "damaged.json"
 _CHUNK = 1024 * 1024
 # A batch longer than this is not believed during a resync search (a plausible-looking length field in
-# garbage would otherwise make the scan read huge windows); Kafka's message.max.bytes cap is far below.
+# garbage would otherwise make the search read huge windows). Scanning intact data has no such cap.
 _MAX_RESYNC_BATCH = 64 * 1024 * 1024
 _MAGIC = bytes([MAGIC_V2])
 _log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def scan_segment(
     """
     reader = _Reader(fd)
 
-    def whole_at(at: int) -> BatchHeader | None:
+    def whole_at(at: int, resyncing: bool = False) -> BatchHeader | None:
         """The header of a batch at `at` whose framing and CRC check out, whatever its offsets."""
         if at + BATCH_HEADER_SIZE > file_size:
             return None
@@ -116,13 +116,13 @@ def scan_segment(
         batch_length = batch_length_at(buf, relative)
         if not plausible_length(batch_length) or at + LOG_OVERHEAD + batch_length > file_size:
             return None
-        if LOG_OVERHEAD + batch_length > _MAX_RESYNC_BATCH:
+        if resyncing and LOG_OVERHEAD + batch_length > _MAX_RESYNC_BATCH:
             return None
         buf, relative = reader.window(at, LOG_OVERHEAD + batch_length)
         return intact_batch_header(buf, relative)
 
-    def intact_at(at: int) -> BatchHeader | None:
-        header = whole_at(at)
+    def intact_at(at: int, resyncing: bool = False) -> BatchHeader | None:
+        header = whole_at(at, resyncing)
         if header is None or header.base_offset < next_offset:
             return None
         if offset_limit is not None and header.last_offset >= offset_limit:
@@ -155,7 +155,7 @@ def scan_segment(
                 candidate += span - MAGIC_OFFSET
                 continue
             candidate += found - relative - MAGIC_OFFSET
-            if intact_at(candidate) is not None:
+            if intact_at(candidate, resyncing=True) is not None:
                 resync = candidate
                 break
             candidate += 1
