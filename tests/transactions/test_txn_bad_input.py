@@ -180,3 +180,38 @@ def test_txn_offset_commit_from_a_fenced_member(
             assert end_txn(client, txn_id, pid, epoch, commit=False) == 0
     finally:
         member.close()
+
+
+def test_batched_verify_only_add_partitions_answers_per_transaction(
+    bootstrap: str, topic_name: str, txn_id: str
+) -> None:
+    create_topic(bootstrap, topic_name)
+    with WireClient.connect(bootstrap, timeout=10) as client:
+        got = init(client, txn_id)
+        pid, epoch = got.producer_id, got.producer_epoch
+        assert add_partitions(client, txn_id, pid, epoch, topic_name) == 0
+        cls = client.request_class("AddPartitionsToTxn")
+
+        def verify(partition: int, txn: str = txn_id, producer_epoch: int = epoch) -> int:
+            request = cls(
+                transactions=[
+                    cls.AddPartitionsToTxnTransaction(
+                        transactional_id=txn,
+                        producer_id=pid,
+                        producer_epoch=producer_epoch,
+                        verify_only=True,
+                        topics=[cls.AddPartitionsToTxnTopic(name=topic_name, partitions=[partition])],
+                    )
+                ]
+            )
+            response = client.call("AddPartitionsToTxn", 4, request)
+            assert response.error_code == 0
+            result = response.results_by_transaction[0]
+            assert result.transactional_id == txn
+            return result.topic_results[0].results_by_partition[0].partition_error_code
+
+        assert verify(0) == 0
+        assert verify(0, producer_epoch=epoch + 1) == ErrorCode.PRODUCER_FENCED
+        assert verify(0, txn=txn_id + "-unknown") == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        assert end_txn(client, txn_id, pid, epoch, commit=False) == 0
+        assert verify(0) == ErrorCode.INVALID_TXN_STATE  # verifying never adds
