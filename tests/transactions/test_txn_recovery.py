@@ -85,3 +85,19 @@ def test_an_unknown_open_transaction_is_aborted_at_start(tmp_path: Path) -> None
     assert state.last_stable_offset == state.high_watermark == 2  # data + abort marker
     assert committed_values(again, "a") == []
     again.close()
+
+
+def test_transaction_state_log_is_compacted_and_reads_back(tmp_path: Path) -> None:
+    config = BrokerConfig(data_dir=tmp_path, listen_port=0, offsets_compaction_min_records=50)
+    broker = build_broker(config)
+    tc = broker.transactions.coordinator
+    for i in range(200):  # 4 transactional ids, re-initialised over and over
+        out = tc.init_producer_id(f"t{i % 4}", 60_000, -1, -1, now(), broker.new_producer_id(now()))
+        broker.transactions.apply(out, now())
+    epochs = {t: m.epoch for t, m in tc.txns.items()}
+    log = broker.partition("__transaction_state", 0).log
+    assert log.log_end_offset - log.log_start_offset < 60
+    broker.close()
+    again = build_broker(config)
+    assert {t: m.epoch for t, m in again.transactions.coordinator.txns.items()} == epochs
+    again.close()

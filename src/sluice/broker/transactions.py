@@ -15,13 +15,14 @@ from collections.abc import Iterator
 
 from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker
 from sluice.coordinator.messages import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
-from sluice.coordinator.transactions import TransactionCoordinator, TxnConfig, TxnOutcome, TxnState
+from sluice.coordinator.transactions import TransactionCoordinator, TxnConfig, TxnOutcome, TxnState, state_key
 from sluice.errors import ErrorCode, KafkaError
 from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
 
 log = logging.getLogger("sluice.transactions")
 
 READ_CHUNK_BYTES = 1 << 20
+COMPACTION_BATCH_RECORDS = 1000
 # One coordinator forever: its epoch in every marker is 0.
 _COORDINATOR_EPOCH = 0
 
@@ -30,6 +31,7 @@ class TransactionService:
     def __init__(self, broker: Broker, coordinator: TransactionCoordinator) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        self.state_records = 0  # records in __transaction_state since it was last compacted
 
     # ----- applying outcomes -----
 
@@ -69,7 +71,33 @@ class TransactionService:
                     self.broker.groups.persist([(r.key, r.value) for r in records], now_ms)
         if outcome.records:
             self._persist(outcome.records, now_ms)
+        self.maybe_compact(now_ms)
         return bool(outcome.prepare or outcome.records or outcome.markers)
+
+    def maybe_compact(self, now_ms: int) -> bool:
+        """Rewrite the live state (one record per transactional id) at the log end and drop what precedes
+        it, once the log holds many records and at least twice as many as are live. Every transaction is
+        in a stable state between calls, so the live state is exactly what the coordinator holds.
+
+        Crash-safe without a marker: until the old records are dropped, replaying old + rewritten records
+        gives the same last-write-wins state as the old alone."""
+        live = len(self.coordinator.txns)
+        if (
+            self.state_records < self.broker.config.offsets_compaction_min_records
+            or self.state_records < 2 * live
+        ):
+            return False
+        state = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
+        rewrite_start = state.log.log_end_offset
+        records = [(state_key(m.transactional_id), m.encode()) for m in self.coordinator.txns.values()]
+        for first in range(0, len(records), COMPACTION_BATCH_RECORDS):
+            self._persist(records[first : first + COMPACTION_BATCH_RECORDS], now_ms)
+        state.log.flush()  # the rewrite must be durable before the originals go
+        self.broker.advance_high_watermark(state, state.log.log_end_offset)
+        state.log.delete_records_before(rewrite_start)
+        log.info("compacted %s: %d records down to %d", TRANSACTION_STATE_TOPIC, self.state_records, live)
+        self.state_records = live
+        return True
 
     def _persist(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
         batch = encode_batch(
@@ -77,6 +105,7 @@ class TransactionService:
         )
         state = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
         self.broker._append_validated(state, batch, [parse_batch_header(batch)], now_ms)
+        self.state_records += len(records)
 
     def new_producer_id(self, now_ms: int) -> int:
         return self.broker.new_producer_id(now_ms)
@@ -164,6 +193,7 @@ def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionSe
     records = list(_read_state_topic(broker))
     coordinator.load(records, now_ms)
     service = TransactionService(broker, coordinator)
+    service.state_records = len(records)
     broker.transactions = service
     broker.txn_verifier = service.verify
     # The bounded start-up scan may have missed the first batch of a long open transaction.
