@@ -58,10 +58,12 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
                 continue
             out.records = data
             if committed:
+                aborted = broker.aborted_transactions(state, part.fetch_offset, data)
+                # Null when there is nothing to filter, as Kafka answers: clients then skip the bookkeeping.
                 out.aborted_transactions = [
                     FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                    for a in broker.aborted_transactions(state, part.fetch_offset, data)
-                ]
+                    for a in aborted
+                ] or None
             total += len(data)
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
     return FetchResponse(responses=topics, session_id=0), total
