@@ -15,6 +15,11 @@ def test_java_transactional_producer_commits_aborts_and_is_fenced(
     java.call("create-topic", topic, 1)
     result = java.call("txn-round", topic, f"java-txn-{java.version}", 5)
     assert result["zombie"] == "ProducerFencedException"
+    # The admin client's DescribeTransactions and ListTransactions (KIP-664) saw the open transaction.
+    txn_id = f"java-txn-{java.version}"
+    assert result["open"]["state"] == "Ongoing" and result["open"]["partitions"] == [f"{topic}-0"]
+    assert result["open"]["timeout_ms"] == 60_000
+    assert result["listed"][txn_id] == ["Ongoing", result["open"]["producer_id"]]
     with WireClient.connect(java_bootstrap) as client:
         cls = client.request_class("ListOffsets")
         request = cls(
