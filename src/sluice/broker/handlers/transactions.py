@@ -30,6 +30,8 @@ WriteTxnMarkersResponse = response_class("WriteTxnMarkers")
 
 MAX_TRANSACTIONAL_ID_CHARS = 32_767
 MAX_PARTITIONS_PER_REQUEST = 100_000
+# ListTransactions v2 takes a regular expression from the client: keep it short.
+MAX_PATTERN_CHARS = 1_000
 
 
 def _answer(
@@ -315,6 +317,8 @@ def list_transactions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
     unknown = [s for s in request.state_filters if s not in known]
     wanted_states = set(request.state_filters) - set(unknown)
     pattern = None
+    if request.transactional_id_pattern and len(request.transactional_id_pattern) > MAX_PATTERN_CHARS:
+        return Respond(R(error_code=ErrorCode.INVALID_REQUEST))
     if request.transactional_id_pattern:
         try:
             pattern = re.compile(request.transactional_id_pattern)
