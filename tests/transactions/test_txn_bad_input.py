@@ -215,3 +215,18 @@ def test_batched_verify_only_add_partitions_answers_per_transaction(
         assert verify(0, txn=txn_id + "-unknown") == ErrorCode.INVALID_PRODUCER_ID_MAPPING
         assert end_txn(client, txn_id, pid, epoch, commit=False) == 0
         assert verify(0) == ErrorCode.INVALID_TXN_STATE  # verifying never adds
+
+
+def test_list_transactions_filters_and_refuses_a_huge_pattern(bootstrap: str, txn_id: str) -> None:
+    with WireClient.connect(bootstrap, timeout=10) as client:
+        assert init(client, txn_id).error_code == 0
+        cls = client.request_class("ListTransactions")
+        found = client.call(
+            "ListTransactions",
+            2,
+            cls(transactional_id_pattern=f"{txn_id}.*", state_filters=["Empty", "NoSuchState"]),
+        )
+        assert found.error_code == 0 and found.unknown_state_filters == ["NoSuchState"]
+        assert [t.transactional_id for t in found.transaction_states] == [txn_id]
+        huge = client.call("ListTransactions", 2, cls(transactional_id_pattern="a" * 5000))
+        assert huge.error_code == ErrorCode.INVALID_REQUEST
