@@ -59,6 +59,9 @@ class BrokerConfig:
     # __consumer_offsets is rewritten down to its live records once it holds this many records and at
     # least twice as many as are live (checked at start and as commits arrive).
     offsets_compaction_min_records: int = 100_000
+    # Transactions: transaction.max.timeout.ms and transactional.id.expiration.ms.
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     topic_defaults: dict[str, str] = field(default_factory=dict)
 
     @property

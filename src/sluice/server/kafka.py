@@ -454,6 +454,8 @@ class KafkaServer:
             self.broker.tick(now_ms())
         except Exception:
             log.exception("broker timer failed")
+        # Timers append too (transaction timeouts write abort markers): they only become visible once flushed.
+        self.group_commit.kick()
         self.deliver_ready_replies()
 
 
