@@ -171,7 +171,15 @@ class SegmentedLog:
         return self._segment_for(offset).read(offset, max_bytes)
 
     def _segment_for(self, offset: int) -> Segment:
-        return self._segments[bisect_right(self._bases, offset) - 1]
+        index = bisect_right(self._bases, offset) - 1
+        # A compacted segment may end before the next one starts (its last records were cleaned away),
+        # or hold nothing at all: the offset then lives in a later segment.
+        last = len(self._segments) - 1
+        while index < last and (
+            self._segments[index].next_offset <= offset or not self._segments[index].size_bytes
+        ):
+            index += 1
+        return self._segments[index]
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         start = self._log_start_offset
@@ -220,9 +228,11 @@ class SegmentedLog:
         return self._log_start_offset
 
     def _count_below_log_start(self) -> int:
+        # A segment is wholly below the log start when its successor starts at or before it (its own
+        # next_offset may be lower: compaction leaves gaps at segment ends).
         count = 0
-        for segment in self._segments[:-1]:
-            if segment.next_offset > self._log_start_offset:
+        for successor in self._segments[1:]:
+            if successor.base_offset > self._log_start_offset:
                 break
             count += 1
         return count

@@ -195,6 +195,23 @@ class FileSegment:
         self.sync()
         self.write_indexes(sync=True)
 
+    def relocate(self, directory: Path) -> None:
+        """Move this segment's files into `directory` (same file system), indexes first and the log last,
+        so a log in `directory` never comes with another segment's indexes. The descriptor stays valid.
+        """
+        moves = [
+            (self.index_path, directory / self.index_path.name),
+            (self.time_index_path, directory / self.time_index_path.name),
+            (self.log_path, directory / self.log_path.name),
+        ]
+        for source, target in moves:
+            if source.exists():
+                os.replace(source, target)
+            else:
+                target.unlink(missing_ok=True)
+        self.directory = directory
+        self.index_path, self.time_index_path, self.log_path = (target for _, target in moves)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -233,7 +250,7 @@ class FileSegment:
     def resume_after_index(self, expected_next_offset: int | None) -> bool:
         """Rebuild in-memory state of a trusted segment by scanning headers after its last index entry.
 
-        Checks structure only (lengths, magic, contiguous offsets), not CRCs. False means the tail or the
+        Checks structure only (lengths, magic, increasing offsets), not CRCs. False means the tail or the
         time index does not fit and the segment needs `recover`.
         """
         offset, position = self.offset_index.last_entry()
@@ -248,19 +265,20 @@ class FileSegment:
             if len(head) < BATCH_HEADER_SIZE or not plausible_length(batch_length_at(head, 0)):
                 return False
             header = parse_batch_header(head)
-            if header.magic != 2 or header.base_offset != self.next_offset or position + header.size > end:
+            # Offsets strictly increase; a compacted segment has gaps between batches.
+            if header.magic != 2 or header.base_offset < self.next_offset or position + header.size > end:
                 return False
             self._track(
                 header.base_offset, header.last_offset_delta, header.max_timestamp, position, header.size
             )
             position += header.size
         self.size_bytes = end
-        if expected_next_offset is not None and self.next_offset != expected_next_offset:
+        if expected_next_offset is not None and self.next_offset > expected_next_offset:
             return False
         return not self.time_index.problem(self.next_offset, thorough=not self._indexes_trusted)
 
     def recover(self) -> int:
-        """Validate every batch (length, magic, CRC-32C, contiguous offsets), rebuild both indexes and
+        """Validate every batch (length, magic, CRC-32C, increasing offsets: compaction leaves gaps), rebuild both indexes and
         truncate the file after the last intact batch. Returns the number of bytes truncated.
         """
         self.offset_index = OffsetIndex(self.base_offset)
@@ -288,7 +306,7 @@ class FileSegment:
                 buffer = os.pread(self._fd, max(_RECOVERY_CHUNK, LOG_OVERHEAD + batch_length), position)
                 buffer_start, relative = position, 0
             header = intact_batch_header(buffer, relative)
-            if header is None or header.base_offset != self.next_offset:
+            if header is None or header.base_offset < self.next_offset:
                 break
             self._track(
                 header.base_offset, header.last_offset_delta, header.max_timestamp, position, header.size
