@@ -18,6 +18,7 @@ from sluice.broker.config import BrokerConfig
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
+from sluice.storage.cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -82,8 +83,10 @@ class Broker:
         # The shell registers this to wake long polls waiting on a partition.
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
         self._next_producer_id = 0
-        self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
+        # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
+        self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         for meta in storage.topics():
             self._open_partitions(meta)
 
@@ -167,23 +170,28 @@ class Broker:
             state = self.partition(topic, index)
             if records is None or len(records) == 0:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
-            headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
+            max_batch_bytes, compacted = self._topic_limits(topic)
+            headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
+            if compacted:
+                check_keys_for_compaction(records, headers)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
         except KafkaError as exc:
             return AppendResult(exc.code, message=exc.message)
 
-    def _max_batch_bytes(self, topic: str) -> int:
+    def _topic_limits(self, topic: str) -> tuple[int, bool]:
+        """(max.message.bytes, whether the topic is compacted so every record needs a key)."""
         # Parsing topic configs costs more than validating a batch: keep the answer per TopicMeta object,
         # which storage replaces whenever the configs change.
         meta = self.storage.topic(topic)
         if meta is None:
-            return self.config.max_message_bytes
+            return self.config.max_message_bytes, False
         cached = self._batch_limits.get(topic)
         if cached is None or cached[0] is not meta:
-            cached = self._batch_limits[topic] = (meta, meta.config.max_message_bytes)
-        return cached[1]
+            config = meta.config
+            cached = self._batch_limits[topic] = (meta, config.max_message_bytes, config.compacts)
+        return cached[1], cached[2]
 
     def _append_validated(
         self, state: PartitionState, records: memoryview | bytes, headers: list[BatchHeader], now_ms: int

@@ -21,6 +21,10 @@ MIN_CLEANABLE_DIRTY_RATIO = "min.cleanable.dirty.ratio"
 MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms"
 MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms"
 DELETE_RETENTION_MS = "delete.retention.ms"
+# Read-only entries DescribeConfigs adds for compacted topics (the cleaner's view); never stored.
+CLEANER_STATUS_PREFIX = "sluice.cleaner."
+CLEANER_DIRTY_RATIO = CLEANER_STATUS_PREFIX + "dirty.ratio"
+CLEANER_LAST_CLEANED_MS = CLEANER_STATUS_PREFIX + "last.cleaned.ms"
 
 # Kafka's defaults (TopicConfig / LogConfig).
 DEFAULT_CONFIGS: dict[str, str] = {
@@ -66,6 +70,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
     for name, value in configs.items():
         if not isinstance(name, str) or not _CONFIG_NAME.match(name):
             return f"invalid config name {name!r}"
+        if name.startswith(CLEANER_STATUS_PREFIX):
+            return f"config {name} is read-only (reported by the log cleaner)"
         if value is None:
             continue
         if not isinstance(value, str):
