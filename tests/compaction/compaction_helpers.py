@@ -118,6 +118,21 @@ def wait_cleaned(bootstrap: str, topic: str, after_ms: int = 0, timeout: float =
     wait_for(lambda: cleaner_status(bootstrap, topic)[1] > after_ms, timeout, f"a cleaning of {topic}")
 
 
+def wait_settled(bootstrap: str, topic: str, timeout: float = 60) -> list[Record]:
+    """Wait until the cleaner has nothing dirty left in the topic and two reads agree; that read."""
+    deadline = time.monotonic() + timeout
+    previous = None
+    while True:
+        ratio, cleaned = cleaner_status(bootstrap, topic)
+        current = read_all(bootstrap, topic)
+        if cleaned > 0 and ratio == 0.0 and current == previous:
+            return current
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic} did not settle (dirty ratio {ratio})")
+        previous = current
+        time.sleep(0.3)
+
+
 def updates(
     keys: int, rounds: int, size: int = 60, prefix: str = "key"
 ) -> list[tuple[bytes | None, bytes | None]]:

@@ -6,7 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from compaction_helpers import check_compacted, create_compacted, produce_updates, read_all, updates, write_config
+from compaction_helpers import (
+    check_compacted,
+    create_compacted,
+    produce_updates,
+    read_all,
+    updates,
+    write_config,
+)
 
 from sluice.testing import BrokerProcess
 

@@ -19,6 +19,7 @@ from compaction_helpers import (
     updates,
     wait_cleaned,
     wait_for,
+    wait_settled,
 )
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -61,7 +62,7 @@ def test_keyless_produce_to_a_compacted_topic_is_refused(
 
 def test_tombstones_go_after_delete_retention(cleaner_broker: BrokerProcess, topic_name: str) -> None:
     bootstrap = cleaner_broker.bootstrap
-    create_compacted(bootstrap, topic_name, delete_retention_ms="3000")
+    create_compacted(bootstrap, topic_name, delete_retention_ms="8000")
     items = updates(10, 10) + [(f"key-{k}".encode(), None) for k in range(5)] + updates(3, 60, 80, "other")
     written = produce_updates(bootstrap, topic_name, [(k, v) for k, v in items])
     wait_cleaned(bootstrap, topic_name)
@@ -164,8 +165,7 @@ def test_restart_after_cleaning_reads_the_same_log(tmp_path, topic_name: str) ->
     try:
         create_compacted(proc.bootstrap, topic_name)
         written = produce_updates(proc.bootstrap, topic_name, updates(12, 25))
-        wait_cleaned(proc.bootstrap, topic_name)
-        before = read_all(proc.bootstrap, topic_name)
+        before = wait_settled(proc.bootstrap, topic_name)
         check_compacted(before, written)
         proc.stop()
         proc.start()

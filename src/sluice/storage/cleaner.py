@@ -66,6 +66,7 @@ CHECKPOINT_FILE = "cleaner.checkpoint"
 # to int offsets costs about this much per entry, so the budget bounds real memory, not a wish.
 BYTES_PER_MAP_ENTRY = 160
 _READ_CHUNK = 1024 * 1024
+_SYNC_EVERY = 1024 * 1024
 _INT32_MAX = 2**31 - 1
 _log = logging.getLogger("sluice.cleaner")
 T = TypeVar("T")
@@ -218,7 +219,7 @@ class Plan:
         )
 
 
-def _first_batch_timestamp(segment: FileSegment) -> int:
+def _first_batch_timestamp(segment: FileSegment) -> int:  # the first dirty segment's oldest batch
     fd = os.open(segment.log_path, os.O_RDONLY)
     try:
         head = os.pread(fd, BATCH_HEADER_SIZE, 0)
@@ -249,7 +250,7 @@ def plan_cleaning(log: DiskPartitionLog, config: TopicConfig, now_ms: int) -> Pl
 
 
 def _iter_segment_batches(
-    segment: FileSegment, throttler: Throttler | None, stopping: Callable[[], bool]
+    segment: SegmentRef, throttler: Throttler
 ) -> Iterator[tuple[memoryview, BatchHeader]]:
     """(bytes, header) of each batch of a sealed segment, read through a descriptor of our own so that
     the owner closing the segment cannot pull the file out from under this thread.
@@ -259,11 +260,8 @@ def _iter_segment_batches(
         end = segment.size_bytes
         position = 0
         while position < end:
-            if stopping():
-                raise CleaningAborted("the cleaner is stopping")
             chunk = os.pread(fd, min(_READ_CHUNK, end - position), position)
-            if throttler is not None:
-                throttler.account(len(chunk))
+            throttler.account(len(chunk))
             view = memoryview(chunk)
             consumed = 0
             for pos, header in iter_batches(view):
@@ -289,18 +287,13 @@ def _keep_batch_as_is(header: BatchHeader) -> bool:
     return header.is_control or header.is_transactional
 
 
-def build_offset_map(
-    dirty: list[FileSegment],
-    offset_map: OffsetMap,
-    throttler: Throttler | None,
-    stopping: Callable[[], bool],
-) -> int:
+def build_offset_map(dirty: list[SegmentRef], offset_map: OffsetMap, throttler: Throttler) -> int:
     """Fill `offset_map` from the dirty segments; returns the offset the map covers up to (exclusive):
     the end of the last segment that fit whole, or the last record that fit when not even one did.
     """
     covered_end = dirty[0].base_offset
     for n, segment in enumerate(dirty):
-        for batch, header in _iter_segment_batches(segment, throttler, stopping):
+        for batch, header in _iter_segment_batches(segment, throttler):
             if _keep_batch_as_is(header):
                 continue
             _, records = decode_batch(batch)
@@ -373,16 +366,16 @@ def _clean_batch(
 
 
 def group_segments(
-    segments: list[FileSegment], checkpoint: CleanerCheckpoint, first_dirty: int, segment_bytes: int
-) -> list[list[FileSegment]]:
+    segments: list[SegmentRef], checkpoint: CleanerCheckpoint, first_dirty: int, segment_bytes: int
+) -> list[list[SegmentRef]]:
     """Consecutive segments whose sizes add up to at most segment.bytes and whose offsets fit one index;
     a segment that keeps tombstones from an earlier pass stays alone, so its deadline stays its own.
     """
-    groups: list[list[FileSegment]] = []
-    current: list[FileSegment] = []
+    groups: list[list[SegmentRef]] = []
+    current: list[SegmentRef] = []
     size = 0
 
-    def isolated(segment: FileSegment) -> bool:
+    def isolated(segment: SegmentRef) -> bool:
         state = checkpoint.segments.get(segment.base_offset)
         return segment.base_offset < first_dirty and state is not None and state[1]
 
@@ -411,92 +404,77 @@ def _direct(fn: Callable[[], T]) -> T:
     return fn()
 
 
-def clean_partition(
-    log: DiskPartitionLog,
+@dataclass(frozen=True, slots=True)
+class SegmentRef:
+    """What the rewrite needs of a segment, as plain data so it can go to a worker process."""
+
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    log_path: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedGroup:
+    replaced: tuple[int, ...]  # base offsets of the segments the cleaned one replaces
+    entry: tuple[int, bool]  # its checkpoint entry: (cleaned-at ms, kept tombstones)
+    written: bool  # False when a lone segment lost nothing: no file, no swap
+    records_removed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    map_end: int
+    groups: list[PreparedGroup]
+    bytes_read: int
+
+
+def prepare_cleaning(
+    directory: str,
+    segments: list[SegmentRef],
+    first_dirty: int,
+    checkpoint_segments: dict[int, tuple[int, bool]],
     config: TopicConfig,
     now_ms: int,
-    *,
-    dedupe_buffer_size: int = 128 * 1024 * 1024,
-    throttler: Throttler | None = None,
-    run_on_owner: RunOnOwner[Any] = _direct,
-    stopping: Callable[[], bool] = lambda: False,
-    crash_point: Callable[[str], None] = lambda step: None,
-    stats: CleanerStats | None = None,
-    plan: Plan | None = None,
-) -> bool:
-    """One cleaning pass over `log` if its plan says it is due; True when it ran.
-
-    Reads and writes happen on the calling thread; each swap runs through `run_on_owner` on the thread
-    that owns the log. `crash_point(step)` is called between the steps of the swap protocol (tests raise
-    there to simulate a crash).
+    dedupe_buffer_size: int,
+    io_max_bytes_per_second: float,
+) -> Prepared:
+    """The heavy part of a pass, on plain data (it runs in a worker process under the broker): build the
+    key map from the dirty segments and write each group's cleaned segment, fsynced with its indexes,
+    into `<directory>/.cleaning/<base>.*`. Never touches the live segment files.
     """
-    stats = stats if stats is not None else CleanerStats()
-    plan = plan or plan_cleaning(log, config, now_ms)
-    if not plan.worth_cleaning(config):
-        return False
-    started = time.monotonic()
-    checkpoint = log.cleaner_checkpoint
-    first_dirty = plan.first_dirty_offset
-    dirty = [s for s in plan.segments if s.base_offset >= first_dirty]
+    cleaning = Path(directory) / CLEANING_DIR
+    cleaning.mkdir(exist_ok=True)
+    for stale in cleaning.iterdir():
+        stale.unlink()
+    throttler = Throttler(io_max_bytes_per_second)
+    checkpoint = CleanerCheckpoint(first_dirty, -1, checkpoint_segments)
+    dirty = [s for s in segments if s.base_offset >= first_dirty]
     offset_map = OffsetMap(dedupe_buffer_size)
-    map_end = build_offset_map(dirty, offset_map, throttler, stopping) if dirty else first_dirty
-    stats.bytes_read += sum(s.size_bytes for s in dirty)
-    to_clean = [s for s in plan.segments if s.base_offset < max(map_end, first_dirty)]
-    new_segments: dict[int, tuple[int, bool]] = {}
-    for group in group_segments(to_clean, checkpoint, first_dirty, config.segment_bytes):
-        result = _clean_group(
-            log,
-            group,
-            offset_map,
-            checkpoint,
-            first_dirty,
-            config,
-            now_ms,
-            throttler,
-            stopping,
-            run_on_owner,
-            crash_point,
-            stats,
-        )
-        if result is None:
-            raise CleaningAborted(f"{log.directory}: segments changed during cleaning")
-        new_segments[group[0].base_offset] = result
-    remaining = {s.base_offset for s in log.cleanable_segments()}
-    segments_state = {base: state for base, state in checkpoint.segments.items() if base in remaining}
-    segments_state.update(new_segments)
-    updated = CleanerCheckpoint(max(map_end, first_dirty), now_ms, segments_state)
-    updated.write(log.directory)
-    log.cleaner_checkpoint = updated
-    stats.passes += 1
-    stats.last_pass_duration_ms = int((time.monotonic() - started) * 1000)
-    return True
+    map_end = build_offset_map(dirty, offset_map, throttler) if dirty else first_dirty
+    to_clean = [s for s in segments if s.base_offset < max(map_end, first_dirty)]
+    groups = [
+        _rewrite_group(cleaning, group, offset_map, checkpoint, first_dirty, config, now_ms, throttler)
+        for group in group_segments(to_clean, checkpoint, first_dirty, config.segment_bytes)
+    ]
+    return Prepared(map_end, groups, sum(s.size_bytes for s in segments))
 
 
-def _clean_group(
-    log: DiskPartitionLog,
-    group: list[FileSegment],
+def _rewrite_group(
+    cleaning: Path,
+    group: list[SegmentRef],
     offset_map: OffsetMap,
     checkpoint: CleanerCheckpoint,
     first_dirty: int,
     config: TopicConfig,
     now_ms: int,
-    throttler: Throttler | None,
-    stopping: Callable[[], bool],
-    run_on_owner: RunOnOwner[Any],
-    crash_point: Callable[[str], None],
-    stats: CleanerStats,
-) -> tuple[int, bool] | None:
-    """Rewrite one group into a single segment and swap it in; returns its checkpoint entry
-    (cleaned-at time, kept tombstones), or None when the log no longer holds the group.
-    """
-    cleaning = log.directory / CLEANING_DIR
-    cleaning.mkdir(exist_ok=True)
+    throttler: Throttler,
+) -> PreparedGroup:
     base = group[0].base_offset
-    for stale in cleaning.iterdir():
-        stale.unlink()
     cleaned = FileSegment(cleaning, base, config.index_interval_bytes, create=True)
     result = _GroupResult()
     previously: list[tuple[int, bool]] = []
+    unsynced = 0
     try:
         for segment in group:
             state = checkpoint.segments.get(segment.base_offset)
@@ -506,48 +484,149 @@ def _clean_group(
             drop_tombstones = (
                 was_clean and state is not None and state[0] + config.delete_retention_ms <= now_ms
             )
-            for batch, header in _iter_segment_batches(segment, throttler, stopping):
+            for batch, header in _iter_segment_batches(segment, throttler):
                 out = _clean_batch(batch, header, offset_map, drop_tombstones, result)
                 if out is None:
                     continue
                 out_header = header if out is batch else parse_batch_header(out)
                 cleaned.append(out, out_header, out_header.base_offset, now_ms)
-                if throttler is not None:
-                    throttler.account(len(out))
+                throttler.account(len(out))
+                unsynced += len(out)
+                if unsynced >= _SYNC_EVERY:
+                    # Write back as we go: one fsync of a whole segment at the end would put tens of MB in
+                    # front of the producers' own fsyncs at once.
+                    cleaned.sync()
+                    unsynced = 0
         # Only the pass that first cleans a segment starts its tombstone clock; a group never mixes
         # segments whose tombstones have different clocks (see group_segments).
-        cleaned_at = (
-            max((ms for ms, _ in previously), default=now_ms) if len(previously) == len(group) else now_ms
-        )
-        entry = (cleaned_at, result.kept_tombstones)
+        all_clean = len(previously) == len(group)
+        entry = (max(ms for ms, _ in previously) if all_clean else now_ms, result.kept_tombstones)
+        replaced = tuple(s.base_offset for s in group)
         if len(group) == 1 and not result.changed:
-            cleaned.delete()  # nothing to gain from a swap
-            return entry
+            cleaned.delete()
+            return PreparedGroup(replaced, entry, written=False)
         cleaned.seal()
         cleaned.make_durable()
-        crash_point("cleaned-written")
-        manifest_tmp = cleaning / (SWAP_MANIFEST + ".pending")
-        write_atomically(
-            manifest_tmp, json.dumps({"base": base, "replaced": [s.base_offset for s in group]}).encode()
-        )
-        crash_point("manifest-prepared")
-        swapped = run_on_owner(lambda: log.swap_cleaned(group, cleaned, manifest_tmp, crash_point))
-        if not swapped:
-            cleaned.delete()
-            manifest_tmp.unlink(missing_ok=True)
-            return None
-        crash_point("swapped")
-        sync_directory(log.directory)
-        (log.directory / SWAP_MANIFEST).unlink(missing_ok=True)
-        sync_directory(log.directory)
-        stats.bytes_written += cleaned.size_bytes
-        stats.records_removed += result.records_removed
-        stats.segments_swapped += len(group)
-        return entry
+        cleaned.close()
+        return PreparedGroup(replaced, entry, written=True, records_removed=result.records_removed)
     except BaseException:
-        if cleaned.directory == cleaning:
-            cleaned.delete()
+        cleaned.delete()
         raise
+
+
+Prepare = Callable[
+    [str, list[SegmentRef], int, dict[int, tuple[int, bool]], TopicConfig, int, int, float], Prepared
+]
+
+
+def clean_partition(
+    log: DiskPartitionLog,
+    config: TopicConfig,
+    now_ms: int,
+    *,
+    dedupe_buffer_size: int = 128 * 1024 * 1024,
+    io_max_bytes_per_second: float = 0,
+    run_on_owner: RunOnOwner[Any] = _direct,
+    crash_point: Callable[[str], None] = lambda step: None,
+    stats: CleanerStats | None = None,
+    plan: Plan | None = None,
+    prepare: Prepare = prepare_cleaning,
+) -> bool:
+    """One cleaning pass over `log` if its plan says it is due; True when it ran.
+
+    `prepare` does the reading and writing (`prepare_cleaning`, in this thread or a worker process);
+    each swap then runs through `run_on_owner` on the thread that owns the log. `crash_point(step)` is
+    called between the steps of the swap protocol (tests raise there to simulate a crash).
+    """
+    stats = stats if stats is not None else CleanerStats()
+    plan = plan or plan_cleaning(log, config, now_ms)
+    if not plan.worth_cleaning(config):
+        return False
+    started = time.monotonic()
+    checkpoint = log.cleaner_checkpoint
+    first_dirty = plan.first_dirty_offset
+    refs = [SegmentRef(s.base_offset, s.next_offset, s.size_bytes, str(s.log_path)) for s in plan.segments]
+    prepared = prepare(
+        str(log.directory),
+        refs,
+        first_dirty,
+        dict(checkpoint.segments),
+        config,
+        now_ms,
+        dedupe_buffer_size,
+        io_max_bytes_per_second,
+    )
+    stats.bytes_read += prepared.bytes_read
+    crash_point("cleaned-written")
+    by_base = {segment.base_offset: segment for segment in plan.segments}
+    cleaning = log.directory / CLEANING_DIR
+    new_entries: dict[int, tuple[int, bool]] = {}
+    try:
+        for group in prepared.groups:
+            if group.written:
+                cleaned = _open_cleaned(cleaning, group.replaced[0], config.index_interval_bytes)
+                if not _swap(
+                    log, [by_base[base] for base in group.replaced], cleaned, run_on_owner, crash_point
+                ):
+                    raise CleaningAborted(f"{log.directory}: segments changed during cleaning")
+                stats.bytes_written += cleaned.size_bytes
+                stats.records_removed += group.records_removed
+                stats.segments_swapped += len(group.replaced)
+            new_entries[group.replaced[0]] = group.entry
+    except CleaningAborted:
+        _discard(cleaning)
+        raise
+    _discard(cleaning)
+    remaining = {s.base_offset for s in log.cleanable_segments()}
+    segments_state = {base: state for base, state in checkpoint.segments.items() if base in remaining}
+    segments_state.update(new_entries)
+    updated = CleanerCheckpoint(max(prepared.map_end, first_dirty), now_ms, segments_state)
+    updated.write(log.directory)
+    log.cleaner_checkpoint = updated
+    stats.passes += 1
+    stats.last_pass_duration_ms = int((time.monotonic() - started) * 1000)
+    return True
+
+
+def _discard(cleaning: Path) -> None:
+    """Cleaned files that were not swapped in (a later pass or the next start would remove them too)."""
+    for leftover in cleaning.iterdir() if cleaning.exists() else ():
+        leftover.unlink(missing_ok=True)
+
+
+def _open_cleaned(cleaning: Path, base: int, index_interval_bytes: int) -> FileSegment:
+    segment = FileSegment(cleaning, base, index_interval_bytes, create=False)
+    if not (segment.load_indexes(sealed=True) and segment.resume_after_index(None)):
+        segment.recover()  # written and fsynced by the worker, so this only rebuilds the indexes
+    return segment
+
+
+def _swap(
+    log: DiskPartitionLog,
+    replaced: list[FileSegment],
+    cleaned: FileSegment,
+    run_on_owner: RunOnOwner[Any],
+    crash_point: Callable[[str], None],
+) -> bool:
+    manifest_pending = cleaned.directory / (SWAP_MANIFEST + ".pending")
+    document = {"base": cleaned.base_offset, "replaced": [segment.base_offset for segment in replaced]}
+    write_atomically(manifest_pending, json.dumps(document).encode())
+    crash_point("manifest-prepared")
+    try:
+        swapped = run_on_owner(lambda: log.swap_cleaned(replaced, cleaned, manifest_pending, crash_point))
+    except BaseException:
+        cleaned.close()
+        raise
+    if not swapped:
+        cleaned.delete()
+        manifest_pending.unlink(missing_ok=True)
+        return False
+    crash_point("swapped")
+    # The moves after the commit are redone at start until the manifest goes; make them durable first.
+    sync_directory(log.directory)
+    (log.directory / SWAP_MANIFEST).unlink(missing_ok=True)
+    sync_directory(log.directory)
+    return True
 
 
 # --- produce-side rule --------------------------------------------------------------------------------
@@ -589,14 +668,24 @@ class CleanerSettings:
     io_max_bytes_per_second: float = 1.7976931348623157e308
     dedupe_buffer_size: int = 128 * 1024 * 1024
     backoff_ms: int = 15_000
+    # Rewrite in worker processes at this nice level: CPU-bound Python in a thread of the broker would
+    # hold the GIL the event loop needs, and every produce would wait for it.
+    worker_processes: bool = True
+    worker_nice: int = 10
 
 
 CompactedLogs = Callable[[], list[tuple[str, int, TopicConfig, "DiskPartitionLog"]]]
 
 
+def _worker_init(nice: int) -> None:
+    if nice:
+        os.nice(nice)
+
+
 class LogCleaner:
     """`threads` worker threads; each repeatedly picks the dirtiest due partition nobody else is cleaning
     (Kafka's LogCleanerManager.grabFilthiestCompactedLog), cleans it, and backs off when none is due.
+    With `worker_processes` each thread hands the reading and writing to a process of its own.
 
     `logs` lists the compacted partitions and runs on the owner thread (through `run_on_owner`), so the
     broker's tables are only ever read there; topics whose cleanup.policy changes live appear or drop out
@@ -623,6 +712,7 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._in_progress: set[tuple[str, int]] = set()
         self._threads: list[threading.Thread] = []
+        self._pools: list[Any] = []
 
     def start(self) -> None:
         if not self.settings.enable:
@@ -638,15 +728,22 @@ class LogCleaner:
     def stop(self, timeout: float = 30.0) -> None:
         self._stop.set()
         self._wake.set()
+        with self._lock:
+            pools, self._pools = self._pools, []
+        for pool in pools:
+            pool.terminate()  # a pass in progress is abandoned; its files in .cleaning are discarded later
         for thread in self._threads:
             thread.join(timeout)
         self._threads = []
 
     def _run(self) -> None:
+        prepare = self._pool_prepare() if self.settings.worker_processes else prepare_cleaning
         while not self._stop.is_set():
             try:
-                cleaned = self.clean_once()
+                cleaned = self.clean_once(prepare)
             except Exception:
+                if self._stop.is_set():
+                    return
                 self.stats.failures += 1
                 _log.exception("cleaner pass failed")
                 cleaned = False
@@ -654,7 +751,25 @@ class LogCleaner:
                 self._wake.wait(self.settings.backoff_ms / 1000)
                 self._wake.clear()
 
-    def clean_once(self) -> bool:
+    def _pool_prepare(self) -> Prepare:
+        import multiprocessing
+
+        # spawn, not fork: the broker has threads (fsync, event loop) that a fork would copy mid-flight.
+        pool = multiprocessing.get_context("spawn").Pool(1, _worker_init, (self.settings.worker_nice,))
+        with self._lock:
+            self._pools.append(pool)
+
+        def prepare(*args: Any) -> Prepared:
+            pending = pool.apply_async(prepare_cleaning, args)
+            while not pending.ready():
+                if self._stop.is_set():
+                    raise CleaningAborted("the cleaner is stopping")
+                pending.wait(0.2)
+            return pending.get()
+
+        return prepare
+
+    def clean_once(self, prepare: Prepare = prepare_cleaning) -> bool:
         """Clean the dirtiest due partition, if any; True when one was cleaned."""
         now_ms = self._clock_ms()
         candidates = self._run_on_owner(self._logs)
@@ -685,18 +800,17 @@ class LogCleaner:
                 return False
             self._in_progress.add((topic, partition))
         try:
-            throttler = Throttler(self.settings.io_max_bytes_per_second)
             ran = clean_partition(
                 log,
                 config,
                 now_ms,
                 dedupe_buffer_size=self.settings.dedupe_buffer_size // max(1, self.settings.threads),
-                throttler=throttler,
+                io_max_bytes_per_second=self.settings.io_max_bytes_per_second,
                 run_on_owner=self._run_on_owner,
-                stopping=self._stop.is_set,
                 crash_point=self._crash_point,
                 stats=self.stats,
                 plan=plan,
+                prepare=prepare,
             )
             if ran:
                 log.cleaner_dirty_ratio = plan_cleaning(log, config, self._clock_ms()).dirty_ratio
