@@ -26,6 +26,7 @@ from sluice.protocol.records import (
     validate_batches,
 )
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
+from sluice.storage.cleaner import check_keys_for_compaction
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
 from sluice.storage.metadata import topic_name_problem
@@ -84,13 +85,15 @@ class Broker:
         # The shell registers this to wake long polls waiting on a partition.
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
         self._next_producer_id = 0
-        self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
+        # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
+        self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
         data_dir = getattr(storage, "data_dir", None)
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
+        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         for meta in storage.topics():
             self._open_partitions(meta)
 
@@ -217,7 +220,10 @@ class Broker:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
             if refusal := self.write_refusal(now_ms, len(records)):
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
-            headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
+            max_batch_bytes, compacted = self._topic_limits(topic)
+            headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
+            if compacted:
+                check_keys_for_compaction(records, headers)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
@@ -228,16 +234,18 @@ class Broker:
         """Why writes are refused now (free space below min_free_bytes, or the disk was found full)."""
         return self.free_space.refusal(now_ms, size) if self.free_space is not None else None
 
-    def _max_batch_bytes(self, topic: str) -> int:
+    def _topic_limits(self, topic: str) -> tuple[int, bool]:
+        """(max.message.bytes, whether the topic is compacted so every record needs a key)."""
         # Parsing topic configs costs more than validating a batch: keep the answer per TopicMeta object,
         # which storage replaces whenever the configs change.
         meta = self.storage.topic(topic)
         if meta is None:
-            return self.config.max_message_bytes
+            return self.config.max_message_bytes, False
         cached = self._batch_limits.get(topic)
         if cached is None or cached[0] is not meta:
-            cached = self._batch_limits[topic] = (meta, meta.config.max_message_bytes)
-        return cached[1]
+            config = meta.config
+            cached = self._batch_limits[topic] = (meta, config.max_message_bytes, config.compacts)
+        return cached[1], cached[2]
 
     def _append_validated(
         self, state: PartitionState, records: memoryview | bytes, headers: list[BatchHeader], now_ms: int
