@@ -8,13 +8,16 @@ seen holding two different values.
 
 from __future__ import annotations
 
+import shutil
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
+from sluice.broker.quotas import ClientQuotas
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
@@ -84,6 +87,7 @@ class Broker:
         self._next_producer_id = 0
         self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.quotas = ClientQuotas.open(getattr(storage, "data_dir", None))
         for meta in storage.topics():
             self._open_partitions(meta)
 
@@ -294,8 +298,36 @@ class Broker:
         self._next_producer_id = max(self._next_producer_id + 1, candidate)
         return self._next_producer_id
 
+    def active_producers(self, topic: str, index: int) -> list[ActiveProducer]:
+        """DescribeProducers (KIP-664): the idempotent producers this partition remembers."""
+        state = self.partition(topic, index)
+        return [ActiveProducer(pid, p.epoch, p.last_sequence) for pid, p in sorted(state.producers.items())]
+
+    def log_dir(self) -> tuple[str, int, int]:
+        """The one log directory: (absolute path, total bytes, usable bytes); -1 when kept in memory."""
+        data_dir = getattr(self.storage, "data_dir", None)
+        if data_dir is None:
+            return "memory", -1, -1
+        usage = shutil.disk_usage(data_dir)
+        return str(Path(data_dir).resolve()), usage.total, usage.free
+
+    def metadata_offset(self) -> int:
+        """A stand-in for the KRaft metadata log end: one record per topic and partition recorded."""
+        return sum(1 + meta.partitions for meta in self.storage.topics())
+
     def close(self) -> None:
         self.storage.close(clean=True)
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    # sluice does not keep these per producer yet; -1 is Kafka's "unknown".
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
 
 
 def _cut_at_offset(data: bytes, end_offset: int) -> bytes:
