@@ -6,6 +6,7 @@ from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, errors_into, handles, response_class
 from sluice.broker.broker import OFFSETS_TOPIC, Broker, check_topic_name
+from sluice.broker.config_defs import topic_config_problem
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.config import validate_topic_configs
 
@@ -43,7 +44,7 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {partitions}")
         configs = {c.name: c.value for c in topic.configs}
-        problem = validate_topic_configs(configs)
+        problem = topic_config_problem(configs) or validate_topic_configs(configs)
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         if broker.storage.topic(topic.name) is not None:
