@@ -18,6 +18,7 @@ from typing import Any
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
 from sluice.broker.quotas import ClientQuotas
+from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
@@ -86,6 +87,7 @@ class Broker:
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
         self._next_producer_id = 0
         self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
+        self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
         self.quotas = ClientQuotas.open(getattr(storage, "data_dir", None))
         for meta in storage.topics():
@@ -172,6 +174,7 @@ class Broker:
             if records is None or len(records) == 0:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
             headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
+            check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
@@ -187,6 +190,15 @@ class Broker:
         cached = self._batch_limits.get(topic)
         if cached is None or cached[0] is not meta:
             cached = self._batch_limits[topic] = (meta, meta.config.max_message_bytes)
+        return cached[1]
+
+    def _record_checks(self, topic: str) -> RecordChecks:
+        meta = self.storage.topic(topic)
+        if meta is None:
+            return NO_CHECKS
+        cached = self._record_checks_cache.get(topic)
+        if cached is None or cached[0] is not meta:
+            cached = self._record_checks_cache[topic] = (meta, parse_checks(meta.configs))
         return cached[1]
 
     def _append_validated(

@@ -1,0 +1,93 @@
+"""Per-record produce checks that need the records themselves (Kafka's LogValidator.validateRecord):
+CreateTime timestamps outside message.timestamp.before.max.ms / after.max.ms (or the older
+message.timestamp.difference.max.ms). A bad record fails with its index in record_errors (KIP-467) so
+clients fail just that record.
+
+Decoding records costs what the produce path otherwise never pays, so the check runs only on topics that
+set a bound; the common path stays header-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sluice.errors import ErrorCode, KafkaError, RecordErrors
+from sluice.protocol.records import BatchHeader, decode_batch, record_timestamp
+
+UNBOUNDED = 2**63 - 1
+BEFORE_MAX_MS = "message.timestamp.before.max.ms"
+AFTER_MAX_MS = "message.timestamp.after.max.ms"
+DIFFERENCE_MAX_MS = "message.timestamp.difference.max.ms"
+TIMESTAMP_TYPE = "message.timestamp.type"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordChecks:
+    before_max_ms: int = UNBOUNDED
+    after_max_ms: int = UNBOUNDED
+
+    @property
+    def needed(self) -> bool:
+        return self.before_max_ms < UNBOUNDED or self.after_max_ms < UNBOUNDED
+
+    @classmethod
+    def from_configs(cls, configs: Mapping[str, str]) -> RecordChecks:
+        if configs.get(TIMESTAMP_TYPE, "CreateTime") == "LogAppendTime":
+            return cls()  # the broker stamps the time itself: nothing to check
+        before = int(configs.get(BEFORE_MAX_MS, UNBOUNDED))
+        after = int(configs.get(AFTER_MAX_MS, UNBOUNDED))
+        # The deprecated single bound applies on both sides where the new ones are not set (KIP-937).
+        difference = int(configs.get(DIFFERENCE_MAX_MS, UNBOUNDED))
+        if BEFORE_MAX_MS not in configs:
+            before = difference
+        if AFTER_MAX_MS not in configs:
+            after = difference
+        return cls(before, after)
+
+
+NO_CHECKS = RecordChecks()
+
+
+def check_records(records: memoryview, headers: list[BatchHeader], checks: RecordChecks, now_ms: int) -> None:
+    """Raise RecordErrors naming every record whose timestamp is out of range."""
+    if not checks.needed:
+        return
+    low = now_ms - checks.before_max_ms
+    high = now_ms + checks.after_max_ms
+    errors: list[tuple[int, str]] = []
+    index = 0
+    pos = 0
+    for header in headers:
+        # Fast path: a batch whose first and largest timestamps are in range, with non-negative deltas
+        # (every producer writes those), is in range as a whole; only decode the rest.
+        if low <= header.base_timestamp and header.max_timestamp <= high:
+            index += header.record_count
+            pos += header.size
+            continue
+        _, records_of_batch = decode_batch(records, pos)
+        for record in records_of_batch:
+            stamp = record_timestamp(header, record)
+            if not low <= stamp <= high:
+                errors.append(
+                    (
+                        index,
+                        f"timestamp {stamp} of record {index} is out of range: it must be within [{low}, {high}]",
+                    )
+                )
+            index += 1
+        pos += header.size
+    if errors:
+        raise RecordErrors(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"{len(errors)} record(s) rejected for a timestamp out of range of the topic's "
+            f"message.timestamp.before.max.ms/after.max.ms",
+            errors,
+        )
+
+
+def parse_checks(configs: Mapping[str, str]) -> RecordChecks:
+    try:
+        return RecordChecks.from_configs(configs)
+    except ValueError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"bad timestamp bound in topic configs: {exc}") from exc
