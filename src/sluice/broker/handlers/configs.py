@@ -250,7 +250,8 @@ def _describe_one(broker: Broker, resource: Any, request: Any) -> Any:
         result.error_code = ErrorCode.INVALID_REQUEST
         result.error_message = f"resource type {resource.resource_type} is not supported"
         return result
-    describe(broker, R, result, request, resource.configuration_keys)
+    # Kafka's ConfigHelper treats an empty key list as null: every config (kafka-python sends []).
+    describe(broker, R, result, request, resource.configuration_keys or None)
     return result
 
 
