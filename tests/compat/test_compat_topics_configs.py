@@ -176,7 +176,9 @@ def test_broker_resource_describes_real_settings(kp_admin: KafkaAdminClient, boo
     assert configs["log.segment.bytes"].value == "1073741824"
     assert configs["message.max.bytes"].value == "1048588"
     assert all(c.read_only for c in configs.values())
-    described = kp_admin.describe_configs([KpConfigResource(ConfigResourceType.BROKER, "1")])
+    described = kp_admin.describe_configs(
+        [KpConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all"
+    )
     assert f"PLAINTEXT://{bootstrap}" in repr(described)
 
 
