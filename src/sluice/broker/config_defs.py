@@ -183,6 +183,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             minimum=0,
         ),
         _d(
+            "message.timestamp.difference.max.ms",
+            LONG,
+            LONG_MAX,
+            "Deprecated (gone in Kafka 4.0): both timestamp bounds at once, where before/after are not set.",
+            "log.message.timestamp.difference.max.ms",
+            minimum=0,
+        ),
+        _d(
             "message.timestamp.type",
             STRING,
             "CreateTime",
