@@ -1,5 +1,15 @@
 """One module per API family. Importing this package registers every handler with `broker.api.HANDLERS`."""
 
-from sluice.broker.handlers import admin, cluster, configs, fetch, groups, metadata, produce, quotas
+from sluice.broker.handlers import (
+    admin,
+    cluster,
+    configs,
+    fetch,
+    groups,
+    metadata,
+    produce,
+    quotas,
+    topic_partitions,
+)
 
-__all__ = ["admin", "cluster", "configs", "fetch", "groups", "metadata", "produce", "quotas"]
+__all__ = ["admin", "cluster", "configs", "fetch", "groups", "metadata", "produce", "quotas", "topic_partitions"]

@@ -1,7 +1,7 @@
 """Cluster and replica administration a single node answers truthfully: AlterReplicaLogDirs (34),
 DescribeLogDirs (35), ElectLeaders (43), AlterPartitionReassignments (45), ListPartitionReassignments (46),
 DescribeClientQuotas (48), AlterClientQuotas (49), DescribeQuorum (55), UpdateFeatures (57),
-DescribeProducers (61).
+DescribeProducers (61), DescribeTopicPartitions (75).
 
 Written from Kafka's message specs (clients/src/main/resources/common/message/*.json).
 """
@@ -279,7 +279,46 @@ Topics                  []TopicResponse
 """,
 )
 
+# KIP-966: Metadata with paging, used by the Java AdminClient's describeTopics from 3.9 on.
+DESCRIBE_TOPIC_PARTITIONS = Api(
+    key=75,
+    name="DescribeTopicPartitions",
+    valid="0",
+    flexible="0+",
+    request="""
+Topics                  []TopicRequest
+  Name                  string
+ResponsePartitionLimit  int32    default=2000
+Cursor                  Cursor   null=v0+  default=null
+  TopicName             string
+  PartitionIndex        int32
+""",
+    response="""
+ThrottleTimeMs          int32
+Topics                  []DescribeTopicPartitionsResponseTopic
+  ErrorCode             int16
+  Name                  string   null=v0+
+  TopicId               uuid
+  IsInternal            bool     default=false
+  Partitions            []DescribeTopicPartitionsResponsePartition
+    ErrorCode           int16
+    PartitionIndex      int32
+    LeaderId            int32
+    LeaderEpoch         int32    default=-1
+    ReplicaNodes        []int32
+    IsrNodes            []int32
+    EligibleLeaderReplicas  []int32  null=v0+  default=null
+    LastKnownElr        []int32  null=v0+  default=null
+    OfflineReplicas     []int32
+  TopicAuthorizedOperations  int32  default=-2147483648
+NextTopicPartition      Cursor   null=v0+  default=null
+  TopicName             string
+  PartitionIndex        int32
+""",
+)
+
 APIS: list[Api] = [
+    DESCRIBE_TOPIC_PARTITIONS,
     ALTER_REPLICA_LOG_DIRS,
     DESCRIBE_LOG_DIRS,
     ELECT_LEADERS,
