@@ -20,11 +20,18 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.metadata import write_atomically
 
+if TYPE_CHECKING:
+    from sluice.broker.api import RequestContext
+    from sluice.broker.broker import Broker
+
 QUOTAS_FILE = "client-quotas.json"
+# The user of an unauthenticated connection, as Kafka names it.
+ANONYMOUS = "ANONYMOUS"
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
@@ -224,3 +231,16 @@ def _matches(names: dict[str, str | None], entity_type: str, match_type: int, ma
     if match_type == MATCH_DEFAULT:
         return name is None
     return name is not None
+
+
+def throttled(broker: Broker, ctx: RequestContext, response: Any, key: str, amount: int, now_ms: int) -> Any:
+    """Count a produce/fetch against its byte-rate quota and put the throttle time in the response. The shell
+    then stops reading from the connection for that long (KIP-219: answer first, then mute)."""
+    quotas = broker.quotas
+    if not quotas.configs:
+        return response
+    user = getattr(ctx, "principal", None) or ANONYMOUS
+    throttle = quotas.record(user, ctx.client_id or "", key, amount, now_ms)
+    if throttle:
+        response.throttle_time_ms = throttle
+    return response
