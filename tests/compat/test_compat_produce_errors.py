@@ -103,3 +103,64 @@ def test_log_append_time_topics_skip_the_check(
     errors: list[object] = []
     producer.produce(topic_name, value=b"old", timestamp=1_000, on_delivery=lambda e, m: errors.append(e))
     assert producer.flush(20) == 0 and errors == [None]
+
+
+def _produce_raw(bootstrap: str, topic: str, batch: bytes) -> object:
+    with WireClient.connect(bootstrap) as wire:
+        R = wire.request_class("Produce")
+        request = R(
+            acks=-1,
+            timeout_ms=10_000,
+            topic_data=[
+                R.TopicProduceData(
+                    name=topic, partition_data=[R.PartitionProduceData(index=0, records=batch)]
+                )
+            ],
+        )
+        (part,) = wire.call("Produce", 9, request).responses[0].partition_responses
+    return part
+
+
+def test_records_without_a_timestamp_pass_the_bounds(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """LogValidator.validateTimestamp checks only records that carry a timestamp: -1 (NO_TIMESTAMP) is let
+    through on a CreateTime topic with tight bounds, while a dated record out of range still fails."""
+    ck_admin.create_topics(
+        [NewTopic(topic_name, 1, 1, config={"message.timestamp.difference.max.ms": "60000"})]
+    )[topic_name].result(10)
+    undated = encode_batch(
+        [Record(offset_delta=0, timestamp_delta=0, key=None, value=b"undated")], base_timestamp=-1
+    )
+    part = _produce_raw(bootstrap, topic_name, undated)
+    assert part.error_code == ErrorCode.NONE and part.base_offset == 0  # type: ignore[attr-defined]
+    stale = encode_batch(
+        [Record(offset_delta=0, timestamp_delta=0, key=None, value=b"stale")], base_timestamp=1_000
+    )
+    part = _produce_raw(bootstrap, topic_name, stale)
+    assert part.error_code == ErrorCode.INVALID_TIMESTAMP  # type: ignore[attr-defined]
+    assert [e.batch_index for e in part.record_errors] == [0]  # type: ignore[attr-defined]
+    assert _consume_all(bootstrap, topic_name, 1) == [b"undated"]
+
+
+def test_producer_batches_may_not_claim_log_append_time(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """KIP-467 with LogValidator's rule that only the broker sets LogAppendTime: on a LogAppendTime topic a
+    producer batch flagged LogAppendTime fails every record by index under INVALID_TIMESTAMP, and nothing of it
+    is stored; an ordinary CreateTime batch to the same topic is appended."""
+    config = {"message.timestamp.type": "LogAppendTime"}
+    ck_admin.create_topics([NewTopic(topic_name, 1, 1, config=config)])[topic_name].result(10)
+    now = int(time.time() * 1000)
+    records = [Record(offset_delta=i, timestamp_delta=0, key=None, value=b"claimed") for i in range(3)]
+    flagged = encode_batch(records, base_timestamp=now, timestamp_type_log_append=True)
+    part = _produce_raw(bootstrap, topic_name, flagged)
+    assert part.error_code == ErrorCode.INVALID_TIMESTAMP and part.error_message  # type: ignore[attr-defined]
+    assert [e.batch_index for e in part.record_errors] == [0, 1, 2]  # type: ignore[attr-defined]
+    assert all("LogAppendTime" in e.batch_index_error_message for e in part.record_errors)  # type: ignore[attr-defined]
+    plain = encode_batch(
+        [Record(offset_delta=0, timestamp_delta=0, key=None, value=b"plain")], base_timestamp=now
+    )
+    part = _produce_raw(bootstrap, topic_name, plain)
+    assert part.error_code == ErrorCode.NONE and part.base_offset == 0  # type: ignore[attr-defined]
+    assert _consume_all(bootstrap, topic_name, 1) == [b"plain"]
