@@ -120,7 +120,7 @@ def _colliding(broker: Broker, name: str) -> str | None:
 
 def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
     R = CreateTopicsResponse
-    result = R.CreatableTopicResult(name=topic.name)
+    result = R.CreatableTopicResult(name=topic.name, error_message=None)  # Kafka sends null on success
     # Kafka's order: the name, then existence, then configs, then partitions and replicas.
     with errors_into(result):
         check_topic_name(topic.name)
