@@ -99,9 +99,9 @@ def test_a_manual_assignment_naming_this_node_creates_the_topic(
     ck_admin: AdminClient, bootstrap: str, topic_name: str
 ) -> None:
     """librdkafka sends a replica assignment with num_partitions and replication_factor -1, as Kafka requires."""
-    ck_admin.create_topics([NewTopic(topic_name, 3, replica_assignment=[[1], [1], [1]])])[
-        topic_name
-    ].result(10)
+    ck_admin.create_topics([NewTopic(topic_name, 3, replica_assignment=[[1], [1], [1]])])[topic_name].result(
+        10
+    )
     assert _partitions(bootstrap, topic_name) == 3
 
 
@@ -228,3 +228,28 @@ def test_refused_topics_stay_absent_after_kill(data_dir: Path) -> None:
         assert _partitions(broker.bootstrap, "twice") is None and _partitions(broker.bootstrap, "bad") is None
     finally:
         broker.stop()
+
+
+def test_metadata_and_described_partitions_follow_growth_and_re_creation(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """Metadata and DescribeTopicPartitions (KIP-966) answer from the topic as it is now, after the topic grows
+    and after it is deleted and created again with another partition count and id."""
+
+    def described() -> tuple[int, Any]:
+        with WireClient.connect(bootstrap) as wire:
+            R = wire.request_class("DescribeTopicPartitions")
+            request = R(topics=[R.TopicRequest(name=topic_name)], response_partition_limit=2000)
+            (topic,) = wire.call("DescribeTopicPartitions", 0, request).topics
+        return len(topic.partitions), topic.topic_id
+
+    ck_admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(10)
+    assert _partitions(bootstrap, topic_name) == 2 and described()[0] == 2
+    ck_admin.create_partitions([NewPartitions(topic_name, 3)])[topic_name].result(10)
+    assert _partitions(bootstrap, topic_name) == 3 and described()[0] == 3
+    first_id = described()[1]
+    ck_admin.delete_topics([topic_name])[topic_name].result(10)
+    ck_admin.create_topics([NewTopic(topic_name, 5, 1)])[topic_name].result(10)
+    assert _partitions(bootstrap, topic_name) == 5
+    count, topic_id = described()
+    assert count == 5 and topic_id != first_id

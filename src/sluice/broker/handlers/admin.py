@@ -195,9 +195,7 @@ def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
 def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = DeleteTopicsResponse
     wanted = (
-        [(t.name, t.topic_id) for t in request.topics]
-        if ctx.api_version >= 6
-        else [(n, None) for n in request.topic_names]
+        [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 else [(n, None) for n in request.topic_names]
     )
     results = []
     for name, topic_id in wanted:
@@ -207,14 +205,10 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             result.topic_id = meta.topic_id
         with errors_into(result):
             if meta is None:
-                code = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-                )
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
                 raise KafkaError(code, f"topic {name or topic_id} does not exist")
             if meta.name == OFFSETS_TOPIC:
-                raise KafkaError(
-                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, "the internal offsets topic cannot be deleted"
-                )
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "the internal offsets topic cannot be deleted")
             broker.delete_topic(meta.name)
         results.append(result)
     return Respond(R(responses=results))
