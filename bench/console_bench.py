@@ -6,7 +6,7 @@ messages.
     .venv/bin/python bench/console_bench.py --messages 1000000    # the issue's 1 GB topic (~977 MiB)
 
 The broker is `sluice broker` (fresh data dir); the console runs as `sluice console` in its own process,
-pointed at the broker like any client, with `--log-dir` so sizes on disk are read too.
+pointed at the broker like any client: sizes on disk come from the broker's DescribeLogDirs.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -84,7 +85,9 @@ def fill(bootstrap: str, topics: int, messages: int, size: int, partitions: int)
     )
 
 
-def kcat_read(bootstrap: str) -> tuple[int, float, bool]:
+def kcat_read(bootstrap: str) -> tuple[int, float, bool, float]:
+    """Messages read, wall seconds, whether the needle was seen, and kcat's own CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     out = subprocess.run(
         ["kcat", "-C", "-b", bootstrap, "-t", BIG, "-o", "beginning", "-e", "-q", "-f", "%k %s\n"],
@@ -92,7 +95,9 @@ def kcat_read(bootstrap: str) -> tuple[int, float, bool]:
         check=True,
     ).stdout
     took = time.perf_counter() - started
-    return out.count(b"\n"), took, NEEDLE in out
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out.count(b"\n"), took, NEEDLE in out, cpu
 
 
 def main() -> None:
@@ -119,8 +124,6 @@ def main() -> None:
                 broker.bootstrap,
                 "--listen",
                 f"127.0.0.1:{port}",
-                "--log-dir",
-                str(broker.data_dir),
                 "--sample-interval",
                 "3600",
             ],
@@ -135,6 +138,7 @@ def main() -> None:
             topics = [get(base + "/topics")[0] for _ in range(args.rounds)]
             _, body = get(base + "/topics?internal=1")
             shown = body.count("<tr>") - 1
+            assert "does not answer DescribeLogDirs" not in body, "sizes on disk are missing"
             rng = random.Random(7)
             per_part = args.messages // args.partitions
             browse, fragments = [], []
@@ -147,7 +151,7 @@ def main() -> None:
                 fragments.append(get(f"{base}/topics/{BIG}/messages?{query}", htmx=True)[0])
             newest = [get(f"{base}/topics/{BIG}")[0] for _ in range(max(3, args.rounds // 4))]
 
-            cpu0 = cpu_seconds(console.pid)
+            cpu0, broker0 = cpu_seconds(console.pid), broker.cpu_seconds()
             started = time.perf_counter()
             answer = post(f"{base}/topics/{BIG}/scan", {"needle": NEEDLE.decode(), "mode": "beginning"})
             job = re.search(r'id="scan-([0-9a-f]+)"', answer)
@@ -157,13 +161,16 @@ def main() -> None:
                 answer = get(f"{base}/scans/{job.group(1)}", htmx=True)[1]
             scan_wall = time.perf_counter() - started
             scan_cpu = cpu_seconds(console.pid) - cpu0
+            scan_broker_cpu = broker.cpu_seconds() - broker0
             scanned = int(re.search(r'id="scanned">([\d,]+)<', answer).group(1).replace(",", ""))
             found = 'id="match-count">1<' in answer
         finally:
             console.terminate()
             console.wait(30)
 
-        read, kcat_wall, kcat_found = kcat_read(broker.bootstrap)
+        broker0 = broker.cpu_seconds()
+        read, kcat_wall, kcat_found, kcat_cpu = kcat_read(broker.bootstrap)
+        kcat_broker_cpu = broker.cpu_seconds() - broker0
 
     def ms(values: list[float]) -> str:
         values = sorted(values)
@@ -176,13 +183,18 @@ def main() -> None:
     print("\nfilter scan over the whole large topic, needle in the last message:")
     print(
         f"  console  {scanned:>10,} msgs in {scan_wall:6.2f} s = {scanned / scan_wall:>9,.0f} msg/s   "
-        f"console CPU {scan_cpu / max(scanned, 1) * 1e6:.2f} us/msg   found={found}   (target >= 50,000 msg/s)"
+        f"console CPU {scan_cpu / max(scanned, 1) * 1e6:.2f} us/msg   "
+        f"broker CPU {scan_broker_cpu / max(scanned, 1) * 1e6:.2f} us/msg   found={found}   (target >= 50,000 msg/s)"
     )
     print(
         f"  kcat     {read:>10,} msgs in {kcat_wall:6.2f} s = {read / kcat_wall:>9,.0f} msg/s   "
-        f"(-C -e, '%k %s' to a pipe)        found={kcat_found}"
+        f"kcat CPU    {kcat_cpu / max(read, 1) * 1e6:.2f} us/msg   "
+        f"broker CPU {kcat_broker_cpu / max(read, 1) * 1e6:.2f} us/msg   found={kcat_found}   (-C -e, '%k %s')"
     )
-    print(f"  ratio console/kcat: {(scanned / scan_wall) / (read / kcat_wall):.2f}")
+    print(
+        f"  ratio console/kcat: rate {(scanned / scan_wall) / (read / kcat_wall):.2f}, "
+        f"client CPU per message {(scan_cpu / max(scanned, 1)) / (kcat_cpu / max(read, 1)):.2f}"
+    )
 
 
 if __name__ == "__main__":
