@@ -126,6 +126,13 @@ def test_overview_topics_and_topic_pages_show_the_clusters_data(
     page.goto(sluice_console.url + f"/topics/{topic}/messages?mode=timestamp&value={hour_ahead}")
     assert "No messages here" in page.inner_text("#messages-table")
 
+    # From the beginning of every partition, oldest first, and the next page carries on across all three.
+    page.goto(sluice_console.url + f"/topics/{topic}/messages?mode=beginning&limit=3")
+    assert [(r[0], r[1]) for r in cell_texts(page, "#messages-table")] == [("0", "0"), ("1", "0"), ("2", "0")]
+    page.click("#next-page")
+    page.wait_for_function("document.querySelector('#messages-table td:nth-child(2)').innerText === '1'")
+    assert [(r[0], r[1]) for r in cell_texts(page, "#messages-table")] == [("0", "1"), ("1", "1"), ("2", "1")]
+
     # One partition, from an offset: exactly that slice, oldest first.
     page.goto(sluice_console.url + f"/topics/{topic}/messages?mode=offset&value=4&partition=2&limit=3")
     assert [(r[0], r[1]) for r in cell_texts(page, "#messages-table")] == [("2", "4"), ("2", "5"), ("2", "6")]
