@@ -13,10 +13,13 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
+from sluice.security.acl import AclStore, Authorizer
+from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
 from sluice.storage.metadata import topic_name_problem
 
@@ -84,13 +87,30 @@ class Broker:
         self._next_producer_id = 0
         self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
+        security_dir = config.data_dir / "security" if config.data_dir is not None else None
+        self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
+        self.acls = AclStore(security_dir / "acls.json" if security_dir else None)
+        self.authorizer: Authorizer | None = None
+        if config.authorizer == "acl":
+            self.authorizer = Authorizer(self.acls, config.super_users, config.allow_everyone_if_no_acl_found)
+        self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
+        # Parked requests whose response the authorizer completes (denied items put back) when it comes.
+        self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
         for meta in storage.topics():
             self._open_partitions(meta)
 
     # ----- dispatch -----
 
     def dispatch(self, ctx: RequestContext, request: Any) -> Outcome:
+        if self.authorizer is not None:
+            return authz.dispatch(self, authz.Access(self.authorizer, ctx.principal, ctx.client_host, self._topic_name_by_id),
+                            ctx, request)
         return HANDLERS.handlers[ctx.api_key].handle(self, ctx, request)
+
+    def _topic_name_by_id(self, topic_id: Any) -> str | None:
+        meta = self.storage.topic_by_id(topic_id)
+        return meta.name if meta is not None else None
 
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
@@ -103,6 +123,11 @@ class Broker:
     def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
         """Answers to parked requests that became ready: (reply token, response, needs durability)."""
         ready, self.ready_replies = self.ready_replies, []
+        if self.reply_finishers:
+            ready = [
+                (token, finish(response) if (finish := self.reply_finishers.pop(token, None)) else response, durable)
+                for token, response, durable in ready
+            ]
         return ready
 
     # ----- topics -----
