@@ -101,3 +101,40 @@ def test_user_created_over_the_wire_logs_in_with_every_mechanism(secure_broker: 
         # The user has no ACLs, so it sees no topics, but it is authenticated: list_topics succeeds.
         metadata = AdminClient(secure_broker.sasl(user, f"pw-{user}", mechanism)).list_topics(timeout=10)
         assert metadata.topics == {}
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kafka_python_produces_and_consumes_over_sasl_ssl(secure_broker: SecureBroker, mechanism: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = new_topic(secure_broker.admin_settings())
+    common = {
+        "bootstrap_servers": secure_broker.address("SASL_SSL"), "security_protocol": "SASL_SSL",
+        "sasl_mechanism": mechanism, "sasl_plain_username": ADMIN, "sasl_plain_password": ADMIN_PASSWORD,
+        "ssl_cafile": str(secure_broker.certs.ca_path),
+    }
+    producer = KafkaProducer(**common)
+    for i in range(5):
+        producer.send(topic, f"k{i}".encode()).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(topic, group_id=f"kp-{uuid.uuid4().hex[:6]}", auto_offset_reset="earliest",
+                             consumer_timeout_ms=15000, **common)
+    got = []
+    for message in consumer:
+        got.append(message.value)
+        if len(got) == 5:
+            break
+    consumer.close()
+    assert got == [f"k{i}".encode() for i in range(5)]
+
+
+def test_kafka_python_wrong_password_fails_fast(secure_broker: SecureBroker, caplog: pytest.LogCaptureFixture) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KafkaPythonError
+
+    with pytest.raises(KafkaPythonError):
+        KafkaProducer(bootstrap_servers=secure_broker.address("SASL_SSL"), security_protocol="SASL_SSL",
+                      sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ADMIN, sasl_plain_password="bad",
+                      ssl_cafile=str(secure_broker.certs.ca_path), bootstrap_timeout_ms=3000)
+    refusals = [r for r in caplog.records if "Authentication failed: invalid credentials" in r.getMessage()]
+    assert refusals, "kafka-python never saw the broker's refusal"
