@@ -53,8 +53,14 @@ def make_certificates(directory: Path) -> Certificates:
 
 
 def sluice_cli(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sluice", *args], input=stdin, capture_output=True, text=True,
-                          check=check, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "sluice", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=60,
+    )
 
 
 @dataclass
@@ -68,12 +74,16 @@ class SecureBroker:
     def address(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
 
-    def sasl(self, user: str, password: str, mechanism: str = "SCRAM-SHA-256", *, tls: bool = True) -> dict[str, Any]:
+    def sasl(
+        self, user: str, password: str, mechanism: str = "SCRAM-SHA-256", *, tls: bool = True
+    ) -> dict[str, Any]:
         """confluent-kafka settings for a SASL client."""
         settings: dict[str, Any] = {
             "bootstrap.servers": self.address("SASL_SSL" if tls else "SASL_PLAINTEXT"),
             "security.protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT",
-            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
         }
         if tls:
             settings["ssl.ca.location"] = str(self.certs.ca_path)
@@ -83,8 +93,11 @@ class SecureBroker:
         return self.sasl(ADMIN, ADMIN_PASSWORD)
 
     def mtls(self, name: str | None) -> dict[str, Any]:
-        settings: dict[str, Any] = {"bootstrap.servers": self.address("SSL"), "security.protocol": "SSL",
-                                    "ssl.ca.location": str(self.certs.ca_path)}
+        settings: dict[str, Any] = {
+            "bootstrap.servers": self.address("SSL"),
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(self.certs.ca_path),
+        }
         if name is not None:
             cert, key = self.certs.client(name)
             settings |= {"ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
@@ -112,8 +125,17 @@ def start_secure_broker(tmp: Path, **extra: Any) -> SecureBroker:
     data_dir = tmp / "data"
     data_dir.mkdir()
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        sluice_cli("users", "create", ADMIN, "--mechanism", mechanism, "--password-stdin", "--data-dir",
-                   str(data_dir), stdin=ADMIN_PASSWORD + "\n")
+        sluice_cli(
+            "users",
+            "create",
+            ADMIN,
+            "--mechanism",
+            mechanism,
+            "--password-stdin",
+            "--data-dir",
+            str(data_dir),
+            stdin=ADMIN_PASSWORD + "\n",
+        )
     ports = {name: free_port() for name in LISTENERS}
     config_path = tmp / "broker.yaml"
     write_config(config_path, certs, ports, **extra)

@@ -21,8 +21,9 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from conftest import SecureBroker, start_secure_broker
 from wire_auth import connect, login
+
+from conftest import SecureBroker, start_secure_broker
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -30,8 +31,9 @@ LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 
 def make_user(admin: AdminClient, password: str = "pw") -> str:
     user = f"u{uuid.uuid4().hex[:8]}"
-    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                                          password.encode())
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), password.encode()
+    )
     for future in admin.alter_user_scram_credentials([upsert]).values():
         future.result(timeout=10)
     return user
@@ -44,8 +46,15 @@ def make_topic(admin: AdminClient) -> str:
     return name
 
 
-def allow(admin: AdminClient, user: str, rtype: ResourceType, name: str, *ops: AclOperation,
-          permission: AclPermissionType = ALLOW, pattern: ResourcePatternType = LITERAL) -> None:
+def allow(
+    admin: AdminClient,
+    user: str,
+    rtype: ResourceType,
+    name: str,
+    *ops: AclOperation,
+    permission: AclPermissionType = ALLOW,
+    pattern: ResourcePatternType = LITERAL,
+) -> None:
     bindings = [AclBinding(rtype, name, pattern, f"User:{user}", "*", op, permission) for op in ops]
     for future in admin.create_acls(bindings).values():
         future.result(timeout=10)
@@ -71,7 +80,10 @@ def consume(settings: dict, topic: str, group: str, count: int = 1, timeout: flo
             continue
         if msg.error():
             errors.append(msg.error())
-            if msg.error().code() in (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED):
+            if msg.error().code() in (
+                KafkaError.GROUP_AUTHORIZATION_FAILED,
+                KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            ):
                 break
         else:
             got.append(msg.value())
@@ -84,15 +96,19 @@ def admin(secure_broker: SecureBroker) -> AdminClient:
     return AdminClient(secure_broker.admin_settings())
 
 
-def test_principal_without_acls_is_denied_and_sees_no_topics(secure_broker: SecureBroker, admin: AdminClient) -> None:
+def test_principal_without_acls_is_denied_and_sees_no_topics(
+    secure_broker: SecureBroker, admin: AdminClient
+) -> None:
     topic = make_topic(admin)
     Producer(secure_broker.admin_settings()).produce(topic, b"seed")
     user = make_user(admin)
     settings = secure_broker.sasl(user, "pw")
     user_admin = AdminClient(settings)
     assert topic not in user_admin.list_topics(timeout=10).topics
-    assert user_admin.list_topics(topic, timeout=10).topics[topic].error.code() == \
-        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert (
+        user_admin.list_topics(topic, timeout=10).topics[topic].error.code()
+        == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
     assert produce_error(settings, topic).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     got, errors = consume(settings, topic, f"g-{user}")
     assert got == [] and errors and errors[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
@@ -106,13 +122,19 @@ def test_principal_without_acls_is_denied_and_sees_no_topics(secure_broker: Secu
     # ACL administration needs the cluster (librdkafka drops DescribeAcls' error, so ask on the wire).
     with connect(secure_broker.address("SASL_SSL"), str(secure_broker.certs.ca_path)) as client:
         assert login(client, user, "pw").error_code == 0
-        described = client.call("DescribeAcls", 2, client.request_class("DescribeAcls")(
-            resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1))
+        described = client.call(
+            "DescribeAcls",
+            2,
+            client.request_class("DescribeAcls")(
+                resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1
+            ),
+        )
         assert described.error_code == KafkaError.CLUSTER_AUTHORIZATION_FAILED and described.resources == []
 
 
-def test_acls_created_over_the_wire_open_exactly_what_they_name(secure_broker: SecureBroker,
-                                                               admin: AdminClient) -> None:
+def test_acls_created_over_the_wire_open_exactly_what_they_name(
+    secure_broker: SecureBroker, admin: AdminClient
+) -> None:
     topic, other = make_topic(admin), make_topic(admin)
     user = make_user(admin)
     group = f"g-{user}"
@@ -131,11 +153,22 @@ def test_acls_created_over_the_wire_open_exactly_what_they_name(secure_broker: S
     [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=10)
     consumer.close()
     assert committed.offset == 1
-    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{user}",
-                                                     None, AclOperation.ANY, AclPermissionType.ANY)).result(timeout=10)
+    described = admin.describe_acls(
+        AclBindingFilter(
+            ResourceType.ANY,
+            None,
+            ResourcePatternType.ANY,
+            f"User:{user}",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+    ).result(timeout=10)
     assert {(b.restype, b.name, b.operation) for b in described} == {
-        (ResourceType.TOPIC, topic, AclOperation.WRITE), (ResourceType.TOPIC, topic, AclOperation.READ),
-        (ResourceType.GROUP, group, AclOperation.READ)}
+        (ResourceType.TOPIC, topic, AclOperation.WRITE),
+        (ResourceType.TOPIC, topic, AclOperation.READ),
+        (ResourceType.GROUP, group, AclOperation.READ),
+    }
 
 
 def test_deny_overrides_allow(secure_broker: SecureBroker, admin: AdminClient) -> None:
@@ -151,8 +184,9 @@ def test_deny_overrides_allow(secure_broker: SecureBroker, admin: AdminClient) -
     got, _ = consume(settings, topic, f"g-{user}")  # Read is still allowed
     assert got == [b"x"]
     # Removing the DENY over the wire restores Write.
-    deleted = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, topic, LITERAL, f"User:{user}", None,
-                                                  AclOperation.WRITE, DENY)])
+    deleted = admin.delete_acls(
+        [AclBindingFilter(ResourceType.TOPIC, topic, LITERAL, f"User:{user}", None, AclOperation.WRITE, DENY)]
+    )
     [future] = deleted.values()
     assert len(future.result(timeout=10)) == 1
     assert produce_error(settings, topic) is None
@@ -165,7 +199,9 @@ def test_deny_for_everyone_wins_over_a_user_allow(secure_broker: SecureBroker, a
     bindings = [AclBinding(ResourceType.TOPIC, topic, LITERAL, "User:*", "*", AclOperation.ALL, DENY)]
     for future in admin.create_acls(bindings).values():
         future.result(timeout=10)
-    assert produce_error(secure_broker.sasl(user, "pw"), topic).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert (
+        produce_error(secure_broker.sasl(user, "pw"), topic).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
     assert produce_error(secure_broker.admin_settings(), topic) is None  # super users are never denied
 
 
@@ -186,17 +222,23 @@ def test_users_and_acls_survive_restart_and_kill(tmp_path) -> None:
             got, errors = consume(settings, topic, "g", timeout=5)
             assert got == [] and errors
             admin = AdminClient(broker.admin_settings())
-            acls = admin.describe_acls(AclBindingFilter(
-                ResourceType.TOPIC, topic, LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY)
+            acls = admin.describe_acls(
+                AclBindingFilter(
+                    ResourceType.TOPIC, topic, LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY
+                )
             ).result(timeout=10)
-            assert {(b.operation, b.permission_type) for b in acls} == {(AclOperation.WRITE, ALLOW),
-                                                                         (AclOperation.READ, DENY)}
+            assert {(b.operation, b.permission_type) for b in acls} == {
+                (AclOperation.WRITE, ALLOW),
+                (AclOperation.READ, DENY),
+            }
     finally:
         broker.process.kill()
 
 
 def test_bad_acls_and_credentials_get_error_codes(secure_broker: SecureBroker, admin: AdminClient) -> None:
-    bad = AclBinding(ResourceType.BROKER, "not-the-cluster", LITERAL, "User:x", "*", AclOperation.ALTER, ALLOW)
+    bad = AclBinding(
+        ResourceType.BROKER, "not-the-cluster", LITERAL, "User:x", "*", AclOperation.ALTER, ALLOW
+    )
     [future] = admin.create_acls([bad]).values()
     with pytest.raises(KafkaException) as refused:
         future.result(timeout=10)

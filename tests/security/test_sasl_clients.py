@@ -8,7 +8,14 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
 from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker
 
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
@@ -27,7 +34,9 @@ def produce_and_consume(settings: dict, topic: str, count: int = 20) -> list[byt
     for i in range(count):
         producer.produce(topic, f"v{i}".encode())
     assert producer.flush(30) == 0
-    consumer = Consumer({**settings, "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {**settings, "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"}
+    )
     consumer.subscribe([topic])
     got: list[bytes] = []
     deadline = time.monotonic() + 30
@@ -40,7 +49,9 @@ def produce_and_consume(settings: dict, topic: str, count: int = 20) -> list[byt
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_confluent_kafka_produces_and_consumes_over_sasl_ssl(secure_broker: SecureBroker, mechanism: str) -> None:
+def test_confluent_kafka_produces_and_consumes_over_sasl_ssl(
+    secure_broker: SecureBroker, mechanism: str
+) -> None:
     settings = secure_broker.sasl(ADMIN, ADMIN_PASSWORD, mechanism)
     topic = new_topic(settings)
     assert produce_and_consume(settings, topic) == [f"v{i}".encode() for i in range(20)]
@@ -62,10 +73,14 @@ def test_metadata_advertises_the_listener_the_client_came_through(secure_broker:
 
 @pytest.mark.parametrize(("user", "password"), [(ADMIN, "wrong-password"), ("nobody", "whatever")])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_wrong_password_and_unknown_user_fail_fast(secure_broker: SecureBroker, user: str, password: str,
-                                                   mechanism: str) -> None:
+def test_wrong_password_and_unknown_user_fail_fast(
+    secure_broker: SecureBroker, user: str, password: str, mechanism: str
+) -> None:
     errors: list[tuple[float, KafkaError]] = []
-    settings = {**secure_broker.sasl(user, password, mechanism), "error_cb": lambda e: errors.append((time.monotonic(), e))}
+    settings = {
+        **secure_broker.sasl(user, password, mechanism),
+        "error_cb": lambda e: errors.append((time.monotonic(), e)),
+    }
     started = time.monotonic()
     producer = Producer(settings)
     while not errors and time.monotonic() - started < 10:
@@ -91,12 +106,17 @@ def test_failed_logins_are_logged_with_the_client_address(secure_broker: SecureB
 def test_user_created_over_the_wire_logs_in_with_every_mechanism(secure_broker: SecureBroker) -> None:
     admin = AdminClient(secure_broker.admin_settings())
     user = f"u{uuid.uuid4().hex[:6]}"
-    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(m, 4096), b"pw-" + user.encode())
-               for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
+    upserts = [
+        UserScramCredentialUpsertion(user, ScramCredentialInfo(m, 4096), b"pw-" + user.encode())
+        for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    ]
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(timeout=10)
     described = admin.describe_user_scram_credentials([user])[user].result(timeout=10)
-    assert sorted(i.mechanism.name for i in described.scram_credential_infos) == ["SCRAM_SHA_256", "SCRAM_SHA_512"]
+    assert sorted(i.mechanism.name for i in described.scram_credential_infos) == [
+        "SCRAM_SHA_256",
+        "SCRAM_SHA_512",
+    ]
     for mechanism in MECHANISMS:
         # The user has no ACLs, so it sees no topics, but it is authenticated: list_topics succeeds.
         metadata = AdminClient(secure_broker.sasl(user, f"pw-{user}", mechanism)).list_topics(timeout=10)
@@ -104,21 +124,31 @@ def test_user_created_over_the_wire_logs_in_with_every_mechanism(secure_broker: 
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_kafka_python_produces_and_consumes_over_sasl_ssl(secure_broker: SecureBroker, mechanism: str) -> None:
+def test_kafka_python_produces_and_consumes_over_sasl_ssl(
+    secure_broker: SecureBroker, mechanism: str
+) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
     topic = new_topic(secure_broker.admin_settings())
     common = {
-        "bootstrap_servers": secure_broker.address("SASL_SSL"), "security_protocol": "SASL_SSL",
-        "sasl_mechanism": mechanism, "sasl_plain_username": ADMIN, "sasl_plain_password": ADMIN_PASSWORD,
+        "bootstrap_servers": secure_broker.address("SASL_SSL"),
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": ADMIN,
+        "sasl_plain_password": ADMIN_PASSWORD,
         "ssl_cafile": str(secure_broker.certs.ca_path),
     }
     producer = KafkaProducer(**common)
     for i in range(5):
         producer.send(topic, f"k{i}".encode()).get(timeout=30)
     producer.close()
-    consumer = KafkaConsumer(topic, group_id=f"kp-{uuid.uuid4().hex[:6]}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=15000, **common)
+    consumer = KafkaConsumer(
+        topic,
+        group_id=f"kp-{uuid.uuid4().hex[:6]}",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=15000,
+        **common,
+    )
     got = []
     for message in consumer:
         got.append(message.value)
@@ -128,13 +158,21 @@ def test_kafka_python_produces_and_consumes_over_sasl_ssl(secure_broker: SecureB
     assert got == [f"k{i}".encode() for i in range(5)]
 
 
-def test_kafka_python_wrong_password_fails_fast(secure_broker: SecureBroker, caplog: pytest.LogCaptureFixture) -> None:
+def test_kafka_python_wrong_password_fails_fast(
+    secure_broker: SecureBroker, caplog: pytest.LogCaptureFixture
+) -> None:
     from kafka import KafkaProducer
     from kafka.errors import KafkaError as KafkaPythonError
 
     with pytest.raises(KafkaPythonError):
-        KafkaProducer(bootstrap_servers=secure_broker.address("SASL_SSL"), security_protocol="SASL_SSL",
-                      sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=ADMIN, sasl_plain_password="bad",
-                      ssl_cafile=str(secure_broker.certs.ca_path), bootstrap_timeout_ms=3000)
+        KafkaProducer(
+            bootstrap_servers=secure_broker.address("SASL_SSL"),
+            security_protocol="SASL_SSL",
+            sasl_mechanism="SCRAM-SHA-512",
+            sasl_plain_username=ADMIN,
+            sasl_plain_password="bad",
+            ssl_cafile=str(secure_broker.certs.ca_path),
+            bootstrap_timeout_ms=3000,
+        )
     refusals = [r for r in caplog.records if "Authentication failed: invalid credentials" in r.getMessage()]
     assert refusals, "kafka-python never saw the broker's refusal"

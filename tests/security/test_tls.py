@@ -20,8 +20,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker, make_certificates, start_secure_broker
 from wire_auth import connect, login
+
+from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker, make_certificates, start_secure_broker
 
 
 def deliver(settings: dict, topic: str) -> KafkaError | None:
@@ -37,9 +38,19 @@ def test_mutual_tls_principal_is_the_certificate_cn(secure_broker: SecureBroker)
     name = f"svc{uuid.uuid4().hex[:6]}"
     topic = f"mtls-{name}"
     admin = AdminClient(secure_broker.admin_settings())
-    for future in admin.create_acls([AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
-                                                f"User:{name}", "*", AclOperation.ALL,
-                                                AclPermissionType.ALLOW)]).values():
+    for future in admin.create_acls(
+        [
+            AclBinding(
+                ResourceType.TOPIC,
+                topic,
+                ResourcePatternType.LITERAL,
+                f"User:{name}",
+                "*",
+                AclOperation.ALL,
+                AclPermissionType.ALLOW,
+            )
+        ]
+    ).values():
         future.result(timeout=10)
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         future.result(timeout=10)
@@ -52,8 +63,10 @@ def test_mutual_tls_principal_is_the_certificate_cn(secure_broker: SecureBroker)
 def test_tls_below_1_2_is_refused(secure_broker: SecureBroker) -> None:
     context = ssl.create_default_context(cafile=str(secure_broker.certs.ca_path))
     context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_1
-    with socket.create_connection(("127.0.0.1", secure_broker.ports["SSL"]), timeout=5) as raw, \
-            pytest.raises(ssl.SSLError):
+    with (
+        socket.create_connection(("127.0.0.1", secure_broker.ports["SSL"]), timeout=5) as raw,
+        pytest.raises(ssl.SSLError),
+    ):
         context.wrap_socket(raw, server_hostname="127.0.0.1")
 
 
@@ -65,7 +78,11 @@ def test_required_client_auth_refuses_a_client_without_certificate(tmp_path) -> 
         deadline = time.monotonic() + 10
         while not errors and time.monotonic() < deadline:
             producer.poll(0.1)
-        assert errors and errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+        assert errors and errors[0].code() in (
+            KafkaError._SSL,
+            KafkaError._TRANSPORT,
+            KafkaError._ALL_BROKERS_DOWN,
+        )
         assert deliver(broker.mtls("alice"), "alice-topic").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         broker.process.kill()

@@ -11,9 +11,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker, start_secure_broker
 from wire_auth import connect, login
 
+from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker, start_secure_broker
 from sluice.errors import ErrorCode
 
 
@@ -36,10 +36,15 @@ def metadata(client) -> object:
 
 def test_only_api_versions_and_sasl_before_authentication(secure_broker: SecureBroker) -> None:
     with connect(secure_broker.address("SASL_PLAINTEXT")) as client:
-        versions = client.call("ApiVersions", 3, client.request_class("ApiVersions")(
-            client_software_name="t", client_software_version="1"))
+        versions = client.call(
+            "ApiVersions",
+            3,
+            client.request_class("ApiVersions")(client_software_name="t", client_software_version="1"),
+        )
         assert versions.error_code == 0
-        client.send_frame(client.encode_request("Metadata", 12, client.request_class("Metadata")(topics=None)))
+        client.send_frame(
+            client.encode_request("Metadata", 12, client.request_class("Metadata")(topics=None))
+        )
         assert closed_by_broker(client.sock)
     with connect(secure_broker.address("SASL_PLAINTEXT")) as client:
         assert login(client, ADMIN, ADMIN_PASSWORD).error_code == 0
@@ -113,11 +118,15 @@ def test_sessions_expire_and_clients_reauthenticate(reauth_broker: SecureBroker)
         assert answer.session_lifetime_ms == 1500
         assert metadata(client).brokers
         time.sleep(1.0)
-        assert login(client, ADMIN, ADMIN_PASSWORD).error_code == 0  # re-authentication on the same connection
+        assert (
+            login(client, ADMIN, ADMIN_PASSWORD).error_code == 0
+        )  # re-authentication on the same connection
         time.sleep(1.0)
         assert metadata(client).brokers  # 2 s after the first login: the second one counts
         time.sleep(1.7)
-        client.send_frame(client.encode_request("Metadata", 12, client.request_class("Metadata")(topics=None)))
+        client.send_frame(
+            client.encode_request("Metadata", 12, client.request_class("Metadata")(topics=None))
+        )
         assert closed_by_broker(client.sock)
     # librdkafka re-authenticates on its own (KIP-368): a producer keeps going across several lifetimes.
     producer = Producer({**reauth_broker.sasl(ADMIN, ADMIN_PASSWORD), "linger.ms": 0})
@@ -133,7 +142,9 @@ def test_reauthentication_must_keep_the_principal(reauth_broker: SecureBroker) -
     admin = AdminClient(reauth_broker.admin_settings())
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-    upsert = UserScramCredentialUpsertion("other", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")
+    upsert = UserScramCredentialUpsertion(
+        "other", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw"
+    )
     admin.alter_user_scram_credentials([upsert])["other"].result(timeout=10)
     with connect(reauth_broker.address("SASL_PLAINTEXT")) as client:
         assert login(client, ADMIN, ADMIN_PASSWORD).error_code == 0

@@ -18,8 +18,9 @@ def connect(address: str, cafile: str | None = None) -> WireClient:
     return client
 
 
-def login(client: WireClient, user: str, password: str, mechanism: str = "SCRAM-SHA-256",
-          version: int = 2) -> Any:
+def login(
+    client: WireClient, user: str, password: str, mechanism: str = "SCRAM-SHA-256", version: int = 2
+) -> Any:
     """SaslHandshake v1 + SaslAuthenticate; returns the last SaslAuthenticate response."""
     handshake = client.call("SaslHandshake", 1, client.request_class("SaslHandshake")(mechanism=mechanism))
     assert handshake.error_code == 0, handshake

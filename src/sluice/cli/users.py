@@ -21,31 +21,47 @@ app = typer.Typer(help="Create, list and delete SCRAM users.", no_args_is_help=T
 
 TIMEOUT_S = 15.0
 Mechanism = Annotated[str, typer.Option("--mechanism", help="SCRAM-SHA-256 or SCRAM-SHA-512.")]
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Broker data dir (offline; broker stopped).")]
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="Broker data dir (offline; broker stopped).")
+]
 Bootstrap = Annotated[str | None, typer.Option("--bootstrap", "-b", help="Broker to ask (online).")]
 SecurityProtocol = Annotated[
     str, typer.Option("--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.")
 ]
-SaslMechanism = Annotated[str, typer.Option("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")]
+SaslMechanism = Annotated[
+    str, typer.Option("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")
+]
 SaslUser = Annotated[str | None, typer.Option("--sasl-username", help="Who this command logs in as.")]
 SaslPassword = Annotated[
-    str | None, typer.Option("--sasl-password", envvar="SLUICE_SASL_PASSWORD", help="Or $SLUICE_SASL_PASSWORD.")
+    str | None,
+    typer.Option("--sasl-password", envvar="SLUICE_SASL_PASSWORD", help="Or $SLUICE_SASL_PASSWORD."),
 ]
-CaFile = Annotated[str | None, typer.Option("--ssl-cafile", help="CA bundle that signs the broker's certificate.")]
+CaFile = Annotated[
+    str | None, typer.Option("--ssl-cafile", help="CA bundle that signs the broker's certificate.")
+]
 CertFile = Annotated[str | None, typer.Option("--ssl-certfile", help="Client certificate (mutual TLS).")]
 KeyFile = Annotated[str | None, typer.Option("--ssl-keyfile", help="Client key (mutual TLS).")]
 
 
 def client_security(
-    protocol: str, mechanism: str, username: str | None, password: str | None,
-    cafile: str | None, certfile: str | None, keyfile: str | None,
+    protocol: str,
+    mechanism: str,
+    username: str | None,
+    password: str | None,
+    cafile: str | None,
+    certfile: str | None,
+    keyfile: str | None,
 ) -> dict[str, str]:
     """librdkafka settings for the client security options (shared by `sluice users` and `sluice acls`)."""
     settings = {"security.protocol": protocol}
     if protocol.startswith("SASL"):
         if not username or password is None:
             fail("--sasl-username and --sasl-password (or $SLUICE_SASL_PASSWORD) are needed for SASL")
-        settings |= {"sasl.mechanism": mechanism, "sasl.username": username or "", "sasl.password": password or ""}
+        settings |= {
+            "sasl.mechanism": mechanism,
+            "sasl.username": username or "",
+            "sasl.password": password or "",
+        }
     if protocol.endswith("SSL"):
         if cafile:
             settings["ssl.ca.location"] = cafile
@@ -98,7 +114,9 @@ def _mechanism(name: str) -> Any:
 def create(
     name: str,
     mechanism: Mechanism = "SCRAM-SHA-256",
-    password_stdin: Annotated[bool, typer.Option("--password-stdin", help="Read the password from stdin.")] = False,
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read the password from stdin.")
+    ] = False,
     iterations: Annotated[int, typer.Option(help="PBKDF2 iterations (4096-16384).")] = 8192,
     data_dir: DataDir = None,
     bootstrap: Bootstrap = None,
@@ -125,10 +143,21 @@ def create(
         return
     from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialUpsertion
 
-    client = admin(bootstrap or "", client_security(security_protocol, sasl_mechanism, sasl_username, sasl_password,
-                                                    ssl_cafile, ssl_certfile, ssl_keyfile))
-    upsert = UserScramCredentialUpsertion(name, ScramCredentialInfo(_mechanism(mechanism), iterations),
-                                          password.encode())
+    client = admin(
+        bootstrap or "",
+        client_security(
+            security_protocol,
+            sasl_mechanism,
+            sasl_username,
+            sasl_password,
+            ssl_cafile,
+            ssl_certfile,
+            ssl_keyfile,
+        ),
+    )
+    upsert = UserScramCredentialUpsertion(
+        name, ScramCredentialInfo(_mechanism(mechanism), iterations), password.encode()
+    )
     _wait(client.alter_user_scram_credentials([upsert]))
     console.print(f"user {name} has a {mechanism} credential")
 
@@ -136,7 +165,9 @@ def create(
 @app.command("delete")
 def delete(
     name: str,
-    mechanism: Annotated[str | None, typer.Option("--mechanism", help="Only this mechanism (default: all).")] = None,
+    mechanism: Annotated[
+        str | None, typer.Option("--mechanism", help="Only this mechanism (default: all).")
+    ] = None,
     data_dir: DataDir = None,
     bootstrap: Bootstrap = None,
     security_protocol: SecurityProtocol = "PLAINTEXT",
@@ -161,8 +192,18 @@ def delete(
         return
     from confluent_kafka.admin import UserScramCredentialDeletion
 
-    client = admin(bootstrap or "", client_security(security_protocol, sasl_mechanism, sasl_username, sasl_password,
-                                                    ssl_cafile, ssl_certfile, ssl_keyfile))
+    client = admin(
+        bootstrap or "",
+        client_security(
+            security_protocol,
+            sasl_mechanism,
+            sasl_username,
+            sasl_password,
+            ssl_cafile,
+            ssl_certfile,
+            ssl_keyfile,
+        ),
+    )
     if mechanism is None:
         described = _wait(client.describe_user_scram_credentials([name]))
         mechs = [info.mechanism for info in described[name].scram_credential_infos]
@@ -194,11 +235,23 @@ def list_users(
         store = _store(data_dir)
         users = {u: {m: c.iterations for m, c in ms.items()} for u, ms in store.users.items()}
     else:
-        client = admin(bootstrap or "", client_security(security_protocol, sasl_mechanism, sasl_username,
-                                                        sasl_password, ssl_cafile, ssl_certfile, ssl_keyfile))
+        client = admin(
+            bootstrap or "",
+            client_security(
+                security_protocol,
+                sasl_mechanism,
+                sasl_username,
+                sasl_password,
+                ssl_cafile,
+                ssl_certfile,
+                ssl_keyfile,
+            ),
+        )
         described = client.describe_user_scram_credentials().result(timeout=TIMEOUT_S)
         for user, desc in described.items():
-            users[user] = {info.mechanism.name.replace("_", "-"): info.iterations for info in desc.scram_credential_infos}
+            users[user] = {
+                info.mechanism.name.replace("_", "-"): info.iterations for info in desc.scram_credential_infos
+            }
     if as_json:
         console.print_json(json.dumps(users))
         return
