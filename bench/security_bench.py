@@ -1,0 +1,220 @@
+"""What security costs: SASL_SSL (SCRAM-SHA-256 over TLS) vs PLAINTEXT, and the ACL authorizer with 1,000
+ACLs vs no authorizer, side by side in one run, with confluent-kafka and 1 KiB messages.
+
+    .venv/bin/python bench/security_bench.py                 # 100k messages per scenario
+    .venv/bin/python bench/security_bench.py --count 20000 --rounds 2 --json-out /tmp/security.json
+
+Part 1 runs one broker with a PLAINTEXT and a SASL_SSL listener (authorizer off) and alternates the two
+listeners, so both share whatever else the machine is doing. Part 2 runs, in turn, a broker without an
+authorizer and one with `authorizer: acl` holding 1,000 ACLs (one of which lets the benchmark's principal in),
+both over PLAINTEXT. Figures are medians over rounds: throughput (messages/s, wall clock) and the broker's
+CPU per message (from /proc, the steadier figure on a shared machine). Targets (issue #16): TLS throughput at
+least 70% of plaintext; the authorizer under 5% more CPU per message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import trustme
+import yaml
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import cpu_seconds, free_port, median, ratio
+
+from sluice.security.acl import AclBinding, AclStore, Operation, PatternType, Permission, ResourceType
+from sluice.testing import BrokerProcess
+
+SIZE = 1024
+USER, PASSWORD = "bench", "bench-password"
+
+
+def start_broker(root: Path, *, tls: bool, acls: int) -> tuple[BrokerProcess, dict[str, dict[str, Any]]]:
+    """A broker with a PLAINTEXT (and with `tls` a SASL_SSL) listener; `acls` > 0 turns the authorizer on."""
+    root.mkdir(parents=True)
+    data = root / "data"
+    data.mkdir()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sluice",
+            "users",
+            "create",
+            USER,
+            "--password-stdin",
+            "--data-dir",
+            str(data),
+        ],
+        input=PASSWORD + "\n",
+        text=True,
+        check=True,
+        capture_output=True,
+    )
+    ports = {"PLAINTEXT": free_port()}
+    config: dict[str, Any] = {"fsync_before_ack": False}
+    clients: dict[str, dict[str, Any]] = {}
+    if tls:
+        ports["SASL_SSL"] = free_port()
+        ca = trustme.CA()
+        issued = ca.issue_cert("127.0.0.1")
+        ca.cert_pem.write_to_path(str(root / "ca.pem"))
+        (root / "server.crt").write_bytes(b"".join(p.bytes() for p in issued.cert_chain_pems))
+        issued.private_key_pem.write_to_path(str(root / "server.key"))
+        config |= {"ssl_certfile": str(root / "server.crt"), "ssl_keyfile": str(root / "server.key")}
+        clients["SASL_SSL"] = {
+            "bootstrap.servers": f"127.0.0.1:{ports['SASL_SSL']}",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": USER,
+            "sasl.password": PASSWORD,
+            "ssl.ca.location": str(root / "ca.pem"),
+        }
+    config["listeners"] = [f"{name}://127.0.0.1:{port}" for name, port in ports.items()]
+    clients["PLAINTEXT"] = {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"}
+    if acls:
+        config |= {"authorizer": "acl"}
+        store = AclStore(data / "security" / "acls.json")
+        bindings = [
+            AclBinding(
+                ResourceType.TOPIC,
+                f"other-{i}",
+                PatternType.LITERAL if i % 2 else PatternType.PREFIXED,
+                f"User:someone-{i}",
+                "*",
+                Operation.READ,
+                Permission.ALLOW,
+            )
+            for i in range(acls - 2)
+        ]
+        for rtype in (ResourceType.TOPIC, ResourceType.GROUP):
+            bindings.append(
+                AclBinding(
+                    rtype,
+                    "bench-",
+                    PatternType.PREFIXED,
+                    "User:ANONYMOUS",
+                    "*",
+                    Operation.ALL,
+                    Permission.ALLOW,
+                )
+            )
+        store.add(bindings)
+    (root / "broker.yaml").write_text(yaml.safe_dump(config))
+    return BrokerProcess(data, config=root / "broker.yaml").start(), clients
+
+
+def run_scenario(broker: BrokerProcess, settings: dict[str, Any], count: int) -> dict[str, float]:
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(settings)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    payload = b"x" * SIZE
+    assert broker.proc is not None
+    pid = broker.proc.pid
+    producer = Producer({**settings, "linger.ms": 5, "acks": "1", "queue.buffering.max.messages": 1_000_000})
+    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    assert producer.flush(120) == 0
+    produce_s, produce_cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+    consumer = Consumer(
+        {**settings, "group.id": topic, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
+    consumer.subscribe([topic])
+    got = 0
+    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+    deadline = time.monotonic() + 120
+    while got < count and time.monotonic() < deadline:
+        got += sum(1 for m in consumer.consume(1000, 0.5) if m.error() is None)
+    consume_s, consume_cpu = time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+    consumer.close()
+    assert got == count, f"consumed {got} of {count}"
+    return {
+        "produce_msgs_per_s": count / produce_s,
+        "produce_cpu_us_per_msg": produce_cpu / count * 1e6,
+        "consume_msgs_per_s": count / consume_s,
+        "consume_cpu_us_per_msg": consume_cpu / count * 1e6,
+    }
+
+
+def medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: median(r[key] for r in runs) or 0.0 for key in runs[0]}
+
+
+def table(
+    title: str, base_name: str, base: dict[str, float], other_name: str, other: dict[str, float]
+) -> None:
+    print(f"\n{title}")
+    print(f"{'':28}{base_name:>14}{other_name:>14}{'ratio':>9}")
+    for key in base:
+        print(f"{key:28}{base[key]:14.1f}{other[key]:14.1f}{ratio(other[key], base[key]) or 0:9.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--acls", type=int, default=1000)
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    results: dict[str, Any] = {"count": args.count, "size": SIZE, "rounds": args.rounds}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        plain_runs, tls_runs = [], []
+        broker, clients = start_broker(root / "tls", tls=True, acls=0)
+        try:
+            for _ in range(args.rounds):
+                plain_runs.append(run_scenario(broker, clients["PLAINTEXT"], args.count))
+                tls_runs.append(run_scenario(broker, clients["SASL_SSL"], args.count))
+        finally:
+            broker.stop()
+        plain, tls = medians(plain_runs), medians(tls_runs)
+        table(
+            "SASL_SSL (SCRAM-SHA-256) vs PLAINTEXT, 1 KiB, confluent-kafka",
+            "PLAINTEXT",
+            plain,
+            "SASL_SSL",
+            tls,
+        )
+        open_runs, acl_runs = [], []
+        for i in range(args.rounds):
+            for name, acls, runs in (("open", 0, open_runs), ("acl", args.acls, acl_runs)):
+                broker, clients = start_broker(root / f"{name}-{i}", tls=False, acls=acls)
+                try:
+                    runs.append(run_scenario(broker, clients["PLAINTEXT"], args.count))
+                finally:
+                    broker.stop()
+        opened, guarded = medians(open_runs), medians(acl_runs)
+        table(f"authorizer with {args.acls} ACLs vs none, PLAINTEXT", "no authorizer", opened, "acl", guarded)
+        results |= {"plaintext": plain, "sasl_ssl": tls, "no_authorizer": opened, "authorizer": guarded}
+    print()
+    for phase in ("produce", "consume"):
+        print(
+            f"TLS {phase} throughput: {tls[f'{phase}_msgs_per_s'] / plain[f'{phase}_msgs_per_s']:.0%} of plaintext "
+            f"(target >= 70%)"
+        )
+        extra = guarded[f"{phase}_cpu_us_per_msg"] / opened[f"{phase}_cpu_us_per_msg"] - 1
+        print(f"authorizer {phase} CPU per message: {extra:+.1%} (target < +5%)")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
