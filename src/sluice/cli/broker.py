@@ -22,9 +22,16 @@ def _broker_config(listen: str, data_dir: str, advertise: str | None, config: Pa
         "advertised_host": adv_host,
         "advertised_port": adv_port,
     }
-    if config is not None:
-        return BrokerConfig.from_file(config, **overrides)
-    return BrokerConfig(**{k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
+    try:
+        if config is not None:
+            loaded = BrokerConfig.from_file(config, **overrides)
+        else:
+            loaded = BrokerConfig(**{k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
+        loaded.validate()
+    except (ValueError, TypeError, OSError) as exc:
+        fail(f"{config or 'broker settings'}: {exc}")
+        raise  # unreachable: fail() exits
+    return loaded
 
 
 @app.command()
