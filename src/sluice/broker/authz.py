@@ -98,7 +98,7 @@ class Rule:
     custom: Callable[[Access, RequestContext, Any], tuple[Any, Finish | None]] | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Access:
     """The principal's view of the authorizer for one request."""
 
@@ -202,10 +202,12 @@ def _deny_whole(api_key: int, version: int, rule: Rule, request: Any, code: Erro
 
 def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, Finish | None]:
     """(response to send instead of running the handler, or None; how to complete the handler's response)."""
-    api = APIS_BY_KEY[ctx.api_key]
-    if api.name in NO_CHECK:
+    rule = _RULES_BY_KEY.get(ctx.api_key, _UNSEEN)
+    if rule is _UNSEEN:
+        name = APIS_BY_KEY[ctx.api_key].name
+        rule = _RULES_BY_KEY[ctx.api_key] = None if name in NO_CHECK else RULES.get(name, DEFAULT_RULE)
+    if rule is None:
         return None, None
-    rule = RULES.get(api.name, DEFAULT_RULE)
     for check in rule.checks:
         if isinstance(check, Whole) and _whole_allowed(access, check, request) is False:
             return _deny_whole(ctx.api_key, ctx.api_version, rule, request, DENIED[check.resource]), None
@@ -219,13 +221,15 @@ def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, F
         if not items:
             continue
         keep = []
+        before = len(denied)
         for item in items:
             ok, resource = _item_allowed(access, check, item)
             if ok:
                 keep.append(item)
             else:
                 denied.append((check, item, DENIED[resource]))
-        setattr(request, check.req_list, keep)
+        if len(denied) != before:
+            setattr(request, check.req_list, keep)
     immediate, custom_finish = (None, None)
     if rule.custom is not None:
         immediate, custom_finish = rule.custom(access, ctx, request)
@@ -729,3 +733,6 @@ RULES: dict[str, Rule] = {
 }
 # An API nobody wrote a rule for is an administrator's API until someone does.
 DEFAULT_RULE = Rule((Whole(CLUSTER, Operation.ALTER),))
+# API key -> its rule (None: no check), filled as keys are first seen (handlers may register late).
+_RULES_BY_KEY: dict[int, Rule | None] = {}
+_UNSEEN = Rule()
