@@ -35,7 +35,7 @@ from sluice.protocol.headers import (
     response_header,
 )
 from sluice.protocol.messages import APIS_BY_KEY, request_codecs, response_codecs
-from sluice.security.session import PLAINTEXT, Session, uses_tls
+from sluice.security.session import PLAINTEXT, Session, uses_sasl, uses_tls
 from sluice.server.auth import AuthGate
 from sluice.server.tls import TlsContext, peer_principal
 
@@ -108,7 +108,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.server.connections.add(self)
         self.session = Session.open(self.listener, self.peer_host, peer_principal(transport))
-        self.auth = AuthGate(self, self.session)
+        if uses_sasl(self.listener):
+            self.auth = AuthGate(self, self.session)  # other listeners have nothing to gate
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
