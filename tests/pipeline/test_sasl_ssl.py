@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 pytestmark = pytest.mark.spark
 
 _spec = importlib.util.spec_from_file_location(
-    "security_fixtures", Path(__file__).resolve().parent.parent / "security" / "conftest.py"
+    "security_fixtures", Path(__file__).resolve().parent.parent / "security" / "secure_broker.py"
 )
 assert _spec is not None and _spec.loader is not None
 security = importlib.util.module_from_spec(_spec)

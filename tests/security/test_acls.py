@@ -21,9 +21,8 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from secure_broker import SecureBroker, start_secure_broker
 from wire_auth import connect, login
-
-from conftest import SecureBroker, start_secure_broker
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED

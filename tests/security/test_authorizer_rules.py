@@ -280,6 +280,11 @@ def test_metadata_lists_only_describable_topics(secured) -> None:
     assert [(t.name, t.error_code) for t in named.response.topics] == [
         ("payments", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     ]
+    assert named.response.brokers and named.response.controller_id == 1  # clients keep their connections
+    old = call(secured, "User:alice", "Metadata", 0, topics=[R.MetadataRequestTopic(name="payments")])
+    assert [(t.name, t.error_code) for t in old.response.topics] == [
+        ("payments", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    ]
     created = call(
         secured,
         "User:alice",

@@ -14,8 +14,8 @@ import aiohttp
 import grpc
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker
 
-from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker
 from sluice.gateway import Gateway, config_from_dict
 from sluice.gateway.proto import kafkapixy_pb2 as pb
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc

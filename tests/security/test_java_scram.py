@@ -18,8 +18,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-
-from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker
+from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker
 
 TESTS = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(TESTS / "java"), str(TESTS / "groups")]

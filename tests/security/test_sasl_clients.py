@@ -15,8 +15,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-
-from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker
+from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker
 
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from secure_broker import sluice_cli
 
-from conftest import sluice_cli
 from sluice.broker.config import BrokerConfig, parse_listener
 
 

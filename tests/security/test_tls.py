@@ -20,9 +20,8 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker, make_certificates, start_secure_broker
 from wire_auth import connect, login
-
-from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker, make_certificates, start_secure_broker
 
 
 def deliver(settings: dict, topic: str) -> KafkaError | None:

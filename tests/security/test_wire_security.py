@@ -11,9 +11,9 @@ import time
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
+from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker, start_secure_broker
 from wire_auth import connect, login
 
-from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker, start_secure_broker
 from sluice.errors import ErrorCode
 
 

@@ -96,6 +96,9 @@ class Rule:
     # Special cases that filter or rewrite the response (Metadata, ListGroups, ...): (az, ctx, request) ->
     # (immediate response or None, finish).
     custom: Callable[[Access, RequestContext, Any], tuple[Any, Finish | None]] | None = None
+    # When every item is denied, answer them without running the handler. Not for Metadata: its answer
+    # must still list the brokers, or a client drops its connections.
+    answer_denied_alone: bool = True
 
 
 @dataclass(slots=True)
@@ -243,7 +246,7 @@ def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, F
             getattr(response, spec.resp_list).append(_mirror(ctx.api_key, spec, item, code))
         return custom_finish(response) if custom_finish is not None else response
 
-    if all(not getattr(request, spec.req_list) for spec, _, _ in denied):
+    if rule.answer_denied_alone and all(not getattr(request, spec.req_list) for spec, _, _ in denied):
         # Nothing left for the handler: answer the denied items alone.
         if ctx.api_key == 0 and request.acks == 0:
             return NoResponse(), None
@@ -294,6 +297,10 @@ def _metadata(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, F
             response.topics = [
                 t for t in response.topics if access.allows(Operation.DESCRIBE, TOPIC, t.name or "")
             ]
+            return response
+        for t in response.topics:  # v0 names topics without the per-item check above
+            if not t.error_code and not access.allows(Operation.DESCRIBE, TOPIC, t.name or ""):
+                t.error_code, t.partitions = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), []
         return response
 
     return None, finish
@@ -544,7 +551,9 @@ RULES: dict[str, Rule] = {
         )
     ),
     "Metadata": Rule(
-        (_topics(D, "topics", "topics", "MetadataResponseTopic", versions=range(1, 100)),), custom=_metadata
+        (_topics(D, "topics", "topics", "MetadataResponseTopic", versions=range(1, 100)),),
+        custom=_metadata,
+        answer_denied_alone=False,
     ),
     "OffsetCommit": Rule(
         (

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from conftest import ADMIN, ADMIN_PASSWORD, SecureBroker, sluice_cli
+from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker, sluice_cli
+
 from sluice.security.authn import CredentialStore
 
 
