@@ -128,7 +128,14 @@ def test_sessions_expire_and_clients_reauthenticate(reauth_broker: SecureBroker)
             client.encode_request("Metadata", 12, client.request_class("Metadata")(topics=None))
         )
         assert closed_by_broker(client.sock)
-    # librdkafka re-authenticates on its own (KIP-368): a producer keeps going across several lifetimes.
+    expired = "SASL session expired"
+    deadline = time.monotonic() + 5
+    while not any(expired in line for line in reauth_broker.process.output) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    closes_before = sum(expired in line for line in reauth_broker.process.output)
+    assert closes_before >= 1  # the broker says so when it cuts a session off
+    # librdkafka re-authenticates on its own (KIP-368): a producer keeps going across several lifetimes,
+    # on the same connections, which the broker never has to cut off.
     producer = Producer({**reauth_broker.sasl(ADMIN, ADMIN_PASSWORD), "linger.ms": 0})
     errors: list = []
     for i in range(8):
@@ -136,6 +143,7 @@ def test_sessions_expire_and_clients_reauthenticate(reauth_broker: SecureBroker)
         producer.flush(10)
         time.sleep(0.5)
     assert errors == [None] * 8
+    assert sum(expired in line for line in reauth_broker.process.output) == closes_before
 
 
 def test_reauthentication_must_keep_the_principal(reauth_broker: SecureBroker) -> None:
@@ -149,3 +157,48 @@ def test_reauthentication_must_keep_the_principal(reauth_broker: SecureBroker) -
     with connect(reauth_broker.address("SASL_PLAINTEXT")) as client:
         assert login(client, ADMIN, ADMIN_PASSWORD).error_code == 0
         assert login(client, "other", "pw").error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+@pytest.fixture(scope="module")
+def throttle_broker(tmp_path_factory: pytest.TempPathFactory):
+    broker = start_secure_broker(
+        tmp_path_factory.mktemp("throttle"), connection_failed_authentication_delay_ms=300
+    )
+    yield broker
+    broker.process.kill()
+
+
+def timed_login(broker: SecureBroker, password: str) -> tuple[float, int]:
+    with connect(broker.address("SASL_PLAINTEXT")) as client:
+        started = time.monotonic()
+        answer = login(client, ADMIN, password, "PLAIN")
+        return time.monotonic() - started, answer.error_code
+
+
+def test_repeated_failed_logins_are_answered_ever_later(throttle_broker: SecureBroker) -> None:
+    delays = [timed_login(throttle_broker, "wrong") for _ in range(3)]
+    assert [code for _, code in delays] == [ErrorCode.SASL_AUTHENTICATION_FAILED] * 3
+    first, second, third = (seconds for seconds, _ in delays)
+    assert first >= 0.3 and second >= 0.6 and third >= 1.2  # 300 ms, doubled per repeat
+    assert third - first >= 0.6
+    # A good login is never held back, and it forgives the host: the next failure costs the base delay.
+    seconds, code = timed_login(throttle_broker, ADMIN_PASSWORD)
+    assert code == 0 and seconds < 0.3
+    seconds, code = timed_login(throttle_broker, "wrong")
+    assert code == ErrorCode.SASL_AUTHENTICATION_FAILED and 0.3 <= seconds < 1.2
+
+
+def test_a_throttled_failure_does_not_hold_up_other_connections(throttle_broker: SecureBroker) -> None:
+    import threading
+
+    failing = threading.Thread(target=lambda: [timed_login(throttle_broker, "wrong") for _ in range(3)])
+    failing.start()
+    try:
+        time.sleep(0.2)  # the first failure is now being held back
+        with connect(throttle_broker.address("SASL_PLAINTEXT")) as client:
+            started = time.monotonic()
+            assert login(client, ADMIN, ADMIN_PASSWORD, "PLAIN").error_code == 0
+            assert metadata(client).brokers
+            assert time.monotonic() - started < 0.5  # served while the other connection waits
+    finally:
+        failing.join()
