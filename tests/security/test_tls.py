@@ -112,3 +112,60 @@ def test_sighup_reloads_the_certificate_without_dropping_connections(tmp_path) -
             assert answer.brokers[0].port == broker.ports["SASL_SSL"]
     finally:
         broker.process.kill()
+
+
+def encrypt_key(path, password: bytes) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(password),
+        )
+    )
+
+
+def test_an_encrypted_key_opens_with_ssl_key_password(tmp_path) -> None:
+    from secure_broker import sluice_cli, write_config
+
+    from sluice.testing import free_port
+
+    certs = make_certificates(tmp_path / "certs")
+    encrypt_key(certs.server_key, b"key-secret")
+    ports = {"SSL": free_port()}
+    wrong, right = tmp_path / "wrong.yaml", tmp_path / "right.yaml"
+    write_config(wrong, certs, ports, ssl_key_password="not-it")
+    refused = sluice_cli("broker", "--config", str(wrong), "--data-dir", str(tmp_path / "d"), check=False)
+    assert refused.returncode != 0
+    assert "ssl_key_password" in refused.stderr and "Traceback" not in refused.stderr
+    write_config(right, certs, ports, ssl_key_password="key-secret", authorizer=None)
+    from sluice.testing import BrokerProcess
+
+    broker = BrokerProcess(tmp_path / "d", config=right).start()
+    try:
+        settings = {
+            "bootstrap.servers": f"127.0.0.1:{ports['SSL']}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(certs.ca_path),
+        }
+        assert deliver(settings, "encrypted-key") is None
+    finally:
+        broker.kill()
+
+
+def test_a_broken_certificate_on_sighup_keeps_the_old_one(tmp_path) -> None:
+    broker = start_secure_broker(tmp_path)
+    try:
+        broker.certs.server_cert.write_text("-----BEGIN CERTIFICATE-----\ngarbage\n")
+        assert broker.process.proc is not None
+        broker.process.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while not any("TLS certificate reload failed" in line for line in broker.process.output):
+            assert time.monotonic() < deadline, "no failed reload logged"
+            time.sleep(0.05)
+        with connect(broker.address("SASL_SSL"), str(broker.certs.ca_path)) as client:
+            assert login(client, ADMIN, ADMIN_PASSWORD).error_code == 0
+    finally:
+        broker.process.kill()

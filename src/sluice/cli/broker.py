@@ -31,7 +31,25 @@ def _broker_config(listen: str, data_dir: str, advertise: str | None, config: Pa
     except (ValueError, TypeError, OSError) as exc:
         fail(f"{config or 'broker settings'}: {exc}")
         raise  # unreachable: fail() exits
+    _check_tls_files(loaded, config)
     return loaded
+
+
+def _check_tls_files(loaded: BrokerConfig, config: Path | None) -> None:
+    """Load the certificate, key and CA once before serving, so a wrong path or key password is one
+    line naming the settings, not a traceback from the listener."""
+    from sluice.security.session import uses_tls
+    from sluice.server.tls import TlsContext
+
+    if not any(uses_tls(protocol) for protocol, _, _ in loaded.listener_specs()):
+        return
+    try:
+        TlsContext.from_config(loaded)
+    except OSError as exc:  # ssl.SSLError is an OSError
+        fail(
+            f"{config or 'broker settings'}: ssl_certfile/ssl_keyfile/ssl_key_password/ssl_cafile "
+            f"cannot be loaded: {exc}"
+        )
 
 
 @app.command()
