@@ -66,10 +66,14 @@ def broker(
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
     from sluice.eventloop import run_event_loop
+    from sluice.security.acl import StoreDamaged
     from sluice.server.app import serve_broker
 
     setup_logging(verbose)
-    run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config)))
+    try:
+        run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config)))
+    except StoreDamaged as exc:
+        fail(str(exc))
 
 
 @app.command()
@@ -83,11 +87,15 @@ def serve(
 ) -> None:
     """Run the broker and the gateway beside it, on loopback by default."""
     from sluice.eventloop import run_event_loop
+    from sluice.security.acl import StoreDamaged
     from sluice.server.serve import serve_all
 
     setup_logging(verbose)
     broker_config = _broker_config(kafka_listen, data_dir, None, config)
-    run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
+    try:
+        run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
+    except StoreDamaged as exc:
+        fail(str(exc))
 
 
 @app.command()

@@ -88,11 +88,16 @@ def _read_password(password_stdin: bool) -> str:
 
 
 def _store(data_dir: Path) -> Any:
+    from sluice.security.acl import StoreDamaged
     from sluice.security.authn import CredentialStore
 
     if not data_dir.is_dir():
         fail(f"{data_dir} is not a directory")
-    return CredentialStore(data_dir / "security" / "credentials.json")
+    try:
+        return CredentialStore(data_dir / "security" / "credentials.json")
+    except StoreDamaged as exc:
+        fail(str(exc))
+        raise  # unreachable: fail() exits
 
 
 def _check_target(data_dir: Path | None, bootstrap: str | None) -> None:

@@ -102,6 +102,25 @@ class AclError(ValueError):
     """A binding or filter that cannot be stored (bad type, pattern, operation or principal)."""
 
 
+class StoreDamaged(ValueError):
+    """A security file (ACLs, credentials) that cannot be read back. The broker refuses to start rather than
+    run with fewer ACLs or users than the operator created; the files are only ever replaced atomically, so
+    this means damage from outside."""
+
+
+def read_store(path: Path, load: Callable[[dict[str, Any]], None]) -> None:
+    """Read `path` (JSON) and hand it to `load`; any failure is a StoreDamaged naming the file."""
+    try:
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        load(raw)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StoreDamaged(
+            f"{path} cannot be read ({exc}); restore it from a backup, or move it away to start without it"
+        ) from exc
+
+
 @dataclass(frozen=True, slots=True)
 class AclBinding:
     resource_type: ResourceType
@@ -219,9 +238,11 @@ class AclStore:
         self._prefixed: dict[ResourceType, list[AclBinding]] = {}
         self.version = 0  # bumped on every change, so callers can cache decisions
         if path is not None and path.exists():
-            raw = json.loads(path.read_text())
-            for item in raw.get("bindings", []):
-                self._index(AclBinding.from_json(item))
+            read_store(path, self._load)
+
+    def _load(self, raw: dict[str, Any]) -> None:
+        for item in raw.get("bindings", []):
+            self._index(AclBinding.from_json(item))
 
     def __len__(self) -> int:
         return len(self._bindings)

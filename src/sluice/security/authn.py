@@ -20,6 +20,8 @@ from typing import Any
 
 from scramp import ScramException, ScramMechanism
 
+from sluice.security.acl import read_store
+
 PLAIN = "PLAIN"
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
@@ -114,9 +116,11 @@ class CredentialStore:
         self.path = path
         self.users: dict[str, dict[str, ScramCredential]] = {}
         if path is not None and path.exists():
-            raw = json.loads(path.read_text())
-            for user, mechs in raw.get("users", {}).items():
-                self.users[user] = {m: ScramCredential.from_json(c) for m, c in mechs.items()}
+            read_store(path, self._load)
+
+    def _load(self, raw: dict[str, Any]) -> None:
+        for user, mechs in raw.get("users", {}).items():
+            self.users[user] = {m: ScramCredential.from_json(c) for m, c in mechs.items()}
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.users.get(user, {}).get(mechanism)
