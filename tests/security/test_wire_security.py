@@ -202,3 +202,16 @@ def test_a_throttled_failure_does_not_hold_up_other_connections(throttle_broker:
             assert time.monotonic() - started < 0.5  # served while the other connection waits
     finally:
         failing.join()
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_authenticate_every_version_and_mechanism(
+    reauth_broker: SecureBroker, version: int, mechanism: str
+) -> None:
+    with connect(reauth_broker.address("SASL_PLAINTEXT")) as client:
+        answer = login(client, ADMIN, ADMIN_PASSWORD, mechanism, version=version)
+        assert answer.error_code == 0
+        # v1+ tells the client when to re-authenticate (KIP-368); v0 has no such field.
+        assert answer.session_lifetime_ms == (1500 if version >= 1 else 0)
+        assert metadata(client).brokers
