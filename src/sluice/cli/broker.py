@@ -25,9 +25,34 @@ def _broker_config(
         "advertised_port": adv_port,
         "min_free_bytes": min_free_bytes,
     }
-    if config is not None:
-        return BrokerConfig.from_file(config, **overrides)
-    return BrokerConfig(**{k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
+    try:
+        if config is not None:
+            loaded = BrokerConfig.from_file(config, **overrides)
+        else:
+            loaded = BrokerConfig(**{k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
+        loaded.validate()
+    except (ValueError, TypeError, OSError) as exc:
+        fail(f"{config or 'broker settings'}: {exc}")
+        raise  # unreachable: fail() exits
+    _check_tls_files(loaded, config)
+    return loaded
+
+
+def _check_tls_files(loaded: BrokerConfig, config: Path | None) -> None:
+    """Load the certificate, key and CA once before serving, so a wrong path or key password is one
+    line naming the settings, not a traceback from the listener."""
+    from sluice.security.session import uses_tls
+    from sluice.server.tls import TlsContext
+
+    if not any(uses_tls(protocol) for protocol, _, _ in loaded.listener_specs()):
+        return
+    try:
+        TlsContext.from_config(loaded)
+    except OSError as exc:  # ssl.SSLError is an OSError
+        fail(
+            f"{config or 'broker settings'}: ssl_certfile/ssl_keyfile/ssl_key_password/ssl_cafile "
+            f"cannot be loaded: {exc}"
+        )
 
 
 @app.command()
@@ -48,10 +73,14 @@ def broker(
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
     from sluice.eventloop import run_event_loop
+    from sluice.security.acl import StoreDamaged
     from sluice.server.app import serve_broker
 
     setup_logging(verbose)
-    run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes)))
+    try:
+        run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes)))
+    except StoreDamaged as exc:
+        fail(str(exc))
 
 
 @app.command()
@@ -65,11 +94,15 @@ def serve(
 ) -> None:
     """Run the broker and the gateway beside it, on loopback by default."""
     from sluice.eventloop import run_event_loop
+    from sluice.security.acl import StoreDamaged
     from sluice.server.serve import serve_all
 
     setup_logging(verbose)
     broker_config = _broker_config(kafka_listen, data_dir, None, config)
-    run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
+    try:
+        run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
+    except StoreDamaged as exc:
+        fail(str(exc))
 
 
 @app.command()

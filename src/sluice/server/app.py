@@ -7,6 +7,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -161,8 +162,13 @@ async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None)
     stop = asyncio.Event()
     install_stop_signals(stop)
     running = await start_broker(config)
+    with contextlib.suppress(NotImplementedError, AttributeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, running.server.reload_tls)
     freeze_startup_objects()
     print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    for protocol, _, _ in config.listener_specs()[1:]:
+        host, port = config.advertised_for(protocol)
+        print(f"sluice listener {protocol}://{host}:{port}", flush=True)
     if ready is not None:
         ready.set()
     await stop.wait()

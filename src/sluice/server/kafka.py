@@ -36,6 +36,9 @@ from sluice.protocol.headers import (
     response_header,
 )
 from sluice.protocol.messages import APIS_BY_KEY, request_codecs, response_codecs
+from sluice.security.session import PLAINTEXT, Session, uses_sasl, uses_tls
+from sluice.server.auth import AuthGate
+from sluice.server.tls import TlsContext, peer_principal
 
 log = logging.getLogger("sluice.kafka")
 
@@ -83,8 +86,11 @@ class LongPoll:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: KafkaServer, listener: str = PLAINTEXT) -> None:
         self.server = server
+        self.listener = listener
+        self.session: Session | None = None
+        self.auth: AuthGate | None = None
         self.frames = FrameBuffer(server.broker.config.max_request_bytes)
         self.pending: deque[ResponseSlot] = deque()
         self.transport: asyncio.Transport | None = None
@@ -108,6 +114,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             transport.abort()
             return
         self.server.connections.add(self)
+        self.session = Session.open(self.listener, self.peer_host, peer_principal(transport))
+        if uses_sasl(self.listener):
+            self.auth = AuthGate(self, self.session)  # other listeners have nothing to gate
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -150,8 +159,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def handle_frame(self, body: memoryview) -> None:
         server = self.server
+        auth = self.auth
+        if auth is not None and auth.raw_token(body):
+            return
         try:
             header = peek_request_header(body)
+            if auth is not None and not auth.admits(header.api_key):
+                return
             spec = HANDLERS.handlers.get(header.api_key)
             if spec is None:
                 self.abort(f"unknown API key {header.api_key}")
@@ -171,7 +185,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(f"malformed request: {exc}")
             return
         ctx = RequestContext(
-            header.api_key, header.api_version, header.correlation_id, header.client_id, self.peer_host, now_ms()
+            header.api_key, header.api_version, header.correlation_id, header.client_id, self.peer_host, now_ms(),
+            listener=self.listener, session=self.session,
         )
         slot = None
         outcome: Any
@@ -187,7 +202,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
             self.abort("internal error")
             return
-        if isinstance(outcome, Respond):
+        if auth is not None and auth.after_dispatch(slot, outcome):
+            pass
+        elif isinstance(outcome, Respond):
             slot.fill(outcome.response)
         elif isinstance(outcome, RespondWhenDurable):
             server.group_commit.wait(slot, outcome.response)
@@ -333,23 +350,44 @@ class KafkaServer:
         self.group_commit = GroupCommit(self)
         self.watchers: dict[tuple[str, int], set[LongPoll]] = {}
         self.server: asyncio.Server | None = None
+        self.servers: list[asyncio.Server] = []
+        self.tls: TlsContext | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
         self._tick_deadline: int | None = None
         self._sweep_timer: asyncio.TimerHandle | None = None
         broker.on_data = self._on_data
 
     async def start(self) -> tuple[str, int]:
+        """Open every listener; returns the first one's address."""
         config = self.broker.config
+        config.validate()
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: KafkaConnection(self), config.listen_host, config.listen_port, reuse_address=True
-        )
-        host, port = self.server.sockets[0].getsockname()[:2]
-        if config.listen_port == 0:
-            config.listen_port = port
+        specs = config.listener_specs()
+        if any(uses_tls(protocol) for protocol, _, _ in specs):
+            self.tls = TlsContext.from_config(config)
+        first: tuple[str, int] | None = None
+        for protocol, host, port in specs:
+            server = await loop.create_server(
+                lambda protocol=protocol: KafkaConnection(self, protocol), host, port, reuse_address=True,
+                ssl=self.tls.context if self.tls is not None and uses_tls(protocol) else None,
+            )
+            self.servers.append(server)
+            bound_host, bound_port = server.sockets[0].getsockname()[:2]
+            config.bound_ports[protocol] = bound_port
+            if first is None:
+                first = (bound_host, bound_port)
+                self.server = server
+                if not config.listeners and config.listen_port == 0:
+                    config.listen_port = bound_port
+            log.info("listener %s://%s:%d", protocol, bound_host, bound_port)
         self.schedule_tick()
         self._schedule_sweep()
-        return host, port
+        assert first is not None
+        return first
+
+    def reload_tls(self) -> bool:
+        """SIGHUP: load the certificate files again; open connections keep theirs."""
+        return self.tls.reload() if self.tls is not None else False
 
     # ----- idle and stalled connections -----
 
@@ -375,8 +413,8 @@ class KafkaServer:
         self._schedule_sweep()
 
     async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
         for connection in list(self.connections):
             connection.abort("shutting down")
         await self.group_commit.drain()
