@@ -12,7 +12,19 @@ console = Console()
 err_console = Console(stderr=True)
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers (host:port,...)")]
+Bootstrap = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap", "-b", envvar="SLUICE_BOOTSTRAP", help="Kafka bootstrap servers (host:port,...)"
+    ),
+]
+# librdkafka properties for every client a command makes (security.protocol, sasl.*, ssl.*, ...), like kcat -X.
+Settings = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--setting", "-X", help="KEY=VALUE client setting (librdkafka property), repeatable, like kcat -X."
+    ),
+]
 
 
 def split_hostport(value: str, option: str) -> tuple[str, int]:
@@ -34,7 +46,26 @@ def fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def admin_client(bootstrap: str) -> Any:
+def parse_settings(settings: list[str] | None) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for item in settings or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="-X")
+        parsed[key.strip()] = value
+    return parsed
+
+
+def client_config(bootstrap: str, settings: list[str] | None = None, **defaults: Any) -> dict[str, Any]:
+    """A confluent-kafka config: bootstrap, then the command's own defaults, then the user's -X settings
+    (last, so a user can override anything, security included)."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    config.update({key.replace("_", "."): value for key, value in defaults.items()})
+    config.update(parse_settings(settings))
+    return config
+
+
+def admin_client(bootstrap: str, settings: list[str] | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    return AdminClient(client_config(bootstrap, settings, socket_timeout_ms=10000))
