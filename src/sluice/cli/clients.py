@@ -383,8 +383,9 @@ def consume(
                 auto_offset_reset="earliest" if spec.kind is OffsetKind.BEGINNING else "latest",
                 isolation_level=isolation,
                 enable_partition_eof=exit_at_end,
-                queued_min_messages=200_000,
-                fetch_max_bytes=64 << 20,
+                # Prefetch deep: librdkafka stalls between fetches when its queue drains below the minimum.
+                queued_min_messages=1_000_000,
+                queued_max_messages_kbytes=256 * 1024,
                 fetch_wait_max_ms=100,
             )
         )
@@ -432,7 +433,8 @@ def consume(
             if end_time is not None and not subscribe and stopped_at_time >= set(chosen):
                 break  # e@MS: every partition reached the end time
             want = BATCH if count is None else min(BATCH, count - seen)
-            batch = consumer.consume(num_messages=want, timeout=0.5)
+            # consume(n, t) blocks until n messages or t: take what is queued now, else wait for one.
+            batch = consumer.consume(num_messages=want, timeout=0) or consumer.consume(1, 0.5)
             if not batch:
                 if timeout is not None and time.monotonic() - idle_since > timeout:
                     break
