@@ -14,15 +14,20 @@ from pathlib import Path
 from types import TracebackType
 
 _READY = re.compile(r"^sluice broker listening on [^ ]+:(\d+)$")
+_ADMIN_READY = re.compile(r"^sluice admin listening on (http://[^ ]+)$")
 
 
 class BrokerProcess:
     """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
 
     def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, admin: bool = False) -> None:
         self.data_dir = data_dir
         self.port = port
+        # admin=True also serves /metrics and the admin API on an ephemeral port: see admin_url.
+        self.admin = admin
+        self.admin_url: str | None = None
+        self._admin_port = 0
         self.config = config
         self.extra_args = extra_args or []
         self.proc: subprocess.Popen[str] | None = None
@@ -37,6 +42,8 @@ class BrokerProcess:
                "--data-dir", str(self.data_dir) if self.data_dir is not None else ":memory:"]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
+        if self.admin:
+            cmd += ["--metrics-listen", f"127.0.0.1:{self._admin_port}"]
         cmd += self.extra_args
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -49,6 +56,12 @@ class BrokerProcess:
                 match = _READY.match(line)
                 if match and not ready.is_set():
                     self.port = int(match.group(1))
+                    if not self.admin:
+                        ready.set()
+                admin_match = _ADMIN_READY.match(line.rstrip())
+                if admin_match and not ready.is_set():
+                    self.admin_url = admin_match.group(1)
+                    self._admin_port = int(self.admin_url.rsplit(":", 1)[1])  # the same port on restart
                     ready.set()
             ready.set()
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
+from sluice.broker.metrics import BrokerMetrics
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
@@ -84,6 +85,7 @@ class Broker:
         self._next_producer_id = 0
         self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
 
@@ -201,6 +203,7 @@ class Broker:
         view = memoryview(records)
         first_offset = -1
         pos = 0
+        messages = 0
         for header in headers:
             size = header.size
             base = state.log.append(view[pos : pos + size], header, append_time_ms=now_ms)
@@ -209,6 +212,8 @@ class Broker:
             if header.producer_id >= 0:
                 self._remember_batch(state, header, base)
             pos += size
+            messages += header.last_offset_delta + 1
+        self.metrics.produced(state.topic, pos, messages)
         self._appended(state)
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
@@ -284,6 +289,7 @@ class Broker:
         data = state.log.read(offset, max_bytes)
         if state.high_watermark < state.log.log_end_offset:
             data = _cut_at_offset(data, state.high_watermark)
+        self.metrics.fetched(state.topic, data, offset)
         return data
 
     # ----- producer ids -----

@@ -49,6 +49,8 @@ class BrokerConfig:
     # least twice as many as are live (checked at start and as commits arrive).
     offsets_compaction_min_records: int = 100_000
     topic_defaults: dict[str, str] = field(default_factory=dict)
+    # HOST:PORT of the admin HTTP listener (/metrics and the /v1 admin API); None: no listener.
+    admin_listen: str | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:

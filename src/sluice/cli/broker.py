@@ -12,10 +12,15 @@ from sluice.cli.app import app
 from sluice.cli.common import DEFAULT_BOOTSTRAP, fail, setup_logging, split_hostport
 
 
-def _broker_config(listen: str, data_dir: str, advertise: str | None, config: Path | None) -> BrokerConfig:
+def _broker_config(
+    listen: str, data_dir: str, advertise: str | None, config: Path | None, metrics_listen: str | None = None
+) -> BrokerConfig:
     host, port = split_hostport(listen, "--listen")
     adv_host, adv_port = split_hostport(advertise, "--advertise") if advertise else (None, None)
+    if metrics_listen:
+        split_hostport(metrics_listen, "--metrics-listen")
     overrides: dict[str, Any] = {
+        "admin_listen": metrics_listen or None,
         "listen_host": host,
         "listen_port": port,
         "data_dir": None if data_dir == ":memory:" else Path(data_dir),
@@ -25,6 +30,16 @@ def _broker_config(listen: str, data_dir: str, advertise: str | None, config: Pa
     if config is not None:
         return BrokerConfig.from_file(config, **overrides)
     return BrokerConfig(**{k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
+
+
+MetricsListen = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics-listen",
+        "--admin-listen",
+        help="HOST:PORT of the admin HTTP listener: Prometheus /metrics and the /v1 admin API ('' for none).",
+    ),
+]
 
 
 @app.command()
@@ -37,6 +52,7 @@ def broker(
         str | None, typer.Option(help="HOST:PORT told to clients, if not the listen address.")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="YAML file of broker settings.")] = None,
+    metrics_listen: MetricsListen = None,
     verbose: bool = False,
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
@@ -44,7 +60,7 @@ def broker(
     from sluice.server.app import serve_broker
 
     setup_logging(verbose)
-    run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config)))
+    run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config, metrics_listen)))
 
 
 @app.command()
@@ -54,6 +70,7 @@ def serve(
     http_listen: Annotated[str, typer.Option(help="kafka-pixy HTTP listener.")] = "127.0.0.1:19092",
     data_dir: Annotated[str, typer.Option(help="Where logs live.")] = "./sluice-data",
     config: Annotated[Path | None, typer.Option(help="YAML file of broker settings.")] = None,
+    metrics_listen: MetricsListen = "127.0.0.1:9644",
     verbose: bool = False,
 ) -> None:
     """Run the broker and the gateway beside it, on loopback by default."""
@@ -61,7 +78,7 @@ def serve(
     from sluice.server.serve import serve_all
 
     setup_logging(verbose)
-    broker_config = _broker_config(kafka_listen, data_dir, None, config)
+    broker_config = _broker_config(kafka_listen, data_dir, None, config, metrics_listen)
     run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
+from sluice.server.admin import AdminApp
 from sluice.server.kafka import KafkaServer, now_ms
 from sluice.storage.api import Storage
 
@@ -46,8 +47,18 @@ class RunningBroker:
     host: str
     port: int
     retention_task: asyncio.Task[None]
+    admin: AdminApp | None = None
+
+    @property
+    def admin_url(self) -> str | None:
+        if self.admin is None or self.admin.address is None:
+            return None
+        host, port = self.admin.address
+        return f"http://{host}:{port}"
 
     async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
         self.retention_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.retention_task
@@ -74,7 +85,23 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
     host, port = await server.start()
     retention = asyncio.get_running_loop().create_task(_retention_loop(broker))
     log.info("sluice broker listening on %s:%d (data: %s)", host, port, config.data_dir or "memory")
-    return RunningBroker(broker, server, host, port, retention)
+    running = RunningBroker(broker, server, host, port, retention)
+    if config.admin_listen:
+        admin_host, _, admin_port = config.admin_listen.rpartition(":")
+        running.admin = AdminApp(server)
+        try:
+            await running.admin.start(admin_host.strip("[]"), int(admin_port))
+        except BaseException:
+            await running.stop()
+            raise
+    return running
+
+
+def announce(running: RunningBroker) -> None:
+    """The lines BrokerProcess and scripts wait for."""
+    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    if running.admin_url is not None:
+        print(f"sluice admin listening on {running.admin_url}", flush=True)
 
 
 async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
@@ -82,7 +109,7 @@ async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None)
     install_stop_signals(stop)
     running = await start_broker(config)
     freeze_startup_objects()
-    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    announce(running)
     if ready is not None:
         ready.set()
     await stop.wait()

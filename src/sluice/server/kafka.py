@@ -13,6 +13,7 @@ import queue
 import threading
 import time
 from collections import deque
+from time import perf_counter
 from typing import Any
 
 from sluice.broker.api import (
@@ -49,7 +50,7 @@ def now_ms() -> int:
 class ResponseSlot:
     """A place in a connection's response order; filled now or later."""
 
-    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts")
+    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts", "started")
 
     def __init__(self, connection: KafkaConnection, api_key: int, api_version: int, correlation_id: int) -> None:
         self.connection = connection
@@ -57,6 +58,7 @@ class ResponseSlot:
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.parts: list[Any] | None = None
+        self.started = perf_counter()
 
     def fill(self, response: Any, version: int | None = None) -> None:
         version = self.api_version if version is None else version
@@ -65,6 +67,7 @@ class ResponseSlot:
         parts: list[Any] = [response_header(self.correlation_id, self.api_key, flexible)]
         response_codecs(self.api_key)[version].encode_into(response, parts)
         self.parts = parts
+        self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
         self.connection.flush_responses()
 
 
@@ -98,8 +101,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer_host = peer[0] if peer else ""
         if len(self.server.connections) >= self.server.broker.config.max_connections:
             log.warning("refusing connection from %s: %d connections open", self.peer_host, len(self.server.connections))
+            self.server.broker.metrics.connections_refused += 1
             transport.abort()
             return
+        self.server.broker.metrics.connections_accepted += 1
         self.server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -261,18 +266,21 @@ class GroupCommit:
     def _flush_forever(self, loop: asyncio.AbstractEventLoop) -> None:
         while (partitions := self._jobs.get()) is not None:
             failure: Exception | None = None
+            started = perf_counter()
             try:
                 for state, _ in partitions:
                     state.log.flush()
             except Exception as exc:  # any failure at all must reach the waiting clients
                 failure = exc
             try:
-                loop.call_soon_threadsafe(self._flushed, failure)
+                loop.call_soon_threadsafe(self._flushed, failure, perf_counter() - started)
             except RuntimeError:
                 return  # the loop is closed: nobody is left to answer
 
-    def _flushed(self, failure: Exception | None) -> None:
+    def _flushed(self, failure: Exception | None, seconds: float = 0.0) -> None:
         assert self.flushing is not None
+        if self.flushing[1]:  # a flush with no partitions did no fsync
+            self.server.broker.metrics.fsync.observe(seconds)
         (batch, partitions), self.flushing = self.flushing, None
         if failure is not None:
             log.error("fsync failed: closing the connections waiting for it, nothing is acknowledged: %s", failure)
