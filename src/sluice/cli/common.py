@@ -69,3 +69,54 @@ def admin_client(bootstrap: str, settings: list[str] | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(client_config(bootstrap, settings, socket_timeout_ms=10000))
+
+
+# ----- the broker's admin HTTP API (sluice extensions: groups create, live rewind, ...) -----
+
+ADMIN_PORT = 9644
+Admin = Annotated[
+    str | None,
+    typer.Option(
+        "--admin",
+        envvar="SLUICE_ADMIN",
+        help=f"The broker's admin listener HOST:PORT (default: the first bootstrap host, port {ADMIN_PORT}).",
+    ),
+]
+
+
+def admin_address(admin: str | None, bootstrap: str) -> str:
+    if admin:
+        split_hostport(admin, "--admin")
+        return admin
+    first = bootstrap.split(",")[0].strip()
+    host = first.rpartition(":")[0] or first
+    return f"{host}:{ADMIN_PORT}"
+
+
+def admin_call(
+    address: str, method: str, path: str, body: Any = None, timeout: float = 30.0
+) -> tuple[int, Any]:
+    """(HTTP status, decoded JSON) of one admin API call; a connection failure exits with a clear error."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"http://{address}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw)
+        except ValueError:
+            return exc.code, {"error": str(exc.code), "message": raw.decode(errors="replace")}
+    except (urllib.error.URLError, OSError) as exc:
+        fail(
+            f"cannot reach the broker's admin API at {address} ({exc}); start the broker with "
+            "--metrics-listen HOST:PORT and pass --admin HOST:PORT (or SLUICE_ADMIN)"
+        )
+        raise  # unreachable: fail() exits

@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluice.errors import ErrorCode, KafkaError
+from sluice.server.kafka import now_ms
 from sluice.server.metrics import broker_registry
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ class AdminApp:
             if not isinstance(ephemeral, bool):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "ephemeral must be true or false")
             service = self._groups()
-            created = service.create_group(name, timeout, ephemeral)
+            created = service.create_group(name, timeout, ephemeral, now_ms())
         except KafkaError as exc:
             return _kafka_error(exc)
         if created is None:
@@ -154,7 +155,7 @@ class AdminApp:
         name = request.match_info["name"]
         force = request.query.get("force", "false").lower() in {"1", "true", "yes"}
         try:
-            self._groups().delete_group(name, force)
+            self._groups().delete_group(name, force, now_ms())
         except KafkaError as exc:
             return _kafka_error(exc)
         await self._durable()
@@ -169,7 +170,7 @@ class AdminApp:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "live must be true or false")
             asked = _parse_offsets(body.get("offsets"))
             actual = {key: self._clamp(key, offset) for key, offset in asked.items()}
-            self._groups().rewind(name, actual, live)
+            self._groups().rewind(name, actual, live, now_ms())
         except KafkaError as exc:
             return _kafka_error(exc)
         await self._durable()
