@@ -4,6 +4,7 @@ and KIP-848) re-read exactly from the new offsets, without being stopped."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,7 +22,10 @@ TIMEOUT = 60.0
 
 
 def sluice(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sluice", *args], capture_output=True, text=True, timeout=120)
+    # Wide enough that rich never wraps a message the assertions look for.
+    env = {**os.environ, "COLUMNS": "1000"}
+    return subprocess.run([sys.executable, "-m", "sluice", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
 
 
 class PollingMember:
