@@ -99,6 +99,12 @@ class BrokerProcess:
         """Start again on the same port and data dir (after kill() or stop())."""
         return self.start()
 
+    def create_topic(
+        self, name: str | None = None, partitions: int = 1, config: dict[str, str] | None = None
+    ) -> str:
+        """Create a topic on this broker (a unique name unless given) and return its name once it is ready."""
+        return create_topic(self.bootstrap, partitions, name=name, config=config)
+
     def rss_bytes(self) -> int:
         assert self.proc is not None
         with open(f"/proc/{self.proc.pid}/status") as status:
@@ -115,7 +121,12 @@ class BrokerProcess:
 
 
 def create_topic(
-    bootstrap: str, partitions: int = 1, prefix: str = "t", timeout: float = 30.0, name: str | None = None
+    bootstrap: str,
+    partitions: int = 1,
+    prefix: str = "t",
+    timeout: float = 30.0,
+    name: str | None = None,
+    config: dict[str, str] | None = None,
 ) -> str:
     """Create `name` (default: a unique name from `prefix`); return it once metadata shows all its partitions."""
     import uuid
@@ -124,7 +135,7 @@ def create_topic(
 
     name = name or f"{prefix}-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
         future.result(timeout=timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
