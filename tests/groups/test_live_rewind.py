@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
-from group_helpers import committed_offsets, create_topic, produce, wait_for
+from group_helpers import RawMember, committed_offsets, create_topic, fast_config, produce, wait_for
 
+from sluice.errors import ErrorCode
 from sluice.testing import BrokerProcess
 
 PER_PARTITION = 20
@@ -133,3 +134,28 @@ def test_live_rewind_makes_polling_members_reread_from_the_new_offsets(
     finally:
         for member in members:
             member.stop()
+
+
+def test_a_live_rewind_is_durable_once_answered(tmp_path: Path, topic_name: str, group_name: str) -> None:
+    """kill -9 right after the rewind answered: the rewound offsets are what the restarted broker has."""
+    proc = BrokerProcess(tmp_path / "data", config=fast_config(tmp_path), admin=True).start()
+    try:
+        bootstrap = proc.bootstrap
+        assert proc.admin_url is not None
+        create_topic(bootstrap, topic_name, 1)
+        produce(bootstrap, topic_name, 1, PER_PARTITION)
+        member = RawMember(bootstrap, group_name)
+        member.join_fully([topic_name])
+        assert member.sync({member.member_id: b""}).error_code == 0
+        assert member.commit(topic_name, 0, PER_PARTITION) == 0
+        done = sluice("groups", "reset-offsets", group_name, "-b", bootstrap, "--admin",
+                      proc.admin_url.removeprefix("http://"), "--topic", topic_name, "--to-offset", "7", "--live")
+        assert done.returncode == 0, done.stderr
+        # Until the member has re-read, its commits of old positions are refused.
+        assert member.commit(topic_name, 0, PER_PARTITION) == ErrorCode.REBALANCE_IN_PROGRESS
+        member.close()
+        proc.kill()
+        proc.restart()
+        assert committed_offsets(proc.bootstrap, group_name) == {(topic_name, 0): 7}
+    finally:
+        proc.stop()
