@@ -21,7 +21,9 @@ async def serve_all(broker_config: BrokerConfig, *, grpc_listen: str, http_liste
     from sluice.gateway.server import Gateway
 
     gateway = Gateway(
-        single_cluster_config(f"{running.host}:{running.port}"), grpc_listen=grpc_listen, http_listen=http_listen
+        single_cluster_config(f"{running.host}:{running.port}", admin_url=running.admin_url),
+        grpc_listen=grpc_listen,
+        http_listen=http_listen,
     )
     await gateway.start()
     freeze_startup_objects()
