@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+
+T = TypeVar("T")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -65,10 +68,23 @@ def client_config(bootstrap: str, settings: list[str] | None = None, **defaults:
     return config
 
 
+def new_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any]) -> T:
+    """A confluent-kafka client; settings librdkafka refuses (e.g. a mistyped -X) end the command with
+    librdkafka's reason rather than a traceback."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return factory(config)
+    except KafkaException as exc:
+        reason = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        fail(f"bad client settings: {reason}")
+        raise  # unreachable: fail() exits
+
+
 def admin_client(bootstrap: str, settings: list[str] | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_config(bootstrap, settings, socket_timeout_ms=10000))
+    return new_client(AdminClient, client_config(bootstrap, settings, socket_timeout_ms=10000))
 
 
 # ----- the broker's admin HTTP API (sluice extensions: groups create, live rewind, ...) -----

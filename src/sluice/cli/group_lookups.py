@@ -12,6 +12,7 @@ from rich.console import Console
 from sluice.cli.common import (
     admin_client,
     client_config,
+    new_client,
     parse_settings,
 )
 
@@ -63,14 +64,15 @@ def _offsets_reader(bootstrap: str) -> Iterator[Any]:
     """A Consumer that never subscribes, so it never joins any group: only for offset lookups."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer(
+    consumer = new_client(
+        Consumer,
         client_config(
             bootstrap,
             _client_settings,
             group_id="sluice-groups-cli",
             enable_auto_commit=False,
             socket_timeout_ms=10000,
-        )
+        ),
     )
     try:
         yield consumer

@@ -17,6 +17,7 @@ from sluice.cli.common import (
     client_config,
     console,
     fail,
+    new_client,
 )
 
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
@@ -82,7 +83,9 @@ def topics_describe(
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None:
         fail(f"topic {name!r} does not exist")
-    consumer = Consumer(client_config(bootstrap, setting, group_id="sluice-cli", enable_auto_commit=False))
+    consumer = new_client(
+        Consumer, client_config(bootstrap, setting, group_id="sluice-cli", enable_auto_commit=False)
+    )
     partitions = []
     try:
         for index in sorted(topic.partitions):
