@@ -1,8 +1,8 @@
 """pytest fixtures for testing your own Kafka applications against a real sluice broker (no docker).
 
 Enable it with ``pytest -p sluice.pytest_plugin``, or ``pytest_plugins = ["sluice.pytest_plugin"]`` in
-your root conftest.py (installing sluice also registers it as the ``sluice`` pytest plugin, so the
-fixtures are simply there). Fixtures:
+your root conftest.py (installing sluice also registers it, under the same name, as a pytest plugin, so
+the fixtures are simply there; ``-p no:sluice.pytest_plugin`` turns it off). Fixtures:
 
 ``kafka_broker`` (session)
     One broker for the whole run, in a child process on an ephemeral loopback port with a fresh data
