@@ -166,3 +166,12 @@ def test_produce_reports_each_failure_by_kafka_error_name(bootstrap: str) -> Non
     assert big.returncode == 1
     assert "message 0: MSG_SIZE_TOO_LARGE" in big.stderr
     assert "1 of 1 messages not delivered" in big.stderr
+
+
+def test_null_values_print_as_empty_lines_in_the_plain_dump(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, prefix="nulls")
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for value in (b"a", None, b"c"):
+        producer.produce(topic, value=value, key=b"k")
+    assert producer.flush(30) == 0
+    assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e")) == ["a", "", "c"]
