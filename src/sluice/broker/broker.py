@@ -17,6 +17,7 @@ from typing import Any
 from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
+from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
@@ -113,6 +114,7 @@ class Broker:
         self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
         # Parked requests whose response the authorizer completes (denied items put back) when it comes.
         self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
+        self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
 
@@ -309,6 +311,7 @@ class Broker:
         view = memoryview(records)
         first_offset = -1
         pos = 0
+        messages = 0
         for header in headers:
             size = header.size
             try:
@@ -322,6 +325,8 @@ class Broker:
             if header.producer_id >= 0:
                 producers.remember(header, base)
             pos += size
+            messages += header.last_offset_delta + 1
+        self.metrics.produced(state.topic, pos, messages)
         self._appended(state)
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
@@ -395,6 +400,7 @@ class Broker:
             return self.read(state, damaged.resume_offset, max_bytes, committed=committed)
         if end < state.log.log_end_offset:
             data = _cut_at_offset(data, end)
+        self.metrics.fetched(state.topic, data, offset)
         return data
 
     def aborted_transactions(self, state: PartitionState, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
