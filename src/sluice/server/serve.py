@@ -7,7 +7,7 @@ import logging
 
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
-from sluice.server.app import start_broker
+from sluice.server.app import announce, start_broker
 
 log = logging.getLogger("sluice")
 
@@ -22,12 +22,12 @@ async def serve_all(
     stop = asyncio.Event()
     install_stop_signals(stop)
     running = await start_broker(broker_config)
-    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    announce(running)
     from sluice.gateway.config import single_cluster_config
     from sluice.gateway.server import Gateway
 
     gateway = Gateway(
-        single_cluster_config(f"{running.host}:{running.port}"),
+        single_cluster_config(f"{running.host}:{running.port}", admin_url=running.admin_url),
         grpc_listen=grpc_listen,
         http_listen=http_listen,
     )
