@@ -217,6 +217,7 @@ def test_sluice_serve_serves_the_console_with_the_gateways_in_flight_messages(
     tmp_path: Path, page: Any, shots: Path
 ) -> None:
     kafka, grpc_port, http_port, console_port = free_port(), free_port(), free_port(), free_port()
+    admin_port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -231,6 +232,8 @@ def test_sluice_serve_serves_the_console_with_the_gateways_in_flight_messages(
             f"127.0.0.1:{http_port}",
             "--console-listen",
             f"127.0.0.1:{console_port}",
+            "--metrics-listen",
+            f"127.0.0.1:{admin_port}",
             "--data-dir",
             str(tmp_path / "data"),
         ],
@@ -281,6 +284,10 @@ def test_sluice_serve_serves_the_console_with_the_gateways_in_flight_messages(
             ("workers", "served-topic", "3", "0", "1", "2")
         ]
         page.screenshot(path=shots / "sluice-gateway.png", full_page=True)
+
+        # sluice serve hands the console its broker's admin API: a running group's reset can be live.
+        page.goto(f"http://127.0.0.1:{console_port}/groups/workers")
+        assert page.locator("#reset-form input[name=live]").count() == 1
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

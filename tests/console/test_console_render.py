@@ -110,3 +110,13 @@ def test_every_template_and_static_file_ships_in_the_wheel_and_no_page_loads_a_s
     base = (package / "console" / "templates" / "base.html").read_text()
     scripts = [line for line in base.splitlines() if "<script" in line]
     assert scripts and all("/static/htmx.min.js" in line and "http" not in line for line in scripts)
+
+
+def test_the_admin_address_is_taken_as_host_port_or_url() -> None:
+    from sluice.cli.console import admin_url
+
+    assert admin_url(None) is None
+    assert admin_url("127.0.0.1:9644") == "http://127.0.0.1:9644"
+    assert admin_url("http://broker:9644/") == "http://broker:9644"
+    with pytest.raises(typer.BadParameter):
+        admin_url("no-port-here")

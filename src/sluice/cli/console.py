@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from sluice.cli.app import app
-from sluice.cli.common import DEFAULT_BOOTSTRAP, fail, setup_logging, split_hostport
+from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, Settings, fail, setup_logging, split_hostport
 
 DEFAULT_CONSOLE_LISTEN = "127.0.0.1:8080"
 
@@ -48,15 +48,21 @@ def parse_basic_auth(value: str | None) -> tuple[str, str] | None:
     return user, password
 
 
+def admin_url(admin: str | None) -> str | None:
+    """The admin API's base URL; HOST:PORT as the other commands take it, or a URL."""
+    if not admin:
+        return None
+    if admin.startswith(("http://", "https://")):
+        return admin.rstrip("/")
+    split_hostport(admin, "--admin")
+    return f"http://{admin}"
+
+
 @app.command("console")
 def console_command(
-    bootstrap: Annotated[
-        str, typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers (host:port,...)")
-    ] = DEFAULT_BOOTSTRAP,
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     listen: Annotated[str, typer.Option(help="Address of the web console.")] = DEFAULT_CONSOLE_LISTEN,
-    properties: Annotated[
-        list[str] | None, typer.Option("-X", help="A librdkafka client setting, key=value (repeatable).")
-    ] = None,
+    properties: Settings = None,
     config: Annotated[Path | None, typer.Option(help="YAML file of librdkafka client settings.")] = None,
     read_only: Annotated[
         bool, typer.Option("--read-only", help="Hide and refuse every write action.")
@@ -76,7 +82,10 @@ def console_command(
     ] = None,
     admin: Annotated[
         str | None,
-        typer.Option(help="A sluice broker's admin API (http://HOST:PORT): live rewind of running groups."),
+        typer.Option(
+            envvar="SLUICE_ADMIN",
+            help="A sluice broker's admin API, HOST:PORT or http://HOST:PORT: live rewind of running groups.",
+        ),
     ] = None,
     sample_interval: Annotated[float, typer.Option(help="Seconds between lag and rate samples.")] = 10.0,
     verbose: bool = False,
@@ -97,7 +106,7 @@ def console_command(
         sample_interval_s=sample_interval,
         log_dir=log_dir,
         gateway_url=gateway,
-        admin_url=admin,
+        admin_url=admin_url(admin),
     )
     try:
         console_config.check()

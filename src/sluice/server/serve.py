@@ -47,7 +47,7 @@ async def serve_all(
                     log_dir=broker_config.data_dir,
                     gateway_url=gateway.http_url,
                     # The broker's admin API, where it runs one: live rewind of running groups.
-                    admin_url=getattr(running, "admin_url", None),
+                    admin_url=running.admin_url,
                 )
             )
         except (OSError, ValueError) as exc:
