@@ -14,12 +14,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from test_broker_apis import wire_fetch
 
@@ -354,3 +355,90 @@ def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(tmp_pat
         assert all(acked[value] == (0, offset) for offset, value in seen.items())
     finally:
         proc.stop()
+
+
+def fill_up(mount: Path) -> Path:
+    """Write a file until the filesystem is full to the last byte (ENOSPC); returns it."""
+    ballast = mount / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (1 << 20, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * chunk)
+    finally:
+        os.close(fd)
+    return ballast
+
+
+def test_full_disk_topic_admin_and_transactions_fail_cleanly_and_deleting_a_topic_frees_space(
+    small_tmpfs: Path,
+) -> None:
+    """On a disk full to the last byte: CreateTopics and auto-creation answer KAFKA_STORAGE_ERROR and create
+    nothing, a transaction's commit is held off (COORDINATOR_NOT_AVAILABLE, retried by the client) without
+    the coordinator changing state, DeleteTopics still works and frees space, and then everything resumes:
+    the commit goes through and every committed message is at its offset, also after a restart."""
+    proc = BrokerProcess(small_tmpfs / "data", min_free_bytes=0).start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "kept", {})
+        create(bootstrap, "hog", {"segment.bytes": "1048576"})
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "full-disk", "linger.ms": 5})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        for n in range(20):
+            txn.produce("kept", f"t{n}".encode())
+        assert txn.flush(30) == 0
+        hogged = produce(bootstrap, "hog", [b"h" * 1000] * 30_000, retries=0)
+        assert "KAFKA_STORAGE_ERROR" in hogged.values()
+        ballast = fill_up(small_tmpfs)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        with pytest.raises(KafkaException) as raised:
+            admin.create_topics([NewTopic("late", 2, 1)])["late"].result(timeout=30)
+        assert raised.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR
+        with WireClient.connect(bootstrap) as client:  # auto-creation by a metadata request
+            cls = client.request_class("Metadata")
+            wanted = cls(topics=[cls.MetadataRequestTopic(name="auto")], allow_auto_topic_creation=True)
+            [topic] = client.call("Metadata", 12, wanted).topics
+            assert topic.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert {"late", "auto"}.isdisjoint(admin.list_topics(timeout=10).topics)
+        assert not list((small_tmpfs / "data").glob("late-*")) and not list(
+            (small_tmpfs / "data").glob("auto-*")
+        )
+        committed: list[BaseException | None] = []
+        committing = threading.Thread(target=lambda: committed.append(_commit(txn)))
+        committing.start()
+        time.sleep(2)
+        assert not committed, "a commit needs room for its markers and transaction state"
+        with WireClient.connect(bootstrap) as client:
+            cls = client.request_class("DescribeTransactions")
+            [state] = client.call(
+                "DescribeTransactions", 0, cls(transactional_ids=["full-disk"])
+            ).transaction_states
+            assert state.transaction_state == "Ongoing"
+        # The operator deletes the topic that filled the disk: that works with no byte free, and frees it.
+        admin.delete_topics(["hog"])["hog"].result(timeout=30)
+        committing.join(30)
+        assert committed == [None]
+        ballast.unlink()
+        after = produce(bootstrap, "kept", [b"after"], retries=0)
+        assert after == {b"after": (0, 21)}  # 20 messages and the commit marker before it
+        admin.create_topics([NewTopic("late", 2, 1)])["late"].result(timeout=30)
+    finally:
+        proc.stop()
+    proc.restart()
+    try:
+        topics = AdminClient({"bootstrap.servers": proc.bootstrap}).list_topics(timeout=10).topics
+        assert "hog" not in topics and {"kept", "late"} <= set(topics)
+        seen = consume_range(proc.bootstrap, "kept", 0, 22)  # read_committed: offset 20 is the marker
+        assert seen == {n: f"t{n}".encode() for n in range(20)} | {21: b"after"}
+    finally:
+        proc.stop()
+
+
+def _commit(producer: Producer) -> BaseException | None:
+    try:
+        producer.commit_transaction(60)
+    except KafkaException as exc:
+        return exc
+    return None
