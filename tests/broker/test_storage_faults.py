@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from test_broker_apis import wire_fetch
 
 from sluice.client.wire import WireClient
@@ -442,3 +442,48 @@ def _commit(producer: Producer) -> BaseException | None:
     except KafkaException as exc:
         return exc
     return None
+
+
+def test_on_a_full_disk_configs_can_change_and_retention_frees_space_so_writes_resume(
+    small_tmpfs: Path, tmp_path: Path
+) -> None:
+    """Below min_free_bytes an operator lowers retention.bytes (AlterConfigs is a metadata write, which the
+    margin leaves room for); the retention timer deletes old segments and produce resumes by itself, at the
+    offset after everything acknowledged."""
+    config = tmp_path / "broker.yaml"
+    config.write_text("retention_check_interval_ms: 200\n")
+    proc = BrokerProcess(small_tmpfs / "data", config=config, min_free_bytes=4 << 20).start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "hog", {"segment.bytes": "1048576"})
+        outcome = produce(
+            bootstrap, "hog", [f"{n:06d}".encode().ljust(1000, b"r") for n in range(30_000)], retries=0
+        )
+        acked = sorted(r for r in outcome.values() if isinstance(r, tuple))
+        assert "KAFKA_STORAGE_ERROR" in outcome.values() and acked
+        end = acked[-1][1] + 1
+        refused = produce(bootstrap, "hog", [b"still full"], retries=0)
+        assert refused == {b"still full": "KAFKA_STORAGE_ERROR"}
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        resource = ConfigResource(
+            "topic",
+            "hog",
+            incremental_configs=[
+                ConfigEntry("retention.bytes", "3000000", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+        deadline = time.monotonic() + 20
+        while True:
+            result = produce(bootstrap, "hog", [b"room again"], retries=0)[b"room again"]
+            if isinstance(result, tuple) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert result == (0, end)
+        low, high = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"}).get_watermark_offsets(
+            TopicPartition("hog", 0), timeout=10
+        )
+        assert high == end + 1 and 0 < low < end - 2000  # retention dropped whole segments, kept the rest
+        assert "accepting writes" in "".join(proc.output)
+    finally:
+        proc.stop()
