@@ -487,3 +487,43 @@ def test_on_a_full_disk_configs_can_change_and_retention_frees_space_so_writes_r
         assert "accepting writes" in "".join(proc.output)
     finally:
         proc.stop()
+
+
+def describe_transaction(bootstrap: str, transactional_id: str) -> str:
+    with WireClient.connect(bootstrap) as client:
+        cls = client.request_class("DescribeTransactions")
+        [state] = client.call(
+            "DescribeTransactions", 0, cls(transactional_ids=[transactional_id])
+        ).transaction_states
+        return state.transaction_state
+
+
+def test_a_timed_out_transaction_is_aborted_only_once_its_markers_can_be_written(small_tmpfs: Path) -> None:
+    """The coordinator's timers write too (abort markers, transaction state): below min_free_bytes they wait,
+    so the coordinator never decides what the log cannot record; once space is back the abort happens."""
+    proc = BrokerProcess(small_tmpfs / "data", min_free_bytes=4 << 20).start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "slow", {})
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": "sleepy", "transaction.timeout.ms": 1000}
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("slow", b"never committed")
+        assert producer.flush(10) == 0
+        stats = os.statvfs(small_tmpfs)
+        ballast = small_tmpfs / "ballast"
+        ballast.write_bytes(b"\0" * (stats.f_bavail * stats.f_frsize - (2 << 20)))
+        time.sleep(2.5)
+        assert describe_transaction(bootstrap, "sleepy") == "Ongoing"
+        ballast.unlink()
+        deadline = time.monotonic() + 10
+        while describe_transaction(bootstrap, "sleepy") != "CompleteAbort" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert describe_transaction(bootstrap, "sleepy") == "CompleteAbort"
+        with WireClient.connect(bootstrap) as client:
+            fetched = wire_fetch(client, "slow", 0, max_wait_ms=0)
+            assert fetched.error_code == ErrorCode.NONE and fetched.high_watermark == 2  # record + marker
+    finally:
+        proc.stop()
