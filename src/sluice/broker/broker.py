@@ -46,6 +46,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 # How far back the producer state is rebuilt from batch headers at startup.
 PRODUCER_STATE_SCAN_OFFSETS = 200_000
+# While writes are refused (a full disk), coordinator timers look again this often.
+TICK_RETRY_WHILE_REFUSING_MS = 500
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
 # raises KafkaError (PRODUCER_FENCED, INVALID_TXN_STATE...) when the partition is not in its transaction.
 TxnVerifier = Callable[[int, int, str, int], None]
@@ -99,6 +101,7 @@ class Broker:
         data_dir = getattr(storage, "data_dir", None)
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
+        self._ticks_deferred_until: int | None = None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
         self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
@@ -138,9 +141,18 @@ class Broker:
                 self.transactions.next_deadline() if self.transactions is not None else None,
             ) if d is not None
         ]
-        return min(deadlines, default=None)
+        deadline = min(deadlines, default=None)
+        if deadline is not None and self._ticks_deferred_until is not None:
+            return max(deadline, self._ticks_deferred_until)
+        return deadline
 
     def tick(self, now_ms: int) -> None:
+        if self.write_refusal(now_ms) is not None:
+            # Timers write (expired members, aborts of timed-out transactions): with no room to persist
+            # them, wait for space rather than change coordinator state the log cannot follow.
+            self._ticks_deferred_until = now_ms + TICK_RETRY_WHILE_REFUSING_MS
+            return
+        self._ticks_deferred_until = None
         if self.groups is not None:
             self.groups.tick(now_ms)
         if self.transactions is not None:
@@ -219,10 +231,21 @@ class Broker:
         meta = self.storage.topic(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        try:
+            self.storage.delete_topic(name)
+        except KafkaError:
+            # Not deleted (no room for the metadata file). If storage dropped the data to make room, its
+            # partitions were reopened empty: follow them.
+            for index in range(meta.partitions):
+                state = self.partitions.get((name, index))
+                if state is not None and state.log is not self.storage.log(name, index):
+                    del self.partitions[(name, index)]
+                    self.unflushed.pop((name, index), None)
+            self._open_partitions(meta)
+            raise
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
             self.unflushed.pop((name, index), None)
-        self.storage.delete_topic(name)
 
     def create_partitions(self, name: str, total: int) -> TopicMeta:
         meta = self.storage.create_partitions(name, total)

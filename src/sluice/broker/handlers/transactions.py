@@ -48,8 +48,11 @@ def _answer(
     return Respond(response)
 
 
-def _no_coordinator(broker: Broker) -> bool:
-    return broker.transactions is None
+def _no_coordinator(broker: Broker, ctx: RequestContext) -> bool:
+    """No coordinator to answer, or it could not persist what it decides: the data dir is below
+    min_free_bytes or full. Refused before the coordinator changes state, so memory never runs ahead of
+    __transaction_state; clients retry COORDINATOR_NOT_AVAILABLE until space is back."""
+    return broker.transactions is None or broker.write_refusal(ctx.now_ms) is not None
 
 
 @handles("InitProducerId")
@@ -61,7 +64,7 @@ def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Outco
             epoch = (request.producer_epoch + 1) & 0x7FFF
             return Respond(R(error_code=0, producer_id=request.producer_id, producer_epoch=epoch))
         return Respond(R(error_code=0, producer_id=broker.new_producer_id(ctx.now_ms), producer_epoch=0))
-    if _no_coordinator(broker):
+    if _no_coordinator(broker, ctx):
         return Respond(R(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1))
     if len(request.transactional_id) > MAX_TRANSACTIONAL_ID_CHARS:
         return Respond(R(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1))
@@ -129,7 +132,7 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
     R = AddPartitionsToTxnResponse
     sink = TxnOutcome()
     if ctx.api_version <= 3:
-        if _no_coordinator(broker):
+        if _no_coordinator(broker, ctx):
             results = [
                 R.AddPartitionsToTxnTopicResult(
                     name=t.name,
@@ -154,7 +157,7 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
             sink,
         )
         return _answer(broker, sink, R(results_by_topic_v3_and_below=results), ctx.now_ms, durable=False)
-    if _no_coordinator(broker):
+    if _no_coordinator(broker, ctx):
         return Respond(R(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     by_txn = []
     for txn in request.transactions:
@@ -176,7 +179,7 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
 
 @handles("AddOffsetsToTxn")
 def add_offsets_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
-    if _no_coordinator(broker):
+    if _no_coordinator(broker, ctx):
         return Respond(AddOffsetsToTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     outcome = broker.transactions.coordinator.add_offsets(
         request.transactional_id,
@@ -195,7 +198,7 @@ def add_offsets_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> Out
 def txn_offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     R = TxnOffsetCommitResponse
     error = ErrorCode.NONE
-    if _no_coordinator(broker) or broker.groups is None:
+    if _no_coordinator(broker, ctx) or broker.groups is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif ctx.api_version >= 3 and (request.generation_id >= 0 or request.member_id):
         # KIP-447: the group's coordinator fences a zombie by its member id and generation.
@@ -258,7 +261,7 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outc
 
 @handles("EndTxn")
 def end_txn(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
-    if _no_coordinator(broker):
+    if _no_coordinator(broker, ctx):
         return Respond(EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     outcome = broker.transactions.coordinator.end_txn(
         request.transactional_id,
