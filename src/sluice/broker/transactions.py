@@ -13,16 +13,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker
+from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker, read_internal_records
 from sluice.coordinator.messages import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
 from sluice.coordinator.transactions import TransactionCoordinator, TxnConfig, TxnOutcome, TxnState, state_key
 from sluice.errors import ErrorCode, KafkaError
-from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+from sluice.protocol.records import Record, encode_batch, parse_batch_header
 
 log = logging.getLogger("sluice.transactions")
 
 READ_CHUNK_BYTES = 1 << 20
 COMPACTION_BATCH_RECORDS = 1000
+WRITE_REFUSED_RETRY_MS = 1000
 # One coordinator forever: its epoch in every marker is 0.
 _COORDINATOR_EPOCH = 0
 
@@ -32,6 +33,9 @@ class TransactionService:
         self.broker = broker
         self.coordinator = coordinator
         self.state_records = 0  # records in __transaction_state since it was last compacted
+        # While the disk refuses writes, timeouts are not acted on (an abort writes markers and state);
+        # the timer looks again at this time instead of spinning on a deadline already past.
+        self._postponed_until: int | None = None
 
     # ----- applying outcomes -----
 
@@ -126,9 +130,16 @@ class TransactionService:
     # ----- timers -----
 
     def next_deadline(self) -> int | None:
-        return self.coordinator.next_deadline()
+        deadline = self.coordinator.next_deadline()
+        if deadline is not None and self._postponed_until is not None:
+            return max(deadline, self._postponed_until)
+        return deadline
 
     def tick(self, now_ms: int) -> None:
+        if self.broker.write_refusal(now_ms) is not None:
+            self._postponed_until = now_ms + WRITE_REFUSED_RETRY_MS
+            return
+        self._postponed_until = None
         outcome = self.coordinator.tick(now_ms, self.new_producer_id(now_ms))
         for markers in outcome.markers:
             log.info(
@@ -167,17 +178,7 @@ def abort_hanging_transactions(broker: Broker, coordinator: TransactionCoordinat
 
 def _read_state_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
     log_ = broker.partition(TRANSACTION_STATE_TOPIC, 0).log
-    offset = log_.log_start_offset
-    while offset < log_.log_end_offset:
-        data = log_.read(offset, READ_CHUNK_BYTES)
-        if not data:
-            break
-        for pos, header in iter_batches(data):
-            _, records = decode_batch(data, pos)
-            for record in records:
-                if record.key is not None:
-                    yield record.key, record.value
-            offset = header.last_offset + 1
+    return read_internal_records(log_, TRANSACTION_STATE_TOPIC, READ_CHUNK_BYTES)
 
 
 def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionService:
