@@ -459,9 +459,9 @@ class TransactionCoordinator:
         meta = self.by_producer.get(producer_id)
         if meta is None:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if epoch < meta.epoch:
-            return ErrorCode.PRODUCER_FENCED
-        if epoch > meta.epoch:
+        if epoch != meta.epoch:
+            # As Kafka since 2.7 (KIP-588): a produce with an old epoch hears INVALID_PRODUCER_EPOCH, which
+            # clients treat as "abort this transaction"; the fatal PRODUCER_FENCED comes from EndTxn.
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if meta.state is not TxnState.ONGOING or (topic, partition) not in meta.partitions:
             return ErrorCode.INVALID_TXN_STATE
