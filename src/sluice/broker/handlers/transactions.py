@@ -2,8 +2,9 @@
 DescribeTransactions and ListTransactions. Each translates the request into one coordinator call; answers
 that follow a state change wait until it is durable.
 
-InitProducerId v6 (KIP-939 keepPreparedTxn / two-phase commit) is not served, so no client can ask to
-keep a prepared transaction. WriteTxnMarkers is broker-to-broker in Kafka; here it only serves operators'
+Two-phase commit (KIP-939, InitProducerId v6) is not offered: a request asking for it (Enable2Pc) is
+refused as Kafka refuses it while transaction.two.phase.commit.enable is off, and one asking to keep a
+prepared transaction (KeepPreparedTxn) hears UNSUPPORTED_VERSION, as from Kafka 4.3. WriteTxnMarkers is broker-to-broker in Kafka; here it only serves operators'
 aborts (`sluice transactions abort`, kafka-transactions.sh abort).
 """
 
@@ -72,6 +73,14 @@ def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Outco
         return Respond(R(error_code=0, producer_id=broker.new_producer_id(ctx.now_ms), producer_epoch=0))
     if _no_coordinator(broker):
         return Respond(R(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1))
+    if request.keep_prepared_txn:
+        # Nothing is ever left prepared here, so there is nothing to keep: the flag is refused, and the open
+        # transaction is left as it is (not aborted) for the client to retry without it.
+        return Respond(R(error_code=ErrorCode.UNSUPPORTED_VERSION, producer_id=-1, producer_epoch=-1))
+    if request.enable2_pc:
+        return Respond(
+            R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+        )
     if len(request.transactional_id) > MAX_TRANSACTIONAL_ID_CHARS:
         return Respond(R(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1))
     if _cannot_write(broker, ctx):
