@@ -210,3 +210,75 @@ def test_a_connection_cut_half_way_through_end_txn_changes_nothing(
     with WireClient.connect(bootstrap) as client:
         assert end_txn(client, txn_id, pid, epoch) == ErrorCode.NONE
     assert consume_all(bootstrap, topic_name, "read_committed", expect=1) == [b"v"]
+
+
+EIO_HOOK = Path(__file__).parents[1] / "broker" / "eio_hook"
+
+
+def describe_state(bootstrap: str, transactional_id: str) -> str:
+    with WireClient.connect(bootstrap) as client:
+        cls = client.request_class("DescribeTransactions")
+        response = client.call("DescribeTransactions", 0, cls(transactional_ids=[transactional_id]))
+        return response.transaction_states[0].transaction_state
+
+
+def test_a_partition_refusing_its_marker_holds_the_transaction_whole(tmp_path: Path) -> None:
+    """An I/O error takes one partition of a committed transaction offline before its COMMIT marker is
+    written. The transaction stays PrepareCommit (its producer hears CONCURRENT_TRANSACTIONS, so no later
+    state can hide the unfinished marker) and a restart writes the marker: the transaction is committed in
+    both partitions, never committed in one and aborted in the other."""
+    trigger = tmp_path / "eio-now"
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "SLUICE_TEST_EIO_TRIGGER", "SLUICE_TEST_EIO_DIR")}
+    os.environ.update(
+        PYTHONPATH=os.pathsep.join([str(EIO_HOOK), *sys.path]),
+        SLUICE_TEST_EIO_TRIGGER=str(trigger),
+        SLUICE_TEST_EIO_DIR="victim-0",
+    )
+    try:
+        proc = BrokerProcess(tmp_path / "data").start()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    try:
+        bootstrap = proc.bootstrap
+        create_topic(bootstrap, "victim")
+        create_topic(bootstrap, "healthy")
+        producer = txn_producer(bootstrap, "held")
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce("victim", f"v{i}".encode())
+            producer.produce("healthy", f"h{i}".encode())
+        assert producer.flush(10) == 0
+        trigger.touch()
+        producer.commit_transaction(30)  # the decision is durable: the prepare record was fsynced
+        assert sorted(consume_all(bootstrap, "healthy", "read_committed", expect=5)) == [
+            f"h{i}".encode() for i in range(5)
+        ]
+        assert describe_state(bootstrap, "held") == "PrepareCommit"
+        assert "cannot write its COMMIT marker into victim-0" in "".join(proc.output)
+        # Until the marker is written the producer cannot start another transaction (retriable).
+        producer.begin_transaction()
+        producer.produce("healthy", b"blocked")
+        with pytest.raises(KafkaException) as blocked:
+            producer.commit_transaction(3)
+        assert blocked.value.args[0].retriable() or blocked.value.args[0].txn_requires_abort()
+        assert describe_state(bootstrap, "held") == "PrepareCommit"
+    finally:
+        proc.stop()
+    trigger.unlink()
+    proc.restart()
+    try:
+        assert sorted(consume_all(proc.bootstrap, "victim", "read_committed", expect=5)) == [
+            f"v{i}".encode() for i in range(5)
+        ]
+        assert describe_state(proc.bootstrap, "held") == "CompleteCommit"
+        again = txn_producer(proc.bootstrap, "held")
+        again.begin_transaction()
+        again.produce("victim", b"after")
+        again.commit_transaction(30)
+        assert consume_all(proc.bootstrap, "victim", "read_committed", expect=6)[-1] == b"after"
+    finally:
+        proc.stop()

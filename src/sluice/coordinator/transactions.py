@@ -521,5 +521,14 @@ class TransactionCoordinator:
                 self._complete(meta, commit, now_ms, out)
         return out
 
+    def put(self, meta: TxnMetadata) -> None:
+        """Replace a transactional id's state wholesale (the broker holds a transaction in PrepareCommit/
+        PrepareAbort while a partition refuses its marker, then restores the state that follows)."""
+        old = self.txns.get(meta.transactional_id)
+        if old is not None and self.by_producer.get(old.producer_id) is old:
+            del self.by_producer[old.producer_id]
+        self.txns[meta.transactional_id] = meta
+        self._index(meta)
+
     def open_transactions(self) -> list[TxnMetadata]:
         return [m for m in self.txns.values() if m.state is TxnState.ONGOING]
