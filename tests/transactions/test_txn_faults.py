@@ -218,8 +218,10 @@ EIO_HOOK = Path(__file__).parents[1] / "broker" / "eio_hook"
 def describe_state(bootstrap: str, transactional_id: str) -> str:
     with WireClient.connect(bootstrap) as client:
         cls = client.request_class("DescribeTransactions")
-        response = client.call("DescribeTransactions", 0, cls(transactional_ids=[transactional_id]))
-        return response.transaction_states[0].transaction_state
+        state = client.call(
+            "DescribeTransactions", 0, cls(transactional_ids=[transactional_id])
+        ).transaction_states[0]
+        return ErrorCode(state.error_code).name if state.error_code else state.transaction_state
 
 
 def test_a_partition_refusing_its_marker_holds_the_transaction_whole(tmp_path: Path) -> None:

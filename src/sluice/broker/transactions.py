@@ -299,6 +299,8 @@ def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionSe
         TxnConfig(
             max_timeout_ms=config.transaction_max_timeout_ms,
             id_expiration_ms=config.transactional_id_expiration_ms,
+            # Kafka looks for expired ids hourly; a shorter expiration is looked at as often as it runs out.
+            expiration_check_interval_ms=min(3_600_000, max(1_000, config.transactional_id_expiration_ms)),
         )
     )
     records = list(_read_state_topic(broker))
