@@ -13,14 +13,16 @@ import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
+from sluice.storage.cleaner import CleanerCheckpoint
 from sluice.storage.config import TopicConfig
 from sluice.storage.damage import write_damage
 from sluice.storage.index import OffsetIndex, TimeIndex
-from sluice.storage.loader import Checkpoint, load_partition, write_checkpoint
+from sluice.storage.loader import SWAP_MANIFEST, Checkpoint, load_partition, write_checkpoint
 from sluice.storage.log import DISK_FULL_ERRNOS, SegmentedLog
 from sluice.storage.memory import MemoryStorage
 from sluice.storage.metadata import (
@@ -70,6 +72,9 @@ class DiskPartitionLog(SegmentedLog):
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_pending = False
         self._active_checkpoint = (-1, 0)  # (active segment base, durable position) last checkpointed
+        # Compaction state (storage/cleaner.py): the cleaner thread replaces these, others only read them.
+        self.cleaner_checkpoint = CleanerCheckpoint.read(directory)
+        self.cleaner_dirty_ratio = 0.0
 
     @property
     def segments(self) -> list[FileSegment]:
@@ -188,6 +193,63 @@ class DiskPartitionLog(SegmentedLog):
                 first_not_durable = self._not_durable[0] if self._not_durable else self._segments[-1]
                 self._recovery_point = first_not_durable.base_offset
             self._write_checkpoint()
+
+    # --- the cleaner's side (storage/cleaner.py) -----------------------------------------------------
+
+    def cleanable_segments(self) -> list[FileSegment]:
+        """The sealed segments already made durable, oldest first: the only ones the cleaner touches.
+        Safe from any thread.
+        """
+        with self._segments_lock:
+            if self._closed or self._failure:
+                return []
+            not_durable = {id(segment) for segment in self._not_durable}
+            result: list[FileSegment] = []
+            for segment in self._segments[:-1]:
+                if id(segment) in not_durable:
+                    break
+                result.append(segment)  # type: ignore[arg-type]
+            return result
+
+    def swap_cleaned(
+        self,
+        replaced: list[FileSegment],
+        cleaned: FileSegment,
+        manifest_pending: Path,
+        crash_point: Callable[[str], None] = lambda step: None,
+    ) -> bool:
+        """Owner thread only. Put the durable `cleaned` segment (in the `.cleaning` directory) in place of
+        the consecutive `replaced` segments; False, changing nothing, when they are no longer in the log.
+
+        Crash protocol: renaming the fsynced manifest into the partition directory (and fsyncing the
+        directory) commits the swap; the file moves after it are redone by `loader.settle_cleaner_swap`
+        if a crash interrupts them, and before it that function discards the cleaned files.
+        """
+        if self._closed or self._failure:
+            return False
+        segments = self._segments
+        first = next((n for n, segment in enumerate(segments) if segment is replaced[0]), None)
+        count = len(replaced)
+        if first is None or first + count >= len(segments):
+            return False
+        if any(segments[first + n] is not replaced[n] for n in range(count)):
+            return False
+        os.replace(manifest_pending, self.directory / SWAP_MANIFEST)
+        sync_directory(self.directory)
+        crash_point("committed")
+        # Replaced segments are durable and sealed, so no flush holds their descriptors.
+        for segment in replaced:
+            segment.close()
+            if segment.base_offset != cleaned.base_offset:
+                for path in (segment.log_path, segment.index_path, segment.time_index_path):
+                    path.unlink(missing_ok=True)
+        crash_point("old-removed")
+        cleaned.relocate(self.directory)
+        with self._segments_lock:
+            self._segments[first : first + count] = [cleaned]
+            self._bases[first : first + count] = [cleaned.base_offset]
+        self._size_bytes += cleaned.size_bytes - sum(segment.size_bytes for segment in replaced)
+        return True
 
     def close_clean(self) -> bool:
         """Flush, finish the active segment's indexes and checkpoint, so the next open trusts them.

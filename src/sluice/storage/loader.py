@@ -20,15 +20,27 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.storage.damage import DamagedRange, read_damage, write_damage
-from sluice.storage.metadata import write_atomically
-from sluice.storage.segment import LOG_SUFFIX, FileSegment
+from sluice.storage.metadata import sync_directory, write_atomically
+from sluice.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileSegment,
+    segment_file_name,
+)
 
 CHECKPOINT_FILE = "partition.checkpoint"
+# The cleaner writes a cleaned segment into this subdirectory, then commits its swap by creating
+# SWAP_MANIFEST (naming the cleaned base and the segments it replaces) in the partition directory.
+CLEANING_DIR = ".cleaning"
+SWAP_MANIFEST = "cleaner.swap"
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
 _log = logging.getLogger(__name__)
 
@@ -104,8 +116,50 @@ def _segment_bases(directory: Path) -> list[int]:
     return sorted(bases)
 
 
+def read_swap_manifest(path: Path) -> tuple[int, list[int]]:
+    raw = json.loads(path.read_bytes())
+    return int(raw["base"]), [int(base) for base in raw["replaced"]]
+
+
+def settle_cleaner_swap(directory: Path) -> None:
+    """Finish a swap the cleaner committed, or roll back one it had not: after this the directory holds
+    either every replaced segment or the cleaned one, never both and never neither.
+
+    The manifest is the commit point. Without it, whatever sits in CLEANING_DIR is discarded. With it, the
+    cleaned files still in CLEANING_DIR are moved in (indexes first, the log last, each `rename` replacing
+    the old segment of the same base), and the other replaced segments are removed. Every step is
+    idempotent, so a crash during this repair is repaired by the next start.
+    """
+    manifest = directory / SWAP_MANIFEST
+    cleaning = directory / CLEANING_DIR
+    if manifest.exists():
+        try:
+            base, replaced = read_swap_manifest(manifest)
+        except (ValueError, KeyError, TypeError):
+            # Written atomically, so only outside damage gets here; the replaced segments are still whole
+            # unless the cleaned log was moved in, and the scan of every segment sorts out overlaps.
+            _log.warning("unreadable cleaner swap manifest in %s; discarding it", directory)
+            manifest.unlink()
+        else:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                source = cleaning / segment_file_name(base, suffix)
+                if source.exists():
+                    os.replace(source, directory / source.name)
+            for old in replaced:
+                if old != base:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        (directory / segment_file_name(old, suffix)).unlink(missing_ok=True)
+            sync_directory(directory)
+            manifest.unlink()
+            _log.info("finished an interrupted cleaner swap of %d segments in %s", len(replaced), directory)
+    if cleaning.exists():
+        shutil.rmtree(cleaning, ignore_errors=True)
+        sync_directory(directory)
+
+
 def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -> LoadedPartition:
     directory.mkdir(parents=True, exist_ok=True)
+    settle_cleaner_swap(directory)
     checkpoint = read_checkpoint(directory)
     segments = [
         FileSegment(directory, base, index_interval_bytes, create=False) for base in _segment_bases(directory)
@@ -169,7 +223,7 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
     if not segments:
         segments = [FileSegment(directory, log_start, index_interval_bytes, create=True)]
     # Whole segments below the log start: a deletion that the crash interrupted.
-    while len(segments) > 1 and segments[0].next_offset <= log_start:
+    while len(segments) > 1 and segments[1].base_offset <= log_start:
         segments.pop(0).delete()
     log_start = max(log_start, segments[0].base_offset)
     kept = {segment.base_offset for segment in segments}

@@ -195,11 +195,18 @@ class SegmentedLog:
             raise _out_of_range(offset, self._log_start_offset, end)
         if offset == end:
             return b""
+        return self._segment_for(offset).read(offset, max_bytes)
+
+    def _segment_for(self, offset: int) -> Segment:
         index = bisect_right(self._bases, offset) - 1
-        # Offsets need not be contiguous (compaction): one past a segment's last batch is in a later one.
-        while offset >= self._segments[index].next_offset and index + 1 < len(self._segments):
+        # A compacted segment may end before the next one starts (its last records were cleaned away),
+        # or hold nothing at all: the offset then lives in a later segment.
+        last = len(self._segments) - 1
+        while index < last and (
+            self._segments[index].next_offset <= offset or not self._segments[index].size_bytes
+        ):
             index += 1
-        return self._segments[index].read(offset, max_bytes)
+        return self._segments[index]
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         start = self._log_start_offset
@@ -248,9 +255,11 @@ class SegmentedLog:
         return self._log_start_offset
 
     def _count_below_log_start(self) -> int:
+        # A segment is wholly below the log start when its successor starts at or before it (its own
+        # next_offset may be lower: compaction leaves gaps at segment ends).
         count = 0
-        for segment in self._segments[:-1]:
-            if segment.next_offset > self._log_start_offset:
+        for successor in self._segments[1:]:
+            if successor.base_offset > self._log_start_offset:
                 break
             count += 1
         return count

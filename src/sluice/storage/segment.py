@@ -207,6 +207,23 @@ class FileSegment:
         self.sync()
         self.write_indexes(sync=True)
 
+    def relocate(self, directory: Path) -> None:
+        """Move this segment's files into `directory` (same file system), indexes first and the log last,
+        so a log in `directory` never comes with another segment's indexes. The descriptor stays valid.
+        """
+        moves = [
+            (self.index_path, directory / self.index_path.name),
+            (self.time_index_path, directory / self.time_index_path.name),
+            (self.log_path, directory / self.log_path.name),
+        ]
+        for source, target in moves:
+            if source.exists():
+                os.replace(source, target)
+            else:
+                target.unlink(missing_ok=True)
+        self.directory = directory
+        self.index_path, self.time_index_path, self.log_path = (target for _, target in moves)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True

@@ -4,8 +4,9 @@ that follow a state change wait until it is durable.
 
 Two-phase commit (KIP-939, InitProducerId v6) is not offered: a request asking for it (Enable2Pc) is
 refused as Kafka refuses it while transaction.two.phase.commit.enable is off, and one asking to keep a
-prepared transaction (KeepPreparedTxn) hears UNSUPPORTED_VERSION, as from Kafka 4.3. WriteTxnMarkers is broker-to-broker in Kafka; here it only serves operators'
-aborts (`sluice transactions abort`, kafka-transactions.sh abort).
+prepared transaction (KeepPreparedTxn) hears UNSUPPORTED_VERSION, as from Kafka 4.3. WriteTxnMarkers is
+broker-to-broker in Kafka; here it only serves operators' aborts (`sluice transactions abort`,
+kafka-transactions.sh abort).
 """
 
 from __future__ import annotations
