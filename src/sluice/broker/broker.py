@@ -8,8 +8,9 @@ seen holding two different values.
 
 from __future__ import annotations
 
+import logging
 import shutil
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from sluice.broker.config import BrokerConfig
 from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
-from sluice.errors import ErrorCode, KafkaError, RecordErrors
+from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import (
     BatchHeader,
     ControlRecordType,
@@ -41,6 +42,8 @@ from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
 from sluice.storage.txn_index import AbortedTxn, TxnIndex
+
+_log = logging.getLogger("sluice.broker")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -486,9 +489,35 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
     data = log.read(offset, 1)
     for pos, header in iter_batches(data):
         if header.base_offset == offset:
-            _, records = decode_batch(data, pos)
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError:
+                return ControlRecordType.UNKNOWN  # a damaged marker must not keep the broker from starting
             return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
     return ControlRecordType.UNKNOWN
+
+
+def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Iterator[tuple[bytes, bytes | None]]:
+    """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
+    replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
+    recovery) is skipped with an error line: the records before and after it still count, and the broker
+    still comes up."""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, chunk_bytes)
+        if not data:
+            break
+        for pos, header in iter_batches(data):
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError as exc:
+                _log.error("%s: skipping damaged batch at offsets %d-%d: %s",
+                           name, header.base_offset, header.last_offset, exc.message)
+                records = []
+            for record in records:
+                if record.key is not None:
+                    yield record.key, record.value
+            offset = header.last_offset + 1
 
 
 @dataclass(frozen=True, slots=True)
