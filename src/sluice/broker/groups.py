@@ -15,12 +15,18 @@ from typing import Any
 
 from sluice.broker.broker import OFFSETS_TOPIC, Broker
 from sluice.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
+from sluice.errors import ErrorCode, KafkaError
 from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.groups")
 
 READ_CHUNK_BYTES = 1 << 20
 Converter = Callable[[Any], Any]
+# Coordinator calls that never write __consumer_offsets: they keep working on a full disk.
+_READ_ONLY_CALLS = frozenset(
+    {"consumer_group_describe", "describe_groups", "heartbeat", "list_groups", "offset_fetch"}
+)
 
 
 class GroupService:
@@ -33,6 +39,9 @@ class GroupService:
         self.converters: dict[Hashable, Converter] = {}
 
     def call(self, method: str, request: Any, now_ms: int, token: Hashable, convert: Converter) -> None:
+        if method not in _READ_ONLY_CALLS and (refusal := self.broker.write_refusal(now_ms)):
+            # Refused before the coordinator changes anything, so its state never runs ahead of the log.
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"group {method} refused: {refusal}")
         self.converters[token] = convert
         outcome = getattr(self.coordinator, method)(request, now_ms, token)
         self.apply(outcome, now_ms)
@@ -47,7 +56,12 @@ class GroupService:
                 self.broker.ready_replies.append((token, convert(result), durable))
 
     def persist(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        _append_records(self.broker, records, now_ms)
+        try:
+            _append_records(self.broker, records, now_ms)
+        except DiskFull:
+            if self.broker.free_space is not None:
+                self.broker.free_space.disk_full(now_ms)
+            raise
 
     def next_deadline(self) -> int | None:
         return self.coordinator.next_deadline()

@@ -44,6 +44,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     except ImportError:
         return broker
     attach_group_coordinator(broker, now_ms())
+    from sluice.broker.transactions import attach_transaction_coordinator
+
+    attach_transaction_coordinator(broker, now_ms())
     return broker
 
 
