@@ -21,10 +21,17 @@ Tombstones (null values) are kept for delete.retention.ms after the pass that fi
 segment; the time is remembered per segment in the cleaner checkpoint, and a segment still holding
 tombstones is never grouped with another, so merging cannot move any tombstone's deadline.
 
-Transactions: records of transactional batches and control batches are copied unchanged and never
-enter the map, so a transaction (committed, aborted or open) can neither lose records nor make others
-obsolete. Removing aborted data and markers once safe (Kafka's rule: markers after delete.retention.ms,
-aborted batches once their transaction is complete) is a later refinement of `_keep_batch_as_is`.
+Transactions (`TxnFacts`, taken from the owner's producer state when the pass starts): a transactional
+batch that ends at or above the last stable offset may still be in an open transaction, so it is copied
+unchanged and never enters the map. Below the LSO every transaction is decided: a batch inside an
+aborted transaction of the aborted-transaction index is removed (its index entry stays, so read_committed
+readers positioned before the gap still filter correctly); a committed one is compacted by key like any
+other. Control batches (the markers) are always kept; Kafka drops a marker after delete.retention.ms once
+its transaction's data is gone, which sluice does not do yet (markers are small).
+
+Producer state is rebuilt from batch headers at start, so the newest data batch of each producer is never
+removed whole: when all its records go it is kept as an empty batch with its offsets and sequence, as
+Kafka does, so an idempotent producer that outlives a broker restart does not see a sequence gap.
 
 Keyless records (possible only from before the topic became compacted) are removed, as Kafka does.
 """
@@ -42,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sluice.errors import ErrorCode, RecordErrors
+from sluice.errors import CorruptRecordError, ErrorCode, RecordErrors
 from sluice.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -189,6 +196,7 @@ class CleanerStats:
     records_removed: int = 0
     segments_swapped: int = 0
     failures: int = 0
+    uncleanable_partitions: int = 0
     last_pass_duration_ms: int = 0
     # Kafka's max-dirty-percent and max-compaction-delay-secs: the worst partition at the last look.
     max_dirty_ratio: float = 0.0
@@ -282,19 +290,54 @@ def _iter_segment_batches(
         os.close(fd)
 
 
-def _keep_batch_as_is(header: BatchHeader) -> bool:
-    # The transactional rule lives here: see the module docstring.
-    return header.is_control or header.is_transactional
+@dataclass(frozen=True, slots=True)
+class TxnFacts:
+    """What the owner knows about the partition's producers when a pass starts (plain data: it goes to the
+    worker process). The default decides nothing: every transactional batch is kept as it is."""
+
+    last_stable_offset: int = -1  # transactional batches ending below it are decided
+    aborted: tuple[tuple[int, int, int], ...] = ()  # (producer id, first offset, abort marker offset)
+    last_batches: frozenset[int] = frozenset()  # base offset of each producer's newest data batch
 
 
-def build_offset_map(dirty: list[SegmentRef], offset_map: OffsetMap, throttler: Throttler) -> int:
+NO_FACTS = TxnFacts()
+_KEEP, _DROP, _CLEAN = 0, 1, 2
+
+
+class _Fates:
+    """Per batch: keep as it is (control, or possibly in an open transaction), drop (aborted), or clean
+    by key (plain, or a committed transaction)."""
+
+    def __init__(self, facts: TxnFacts) -> None:
+        self.facts = facts
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        for producer_id, first, last in facts.aborted:
+            self._aborted.setdefault(producer_id, []).append((first, last))
+
+    def of(self, header: BatchHeader) -> int:
+        if header.is_control:
+            return _KEEP
+        if not header.is_transactional:
+            return _CLEAN
+        if header.last_offset >= self.facts.last_stable_offset:
+            return _KEEP
+        for first, last in self._aborted.get(header.producer_id, ()):
+            if first <= header.base_offset <= last:
+                return _DROP
+        return _CLEAN
+
+
+def build_offset_map(
+    dirty: list[SegmentRef], offset_map: OffsetMap, throttler: Throttler, fates: _Fates | None = None
+) -> int:
     """Fill `offset_map` from the dirty segments; returns the offset the map covers up to (exclusive):
     the end of the last segment that fit whole, or the last record that fit when not even one did.
     """
+    fates = fates or _Fates(NO_FACTS)
     covered_end = dirty[0].base_offset
     for n, segment in enumerate(dirty):
         for batch, header in _iter_segment_batches(segment, throttler):
-            if _keep_batch_as_is(header):
+            if fates.of(header) != _CLEAN:
                 continue
             _, records = decode_batch(batch)
             for record in records:
@@ -322,13 +365,17 @@ def _clean_batch(
     offset_map: OffsetMap,
     drop_tombstones: bool,
     result: _GroupResult,
+    fates: _Fates | None = None,
 ) -> bytes | memoryview | None:
     """The batch with obsolete records removed: the same bytes when nothing goes, None when all do."""
-    if _keep_batch_as_is(header):
+    fates = fates or _Fates(NO_FACTS)
+    fate = fates.of(header)
+    if fate == _KEEP:
+        decode_batch(batch)  # copied byte for byte, but never a corrupt one
         return batch
     _, records = decode_batch(batch)
     kept: list[Record] = []
-    for record in records:
+    for record in records if fate == _CLEAN else ():
         offset = header.base_offset + record.offset_delta
         if record.key is None:
             continue
@@ -345,14 +392,14 @@ def _clean_batch(
         return batch
     result.changed = True
     result.records_removed += removed
-    if not kept:
+    if not kept and header.base_offset not in fates.facts.last_batches:
         return None
     log_append = header.is_log_append_time
     return encode_batch(
         kept,
         base_offset=header.base_offset,
         base_timestamp=header.base_timestamp,
-        max_timestamp=header.max_timestamp if log_append else None,
+        max_timestamp=header.max_timestamp if log_append or not kept else None,
         compression=header.compression,
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
@@ -429,35 +476,43 @@ class Prepared:
     bytes_read: int
 
 
-def prepare_cleaning(
-    directory: str,
-    segments: list[SegmentRef],
-    first_dirty: int,
-    checkpoint_segments: dict[int, tuple[int, bool]],
-    config: TopicConfig,
-    now_ms: int,
-    dedupe_buffer_size: int,
-    io_max_bytes_per_second: float,
-) -> Prepared:
-    """The heavy part of a pass, on plain data (it runs in a worker process under the broker): build the
-    key map from the dirty segments and write each group's cleaned segment, fsynced with its indexes,
-    into `<directory>/.cleaning/<base>.*`. Never touches the live segment files.
+@dataclass(frozen=True, slots=True)
+class CleaningJob:
+    """Everything the heavy part of one pass needs, as plain data (it may go to a worker process)."""
+
+    directory: str
+    segments: list[SegmentRef]
+    first_dirty: int
+    checkpoint_segments: dict[int, tuple[int, bool]]
+    config: TopicConfig
+    now_ms: int
+    dedupe_buffer_size: int
+    io_max_bytes_per_second: float
+    facts: TxnFacts = NO_FACTS
+
+
+def prepare_cleaning(job: CleaningJob) -> Prepared:
+    """The heavy part of a pass (it runs in a worker process under the broker): build the key map from
+    the dirty segments and write each group's cleaned segment, fsynced with its indexes, into
+    `<directory>/.cleaning/<base>.*`. Never touches the live segment files.
     """
-    cleaning = Path(directory) / CLEANING_DIR
+    cleaning = Path(job.directory) / CLEANING_DIR
     cleaning.mkdir(exist_ok=True)
     for stale in cleaning.iterdir():
         stale.unlink()
-    throttler = Throttler(io_max_bytes_per_second)
-    checkpoint = CleanerCheckpoint(first_dirty, -1, checkpoint_segments)
-    dirty = [s for s in segments if s.base_offset >= first_dirty]
-    offset_map = OffsetMap(dedupe_buffer_size)
-    map_end = build_offset_map(dirty, offset_map, throttler) if dirty else first_dirty
-    to_clean = [s for s in segments if s.base_offset < max(map_end, first_dirty)]
+    first_dirty = job.first_dirty
+    throttler = Throttler(job.io_max_bytes_per_second)
+    checkpoint = CleanerCheckpoint(first_dirty, -1, job.checkpoint_segments)
+    fates = _Fates(job.facts)
+    dirty = [s for s in job.segments if s.base_offset >= first_dirty]
+    offset_map = OffsetMap(job.dedupe_buffer_size)
+    map_end = build_offset_map(dirty, offset_map, throttler, fates) if dirty else first_dirty
+    to_clean = [s for s in job.segments if s.base_offset < max(map_end, first_dirty)]
     groups = [
-        _rewrite_group(cleaning, group, offset_map, checkpoint, first_dirty, config, now_ms, throttler)
-        for group in group_segments(to_clean, checkpoint, first_dirty, config.segment_bytes)
+        _rewrite_group(cleaning, group, offset_map, checkpoint, job, throttler, fates)
+        for group in group_segments(to_clean, checkpoint, first_dirty, job.config.segment_bytes)
     ]
-    return Prepared(map_end, groups, sum(s.size_bytes for s in segments))
+    return Prepared(map_end, groups, sum(s.size_bytes for s in job.segments))
 
 
 def _rewrite_group(
@@ -465,11 +520,11 @@ def _rewrite_group(
     group: list[SegmentRef],
     offset_map: OffsetMap,
     checkpoint: CleanerCheckpoint,
-    first_dirty: int,
-    config: TopicConfig,
-    now_ms: int,
+    job: CleaningJob,
     throttler: Throttler,
+    fates: _Fates,
 ) -> PreparedGroup:
+    config, now_ms, first_dirty = job.config, job.now_ms, job.first_dirty
     base = group[0].base_offset
     cleaned = FileSegment(cleaning, base, config.index_interval_bytes, create=True)
     result = _GroupResult()
@@ -485,7 +540,7 @@ def _rewrite_group(
                 was_clean and state is not None and state[0] + config.delete_retention_ms <= now_ms
             )
             for batch, header in _iter_segment_batches(segment, throttler):
-                out = _clean_batch(batch, header, offset_map, drop_tombstones, result)
+                out = _clean_batch(batch, header, offset_map, drop_tombstones, result, fates)
                 if out is None:
                     continue
                 out_header = header if out is batch else parse_batch_header(out)
@@ -514,9 +569,7 @@ def _rewrite_group(
         raise
 
 
-Prepare = Callable[
-    [str, list[SegmentRef], int, dict[int, tuple[int, bool]], TopicConfig, int, int, float], Prepared
-]
+Prepare = Callable[[CleaningJob], Prepared]
 
 
 def clean_partition(
@@ -531,6 +584,7 @@ def clean_partition(
     stats: CleanerStats | None = None,
     plan: Plan | None = None,
     prepare: Prepare = prepare_cleaning,
+    facts: TxnFacts = NO_FACTS,
 ) -> bool:
     """One cleaning pass over `log` if its plan says it is due; True when it ran.
 
@@ -546,7 +600,7 @@ def clean_partition(
     checkpoint = log.cleaner_checkpoint
     first_dirty = plan.first_dirty_offset
     refs = [SegmentRef(s.base_offset, s.next_offset, s.size_bytes, str(s.log_path)) for s in plan.segments]
-    prepared = prepare(
+    job = CleaningJob(
         str(log.directory),
         refs,
         first_dirty,
@@ -555,7 +609,14 @@ def clean_partition(
         now_ms,
         dedupe_buffer_size,
         io_max_bytes_per_second,
+        facts,
     )
+    cleaning = log.directory / CLEANING_DIR
+    try:
+        prepared = prepare(job)
+    except BaseException:
+        _discard(cleaning)  # a failed pass (a full disk, corrupt data, a stop) leaves no files behind
+        raise
     stats.bytes_read += prepared.bytes_read
     crash_point("cleaned-written")
     by_base = {segment.base_offset: segment for segment in plan.segments}
@@ -700,8 +761,10 @@ class LogCleaner:
         clock_ms: Callable[[], int],
         *,
         crash_point: Callable[[str], None] = lambda step: None,
+        facts: Callable[[str, int], TxnFacts] = lambda topic, partition: NO_FACTS,
     ) -> None:
         self.settings = settings
+        self._facts = facts
         self._logs = logs
         self._run_on_owner = run_on_owner
         self._clock_ms = clock_ms
@@ -759,8 +822,8 @@ class LogCleaner:
         with self._lock:
             self._pools.append(pool)
 
-        def prepare(*args: Any) -> Prepared:
-            pending = pool.apply_async(prepare_cleaning, args)
+        def prepare(job: CleaningJob) -> Prepared:
+            pending = pool.apply_async(prepare_cleaning, (job,))
             while not pending.ready():
                 if self._stop.is_set():
                     raise CleaningAborted("the cleaner is stopping")
@@ -776,6 +839,8 @@ class LogCleaner:
         best: tuple[float, str, int, TopicConfig, DiskPartitionLog, Plan] | None = None
         max_ratio, max_delay = 0.0, 0
         for topic, partition, config, log in candidates:
+            if log.cleaner_uncleanable:
+                continue
             try:
                 plan = plan_cleaning(log, config, now_ms)
             except OSError:
@@ -800,6 +865,7 @@ class LogCleaner:
                 return False
             self._in_progress.add((topic, partition))
         try:
+            facts = self._run_on_owner(lambda: self._facts(topic, partition))
             ran = clean_partition(
                 log,
                 config,
@@ -811,6 +877,7 @@ class LogCleaner:
                 stats=self.stats,
                 plan=plan,
                 prepare=prepare,
+                facts=facts,
             )
             if ran:
                 log.cleaner_dirty_ratio = plan_cleaning(log, config, self._clock_ms()).dirty_ratio
@@ -818,6 +885,14 @@ class LogCleaner:
             return ran
         except CleaningAborted as aborted:
             _log.info("cleaning of %s-%d aborted: %s", topic, partition, aborted)
+            return False
+        except CorruptRecordError as corrupt:
+            # Kafka's "uncleanable partition": a batch fails its CRC in a segment the start-up scan trusted.
+            # Nothing was changed; the partition is left alone until the broker restarts, and reads report
+            # the damage as they meet it.
+            log.cleaner_uncleanable = str(corrupt)
+            self.stats.uncleanable_partitions += 1
+            _log.error("%s-%d is uncleanable until restart: %s", topic, partition, corrupt)
             return False
         finally:
             with self._lock:
