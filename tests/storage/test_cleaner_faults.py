@@ -19,14 +19,10 @@ from sluice.protocol.records import (
     iter_batches,
     parse_batch_header,
 )
-from sluice.storage.cleaner import (
-    CleanerSettings,
-    LogCleaner,
-    TxnFacts,
-    clean_partition,
-)
+from sluice.storage.cleaner import TxnFacts, clean_partition
 from sluice.storage.disk import DiskPartitionLog, DiskStorage
 from sluice.storage.loader import CLEANING_DIR
+from sluice.storage.log_cleaner import CleanerSettings, LogCleaner
 
 
 def append_producer(

@@ -26,9 +26,9 @@ from sluice.protocol.records import (
     validate_batches,
 )
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
-from sluice.storage.cleaner import check_keys_for_compaction
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
+from sluice.storage.log_cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard

@@ -16,9 +16,10 @@ from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
 from sluice.server.kafka import KafkaServer, now_ms
 from sluice.storage.api import Storage
-from sluice.storage.cleaner import CleanerSettings, LogCleaner, TxnFacts
+from sluice.storage.cleaner import TxnFacts
 from sluice.storage.config import TopicConfig
 from sluice.storage.disk import DiskPartitionLog, DiskStorage
+from sluice.storage.log_cleaner import CleanerSettings, LogCleaner
 
 log = logging.getLogger("sluice")
 T = TypeVar("T")
