@@ -114,6 +114,59 @@ public final class SluiceJavaClient {
                 admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
                 return true;
             }
+            case "describe-broker-config": {  // the broker resource: every entry, with where its value comes from
+                ConfigResource resource = new ConfigResource(ConfigResource.Type.BROKER, w[1]);
+                Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+                Map<String, Object> out = new TreeMap<>();
+                for (ConfigEntry e : config.entries())
+                    out.put(e.name(), map("value", e.value(), "source", e.source().toString(), "type", e.type().toString()));
+                return out;
+            }
+            case "describe-log-dirs": {  // BROKER: {dir: {"topic-partition": size}}
+                Map<String, Object> out = new TreeMap<>();
+                var dirs = admin.describeLogDirs(List.of(Integer.parseInt(w[1]))).allDescriptions().get().get(Integer.parseInt(w[1]));
+                for (var dir : dirs.entrySet()) {
+                    Map<String, Object> sizes = new TreeMap<>();
+                    for (var r : dir.getValue().replicaInfos().entrySet()) sizes.put(r.getKey().toString(), r.getValue().size());
+                    out.put(dir.getKey(), sizes);
+                }
+                return out;
+            }
+            case "elect-leaders": {  // TOPIC PARTITION: the error's class name, or null
+                TopicPartition tp = new TopicPartition(w[1], Integer.parseInt(w[2]));
+                var result = admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, java.util.Set.of(tp)).partitions().get();
+                return result.get(tp).map(e -> e.getClass().getSimpleName()).orElse(null);
+            }
+            case "list-reassignments":
+                return admin.listPartitionReassignments().reassignments().get().size();
+            case "describe-producers": {  // TOPIC PARTITION
+                TopicPartition tp = new TopicPartition(w[1], Integer.parseInt(w[2]));
+                List<Object> out = new ArrayList<>();
+                for (var p : admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers())
+                    out.add(map("id", p.producerId(), "epoch", p.producerEpoch(), "last_sequence", p.lastSequence()));
+                return out;
+            }
+            case "describe-quorum": {
+                var q = admin.describeMetadataQuorum().quorumInfo().get();
+                List<Object> voters = new ArrayList<>();
+                for (var v : q.voters()) voters.add(v.replicaId());
+                return map("leader", q.leaderId(), "voters", voters, "high_watermark", q.highWatermark());
+            }
+            case "describe-features":
+                return admin.describeFeatures().featureMetadata().get().finalizedFeatures().size();
+            case "alter-quota": {  // ENTITY_TYPE NAME KEY VALUE|- (- removes it)
+                var entity = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of(w[1], w[2]));
+                Double value = w[4].equals("-") ? null : Double.valueOf(w[4]);
+                var op = new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(w[3], value);
+                admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(op)))).all().get();
+                return true;
+            }
+            case "describe-quotas": {  // every entity: {"type=name,...": {key: value}}
+                var found = admin.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get();
+                Map<String, Object> out = new TreeMap<>();
+                for (var e : found.entrySet()) out.put(new TreeMap<>(e.getKey().entries()).toString(), new TreeMap<>(e.getValue()));
+                return out;
+            }
             case "create-partitions":  // TOPIC TOTAL
                 admin.createPartitions(Map.of(w[1], NewPartitions.increaseTo(Integer.parseInt(w[2])))).all().get();
                 return true;

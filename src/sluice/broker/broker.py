@@ -8,12 +8,16 @@ seen holding two different values.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
+from sluice.broker.quotas import ClientQuotas
+from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import (
     BatchHeader,
@@ -94,6 +98,8 @@ class Broker:
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
+        self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
+        self.quotas = ClientQuotas.open(data_dir)
         for meta in storage.topics():
             self._open_partitions(meta)
 
@@ -224,6 +230,7 @@ class Broker:
             headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
             if compacted:
                 check_keys_for_compaction(records, headers)
+            check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
@@ -246,6 +253,15 @@ class Broker:
             config = meta.config
             cached = self._batch_limits[topic] = (meta, config.max_message_bytes, config.compacts)
         return cached[1], cached[2]
+
+    def _record_checks(self, topic: str) -> RecordChecks:
+        meta = self.storage.topic(topic)
+        if meta is None:
+            return NO_CHECKS
+        cached = self._record_checks_cache.get(topic)
+        if cached is None or cached[0] is not meta:
+            cached = self._record_checks_cache[topic] = (meta, parse_checks(meta.configs))
+        return cached[1]
 
     def _append_validated(
         self, state: PartitionState, records: memoryview | bytes, headers: list[BatchHeader], now_ms: int
@@ -373,6 +389,27 @@ class Broker:
         self._next_producer_id = max(self._next_producer_id + 1, candidate)
         return self._next_producer_id
 
+    def active_producers(self, topic: str, index: int) -> list[ActiveProducer]:
+        """DescribeProducers (KIP-664): the idempotent producers this partition remembers."""
+        state = self.partition(topic, index)
+        producers = state.producers
+        return [
+            ActiveProducer(pid, p.epoch, p.last_sequence, current_txn_start_offset=producers.ongoing.get(pid, -1))
+            for pid, p in sorted(producers.producers.items())
+        ]
+
+    def log_dir(self) -> tuple[str, int, int]:
+        """The one log directory: (absolute path, total bytes, usable bytes); -1 when kept in memory."""
+        data_dir = getattr(self.storage, "data_dir", None)
+        if data_dir is None:
+            return "memory", -1, -1
+        usage = shutil.disk_usage(data_dir)
+        return str(Path(data_dir).resolve()), usage.total, usage.free
+
+    def metadata_offset(self) -> int:
+        """A stand-in for the KRaft metadata log end: one record per topic and partition recorded."""
+        return sum(1 + meta.partitions for meta in self.storage.topics())
+
     def close(self) -> None:
         self.storage.close(clean=True)
 
@@ -398,6 +435,17 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
             _, records = decode_batch(data, pos)
             return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
     return ControlRecordType.UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    # sluice does not keep these per producer yet; -1 is Kafka's "unknown".
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
 
 
 def _cut_at_offset(data: bytes, end_offset: int) -> bytes:

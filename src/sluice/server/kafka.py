@@ -67,6 +67,9 @@ class ResponseSlot:
         response_codecs(self.api_key)[version].encode_into(response, parts)
         self.parts = parts
         self.connection.flush_responses()
+        throttle = getattr(response, "throttle_time_ms", 0)
+        if throttle:
+            self.connection.mute(throttle)
 
 
 class LongPoll:
@@ -90,6 +93,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.reading_paused = False
         self.writing_paused = False
         self.last_received = time.monotonic()
+        # A client over its quota: no request is read until the throttle time has passed (KIP-219).
+        self.muted = False
 
     # ----- asyncio callbacks -----
 
@@ -211,11 +216,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.writelines(frame(slot.parts or []))
         self._update_reading()
 
+    def mute(self, throttle_ms: int) -> None:
+        if self.muted or self.closed:
+            return
+        self.muted = True
+        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self.muted = False
+        self._update_reading()
+
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
         limit = self.server.broker.config.max_in_flight_per_connection
-        should_pause = len(self.pending) >= limit or self.writing_paused
+        should_pause = len(self.pending) >= limit or self.writing_paused or self.muted
         if should_pause and not self.reading_paused:
             self.transport.pause_reading()
             self.reading_paused = True

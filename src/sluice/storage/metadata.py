@@ -86,7 +86,9 @@ def encode_metadata(cluster_id: str, topics: Mapping[str, TopicMeta]) -> bytes:
         "cluster_id": cluster_id,
         "topics": [_meta_to_json(meta) for meta in topics.values()],
     }
-    return json.dumps(document, indent=1, sort_keys=True).encode()
+    # Compact on purpose: every topic change rewrites the whole document, and with `indent` json falls back to
+    # its pure-Python encoder, about 13 times slower (20 ms per change with 1,000 topics). `jq .` reads it.
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
 
 def decode_metadata(data: bytes) -> tuple[str, dict[str, TopicMeta]]:
