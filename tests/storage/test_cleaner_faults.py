@@ -262,3 +262,21 @@ def test_a_full_disk_during_cleaning_changes_nothing_and_the_next_pass_works(sma
     after = all_records(log)
     assert len(after) < len(before) and {r[0] for r in after} <= {r[0] for r in before}
     storage.close()
+
+
+def test_segment_ms_rolls_a_quiet_compacted_topic_so_it_gets_cleaned(tmp_path: Path) -> None:
+    storage = DiskStorage(tmp_path)
+    # segment.bytes far above what is written: only segment.ms can close the segment.
+    log = compacted_log(storage, segment_bytes="1048576", segment_ms="60000")
+    for n in range(30):
+        append_keyed(log, [(f"k{n % 3}".encode(), f"v{n}".encode())], timestamp=BASE_TS + n)
+    log.flush()
+    assert not clean_partition(log, log.config, BASE_TS + 120_000), "the active segment is never cleaned"
+    # A record a minute and a half younger than the segment's first rolls it.
+    append_keyed(log, [(b"k0", b"late")], timestamp=BASE_TS + 90_000, now_ms=BASE_TS + 90_000)
+    log.flush()
+    assert len(log.segments) == 2
+    assert clean_partition(log, log.config, BASE_TS + 120_000)
+    # The last of each key in the closed segment; the active segment (k0=late) is not read by the map.
+    assert [r[3] for r in all_records(log)] == [b"v27", b"v28", b"v29", b"late"]
+    storage.close()
