@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from compaction_helpers import (
     create_compacted,
     produce_updates,
@@ -18,7 +19,17 @@ from compaction_helpers import (
 )
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from sluice.protocol.records import iter_batches
 from sluice.testing import BrokerProcess
+
+
+def markers_on_disk(partition: Path) -> int:
+    """COMMIT/ABORT control batches in the partition's segment files (40 transactions wrote 40)."""
+    count = 0
+    for segment in partition.glob("*.log"):
+        data = segment.read_bytes()
+        count += sum(1 for _, header in iter_batches(data) if header.is_control)
+    return count
 
 
 def read_committed(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -47,11 +58,15 @@ def read_committed(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, 
         consumer.close()
 
 
-def test_read_committed_after_cleaning_sees_the_committed_data_only(tmp_path: Path, topic_name: str) -> None:
+# With delete.retention.ms=0 the COMMIT markers of emptied transactions go too.
+@pytest.mark.parametrize("delete_retention_ms", ["86400000", "0"])
+def test_read_committed_after_cleaning_sees_the_committed_data_only(
+    tmp_path: Path, topic_name: str, delete_retention_ms: str
+) -> None:
     proc = BrokerProcess(tmp_path / "data", config=write_config(tmp_path)).start()
     try:
         bootstrap = proc.bootstrap
-        create_compacted(bootstrap, topic_name)
+        create_compacted(bootstrap, topic_name, delete_retention_ms=delete_retention_ms)
         producer = Producer(
             {"bootstrap.servers": bootstrap, "transactional.id": "table-writer", "linger.ms": 2}
         )
@@ -85,6 +100,8 @@ def test_read_committed_after_cleaning_sees_the_committed_data_only(tmp_path: Pa
             return not aborted_values & {v for _, _, v in read_all(bootstrap, topic_name)}
 
         wait_for(cleaned_away, 60, "the cleaner to remove the aborted transactions")
+        if delete_retention_ms == "0":
+            wait_for(lambda: markers_on_disk(tmp_path / "data" / f"{topic_name}-0") < 40, 60, "markers to go")
         uncommitted = wait_settled(bootstrap, topic_name)
         after = read_committed(bootstrap, topic_name)
         assert {k: v for _, k, v in after if k is not None} == expected
@@ -95,7 +112,12 @@ def test_read_committed_after_cleaning_sees_the_committed_data_only(tmp_path: Pa
         producer.begin_transaction()  # the transactional producer carries on after the cleaning
         producer.produce(topic_name, key=b"key-0", value=b"final")
         producer.commit_transaction(30)
-        assert read_committed(bootstrap, topic_name)[-1][1:] == (b"key-0", b"final")
+        final = read_committed(bootstrap, topic_name)
+        assert final[-1][1:] == (b"key-0", b"final")
+        producer.flush(30)
+        proc.stop()  # a restart rebuilds producer state and the LSO from the cleaned log
+        proc.start()
+        assert read_committed(bootstrap, topic_name) == final
     finally:
         proc.stop()
 

@@ -280,3 +280,38 @@ def test_segment_ms_rolls_a_quiet_compacted_topic_so_it_gets_cleaned(tmp_path: P
     # The last of each key in the closed segment; the active segment (k0=late) is not read by the map.
     assert [r[3] for r in all_records(log)] == [b"v27", b"v28", b"v29", b"late"]
     storage.close()
+
+
+def test_commit_markers_go_after_delete_retention_once_their_transaction_is_empty(tmp_path: Path) -> None:
+    storage = DiskStorage(tmp_path)
+    log = compacted_log(storage, delete_retention_ms="5000")
+    append_producer(log, [(b"a", b"committed-old")], 10, 0, transactional=True)
+    emptied_commit = append_marker(log, 10, commit=True)
+    aborted = append_producer(log, [(b"b", b"aborted")], 11, 0, transactional=True)
+    emptied_abort = append_marker(log, 11, commit=False)
+    kept_data = append_producer(log, [(b"z", b"committed-live")], 12, 0, transactional=True)
+    kept_commit = append_marker(log, 12, commit=True)
+    filler(log, 20)
+    append_keyed(log, [(b"a", b"plain-new")])
+    filler(log, 20, "g")
+    log.flush()
+    facts = TxnFacts(log.log_end_offset, ((11, aborted, emptied_abort),))
+
+    def markers() -> list[int]:
+        return [h.base_offset for h, _ in batch_headers(log) if h.is_control]
+
+    assert clean_partition(log, log.config, BASE_TS + 1000, facts=facts)
+    assert markers() == [emptied_commit, emptied_abort, kept_commit], "kept for delete.retention.ms"
+    assert not clean_partition(log, log.config, BASE_TS + 5999, facts=facts), "nothing due before then"
+    assert clean_partition(log, log.config, BASE_TS + 6000, facts=facts), (
+        "the markers' deadline forces a pass"
+    )
+    # An ABORT marker stays (readers need it to end the skipping its index entry starts); a COMMIT
+    # marker whose transaction still has data stays.
+    assert markers() == [emptied_abort, kept_commit]
+    assert kept_data in {r[0] for r in all_records(log)}
+    storage.close()
+    again = DiskStorage(tmp_path)  # and the log opens again as it was left
+    reopened = again.log("table", 0)
+    assert [h.base_offset for h, _ in batch_headers(reopened) if h.is_control] == [emptied_abort, kept_commit]
+    again.close()

@@ -26,8 +26,9 @@ batch that ends at or above the last stable offset may still be in an open trans
 unchanged and never enters the map. Below the LSO every transaction is decided: a batch inside an
 aborted transaction of the aborted-transaction index is removed (its index entry stays, so read_committed
 readers positioned before the gap still filter correctly); a committed one is compacted by key like any
-other. Control batches (the markers) are always kept; Kafka drops a marker after delete.retention.ms once
-its transaction's data is gone, which sluice does not do yet (markers are small).
+other. A COMMIT marker stays while any batch of its transaction is left; once none is, it is treated
+like a tombstone and removed delete.retention.ms after its segment was first cleaned, as in Kafka. ABORT
+markers are kept (see `_clean_marker`).
 
 Producer state is rebuilt from batch headers at start, so the newest data batch of each producer is never
 removed whole: when all its records go it is kept as an empty batch with its offsets and sequence, as
@@ -52,8 +53,10 @@ from sluice.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    ControlRecordType,
     Record,
     decode_batch,
+    decode_control_key,
     encode_batch,
     iter_batches,
     parse_batch_header,
@@ -311,6 +314,8 @@ class _Fates:
         self._aborted: dict[int, list[tuple[int, int]]] = {}
         for producer_id, first, last in facts.aborted:
             self._aborted.setdefault(producer_id, []).append((first, last))
+        # Producers whose current transaction (since their last marker) still has a batch in the output.
+        self.txn_kept: set[int] = set()
 
     def of(self, header: BatchHeader) -> int:
         if header.is_control:
@@ -365,8 +370,51 @@ def _clean_batch(
     result: _GroupResult,
     fates: _Fates | None = None,
 ) -> bytes | memoryview | None:
-    """The batch with obsolete records removed: the same bytes when nothing goes, None when all do."""
+    """The batch with obsolete records removed: the same bytes when nothing goes, None when all do.
+    Batches must come in log order: a marker's fate depends on what was kept of its transaction."""
     fates = fates or _Fates(NO_FACTS)
+    if header.is_control:
+        return _clean_marker(batch, header, drop_tombstones, result, fates)
+    out = _clean_data_batch(batch, header, offset_map, drop_tombstones, result, fates)
+    if header.is_transactional and out is not None:
+        fates.txn_kept.add(header.producer_id)
+    return out
+
+
+def _clean_marker(
+    batch: memoryview, header: BatchHeader, drop_tombstones: bool, result: _GroupResult, fates: _Fates
+) -> memoryview | None:
+    """Kafka's rule for COMMIT markers: one goes once nothing of its transaction is left and its segment
+    was cleaned delete.retention.ms ago (a reader that saw the data had that long to see the marker
+    too); until then it counts as a tombstone, so a pass comes back for it.
+
+    ABORT markers stay: read_committed readers get the aborted-transaction index's entry for the
+    transaction and skip that producer's batches until they meet its ABORT marker, so the marker may only
+    go together with its index entry (Kafka rewrites the cleaned segment's index), which sluice's
+    broker-owned index does not support yet."""
+    _, records = decode_batch(batch)  # also: copied byte for byte, but never a corrupt one
+    producer_id = header.producer_id
+    had_data = producer_id in fates.txn_kept
+    fates.txn_kept.discard(producer_id)
+    commit = len(records) == 1 and decode_control_key(records[0].key) is ControlRecordType.COMMIT
+    if not commit or producer_id < 0 or had_data or header.last_offset >= fates.facts.last_stable_offset:
+        return batch
+    if drop_tombstones:
+        result.changed = True
+        result.records_removed += header.record_count
+        return None
+    result.kept_tombstones = True
+    return batch
+
+
+def _clean_data_batch(
+    batch: memoryview,
+    header: BatchHeader,
+    offset_map: OffsetMap,
+    drop_tombstones: bool,
+    result: _GroupResult,
+    fates: _Fates,
+) -> bytes | memoryview | None:
     fate = fates.of(header)
     if fate == _KEEP:
         decode_batch(batch)  # copied byte for byte, but never a corrupt one
