@@ -35,9 +35,9 @@ from sluice.protocol.records import (
 from sluice.security.acl import AclStore, Authorizer
 from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
-from sluice.storage.cleaner import check_keys_for_compaction
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
+from sluice.storage.log_cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
@@ -101,13 +101,13 @@ class Broker:
         # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
         self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         data_dir = getattr(storage, "data_dir", None)
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self._ticks_deferred_until: int | None = None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
-        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
         self.quotas = ClientQuotas.open(data_dir)
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
