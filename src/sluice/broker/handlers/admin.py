@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, errors_into, handles, response_class
 from sluice.broker.broker import OFFSETS_TOPIC, Broker, check_topic_name
 from sluice.broker.config_defs import topic_config_problem
+from sluice.broker.handlers.configs import topic_config_view
 from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.api import TopicMeta
 from sluice.storage.config import validate_topic_configs
 
 CreateTopicsResponse = response_class("CreateTopics")
@@ -144,14 +147,15 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
         partitions = _partition_count(broker, topic)
         clean = {k: v for k, v in configs.items() if v is not None}
         if validate_only:
-            result.num_partitions, result.replication_factor = partitions, 1
-            return result
-        meta = broker.create_topic(topic.name, partitions, clean)
-        result.topic_id = meta.topic_id
+            # The topic as it would be: Kafka answers validate_only with the same partitions and configs.
+            meta = TopicMeta(topic.name, uuid.UUID(int=0), partitions, {**broker.config.topic_defaults, **clean})
+        else:
+            meta = broker.create_topic(topic.name, partitions, clean)
+            result.topic_id = meta.topic_id
         result.num_partitions, result.replication_factor = meta.partitions, 1
         result.configs = [
-            R.CreatableTopicConfigs(name=name, value=value, config_source=1)
-            for name, value in sorted(meta.configs.items())
+            R.CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source, is_sensitive=secret)
+            for name, value, source, secret in topic_config_view(broker, meta)
         ]
     return result
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, handles, response_class
@@ -18,6 +19,7 @@ from sluice.broker.config_defs import (
     topic_config_problem,
 )
 from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.api import TopicMeta
 from sluice.storage.config import validate_topic_configs
 
 DescribeConfigsResponse = response_class("DescribeConfigs")
@@ -152,15 +154,9 @@ def _entry(
     )
 
 
-def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
-    meta = broker.storage.topic(result.resource_name)
-    if meta is None:
-        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        result.error_message = f"topic {result.resource_name!r} does not exist"
-        return
-    names = sorted(set(TOPIC_CONFIGS) | set(meta.configs))
-    configs = []
-    for name in names:
+def _topic_rows(broker: Broker, meta: TopicMeta, keys: Any) -> Iterator[tuple[str, str | None, int, Any, list[Any]]]:
+    """(name, value, source, definition or None, synonyms) of each of the topic's configs, in name order."""
+    for name in sorted(set(TOPIC_CONFIGS) | set(meta.configs)):
         if keys is not None and name not in keys:
             continue
         override = meta.configs.get(name)
@@ -168,21 +164,38 @@ def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any
         value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (override, DYNAMIC_TOPIC_CONFIG)
         if name in BROKER_DEFAULT_SYNONYMS and override is None and source == DEFAULT_CONFIG:
             value = TOPIC_CONFIGS[name].default
-        d = TOPIC_CONFIGS.get(name)
-        configs.append(
-            _entry(
-                R,
-                name,
-                value,
-                source,
-                d.type if d else STRING,
-                d.doc if d else None,
-                synonyms,
-                False,
-                request,
-            )
+        yield name, value, source, TOPIC_CONFIGS.get(name), synonyms
+
+
+def topic_config_view(broker: Broker, meta: TopicMeta) -> list[tuple[str, str | None, int, bool]]:
+    """(name, value, source, sensitive) of every config of the topic, as DescribeConfigs reports them; what a
+    CreateTopics v5+ answer carries (KIP-525)."""
+    return [
+        (name, value, source, d is not None and d.type == PASSWORD)
+        for name, value, source, d, _ in _topic_rows(broker, meta, None)
+    ]
+
+
+def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
+    meta = broker.storage.topic(result.resource_name)
+    if meta is None:
+        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result.error_message = f"topic {result.resource_name!r} does not exist"
+        return
+    result.configs = [
+        _entry(
+            R,
+            name,
+            value,
+            source,
+            d.type if d else STRING,
+            d.doc if d else None,
+            synonyms,
+            False,
+            request,
         )
-    result.configs = configs
+        for name, value, source, d, synonyms in _topic_rows(broker, meta, keys)
+    ]
 
 
 def _describe_broker(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
