@@ -4,6 +4,8 @@ loggers, KIP-195 CreatePartitions), through confluent-kafka, kafka-python and sl
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -221,3 +223,46 @@ def test_alter_configs_refuses_unknown_names(ck_admin: AdminClient, topic_name: 
     with pytest.raises(KafkaException) as refused:
         ck_admin.incremental_alter_configs([change])[change].result(10)
     assert refused.value.args[0].code() == ErrorCode.INVALID_CONFIG
+
+
+def test_alter_requests_of_the_wrong_shape_change_nothing(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """Kafka's ConfigAdminManager.preprocess (KIP-339 IncrementalAlterConfigs and the legacy AlterConfigs): a
+    resource named twice refuses both, a key named twice or a null value outside DELETE refuses the resource,
+    all with INVALID_REQUEST, and the topic's configs stay as they were."""
+    ck_admin.create_topics([NewTopic(topic_name, 1, 1, config={"retention.ms": "1000"})])[topic_name].result(
+        10
+    )
+    with WireClient.connect(bootstrap) as wire:
+        IAC = wire.request_class("IncrementalAlterConfigs")
+
+        def resource(*configs: tuple[str, int, str | None]) -> Any:
+            return IAC.AlterConfigsResource(
+                resource_type=2,
+                resource_name=topic_name,
+                configs=[IAC.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in configs],
+            )
+
+        for resources, expected in [
+            ([resource(("retention.ms", 0, "2000")), resource(("retention.ms", 0, "3000"))], 2),
+            ([resource(("retention.ms", 0, "2000"), ("retention.ms", 1, None))], 1),
+            ([resource(("retention.ms", 0, None))], 1),
+        ]:
+            response = wire.call("IncrementalAlterConfigs", 1, IAC(resources=resources, validate_only=False))
+            codes = [(r.error_code, bool(r.error_message)) for r in response.responses]
+            assert codes == [(ErrorCode.INVALID_REQUEST, True)] * expected
+        AC = wire.request_class("AlterConfigs")
+        legacy = AC.AlterConfigsResource(
+            resource_type=2,
+            resource_name=topic_name,
+            configs=[AC.AlterableConfig(name="retention.ms", value=None)],
+        )
+        (refused,) = wire.call("AlterConfigs", 2, AC(resources=[legacy], validate_only=False)).responses
+        assert refused.error_code == ErrorCode.INVALID_REQUEST and "Null value" in refused.error_message
+        deleted = resource(("retention.ms", 1, None))
+        (ok,) = wire.call(
+            "IncrementalAlterConfigs", 1, IAC(resources=[deleted], validate_only=True)
+        ).responses
+        assert ok.error_code == 0
+    assert _describe(bootstrap, 2, topic_name)["retention.ms"].value == "1000"

@@ -154,7 +154,9 @@ def _entry(
     )
 
 
-def _topic_rows(broker: Broker, meta: TopicMeta, keys: Any) -> Iterator[tuple[str, str | None, int, Any, list[Any]]]:
+def _topic_rows(
+    broker: Broker, meta: TopicMeta, keys: Any
+) -> Iterator[tuple[str, str | None, int, Any, list[Any]]]:
     """(name, value, source, definition or None, synonyms) of each of the topic's configs, in name order."""
     for name in sorted(set(TOPIC_CONFIGS) | set(meta.configs)):
         if keys is not None and name not in keys:
@@ -317,11 +319,41 @@ def _resource_response(response_cls: Any, resource: Any, code: ErrorCode, messag
     )
 
 
+def _shape_problems(resources: list[Any], incremental: bool) -> dict[int, tuple[ErrorCode, str]]:
+    """Kafka's ConfigAdminManager.preprocess: refusals by the request's shape alone, before any resource is
+    read or changed (a resource named twice refuses both)."""
+    problems: dict[int, tuple[ErrorCode, str]] = {}
+    first: dict[tuple[int, str], int] = {}
+    for i, resource in enumerate(resources):
+        key = (resource.resource_type, resource.resource_name)
+        if key in first:
+            for j in (first[key], i):
+                problems[j] = (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            continue
+        first[key] = i
+        names = [c.name for c in resource.configs]
+        if len(set(names)) != len(names):
+            problems[i] = (ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            continue
+        nulls = [
+            c.name
+            for c in resource.configs
+            if c.value is None and not (incremental and c.config_operation == DELETE)
+        ]
+        if nulls:
+            problems[i] = (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+    return problems
+
+
 @handles("AlterConfigs")
 def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = AlterConfigsResponse
     responses = []
-    for resource in request.resources:
+    problems = _shape_problems(request.resources, incremental=False)
+    for i, resource in enumerate(request.resources):
+        if i in problems:
+            responses.append(_resource_response(R, resource, *problems[i]))
+            continue
         meta = broker.storage.topic(resource.resource_name) if resource.resource_type == TOPIC else None
         # AlterConfigs replaces the whole set: keys not named go back to their defaults.
         changes: dict[str, str | None] = dict.fromkeys(meta.configs if meta else ())
@@ -362,7 +394,11 @@ def _incremental_changes(current: dict[str, str], configs: list[Any]) -> dict[st
 def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = IncrementalAlterConfigsResponse
     responses = []
-    for resource in request.resources:
+    problems = _shape_problems(request.resources, incremental=True)
+    for i, resource in enumerate(request.resources):
+        if i in problems:
+            responses.append(_resource_response(R, resource, *problems[i]))
+            continue
         if resource.resource_type == BROKER_LOGGER:
             responses.append(
                 _resource_response(R, resource, *_alter_loggers(broker, resource, request.validate_only))
