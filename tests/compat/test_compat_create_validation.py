@@ -293,3 +293,18 @@ def test_create_topics_answers_with_the_configs_describe_configs_reports(
         )
         (described,) = wire.call("DescribeConfigs", 4, R(resources=[resource])).results
     assert {c.name: (c.value, c.config_source) for c in described.configs} == view(created)
+
+
+def test_delete_topics_naming_a_topic_twice_deletes_neither(bootstrap: str, topic_name: str) -> None:
+    """Kafka's ControllerApis.deleteTopics: a name (or id) given twice is answered once with INVALID_REQUEST and
+    that topic is not deleted; the rest of the request goes ahead."""
+    kept, gone = f"{topic_name}-kept", f"{topic_name}-gone"
+    assert {code for code, _ in _create(bootstrap, [{"name": kept}, {"name": gone}]).values()} == {0}
+    with WireClient.connect(bootstrap) as wire:
+        R = wire.request_class("DeleteTopics")
+        request = R(topic_names=[kept, gone, kept], timeout_ms=10_000)
+        results = {
+            r.name: (r.error_code, r.error_message) for r in wire.call("DeleteTopics", 5, request).responses
+        }
+    assert results == {kept: (ErrorCode.INVALID_REQUEST, "Duplicate topic name."), gone: (0, None)}
+    assert _partitions(bootstrap, kept) == 1 and _partitions(bootstrap, gone) is None

@@ -201,8 +201,22 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     wanted = (
         [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 else [(n, None) for n in request.topic_names]
     )
-    results = []
+    # Kafka's ControllerApis deletes nothing named twice, by name or by id, and answers it once.
+    twice = _duplicates([name for name, _ in wanted if name is not None])
+    twice_ids = _duplicates([topic_id for name, topic_id in wanted if name is None])
+    results = [
+        R.DeletableTopicResult(name=n, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE_NAME)
+        for n in sorted(twice)
+    ]
+    results += [
+        R.DeletableTopicResult(
+            name=None, topic_id=i, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic id."
+        )
+        for i in sorted(twice_ids, key=str)
+    ]
     for name, topic_id in wanted:
+        if name in twice or (name is None and topic_id in twice_ids):
+            continue
         meta = broker.storage.topic(name) if name is not None else broker.storage.topic_by_id(topic_id)
         result = R.DeletableTopicResult(name=name if name is not None else (meta.name if meta else None))
         if meta is not None:
