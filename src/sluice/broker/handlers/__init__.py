@@ -10,6 +10,18 @@ from sluice.broker.handlers import (
     produce,
     quotas,
     topic_partitions,
+    transactions,
 )
 
-__all__ = ["admin", "cluster", "configs", "fetch", "groups", "metadata", "produce", "quotas", "topic_partitions"]
+__all__ = [
+    "admin",
+    "cluster",
+    "configs",
+    "fetch",
+    "groups",
+    "metadata",
+    "produce",
+    "quotas",
+    "topic_partitions",
+    "transactions",
+]

@@ -20,7 +20,9 @@ from sluice.broker.config_defs import (
 )
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
-from sluice.storage.config import validate_topic_configs
+from sluice.storage.cleaner import plan_cleaning
+from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS, validate_topic_configs
+from sluice.storage.disk import DiskPartitionLog
 
 DescribeConfigsResponse = response_class("DescribeConfigs")
 AlterConfigsResponse = response_class("AlterConfigs")
@@ -30,6 +32,7 @@ TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
 # ConfigSource values
+UNKNOWN_SOURCE = 0
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
@@ -105,6 +108,28 @@ def broker_configs(broker: Broker) -> list[tuple[str, str | None, int]]:
         (name, value, STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG)
         for name, (value, static) in mine.items()
     ]
+
+
+def _cleaner_status(broker: Broker, meta: Any, now_ms: int) -> dict[str, str]:
+    """Read-only, sluice-specific entries of a compacted topic: per partition, the dirty ratio the cleaner
+    goes by and when it last cleaned ("<partition>=<value>" joined by commas; -1 means never).
+    """
+    config = meta.config
+    if not config.compacts:
+        return {}
+    ratios, cleaned = [], []
+    for index in range(meta.partitions):
+        state = broker.partitions.get((meta.name, index))
+        log = state.log if state is not None else None
+        if not isinstance(log, DiskPartitionLog):
+            continue
+        try:
+            ratio = plan_cleaning(log, config, now_ms).dirty_ratio
+        except OSError:
+            continue
+        ratios.append(f"{index}={ratio:.4f}")
+        cleaned.append(f"{index}={log.cleaner_checkpoint.last_cleaned_ms}")
+    return {CLEANER_DIRTY_RATIO: ",".join(ratios), CLEANER_LAST_CLEANED_MS: ",".join(cleaned)}
 
 
 def _topic_synonyms(broker: Broker, name: str, override: str | None) -> list[tuple[str, str | None, int]]:
@@ -253,7 +278,7 @@ def _describe_broker_logger(broker: Broker, R: Any, result: Any, request: Any, k
     ]
 
 
-def _describe_one(broker: Broker, resource: Any, request: Any) -> Any:
+def _describe_one(broker: Broker, resource: Any, request: Any, now_ms: int) -> Any:
     R = DescribeConfigsResponse
     result = R.DescribeConfigsResult(
         resource_type=resource.resource_type, resource_name=resource.resource_name
@@ -267,13 +292,21 @@ def _describe_one(broker: Broker, resource: Any, request: Any) -> Any:
         return result
     # Kafka's ConfigHelper treats an empty key list as null: every config (kafka-python sends []).
     describe(broker, R, result, request, resource.configuration_keys or None)
+    if resource.resource_type == TOPIC and not result.error_code:
+        meta = broker.storage.topic(resource.resource_name)
+        for name, value in _cleaner_status(broker, meta, now_ms).items():
+            if resource.configuration_keys and name not in resource.configuration_keys:
+                continue
+            result.configs.append(
+                _entry(R, name, value, UNKNOWN_SOURCE, STRING, None, [], True, request)
+            )
     return result
 
 
 @handles("DescribeConfigs")
 def describe_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     return Respond(
-        DescribeConfigsResponse(results=[_describe_one(broker, r, request) for r in request.resources])
+        DescribeConfigsResponse(results=[_describe_one(broker, r, request, ctx.now_ms) for r in request.resources])
     )
 
 
