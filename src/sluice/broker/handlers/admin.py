@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, errors_into, handles, response_class
-from sluice.broker.broker import OFFSETS_TOPIC, Broker, check_topic_name
+from sluice.broker.broker import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Broker, check_topic_name
 from sluice.broker.config_defs import topic_config_problem
 from sluice.broker.handlers.configs import topic_config_view
 from sluice.errors import ErrorCode, KafkaError
@@ -27,7 +27,7 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 DUPLICATE_NAME = "Duplicate topic name."
 # Names the broker creates for itself when first needed; a user topic by that name would take their place.
-RESERVED_TOPICS = frozenset({"__transaction_state", "__cluster_metadata"})
+RESERVED_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, "__cluster_metadata"})
 
 
 def _duplicates(names: list[Any]) -> set[Any]:
