@@ -203,3 +203,26 @@ def test_keyless_records_to_a_compacted_topic_fail_by_index(
         producer.produce(topic_name, key=key, value=value, on_delivery=report)
     assert producer.flush(20) == 0 and reports[b"one"] == reports[b"three"] == 0
     assert _consume_all(bootstrap, topic_name, 2) == [b"one", b"three"]
+
+
+def test_a_batch_failing_both_checks_names_every_bad_record(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """LogValidator.processRecordErrors: a record keeps its first error (the key check comes before the
+    timestamp check), every bad record is listed, and INVALID_TIMESTAMP wins as the partition's error."""
+    config = {"cleanup.policy": "compact", "message.timestamp.before.max.ms": str(HOUR_MS)}
+    ck_admin.create_topics([NewTopic(topic_name, 1, 1, config=config)])[topic_name].result(10)
+    now = int(time.time() * 1000)
+    layout = [(None, 0), (b"k", -2 * HOUR_MS), (None, -2 * HOUR_MS), (b"ok", 0)]
+    records = [
+        Record(offset_delta=i, timestamp_delta=delta, key=key, value=b"v")
+        for i, (key, delta) in enumerate(layout)
+    ]
+    part = _produce_raw(bootstrap, topic_name, encode_batch(records, base_timestamp=now))
+    assert part.error_code == ErrorCode.INVALID_TIMESTAMP  # type: ignore[attr-defined]
+    errors = [(e.batch_index, e.batch_index_error_message) for e in part.record_errors]  # type: ignore[attr-defined]
+    assert [i for i, _ in errors] == [0, 1, 2]
+    assert "key" in errors[0][1] and "out of range" in errors[1][1] and "key" in errors[2][1]
+    keyless_only = [Record(offset_delta=0, timestamp_delta=0, key=None, value=b"v")]
+    part = _produce_raw(bootstrap, topic_name, encode_batch(keyless_only, base_timestamp=now))
+    assert part.error_code == ErrorCode.INVALID_RECORD  # type: ignore[attr-defined]
