@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
+from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.record_checks import (
     NO_CHECKS,
@@ -35,6 +37,8 @@ from sluice.protocol.records import (
     parse_batch_header,
     validate_batches,
 )
+from sluice.security.acl import AclStore, Authorizer
+from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
 from sluice.storage.cleaner import check_keys_for_compaction
 from sluice.storage.damage import DamagedOffsets
@@ -106,13 +110,31 @@ class Broker:
         self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
         self.quotas = ClientQuotas.open(data_dir)
+        # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
+        security_dir = config.data_dir / "security" if config.data_dir is not None else None
+        self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
+        self.acls = AclStore(security_dir / "acls.json" if security_dir else None)
+        self.authorizer: Authorizer | None = None
+        if config.authorizer == "acl":
+            self.authorizer = Authorizer(self.acls, config.super_users, config.allow_everyone_if_no_acl_found)
+        self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
+        # Parked requests whose response the authorizer completes (denied items put back) when it comes.
+        self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
+        self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
 
     # ----- dispatch -----
 
     def dispatch(self, ctx: RequestContext, request: Any) -> Outcome:
+        if self.authorizer is not None:
+            return authz.dispatch(self, authz.Access(self.authorizer, ctx.principal, ctx.client_host, self._topic_name_by_id),
+                            ctx, request)
         return HANDLERS.handlers[ctx.api_key].handle(self, ctx, request)
+
+    def _topic_name_by_id(self, topic_id: Any) -> str | None:
+        meta = self.storage.topic_by_id(topic_id)
+        return meta.name if meta is not None else None
 
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
@@ -133,6 +155,11 @@ class Broker:
     def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
         """Answers to parked requests that became ready: (reply token, response, needs durability)."""
         ready, self.ready_replies = self.ready_replies, []
+        if self.reply_finishers:
+            ready = [
+                (token, finish(response) if (finish := self.reply_finishers.pop(token, None)) else response, durable)
+                for token, response, durable in ready
+            ]
         return ready
 
     # ----- topics -----
@@ -300,6 +327,7 @@ class Broker:
         view = memoryview(records)
         first_offset = -1
         pos = 0
+        messages = 0
         for header in headers:
             size = header.size
             try:
@@ -313,6 +341,8 @@ class Broker:
             if header.producer_id >= 0:
                 producers.remember(header, base)
             pos += size
+            messages += header.last_offset_delta + 1
+        self.metrics.produced(state.topic, pos, messages)
         self._appended(state)
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
@@ -386,6 +416,7 @@ class Broker:
             return self.read(state, damaged.resume_offset, max_bytes, committed=committed)
         if end < state.log.log_end_offset:
             data = _cut_at_offset(data, end)
+        self.metrics.fetched(state.topic, data, offset)
         return data
 
     def aborted_transactions(self, state: PartitionState, fetch_offset: int, data: bytes) -> list[AbortedTxn]:

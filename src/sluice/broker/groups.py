@@ -63,6 +63,23 @@ class GroupService:
                 self.broker.free_space.disk_full(now_ms)
             raise
 
+    # ----- sluice's group management (the admin HTTP API calls these on the event loop) -----
+
+    def create_group(
+        self, name: str, session_timeout_ms: int | None, ephemeral: bool, now: int
+    ) -> dict[str, Any] | None:
+        outcome = self.coordinator.create_group(name, session_timeout_ms, ephemeral, now)
+        if outcome is None:
+            return None
+        self.apply(outcome, now)
+        return {"name": name, "session_timeout_ms": session_timeout_ms, "ephemeral": ephemeral}
+
+    def delete_group(self, name: str, force: bool, now: int) -> None:
+        self.apply(self.coordinator.delete_group(name, force, now), now)
+
+    def rewind(self, name: str, offsets: dict[tuple[str, int], int], live: bool, now: int) -> None:
+        self.apply(self.coordinator.rewind(name, offsets, live, now), now)
+
     def next_deadline(self) -> int | None:
         return self.coordinator.next_deadline()
 

@@ -7,7 +7,7 @@ import logging
 
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
-from sluice.server.app import start_broker
+from sluice.server.app import announce, start_broker
 
 log = logging.getLogger("sluice")
 
@@ -16,12 +16,14 @@ async def serve_all(broker_config: BrokerConfig, *, grpc_listen: str, http_liste
     stop = asyncio.Event()
     install_stop_signals(stop)
     running = await start_broker(broker_config)
-    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    announce(running)
     from sluice.gateway.config import single_cluster_config
     from sluice.gateway.server import Gateway
 
     gateway = Gateway(
-        single_cluster_config(f"{running.host}:{running.port}"), grpc_listen=grpc_listen, http_listen=http_listen
+        single_cluster_config(f"{running.host}:{running.port}", admin_url=running.admin_url),
+        grpc_listen=grpc_listen,
+        http_listen=http_listen,
     )
     await gateway.start()
     freeze_startup_objects()

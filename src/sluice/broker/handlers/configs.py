@@ -333,7 +333,7 @@ def _apply(
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {resource.resource_name!r} does not exist"
             )
-        problem = topic_config_problem(changes) or validate_topic_configs(changes)
+        problem = validate_topic_configs(changes) or topic_config_problem(changes)
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         if not validate_only:
