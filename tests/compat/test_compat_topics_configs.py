@@ -4,6 +4,7 @@ loggers, KIP-195 CreatePartitions), through confluent-kafka, kafka-python and sl
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
+from sluice.testing import BrokerProcess
 
 
 def _refused(admin: AdminClient, topic: NewTopic, validate_only: bool = False) -> int:
@@ -266,3 +268,34 @@ def test_alter_requests_of_the_wrong_shape_change_nothing(
         ).responses
         assert ok.error_code == 0
     assert _describe(bootstrap, 2, topic_name)["retention.ms"].value == "1000"
+
+
+def test_altered_configs_survive_a_clean_restart_and_a_kill(data_dir: Path) -> None:
+    """An acknowledged IncrementalAlterConfigs (KIP-339) is durable: after a clean stop and after a kill -9 the
+    topic describes the value with its DYNAMIC_TOPIC_CONFIG source; a deleted override is back to the default."""
+    broker = BrokerProcess(data_dir).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("kept", 1, 1, config={"segment.ms": "600000"})])["kept"].result(10)
+        resource = ConfigResource("topic", "kept")
+        resource.add_incremental_config(
+            ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)
+        )
+        admin.incremental_alter_configs([resource])[resource].result(10)
+        broker.stop()
+        broker.start()
+        configs = _describe(broker.bootstrap, 2, "kept")
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("7200000", 1)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        resource = ConfigResource("topic", "kept")
+        resource.add_incremental_config(
+            ConfigEntry("segment.ms", None, incremental_operation=AlterConfigOpType.DELETE)
+        )
+        admin.incremental_alter_configs([resource])[resource].result(10)
+        broker.kill()
+        broker.start()
+        configs = _describe(broker.bootstrap, 2, "kept")
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("7200000", 1)
+        assert configs["segment.ms"].config_source == 5 and configs["segment.ms"].value == "604800000"
+    finally:
+        broker.stop()
