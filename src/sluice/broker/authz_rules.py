@@ -296,6 +296,54 @@ def _fill_alter_scram(response: Any, request: Any, code: ErrorCode) -> None:
     ]
 
 
+def _fill_alter_client_quotas(response: Any, request: Any, code: ErrorCode) -> None:
+    R = type(response)
+    response.entries = [
+        R.EntryData(
+            error_code=int(code),
+            error_message="not authorized: needs AlterConfigs on the cluster",
+            entity=[R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity],
+        )
+        for entry in request.entries
+    ]
+
+
+def _fill_alter_replica_log_dirs(response: Any, request: Any, code: ErrorCode) -> None:
+    R = type(response)
+    response.results = [
+        R.AlterReplicaLogDirTopicResult(
+            topic_name=topic.name,
+            partitions=[
+                R.AlterReplicaLogDirPartitionResult(partition_index=i, error_code=int(code))
+                for i in topic.partitions
+            ],
+        )
+        for directory in request.dirs
+        for topic in directory.topics
+    ]
+
+
+def _describe_topic_partitions(
+    access: Access, ctx: RequestContext, request: Any
+) -> tuple[Any, Finish | None]:
+    """Kafka's rule for DescribeTopicPartitions (KIP-966), as for Metadata: topics asked for by name answer
+    TOPIC_AUTHORIZATION_FAILED without Describe on them; a request for every topic leaves them out."""
+    fetch_all = not request.topics
+
+    def finish(response: Any) -> Any:
+        if fetch_all:
+            response.topics = [
+                t for t in response.topics if access.allows(Operation.DESCRIBE, TOPIC, t.name or "")
+            ]
+            return response
+        for t in response.topics:
+            if not t.error_code and not access.allows(Operation.DESCRIBE, TOPIC, t.name or ""):
+                t.error_code, t.partitions = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), []
+        return response
+
+    return None, finish
+
+
 def _topics(
     op: Operation,
     req_list: str,
@@ -577,6 +625,17 @@ RULES: dict[str, Rule] = {
             ),
         )
     ),
+    # Cluster and replica administration (KafkaApis / ControllerApis): the cluster resource.
+    "DescribeLogDirs": Rule(custom=_cluster_wide(D, _fill_top)),
+    "AlterReplicaLogDirs": Rule(custom=_cluster_wide(Operation.ALTER, _fill_alter_replica_log_dirs)),
+    "ElectLeaders": Rule(custom=_cluster_wide(Operation.ALTER, _fill_top)),
+    "AlterPartitionReassignments": Rule(custom=_cluster_wide(Operation.ALTER, _fill_top)),
+    "ListPartitionReassignments": Rule(custom=_cluster_wide(D, _fill_top)),
+    "DescribeQuorum": Rule(custom=_cluster_wide(D, _fill_top)),
+    "UpdateFeatures": Rule(custom=_cluster_wide(Operation.ALTER, _fill_top)),
+    "DescribeClientQuotas": Rule(custom=_cluster_wide(Operation.DESCRIBE_CONFIGS, _fill_top)),
+    "AlterClientQuotas": Rule(custom=_cluster_wide(Operation.ALTER_CONFIGS, _fill_alter_client_quotas)),
+    "DescribeTopicPartitions": Rule(custom=_describe_topic_partitions),
 }
 # An API nobody wrote a rule for is an administrator's API until someone does.
 DEFAULT_RULE = Rule((Whole(CLUSTER, Operation.ALTER),))
