@@ -20,7 +20,9 @@ class BrokerProcess:
     """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
 
     def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, min_free_bytes: int | None = 0) -> None:
+        # Test brokers do not refuse produce for lack of free disk unless a test asks (None: the default).
+        self.min_free_bytes = min_free_bytes
         self.data_dir = data_dir
         self.port = port
         self.config = config
@@ -37,6 +39,8 @@ class BrokerProcess:
                "--data-dir", str(self.data_dir) if self.data_dir is not None else ":memory:"]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
+        if self.min_free_bytes is not None:
+            cmd += ["--min-free-bytes", str(self.min_free_bytes)]
         cmd += self.extra_args
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

@@ -217,6 +217,28 @@ public final class SluiceJavaClient {
                                 .map(info -> info.mechanism().mechanismName()).sorted().toList()));
                 return out;
             }
+            case "list-transactions": {  // [STATE...]: {"id": [state, producer id]} through the admin client (KIP-664)
+                org.apache.kafka.clients.admin.ListTransactionsOptions options = new org.apache.kafka.clients.admin.ListTransactionsOptions();
+                if (!rest.isEmpty()) {
+                    List<org.apache.kafka.clients.admin.TransactionState> states = new ArrayList<>();
+                    for (String state : rest) states.add(org.apache.kafka.clients.admin.TransactionState.parse(state));
+                    options.filterStates(states);
+                }
+                Map<String, Object> out = new TreeMap<>();
+                for (org.apache.kafka.clients.admin.TransactionListing t : admin.listTransactions(options).all().get())
+                    out.put(t.transactionalId(), List.of(t.state().toString(), t.producerId()));
+                return out;
+            }
+            case "describe-transaction": {  // ID: state, producer id and epoch, partitions
+                org.apache.kafka.clients.admin.TransactionDescription d = admin.describeTransactions(List.of(w[1])).description(w[1]).get();
+                List<Object> partitions = new ArrayList<>();
+                for (TopicPartition tp : d.topicPartitions()) partitions.add(tp.topic() + "-" + tp.partition());
+                return map("state", d.state().toString(), "producer_id", d.producerId(), "epoch", d.producerEpoch(),
+                        "timeout_ms", d.transactionTimeoutMs(), "partitions", partitions);
+            }
+            case "txn-round":  // TOPIC TXN_ID N: an aborted then a committed transaction of N records each,
+                               // then a second producer with the same id fences the first
+                return txnRound(w[1], w[2], Integer.parseInt(w[3]));
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);
         }
@@ -245,6 +267,38 @@ public final class SluiceJavaClient {
         for (Future<RecordMetadata> f : sent) {
             RecordMetadata m = f.get();
             out.add(List.of(m.partition(), m.offset(), m.timestamp()));
+        }
+        return out;
+    }
+
+    private static Map<String, Object> txnRound(String topic, String txnId, int n) throws Exception {
+        Properties props = configs(List.of("transactional.id", txnId, "linger.ms", "5"));
+        Map<String, Object> out = new LinkedHashMap<>();
+        KafkaProducer<byte[], byte[]> first = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+        try {
+            first.initTransactions();
+            first.beginTransaction();
+            for (int i = 0; i < n; i++) first.send(new ProducerRecord<>(topic, 0, null, ("aborted" + i).getBytes(StandardCharsets.UTF_8)));
+            first.flush();
+            first.abortTransaction();
+            first.beginTransaction();
+            for (int i = 0; i < n; i++) first.send(new ProducerRecord<>(topic, 0, null, ("committed" + i).getBytes(StandardCharsets.UTF_8)));
+            first.commitTransaction();
+            first.beginTransaction();
+            first.send(new ProducerRecord<>(topic, 0, null, "zombie".getBytes(StandardCharsets.UTF_8))).get();
+            out.put("open", run(new String[] {"describe-transaction", txnId}));
+            out.put("listed", run(new String[] {"list-transactions", "Ongoing"}));
+            try (KafkaProducer<byte[], byte[]> second = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer())) {
+                second.initTransactions();  // fences `first` and aborts its open transaction
+                try {
+                    first.commitTransaction();
+                    out.put("zombie", "committed");
+                } catch (Exception e) {
+                    out.put("zombie", e.getClass().getSimpleName());
+                }
+            }
+        } finally {
+            first.close(Duration.ofSeconds(5));
         }
         return out;
     }

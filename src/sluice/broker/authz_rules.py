@@ -49,6 +49,8 @@ class Whole:
     when_set: bool = False
     # Also allowed when this (resource type, op) is allowed on any resource (InitProducerId: Write on some topic).
     or_any: tuple[ResourceType, Operation] | None = None
+    # The API versions the check applies to (None: all).
+    versions: range | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,20 @@ def _list_groups(access: Access, ctx: RequestContext, request: Any) -> tuple[Any
 
     def finish(response: Any) -> Any:
         response.groups = [g for g in response.groups if access.allows(Operation.DESCRIBE, GROUP, g.group_id)]
+        return response
+
+    return None, finish
+
+
+def _list_transactions(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, Finish | None]:
+    """Kafka lists only the transactional ids the principal may Describe (no cluster-wide check)."""
+
+    def finish(response: Any) -> Any:
+        response.transaction_states = [
+            t
+            for t in response.transaction_states
+            if access.allows(Operation.DESCRIBE, TXN, t.transactional_id)
+        ]
         return response
 
     return None, finish
@@ -293,6 +309,27 @@ def _fill_alter_scram(response: Any, request: Any, code: ErrorCode) -> None:
             user=u, error_code=int(code), error_message="not authorized: needs Alter on the cluster"
         )
         for u in users
+    ]
+
+
+def _fill_write_txn_markers(response: Any, request: Any, code: ErrorCode) -> None:
+    """Every partition of every marker carries the code (the response has no top-level error)."""
+    R = type(response)
+    response.markers = [
+        R.WritableTxnMarkerResult(
+            producer_id=marker.producer_id,
+            topics=[
+                R.WritableTxnMarkerTopicResult(
+                    name=topic.name,
+                    partitions=[
+                        R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=int(code))
+                        for index in topic.partition_indexes
+                    ],
+                )
+                for topic in marker.topics
+            ],
+        )
+        for marker in request.markers
     ]
 
 
@@ -518,7 +555,9 @@ RULES: dict[str, Rule] = {
     ),
     "AddPartitionsToTxn": Rule(
         (
-            Whole(TXN, W, "v3_and_below_transactional_id", when_set=True),
+            Whole(TXN, W, "v3_and_below_transactional_id", versions=range(0, 4)),
+            # v4+ is the brokers' own batched verification (KIP-890): cluster action, as Kafka requires.
+            Whole(CLUSTER, Operation.CLUSTER_ACTION, versions=range(4, 100)),
             _topics(
                 W,
                 "v3_and_below_topics",
@@ -551,7 +590,7 @@ RULES: dict[str, Rule] = {
             ),
         )
     ),
-    "WriteTxnMarkers": Rule((Whole(CLUSTER, Operation.CLUSTER_ACTION),)),
+    "WriteTxnMarkers": Rule(custom=_cluster_wide(Operation.CLUSTER_ACTION, _fill_write_txn_markers)),
     "DescribeTransactions": Rule(
         (
             Items(
@@ -565,7 +604,7 @@ RULES: dict[str, Rule] = {
             ),
         )
     ),
-    "ListTransactions": Rule((Whole(CLUSTER, D),)),
+    "ListTransactions": Rule(custom=_list_transactions),
     "DescribeProducers": Rule(
         (
             _topics(

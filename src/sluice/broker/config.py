@@ -45,9 +45,20 @@ class BrokerConfig:
     # Requests decoded but not yet answered, per connection, before the broker stops reading from it.
     max_in_flight_per_connection: int = 64
     max_connections: int = 1000
+    # connections.max.idle.ms: a connection with nothing received and nothing owed for this long is closed.
+    connections_max_idle_ms: int = 600_000
+    # A client that sent part of a request and then nothing for this long is cut off.
+    partial_request_timeout_ms: int = 30_000
     # Long-poll ceiling even if the client asks for longer.
     max_fetch_wait_ms: int = 30_000
     retention_check_interval_ms: int = 60_000
+    # Offsets whose bytes recovery found damaged (see `sluice storage verify`) answer Fetch with
+    # CORRUPT_MESSAGE, as Kafka does; True lets consumers skip over them instead.
+    skip_damaged_offsets: bool = False
+    # Produce is refused with KAFKA_STORAGE_ERROR while the data dir's filesystem has less free space than
+    # this (Redpanda's storage_min_free_bytes); None means max(1 GiB, 5% of the filesystem), 0 disables it.
+    # Fetch, metadata, DeleteRecords, DeleteTopics and retention keep working, so space can be freed.
+    min_free_bytes: int | None = None
     # Group coordinator
     group_initial_rebalance_delay_ms: int = 300
     group_min_session_timeout_ms: int = 6_000
@@ -58,9 +69,22 @@ class BrokerConfig:
     consumer_group_heartbeat_interval_ms: int = 5_000
     offsets_topic_partitions: int = 1
     offset_metadata_max_bytes: int = 4096
-    # __consumer_offsets is rewritten down to its live records once it holds this many records and at
-    # least twice as many as are live (checked at start and as commits arrive).
+    # __transaction_state is rewritten down to one record per transactional id once it holds this many
+    # records and at least twice as many as are live (__consumer_offsets goes through the log cleaner).
     offsets_compaction_min_records: int = 100_000
+    # Transactions: transaction.max.timeout.ms and transactional.id.expiration.ms.
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    # offsets.topic.segment.bytes: __consumer_offsets is compacted by the log cleaner, segment by segment.
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    # The log cleaner (Kafka's log.cleaner.*): compaction of topics whose cleanup.policy has "compact".
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308
+    # Memory for the key -> offset map of one pass, shared by the cleaner threads.
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
+    # How long a cleaner thread sleeps when no partition is due.
+    log_cleaner_backoff_ms: int = 15_000
     topic_defaults: dict[str, str] = field(default_factory=dict)
     # ----- security (Kafka's names, snake_case) -----
     # `PROTOCOL://host:port` each, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, at most one

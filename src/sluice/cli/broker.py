@@ -12,7 +12,9 @@ from sluice.cli.app import app
 from sluice.cli.common import DEFAULT_BOOTSTRAP, fail, setup_logging, split_hostport
 
 
-def _broker_config(listen: str, data_dir: str, advertise: str | None, config: Path | None) -> BrokerConfig:
+def _broker_config(
+    listen: str, data_dir: str, advertise: str | None, config: Path | None, min_free_bytes: int | None = None
+) -> BrokerConfig:
     host, port = split_hostport(listen, "--listen")
     adv_host, adv_port = split_hostport(advertise, "--advertise") if advertise else (None, None)
     overrides: dict[str, Any] = {
@@ -21,6 +23,7 @@ def _broker_config(listen: str, data_dir: str, advertise: str | None, config: Pa
         "data_dir": None if data_dir == ":memory:" else Path(data_dir),
         "advertised_host": adv_host,
         "advertised_port": adv_port,
+        "min_free_bytes": min_free_bytes,
     }
     try:
         if config is not None:
@@ -62,6 +65,10 @@ def broker(
         str | None, typer.Option(help="HOST:PORT told to clients, if not the listen address.")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="YAML file of broker settings.")] = None,
+    min_free_bytes: Annotated[
+        int | None,
+        typer.Option(help="Refuse produce below this much free disk (default max(1 GiB, 5%); 0: never)."),
+    ] = None,
     verbose: bool = False,
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
@@ -71,7 +78,7 @@ def broker(
 
     setup_logging(verbose)
     try:
-        run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config)))
+        run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes)))
     except StoreDamaged as exc:
         fail(str(exc))
 

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
 from sluice.server.kafka import KafkaServer, now_ms
 from sluice.storage.api import Storage
+from sluice.storage.cleaner import CleanerSettings, LogCleaner
+from sluice.storage.config import TopicConfig
+from sluice.storage.disk import DiskPartitionLog, DiskStorage
 
 log = logging.getLogger("sluice")
+T = TypeVar("T")
 
 
 def open_storage(config: BrokerConfig) -> Storage:
@@ -37,6 +45,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     except ImportError:
         return broker
     attach_group_coordinator(broker, now_ms())
+    from sluice.broker.transactions import attach_transaction_coordinator
+
+    attach_transaction_coordinator(broker, now_ms())
     return broker
 
 
@@ -47,13 +58,80 @@ class RunningBroker:
     host: str
     port: int
     retention_task: asyncio.Task[None]
+    cleaner: LogCleaner | None = None
 
     async def stop(self) -> None:
         self.retention_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.retention_task
+        if self.cleaner is not None:
+            # Joined off the loop: a cleaner thread may be waiting for the loop to run its swap.
+            await asyncio.get_running_loop().run_in_executor(None, self.cleaner.stop)
         await self.server.stop()
         self.broker.close()
+
+
+def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, DiskPartitionLog]]:
+    """Runs on the loop: the partitions the cleaner should look at now (cleanup.policy read afresh)."""
+    found = []
+    for (topic, index), state in broker.partitions.items():
+        meta = broker.storage.topic(topic)
+        if meta is None or not isinstance(state.log, DiskPartitionLog):
+            continue
+        config = meta.config
+        if config.compacts:
+            found.append((topic, index, config, state.log))
+    return found
+
+
+def _crash_point_from_environment() -> Callable[[str], None]:
+    """Fault injection for the kill -9 tests: SLUICE_CLEANER_CRASH_AT=<swap step> ends the process there."""
+    step = os.environ.get("SLUICE_CLEANER_CRASH_AT")
+    if not step:
+        return lambda at: None
+
+    def crash(at: str) -> None:
+        if at == step:
+            log.warning("SLUICE_CLEANER_CRASH_AT=%s: exiting without cleanup", at)
+            os._exit(137)
+
+    return crash
+
+
+def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleaner | None:
+    config = broker.config
+    if not config.log_cleaner_enable or not isinstance(broker.storage, DiskStorage):
+        return None
+
+    def run_on_loop(fn: Callable[[], T]) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def call() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as error:
+                future.set_exception(error)
+
+        loop.call_soon_threadsafe(call)
+        return future.result()
+
+    settings = CleanerSettings(
+        enable=True,
+        threads=config.log_cleaner_threads,
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        backoff_ms=config.log_cleaner_backoff_ms,
+    )
+    cleaner = LogCleaner(
+        settings,
+        lambda: _compacted_logs(broker),
+        run_on_loop,
+        now_ms,
+        crash_point=_crash_point_from_environment(),
+    )
+    broker.cleaner = cleaner
+    cleaner.start()
+    return cleaner
 
 
 async def _retention_loop(broker: Broker) -> None:
@@ -73,9 +151,11 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
     broker = build_broker(config)
     server = KafkaServer(broker)
     host, port = await server.start()
-    retention = asyncio.get_running_loop().create_task(_retention_loop(broker))
+    loop = asyncio.get_running_loop()
+    retention = loop.create_task(_retention_loop(broker))
+    cleaner = start_cleaner(broker, loop)
     log.info("sluice broker listening on %s:%d (data: %s)", host, port, config.data_dir or "memory")
-    return RunningBroker(broker, server, host, port, retention)
+    return RunningBroker(broker, server, host, port, retention, cleaner)
 
 
 async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:

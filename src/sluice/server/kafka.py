@@ -24,9 +24,10 @@ from sluice.broker.api import (
     RespondWhenData,
     RespondWhenDurable,
 )
-from sluice.broker.broker import Broker
+from sluice.broker.broker import OFFSETS_TOPIC, Broker
 from sluice.broker.handlers.metadata import api_versions_body
-from sluice.errors import ErrorCode, ProtocolError
+from sluice.broker.handlers.produce import refuse_unflushed
+from sluice.errors import ErrorCode, KafkaError, ProtocolError
 from sluice.protocol.framing import FrameBuffer, frame
 from sluice.protocol.headers import (
     API_VERSIONS_KEY,
@@ -94,6 +95,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed = False
         self.reading_paused = False
         self.writing_paused = False
+        self.last_received = time.monotonic()
 
     # ----- asyncio callbacks -----
 
@@ -129,6 +131,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.frames.writable()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_received = time.monotonic()
         try:
             frames = self.frames.commit(nbytes)
         except ProtocolError as exc:
@@ -186,6 +189,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             slot = self._new_slot(header.api_key, header.api_version, header.correlation_id)
             ctx.reply_token = slot
             outcome = server.broker.dispatch(ctx, request)
+        except KafkaError as exc:  # a request refused as a whole (e.g. a group write on a full disk)
+            log.error("closing connection from %s: %s", self.peer_host, exc.message)
+            self.abort(exc.message)
+            return
         except Exception:
             log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
             self.abort("internal error")
@@ -277,29 +284,32 @@ class GroupCommit:
 
     def _flush_forever(self, loop: asyncio.AbstractEventLoop) -> None:
         while (partitions := self._jobs.get()) is not None:
-            failure: Exception | None = None
-            try:
-                for state, _ in partitions:
+            # Each partition on its own: one that fails goes offline, the others are still acknowledged.
+            failed: dict[tuple[str, int], str] = {}
+            for state, _ in partitions:
+                try:
                     state.log.flush()
-            except Exception as exc:  # any failure at all must reach the waiting clients
-                failure = exc
+                except Exception as exc:  # any failure at all must reach the waiting clients
+                    failed[(state.topic, state.index)] = str(exc)
             try:
-                loop.call_soon_threadsafe(self._flushed, failure)
+                loop.call_soon_threadsafe(self._flushed, failed)
             except RuntimeError:
                 return  # the loop is closed: nobody is left to answer
 
-    def _flushed(self, failure: Exception | None) -> None:
+    def _flushed(self, failed: dict[tuple[str, int], str]) -> None:
         assert self.flushing is not None
         (batch, partitions), self.flushing = self.flushing, None
-        if failure is not None:
-            log.error("fsync failed: closing the connections waiting for it, nothing is acknowledged: %s", failure)
-            for slot, _ in batch:
-                slot.connection.abort("storage error")
-        else:
-            self.server.broker.end_flush(partitions)
-            for slot, response in batch:
-                if not slot.connection.closed:
-                    slot.fill(response)
+        broker = self.server.broker
+        broker.end_flush([(state, end) for state, end in partitions if (state.topic, state.index) not in failed])
+        if failed:
+            log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
+        for slot, response in batch:
+            if slot.connection.closed:
+                continue
+            if failed and not refuse_unflushed(broker, response, failed) and (OFFSETS_TOPIC, 0) in failed:
+                slot.connection.abort("storage error")  # a group write that is not durable: no answer
+            else:
+                slot.fill(response)
         self.kick()
         if self.flushing is None and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
@@ -328,6 +338,7 @@ class KafkaServer:
         self.tls: TlsContext | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
         self._tick_deadline: int | None = None
+        self._sweep_timer: asyncio.TimerHandle | None = None
         broker.on_data = self._on_data
 
     async def start(self) -> tuple[str, int]:
@@ -354,12 +365,36 @@ class KafkaServer:
                     config.listen_port = bound_port
             log.info("listener %s://%s:%d", protocol, bound_host, bound_port)
         self.schedule_tick()
+        self._schedule_sweep()
         assert first is not None
         return first
 
     def reload_tls(self) -> bool:
         """SIGHUP: load the certificate files again; open connections keep theirs."""
         return self.tls.reload() if self.tls is not None else False
+
+    # ----- idle and stalled connections -----
+
+    def _sweep_interval(self) -> float:
+        config = self.broker.config
+        return min(1.0, config.connections_max_idle_ms / 2000, config.partial_request_timeout_ms / 2000)
+
+    def _schedule_sweep(self) -> None:
+        self._sweep_timer = asyncio.get_running_loop().call_later(self._sweep_interval(), self._sweep_connections)
+
+    def _sweep_connections(self) -> None:
+        """Close idle connections and ones stalled mid-request; give quiet ones' receive buffers back."""
+        config = self.broker.config
+        now = time.monotonic()
+        for connection in list(self.connections):
+            quiet = now - connection.last_received
+            if connection.frames.buffered and quiet * 1000 > config.partial_request_timeout_ms:
+                connection.abort(f"sent part of a request, then nothing for {quiet:.1f} s")
+            elif not connection.pending and quiet * 1000 > config.connections_max_idle_ms:
+                connection.abort(f"idle for {quiet:.1f} s (connections_max_idle_ms)")
+            elif quiet >= self._sweep_interval():
+                connection.frames.release()
+        self._schedule_sweep()
 
     async def stop(self) -> None:
         for server in self.servers:
@@ -370,6 +405,8 @@ class KafkaServer:
         self.group_commit.close()
         if self._tick_timer is not None:
             self._tick_timer.cancel()
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
 
     # ----- long polls -----
 
@@ -455,6 +492,8 @@ class KafkaServer:
             self.broker.tick(now_ms())
         except Exception:
             log.exception("broker timer failed")
+        # Timers append too (transaction timeouts write abort markers): they only become visible once flushed.
+        self.group_commit.kick()
         self.deliver_ready_replies()
 
 

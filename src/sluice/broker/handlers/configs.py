@@ -7,7 +7,15 @@ from typing import Any
 from sluice.broker.api import RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker
 from sluice.errors import ErrorCode, KafkaError
-from sluice.storage.config import DEFAULT_CONFIGS, validate_topic_configs
+from sluice.storage.cleaner import plan_cleaning
+from sluice.storage.config import (
+    CLEANER_DIRTY_RATIO,
+    CLEANER_LAST_CLEANED_MS,
+    CLEANER_STATUS_PREFIX,
+    DEFAULT_CONFIGS,
+    validate_topic_configs,
+)
+from sluice.storage.disk import DiskPartitionLog
 
 DescribeConfigsResponse = response_class("DescribeConfigs")
 AlterConfigsResponse = response_class("AlterConfigs")
@@ -16,6 +24,7 @@ IncrementalAlterConfigsResponse = response_class("IncrementalAlterConfigs")
 TOPIC = 2
 BROKER = 4
 # ConfigSource values
+UNKNOWN_SOURCE = 0
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
@@ -40,7 +49,29 @@ def _broker_configs(broker: Broker) -> dict[str, str]:
     }
 
 
-def _describe_one(broker: Broker, resource: Any, version: int) -> Any:
+def _cleaner_status(broker: Broker, meta: Any, now_ms: int) -> dict[str, str]:
+    """Read-only, sluice-specific entries of a compacted topic: per partition, the dirty ratio the cleaner
+    goes by and when it last cleaned ("<partition>=<value>" joined by commas; -1 means never).
+    """
+    config = meta.config
+    if not config.compacts:
+        return {}
+    ratios, cleaned = [], []
+    for index in range(meta.partitions):
+        state = broker.partitions.get((meta.name, index))
+        log = state.log if state is not None else None
+        if not isinstance(log, DiskPartitionLog):
+            continue
+        try:
+            ratio = plan_cleaning(log, config, now_ms).dirty_ratio
+        except OSError:
+            continue
+        ratios.append(f"{index}={ratio:.4f}")
+        cleaned.append(f"{index}={log.cleaner_checkpoint.last_cleaned_ms}")
+    return {CLEANER_DIRTY_RATIO: ",".join(ratios), CLEANER_LAST_CLEANED_MS: ",".join(cleaned)}
+
+
+def _describe_one(broker: Broker, resource: Any, version: int, now_ms: int) -> Any:
     R = DescribeConfigsResponse
     result = R.DescribeConfigsResult(resource_type=resource.resource_type, resource_name=resource.resource_name)
     if resource.resource_type == TOPIC:
@@ -51,6 +82,7 @@ def _describe_one(broker: Broker, resource: Any, version: int) -> Any:
             return result
         entries = [(k, v, DEFAULT_CONFIG, True) for k, v in DEFAULT_CONFIGS.items() if k not in meta.configs]
         entries += [(k, v, DYNAMIC_TOPIC_CONFIG, False) for k, v in meta.configs.items()]
+        entries += [(k, v, UNKNOWN_SOURCE, False) for k, v in _cleaner_status(broker, meta, now_ms).items()]
         read_only = False
     elif resource.resource_type == BROKER:
         if resource.resource_name not in ("", str(broker.config.node_id)):
@@ -68,7 +100,7 @@ def _describe_one(broker: Broker, resource: Any, version: int) -> Any:
         R.DescribeConfigsResourceResult(
             name=name,
             value=value,
-            read_only=read_only,
+            read_only=read_only or name.startswith(CLEANER_STATUS_PREFIX),
             is_default=is_default,
             config_source=source,
             config_type=7 if name in LIST_CONFIGS else 0,
@@ -81,7 +113,7 @@ def _describe_one(broker: Broker, resource: Any, version: int) -> Any:
 
 @handles("DescribeConfigs")
 def describe_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    return Respond(DescribeConfigsResponse(results=[_describe_one(broker, r, ctx.api_version) for r in request.resources]))
+    return Respond(DescribeConfigsResponse(results=[_describe_one(broker, r, ctx.api_version, ctx.now_ms) for r in request.resources]))
 
 
 def _apply(broker: Broker, resource: Any, changes: dict[str, str | None], validate_only: bool) -> tuple[ErrorCode, str | None]:

@@ -30,6 +30,7 @@ ConsumerGroupHeartbeatResponse = response_class("ConsumerGroupHeartbeat")
 ConsumerGroupDescribeResponse = response_class("ConsumerGroupDescribe")
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 def _park(broker: Broker, ctx: RequestContext, method: str, request: Any, convert: Any) -> Parked:
@@ -42,9 +43,11 @@ def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> Respo
     host, port = broker.config.advertised_for(ctx.listener)
     node = broker.config.node_id
     R = FindCoordinatorResponse
-    supported = request.key_type == GROUP_KEY_TYPE
+    supported = request.key_type == GROUP_KEY_TYPE or (
+        request.key_type == TRANSACTION_KEY_TYPE and broker.transactions is not None
+    )
     error = ErrorCode.NONE if supported else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    message = None if supported else "sluice has no transaction coordinator"
+    message = None if supported else f"sluice has no coordinator for key type {request.key_type}"
     if ctx.api_version >= 4:
         return Respond(R(coordinators=[
             R.Coordinator(key=key, node_id=node if supported else -1, host=host if supported else "",
@@ -181,6 +184,8 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
 
     def convert(result: m.OffsetFetchResult) -> Any:
         R = OffsetFetchResponse
+        if request.require_stable and broker.transactions is not None:
+            _mark_unstable(broker, result)
         if version >= 8:
             return R(groups=[
                 R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=g.error_code, topics=[
@@ -203,6 +208,18 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
             for t in group.topics])
 
     return _park(broker, ctx, "offset_fetch", m.OffsetFetch(groups, request.require_stable), convert)
+
+
+def _mark_unstable(broker: Broker, result: m.OffsetFetchResult) -> None:
+    """require_stable (KIP-447): a partition with a transactional commit still open answers
+    UNSTABLE_OFFSET_COMMIT, so the consumer retries instead of starting from an offset about to change."""
+    for group in result.groups:
+        pending = broker.transactions.coordinator.pending_offsets(group.group_id)
+        for topic in group.topics if pending else ():
+            for part in topic.partitions:
+                if (topic.name, part.partition_index) in pending:
+                    part.error_code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+                    part.committed_offset = -1
 
 
 @handles("OffsetDelete")

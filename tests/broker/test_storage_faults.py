@@ -1,0 +1,356 @@
+"""Issue #15 end to end: a real `sluice broker` process, confluent-kafka producing while the fault happens.
+
+- restart after a clean stop and after kill -9 once segments rolled (by size and by time);
+- a full disk (a small tmpfs, root only): produce refused at once with KAFKA_STORAGE_ERROR and an ERROR
+  line, reads and DeleteRecords keep working, writes resume once space is back;
+- an I/O error (EIO) injected under one partition: that partition goes offline, the others keep working.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from test_broker_apis import wire_fetch
+
+from sluice.client.wire import WireClient
+from sluice.errors import ErrorCode
+from sluice.testing import BrokerProcess
+
+EIO_HOOK = Path(__file__).with_name("eio_hook")
+
+
+def create(bootstrap: str, name: str, configs: dict[str, str], partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=configs)])[name].result(timeout=30)
+
+
+def produce(
+    bootstrap: str, topic: str, values: list[bytes], **config: object
+) -> dict[bytes, tuple[int, int] | str]:
+    """value -> (partition, offset) when acknowledged, else the error's name."""
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 20000, **config}
+    )
+    outcome: dict[bytes, tuple[int, int] | str] = {}
+
+    def delivered(err, msg) -> None:  # type: ignore[no-untyped-def]
+        outcome[msg.value()] = err.name() if err is not None else (msg.partition(), msg.offset())
+
+    for value in values:
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return outcome
+
+
+def consume_range(bootstrap: str, topic: str, start: int, end: int) -> dict[int, bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"range-{topic}", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, start)])
+    seen: dict[int, bytes] = {}
+    deadline = time.monotonic() + 30
+    while (not seen or max(seen) < end - 1) and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.5):
+            if msg.error() is None and msg.offset() < end:
+                seen[msg.offset()] = msg.value()
+    consumer.close()
+    return seen
+
+
+def consume_all(bootstrap: str, topic: str, partition: int = 0) -> dict[int, bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False}
+    )
+    tp = TopicPartition(topic, partition)
+    low, high = consumer.get_watermark_offsets(tp, timeout=10)
+    consumer.assign([TopicPartition(topic, partition, low)])
+    seen: dict[int, bytes] = {}
+    deadline = time.monotonic() + 30
+    while len(seen) < high - low and time.monotonic() < deadline:
+        for msg in consumer.consume(1000, 0.5):
+            assert msg.error() is None, msg.error()
+            seen[msg.offset()] = msg.value()
+    consumer.close()
+    return seen
+
+
+def stop_by(proc: BrokerProcess, how: str) -> None:
+    if how == "kill":
+        proc.kill()
+    elif how == "sigint":
+        assert proc.proc is not None
+        proc.proc.send_signal(signal.SIGINT)
+        assert proc.proc.wait(30) == 0
+    else:
+        assert proc.stop() == 0
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "sigint", "kill"])
+def test_issue_restart_after_size_rolled_segments(tmp_path: Path, stop: str) -> None:
+    """The issue's reproduction: segment.bytes=1048576, 5,000 records of 200 B, stop, start again."""
+    proc = BrokerProcess(tmp_path / "data").start()
+    try:
+        create(proc.bootstrap, "rolled", {"segment.bytes": "1048576"})
+        values = [f"{n:06d}".encode().ljust(200, b"x") for n in range(5000)]
+        acked = produce(proc.bootstrap, "rolled", values)
+        assert all(isinstance(v, tuple) for v in acked.values())
+        assert len(list((tmp_path / "data" / "rolled-0").glob("*.log"))) >= 2
+        stop_by(proc, stop)
+        proc.restart()
+        seen = consume_all(proc.bootstrap, "rolled")
+        assert {seen[offset]: (0, offset) for offset in seen} == acked
+        # And once more after the restarted broker rolled again and was stopped the other way.
+        more = produce(proc.bootstrap, "rolled", [v.replace(b"x", b"y") for v in values[:1000]])
+        stop_by(proc, "kill" if stop != "kill" else "sigterm")
+        proc.restart()
+        seen = consume_all(proc.bootstrap, "rolled")
+        assert {seen[offset]: (0, offset) for offset in seen} == acked | more
+    finally:
+        proc.stop()
+
+
+def test_issue_restart_after_time_rolled_segments(tmp_path: Path) -> None:
+    """segment.ms=1000, three rounds of 10 records 1.5 s apart, kill -9, restart (each sealed segment's
+    .index is empty)."""
+    proc = BrokerProcess(tmp_path / "data").start()
+    try:
+        create(proc.bootstrap, "quiet", {"segment.ms": "1000"})
+        acked: dict[bytes, tuple[int, int] | str] = {}
+        for round_ in range(3):
+            if round_:
+                time.sleep(1.5)
+            acked |= produce(proc.bootstrap, "quiet", [f"r{round_}-{n}".encode() for n in range(10)])
+        indexes = sorted((tmp_path / "data" / "quiet-0").glob("*.index"))
+        assert len(indexes) >= 2 and indexes[0].stat().st_size == 0  # the active one has none yet
+        proc.kill()
+        proc.restart()
+        seen = consume_all(proc.bootstrap, "quiet")
+        assert {seen[offset]: (0, offset) for offset in seen} == acked
+        proc.stop()
+        proc.restart()
+        assert consume_all(proc.bootstrap, "quiet") == seen
+    finally:
+        proc.stop()
+
+
+def try_commit(bootstrap: str, topic: str, offset: int) -> bool:
+    """Commit `offset` for group "committer"; True when the broker confirmed it and it reads back."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "committer", "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    except KafkaException:
+        return False
+    finally:
+        consumer.close()
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "committer"})
+    try:
+        return reader.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == offset
+    finally:
+        reader.close()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs to fill needs root")
+    mount = tmp_path / "tmpfs"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("min_free_bytes", [4 << 20, 0])
+def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
+    small_tmpfs: Path, min_free_bytes: int
+) -> None:
+    """With a threshold, produce stops 4 MiB short of full; without one (0) the real ENOSPC does it."""
+    proc = BrokerProcess(small_tmpfs / "data", min_free_bytes=min_free_bytes).start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "fill", {"segment.bytes": "1048576"})
+        values = [f"{n:06d}".encode().ljust(1000, b"z") for n in range(30_000)]
+        started = time.monotonic()
+        outcome = produce(bootstrap, "fill", values, retries=0)
+        assert time.monotonic() - started < 15, "refusals must come at once, not after a timeout"
+        acked = {v: r for v, r in outcome.items() if isinstance(r, tuple)}
+        refused = [r for r in outcome.values() if not isinstance(r, tuple)]
+        assert 10_000 < len(acked) < 30_000
+        assert refused and set(refused) == {"KAFKA_STORAGE_ERROR"}
+        log = "".join(proc.output)
+        if min_free_bytes:
+            assert f"below min_free_bytes {min_free_bytes}; refusing writes" in log
+            assert os.statvfs(small_tmpfs).f_bavail * os.statvfs(small_tmpfs).f_frsize > 2 << 20
+        else:
+            assert "disk full (ENOSPC); refusing writes" in log
+        # Rate-limited: not one line per refused request.
+        assert log.count("refusing writes") < 10
+        if min_free_bytes:
+            # A group commit is a write too: refused whole (connection closed) before the coordinator
+            # changes anything, so the committed offset stays what it was.
+            assert not try_commit(bootstrap, "fill", 5)
+            assert "group offset_commit refused" in "".join(proc.output)
+        # Reads, metadata and DeleteRecords keep working.
+        seen = consume_all(bootstrap, "fill")
+        assert {seen[o]: (0, o) for o in seen} == acked
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert "fill" in admin.list_topics(timeout=10).topics
+        end = max(offset for _, offset in acked.values()) + 1
+        futures = admin.delete_records([TopicPartition("fill", 0, end - 1000)])
+        assert futures[TopicPartition("fill", 0, end - 1000)].result(timeout=30).low_watermark == end - 1000
+        # Space is back: writes resume on their own, and land after everything acknowledged.
+        deadline = time.monotonic() + 10
+        while True:
+            again = produce(bootstrap, "fill", [b"after-" + str(time.monotonic()).encode()], retries=0)
+            result = next(iter(again.values()))
+            if isinstance(result, tuple) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert result == (0, end)
+        if min_free_bytes:
+            assert try_commit(bootstrap, "fill", end)
+    finally:
+        proc.stop()
+    # And the broker comes back from the tmpfs with what it acknowledged.
+    proc.restart()
+    try:
+        seen = consume_all(proc.bootstrap, "fill")
+        assert min(seen) == end - 1000 and max(seen) == end
+    finally:
+        proc.stop()
+
+
+@pytest.mark.parametrize("failing", ["all", "fsync"])
+def test_io_error_takes_one_partition_offline_and_the_others_keep_working(
+    tmp_path: Path, failing: str
+) -> None:
+    """EIO from fsync and writes under one partition's directory (injected by tests/broker/eio_hook's
+    sitecustomize once a trigger file exists): its producers and consumers get KAFKA_STORAGE_ERROR and
+    nothing more is acknowledged, other partitions keep working, a restart brings it back with everything
+    it acknowledged."""
+    trigger = tmp_path / "eio-now"
+    env_path = os.pathsep.join([str(EIO_HOOK), *sys.path])
+    proc = BrokerProcess(tmp_path / "data")
+    with _environ(
+        PYTHONPATH=env_path,
+        SLUICE_TEST_EIO_TRIGGER=str(trigger),
+        SLUICE_TEST_EIO_DIR="victim-0",
+        SLUICE_TEST_EIO_OPS=failing,
+    ):
+        proc.start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "victim", {})
+        create(bootstrap, "healthy", {})
+        before = produce(bootstrap, "victim", [f"v{n}".encode() for n in range(200)])
+        assert all(isinstance(r, tuple) for r in before.values())
+        trigger.touch()
+        during = produce(bootstrap, "victim", [f"w{n}".encode() for n in range(50)], retries=0)
+        assert set(during.values()) == {"KAFKA_STORAGE_ERROR"}
+        healthy = produce(bootstrap, "healthy", [f"h{n}".encode() for n in range(200)], retries=0)
+        assert all(isinstance(r, tuple) for r in healthy.values())
+        assert len(consume_all(bootstrap, "healthy")) == 200
+        # Consumers are refused too: librdkafka retries KAFKA_STORAGE_ERROR quietly, so it gets nothing;
+        # the raw Fetch shows the code.
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "offline", "enable.auto.commit": False}
+        )
+        consumer.assign([TopicPartition("victim", 0, 0)])
+        got = consumer.consume(100, 2.0)
+        consumer.close()
+        assert [m for m in got if m.error() is None] == []
+        with WireClient.connect(bootstrap) as client:
+            assert wire_fetch(client, "victim", 0, max_wait_ms=0).error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert wire_fetch(client, "healthy", 0, max_wait_ms=0).error_code == ErrorCode.NONE
+        assert "partition offline until restart" in "".join(proc.output)
+    finally:
+        proc.stop()
+    trigger.unlink()
+    proc.restart()
+    try:
+        seen = consume_all(proc.bootstrap, "victim")
+        assert {seen[o]: (0, o) for o in seen if seen[o].startswith(b"v")} == before
+        assert len(consume_all(proc.bootstrap, "healthy")) == 200
+    finally:
+        proc.stop()
+
+
+@contextlib.contextmanager
+def _environ(**values: str) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(tmp_path: Path, skip: bool) -> None:
+    """The issue's corruption case end to end: a byte flipped in a sealed segment of a stopped broker;
+    after the restart every other acknowledged message is read at its offset, a Fetch of the damaged
+    offsets answers CORRUPT_MESSAGE, or (skip_damaged_offsets) consumers read straight past them."""
+    config = tmp_path / "broker.yaml"
+    config.write_text(f"skip_damaged_offsets: {str(skip).lower()}\n")
+    proc = BrokerProcess(tmp_path / "data", config=config).start()
+    try:
+        create(proc.bootstrap, "bits", {"segment.bytes": "100000"})
+        values = [f"{n:06d}".encode().ljust(100, b"q") for n in range(6000)]
+        acked = produce(proc.bootstrap, "bits", values, **{"batch.num.messages": 50})
+        proc.stop()
+        segment = sorted((tmp_path / "data" / "bits-0").glob("*.log"))[1]
+        data = bytearray(segment.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        segment.write_bytes(data)
+        for suffix in (".index", ".timeindex"):
+            segment.with_suffix(suffix).unlink()
+        proc.restart()
+        assert str(segment) in "".join(proc.output) and "damaged" in "".join(proc.output)
+        [damage] = json.loads((tmp_path / "data" / "bits-0" / "damaged.json").read_text())["ranges"]
+        first_bad, after_bad = damage["first_offset"], damage["end_offset"]
+        assert 1 <= after_bad - first_bad <= 50  # one producer batch
+        with WireClient.connect(proc.bootstrap) as client:
+            bad = wire_fetch(client, "bits", first_bad, max_wait_ms=0)
+            good = wire_fetch(client, "bits", after_bad, max_wait_ms=0)
+        assert good.error_code == ErrorCode.NONE and good.records
+        if skip:
+            assert bad.error_code == ErrorCode.NONE and bad.records  # the batch after the damage
+            seen = consume_range(proc.bootstrap, "bits", 0, 6000)
+        else:
+            assert bad.error_code == ErrorCode.CORRUPT_MESSAGE
+            seen = consume_range(proc.bootstrap, "bits", 0, first_bad) | consume_range(
+                proc.bootstrap, "bits", after_bad, 6000
+            )
+        assert len(seen) == 6000 - (after_bad - first_bad)
+        assert all(acked[value] == (0, offset) for offset, value in seen.items())
+    finally:
+        proc.stop()
