@@ -96,6 +96,8 @@ def _item_allowed(access: Access, spec: Items, item: Any) -> tuple[bool, Resourc
 
 def _whole_allowed(access: Access, check: Whole, request: Any) -> bool | None:
     """None when the check does not apply to this request."""
+    if check.unless_set is not None and getattr(request, check.unless_set, None) is not None:
+        return None
     if check.resource is CLUSTER:
         name = CLUSTER_NAME
     else:

@@ -51,6 +51,8 @@ class Whole:
     or_any: tuple[ResourceType, Operation] | None = None
     # The API versions the check applies to (None: all).
     versions: range | None = None
+    # The check does not apply when this request attribute is set.
+    unless_set: str | None = None
 
 
 @dataclass(frozen=True)
@@ -550,7 +552,8 @@ RULES: dict[str, Rule] = {
     "InitProducerId": Rule(
         (
             Whole(TXN, W, "transactional_id", when_set=True),
-            Whole(CLUSTER, Operation.IDEMPOTENT_WRITE, or_any=(TOPIC, W)),
+            # Only an idempotent producer (no transactional id) needs this, as in Kafka.
+            Whole(CLUSTER, Operation.IDEMPOTENT_WRITE, or_any=(TOPIC, W), unless_set="transactional_id"),
         )
     ),
     "AddPartitionsToTxn": Rule(
