@@ -122,6 +122,59 @@ public final class SluiceJavaClient {
                 admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
                 return true;
             }
+            case "describe-broker-config": {  // the broker resource: every entry, with where its value comes from
+                ConfigResource resource = new ConfigResource(ConfigResource.Type.BROKER, w[1]);
+                Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+                Map<String, Object> out = new TreeMap<>();
+                for (ConfigEntry e : config.entries())
+                    out.put(e.name(), map("value", e.value(), "source", e.source().toString(), "type", e.type().toString()));
+                return out;
+            }
+            case "describe-log-dirs": {  // BROKER: {dir: {"topic-partition": size}}
+                Map<String, Object> out = new TreeMap<>();
+                var dirs = admin.describeLogDirs(List.of(Integer.parseInt(w[1]))).allDescriptions().get().get(Integer.parseInt(w[1]));
+                for (var dir : dirs.entrySet()) {
+                    Map<String, Object> sizes = new TreeMap<>();
+                    for (var r : dir.getValue().replicaInfos().entrySet()) sizes.put(r.getKey().toString(), r.getValue().size());
+                    out.put(dir.getKey(), sizes);
+                }
+                return out;
+            }
+            case "elect-leaders": {  // TOPIC PARTITION: the error's class name, or null
+                TopicPartition tp = new TopicPartition(w[1], Integer.parseInt(w[2]));
+                var result = admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, java.util.Set.of(tp)).partitions().get();
+                return result.get(tp).map(e -> e.getClass().getSimpleName()).orElse(null);
+            }
+            case "list-reassignments":
+                return admin.listPartitionReassignments().reassignments().get().size();
+            case "describe-producers": {  // TOPIC PARTITION
+                TopicPartition tp = new TopicPartition(w[1], Integer.parseInt(w[2]));
+                List<Object> out = new ArrayList<>();
+                for (var p : admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers())
+                    out.add(map("id", p.producerId(), "epoch", p.producerEpoch(), "last_sequence", p.lastSequence()));
+                return out;
+            }
+            case "describe-quorum": {
+                var q = admin.describeMetadataQuorum().quorumInfo().get();
+                List<Object> voters = new ArrayList<>();
+                for (var v : q.voters()) voters.add(v.replicaId());
+                return map("leader", q.leaderId(), "voters", voters, "high_watermark", q.highWatermark());
+            }
+            case "describe-features":
+                return admin.describeFeatures().featureMetadata().get().finalizedFeatures().size();
+            case "alter-quota": {  // ENTITY_TYPE NAME KEY VALUE|- (- removes it)
+                var entity = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of(w[1], w[2]));
+                Double value = w[4].equals("-") ? null : Double.valueOf(w[4]);
+                var op = new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(w[3], value);
+                admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(op)))).all().get();
+                return true;
+            }
+            case "describe-quotas": {  // every entity: {"type=name,...": {key: value}}
+                var found = admin.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get();
+                Map<String, Object> out = new TreeMap<>();
+                for (var e : found.entrySet()) out.put(new TreeMap<>(e.getKey().entries()).toString(), new TreeMap<>(e.getValue()));
+                return out;
+            }
             case "create-partitions":  // TOPIC TOTAL
                 admin.createPartitions(Map.of(w[1], NewPartitions.increaseTo(Integer.parseInt(w[2])))).all().get();
                 return true;
@@ -204,19 +257,6 @@ public final class SluiceJavaClient {
                 member.stop();
                 return true;
             }
-            case "scram-upsert": {  // USER SCRAM-SHA-256|SCRAM-SHA-512 ITERATIONS PASSWORD
-                ScramMechanism mechanism = ScramMechanism.fromMechanismName(w[2]);
-                admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
-                        w[1], new ScramCredentialInfo(mechanism, Integer.parseInt(w[3])), w[4]))).all().get();
-                return true;
-            }
-            case "scram-describe": {  // USER...: {"user": ["SCRAM-SHA-256", ...]}
-                Map<String, Object> out = new TreeMap<>();
-                admin.describeUserScramCredentials(rest).all().get().forEach((user, description) ->
-                        out.put(user, description.credentialInfos().stream()
-                                .map(info -> info.mechanism().mechanismName()).sorted().toList()));
-                return out;
-            }
             case "list-transactions": {  // [STATE...]: {"id": [state, producer id]} through the admin client (KIP-664)
                 org.apache.kafka.clients.admin.ListTransactionsOptions options = new org.apache.kafka.clients.admin.ListTransactionsOptions();
                 if (!rest.isEmpty()) {
@@ -239,6 +279,22 @@ public final class SluiceJavaClient {
             case "txn-round":  // TOPIC TXN_ID N: an aborted then a committed transaction of N records each,
                                // then a second producer with the same id fences the first
                 return txnRound(w[1], w[2], Integer.parseInt(w[3]));
+            case "txn-timeout-recover":  // TOPIC TXN_ID: a transaction outlives its timeout; the producer
+                                         // aborts, recovers (KIP-360/588) and commits the next one
+                return txnTimeoutRecover(w[1], w[2]);
+            case "scram-upsert": {  // USER SCRAM-SHA-256|SCRAM-SHA-512 ITERATIONS PASSWORD
+                ScramMechanism mechanism = ScramMechanism.fromMechanismName(w[2]);
+                admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
+                        w[1], new ScramCredentialInfo(mechanism, Integer.parseInt(w[3])), w[4]))).all().get();
+                return true;
+            }
+            case "scram-describe": {  // USER...: {"user": ["SCRAM-SHA-256", ...]}
+                Map<String, Object> out = new TreeMap<>();
+                admin.describeUserScramCredentials(rest).all().get().forEach((user, description) ->
+                        out.put(user, description.credentialInfos().stream()
+                                .map(info -> info.mechanism().mechanismName()).sorted().toList()));
+                return out;
+            }
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);
         }
@@ -299,6 +355,42 @@ public final class SluiceJavaClient {
             }
         } finally {
             first.close(Duration.ofSeconds(5));
+        }
+        return out;
+    }
+
+    private static Map<String, Object> txnTimeoutRecover(String topic, String txnId) throws Exception {
+        Properties props = configs(List.of("transactional.id", txnId, "transaction.timeout.ms", "1500", "linger.ms", "0"));
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "timed-out".getBytes(StandardCharsets.UTF_8))).get();
+            Thread.sleep(3000);  // the broker aborts the transaction and bumps the epoch
+            try {
+                producer.send(new ProducerRecord<>(topic, 0, null, "late".getBytes(StandardCharsets.UTF_8))).get();
+                out.put("first", "sent");
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                out.put("first", cause.getClass().getSimpleName());
+            }
+            // The client completes the failed send's future before its sender thread records the error (and
+            // decides on the epoch bump); a commit or abort in between races with it, so let it settle.
+            Thread.sleep(500);
+            String step = "abort";
+            try {
+                producer.abortTransaction();  // the KIP-360 epoch bump happens here
+                step = "begin";
+                producer.beginTransaction();
+                step = "send";
+                producer.send(new ProducerRecord<>(topic, 0, null, "recovered".getBytes(StandardCharsets.UTF_8))).get();
+                step = "commit";
+                producer.commitTransaction();
+                out.put("second", "committed");
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                out.put("second", step + ": " + cause.getClass().getSimpleName() + ": " + cause.getMessage());
+            }
         }
         return out;
     }

@@ -8,14 +8,20 @@ seen holding two different values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+import logging
+import shutil
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
-from sluice.errors import ErrorCode, KafkaError, RecordErrors
+from sluice.broker.metrics import BrokerMetrics
+from sluice.broker.quotas import ClientQuotas
+from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
+from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import (
     BatchHeader,
     ControlRecordType,
@@ -37,10 +43,14 @@ from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
 from sluice.storage.txn_index import AbortedTxn, TxnIndex
 
+_log = logging.getLogger("sluice.broker")
+
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 # How far back the producer state is rebuilt from batch headers at startup.
 PRODUCER_STATE_SCAN_OFFSETS = 200_000
+# While writes are refused (a full disk), coordinator timers look again this often.
+TICK_RETRY_WHILE_REFUSING_MS = 500
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
 # raises KafkaError (PRODUCER_FENCED, INVALID_TXN_STATE...) when the partition is not in its transaction.
 TxnVerifier = Callable[[int, int, str, int], None]
@@ -91,6 +101,15 @@ class Broker:
         # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
         self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        data_dir = getattr(storage, "data_dir", None)
+        # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
+        self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
+        self._ticks_deferred_until: int | None = None
+        self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
+        self.txn_verifier: TxnVerifier | None = None
+        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
+        self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
+        self.quotas = ClientQuotas.open(data_dir)
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
         security_dir = config.data_dir / "security" if config.data_dir is not None else None
         self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
@@ -101,12 +120,7 @@ class Broker:
         self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
         # Parked requests whose response the authorizer completes (denied items put back) when it comes.
         self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
-        data_dir = getattr(storage, "data_dir", None)
-        # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
-        self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
-        self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
-        self.txn_verifier: TxnVerifier | None = None
-        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
+        self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
 
@@ -130,9 +144,18 @@ class Broker:
                 self.transactions.next_deadline() if self.transactions is not None else None,
             ) if d is not None
         ]
-        return min(deadlines, default=None)
+        deadline = min(deadlines, default=None)
+        if deadline is not None and self._ticks_deferred_until is not None:
+            return max(deadline, self._ticks_deferred_until)
+        return deadline
 
     def tick(self, now_ms: int) -> None:
+        if self.write_refusal(now_ms) is not None:
+            # Timers write (expired members, aborts of timed-out transactions): with no room to persist
+            # them, wait for space rather than change coordinator state the log cannot follow.
+            self._ticks_deferred_until = now_ms + TICK_RETRY_WHILE_REFUSING_MS
+            return
+        self._ticks_deferred_until = None
         if self.groups is not None:
             self.groups.tick(now_ms)
         if self.transactions is not None:
@@ -211,10 +234,21 @@ class Broker:
         meta = self.storage.topic(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        try:
+            self.storage.delete_topic(name)
+        except KafkaError:
+            # Not deleted (no room for the metadata file). If storage dropped the data to make room, its
+            # partitions were reopened empty: follow them.
+            for index in range(meta.partitions):
+                state = self.partitions.get((name, index))
+                if state is not None and state.log is not self.storage.log(name, index):
+                    del self.partitions[(name, index)]
+                    self.unflushed.pop((name, index), None)
+            self._open_partitions(meta)
+            raise
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
             self.unflushed.pop((name, index), None)
-        self.storage.delete_topic(name)
 
     def create_partitions(self, name: str, total: int) -> TopicMeta:
         meta = self.storage.create_partitions(name, total)
@@ -249,6 +283,7 @@ class Broker:
             headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
             if compacted:
                 check_keys_for_compaction(records, headers)
+            check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
@@ -272,6 +307,15 @@ class Broker:
             cached = self._batch_limits[topic] = (meta, config.max_message_bytes, config.compacts)
         return cached[1], cached[2]
 
+    def _record_checks(self, topic: str) -> RecordChecks:
+        meta = self.storage.topic(topic)
+        if meta is None:
+            return NO_CHECKS
+        cached = self._record_checks_cache.get(topic)
+        if cached is None or cached[0] is not meta:
+            cached = self._record_checks_cache[topic] = (meta, parse_checks(meta.configs))
+        return cached[1]
+
     def _append_validated(
         self, state: PartitionState, records: memoryview | bytes, headers: list[BatchHeader], now_ms: int
     ) -> AppendResult:
@@ -293,6 +337,7 @@ class Broker:
         view = memoryview(records)
         first_offset = -1
         pos = 0
+        messages = 0
         for header in headers:
             size = header.size
             try:
@@ -306,6 +351,8 @@ class Broker:
             if header.producer_id >= 0:
                 producers.remember(header, base)
             pos += size
+            messages += header.last_offset_delta + 1
+        self.metrics.produced(state.topic, pos, messages)
         self._appended(state)
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
@@ -379,6 +426,7 @@ class Broker:
             return self.read(state, damaged.resume_offset, max_bytes, committed=committed)
         if end < state.log.log_end_offset:
             data = _cut_at_offset(data, end)
+        self.metrics.fetched(state.topic, data, offset)
         return data
 
     def aborted_transactions(self, state: PartitionState, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
@@ -397,6 +445,27 @@ class Broker:
         candidate = now_ms * 1000
         self._next_producer_id = max(self._next_producer_id + 1, candidate)
         return self._next_producer_id
+
+    def active_producers(self, topic: str, index: int) -> list[ActiveProducer]:
+        """DescribeProducers (KIP-664): the idempotent producers this partition remembers."""
+        state = self.partition(topic, index)
+        producers = state.producers
+        return [
+            ActiveProducer(pid, p.epoch, p.last_sequence, current_txn_start_offset=producers.ongoing.get(pid, -1))
+            for pid, p in sorted(producers.producers.items())
+        ]
+
+    def log_dir(self) -> tuple[str, int, int]:
+        """The one log directory: (absolute path, total bytes, usable bytes); -1 when kept in memory."""
+        data_dir = getattr(self.storage, "data_dir", None)
+        if data_dir is None:
+            return "memory", -1, -1
+        usage = shutil.disk_usage(data_dir)
+        return str(Path(data_dir).resolve()), usage.total, usage.free
+
+    def metadata_offset(self) -> int:
+        """A stand-in for the KRaft metadata log end: one record per topic and partition recorded."""
+        return sum(1 + meta.partitions for meta in self.storage.topics())
 
     def close(self) -> None:
         self.storage.close(clean=True)
@@ -420,9 +489,46 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
     data = log.read(offset, 1)
     for pos, header in iter_batches(data):
         if header.base_offset == offset:
-            _, records = decode_batch(data, pos)
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError:
+                return ControlRecordType.UNKNOWN  # a damaged marker must not keep the broker from starting
             return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
     return ControlRecordType.UNKNOWN
+
+
+def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Iterator[tuple[bytes, bytes | None]]:
+    """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
+    replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
+    recovery) is skipped with an error line: the records before and after it still count, and the broker
+    still comes up."""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, chunk_bytes)
+        if not data:
+            break
+        for pos, header in iter_batches(data):
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError as exc:
+                _log.error("%s: skipping damaged batch at offsets %d-%d: %s",
+                           name, header.base_offset, header.last_offset, exc.message)
+                records = []
+            for record in records:
+                if record.key is not None:
+                    yield record.key, record.value
+            offset = header.last_offset + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    # sluice does not keep these per producer yet; -1 is Kafka's "unknown".
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
 
 
 def _cut_at_offset(data: bytes, end_offset: int) -> bytes:

@@ -108,6 +108,8 @@ class BrokerConfig:
     connection_failed_authentication_delay_ms: int = 100
     # Ports actually bound per protocol (a listener on port 0 gets one at start); not a setting.
     bound_ports: dict[str, int] = field(default_factory=dict)
+    # HOST:PORT of the admin HTTP listener (/metrics and the /v1 admin API); None: no listener.
+    admin_listen: str | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -13,11 +13,19 @@ from sluice.cli.common import DEFAULT_BOOTSTRAP, fail, setup_logging, split_host
 
 
 def _broker_config(
-    listen: str, data_dir: str, advertise: str | None, config: Path | None, min_free_bytes: int | None = None
+    listen: str,
+    data_dir: str,
+    advertise: str | None,
+    config: Path | None,
+    min_free_bytes: int | None = None,
+    metrics_listen: str | None = None,
 ) -> BrokerConfig:
     host, port = split_hostport(listen, "--listen")
     adv_host, adv_port = split_hostport(advertise, "--advertise") if advertise else (None, None)
+    if metrics_listen:
+        split_hostport(metrics_listen, "--metrics-listen")
     overrides: dict[str, Any] = {
+        "admin_listen": metrics_listen or None,
         "listen_host": host,
         "listen_port": port,
         "data_dir": None if data_dir == ":memory:" else Path(data_dir),
@@ -55,6 +63,16 @@ def _check_tls_files(loaded: BrokerConfig, config: Path | None) -> None:
         )
 
 
+MetricsListen = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics-listen",
+        "--admin-listen",
+        help="HOST:PORT of the admin HTTP listener: Prometheus /metrics and the /v1 admin API ('' for none).",
+    ),
+]
+
+
 @app.command()
 def broker(
     listen: Annotated[str, typer.Option(help="Address for Kafka clients.")] = DEFAULT_BOOTSTRAP,
@@ -69,6 +87,7 @@ def broker(
         int | None,
         typer.Option(help="Refuse produce below this much free disk (default max(1 GiB, 5%); 0: never)."),
     ] = None,
+    metrics_listen: MetricsListen = None,
     verbose: bool = False,
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
@@ -78,7 +97,9 @@ def broker(
 
     setup_logging(verbose)
     try:
-        run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes)))
+        run_event_loop(
+            serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes, metrics_listen))
+        )
     except StoreDamaged as exc:
         fail(str(exc))
 
@@ -90,17 +111,30 @@ def serve(
     http_listen: Annotated[str, typer.Option(help="kafka-pixy HTTP listener.")] = "127.0.0.1:19092",
     data_dir: Annotated[str, typer.Option(help="Where logs live.")] = "./sluice-data",
     config: Annotated[Path | None, typer.Option(help="YAML file of broker settings.")] = None,
+    console_listen: Annotated[
+        str, typer.Option(help="Web console address ('off' for none); loopback only, it has no login here.")
+    ] = "127.0.0.1:8080",
+    metrics_listen: MetricsListen = "127.0.0.1:9644",
     verbose: bool = False,
 ) -> None:
-    """Run the broker and the gateway beside it, on loopback by default."""
+    """Run the broker, the gateway and the web console beside it, on loopback by default."""
     from sluice.eventloop import run_event_loop
     from sluice.security.acl import StoreDamaged
     from sluice.server.serve import serve_all
 
     setup_logging(verbose)
-    broker_config = _broker_config(kafka_listen, data_dir, None, config)
+    broker_config = _broker_config(kafka_listen, data_dir, None, config, metrics_listen=metrics_listen)
+    console_address = (
+        None
+        if console_listen.lower() in ("off", "none", "")
+        else split_hostport(console_listen, "--console-listen")
+    )
     try:
-        run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
+        run_event_loop(
+            serve_all(
+                broker_config, grpc_listen=grpc_listen, http_listen=http_listen, console_listen=console_address
+            )
+        )
     except StoreDamaged as exc:
         fail(str(exc))
 

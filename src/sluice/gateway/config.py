@@ -29,6 +29,8 @@ except at least one cluster; "ignored" keys are accepted, have no effect and are
           client_key_file: ...
           insecure: false
           sasl: {mechanism: PLAIN, user: u, password: p}
+          sluice_admin: 127.0.0.1:9644   # sluice extension: the broker's admin listener; offsets set
+                                      # through the gateway then rewind running groups live
           librdkafka: {any.librdkafka.property: value}   # passed through; wins over every mapped value
         net:                          # all of this cluster's librdkafka clients
           dial_timeout: 30s           # socket.connection.setup.timeout.ms (librdkafka's minimum is 1s)
@@ -309,6 +311,8 @@ class ClusterConfig:
     net: NetSettings = field(default_factory=NetSettings)
     # The explicit `librdkafka:` section, applied last.
     passthrough: dict[str, Any] = field(default_factory=dict)
+    # A sluice broker's admin HTTP API (http://host:port), or "" for any other Kafka cluster.
+    admin_url: str = ""
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka settings shared by this cluster's producer, consumers and admin client."""
@@ -518,11 +522,24 @@ def _cluster_from(name: str, section: Any, ignored: list[str]) -> ClusterConfig:
         client_id=str(section.get("client_id") or ""),
         net=net,
         passthrough=passthrough,
+        admin_url=_admin_url(kafka.get("sluice_admin"), f"{where}.kafka.sluice_admin"),
     )
     # Out-of-range mapped values fail the load rather than the first client created much later.
     cluster.producer_config(client_id="")
     cluster.consumer_config(group="", client_id="")
     return cluster
+
+
+def _admin_url(value: Any, where: str) -> str:
+    """HOST:PORT or an http(s) URL of a sluice broker's admin listener, as a base URL."""
+    if value is None or value == "":
+        return ""
+    text = str(value).strip().rstrip("/")
+    url = text if re.match(r"^https?://", text) else f"http://{text}"
+    host, _, port = url.split("://", 1)[1].rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in host:
+        raise ConfigError(f"{where}: expected HOST:PORT or http://HOST:PORT, got {value!r}")
+    return url
 
 
 def _check_producer(producer: ProducerSettings, where: str) -> None:
@@ -628,8 +645,12 @@ def load_config(path: str | Path) -> GatewayConfig:
     return config_from_dict(document)
 
 
-def single_cluster_config(bootstrap_servers: str, **consumer_overrides: Any) -> GatewayConfig:
-    """A one-cluster configuration, e.g. for `sluice serve` pointing at its own broker."""
-    return config_from_dict(
-        {"proxies": {"default": {"kafka": {"seed_peers": bootstrap_servers}, "consumer": consumer_overrides}}}
-    )
+def single_cluster_config(
+    bootstrap_servers: str, *, admin_url: str | None = None, **consumer_overrides: Any
+) -> GatewayConfig:
+    """A one-cluster configuration, e.g. for `sluice serve` pointing at its own broker (and its admin
+    listener, so that offsets set through the gateway rewind running groups live)."""
+    kafka: dict[str, Any] = {"seed_peers": bootstrap_servers}
+    if admin_url:
+        kafka["sluice_admin"] = admin_url
+    return config_from_dict({"proxies": {"default": {"kafka": kafka, "consumer": consumer_overrides}}})

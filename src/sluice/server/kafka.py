@@ -13,6 +13,7 @@ import queue
 import threading
 import time
 from collections import deque
+from time import perf_counter
 from typing import Any
 
 from sluice.broker.api import (
@@ -53,7 +54,7 @@ def now_ms() -> int:
 class ResponseSlot:
     """A place in a connection's response order; filled now or later."""
 
-    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts")
+    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts", "started")
 
     def __init__(self, connection: KafkaConnection, api_key: int, api_version: int, correlation_id: int) -> None:
         self.connection = connection
@@ -61,6 +62,7 @@ class ResponseSlot:
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.parts: list[Any] | None = None
+        self.started = perf_counter()
 
     def fill(self, response: Any, version: int | None = None) -> None:
         version = self.api_version if version is None else version
@@ -69,7 +71,11 @@ class ResponseSlot:
         parts: list[Any] = [response_header(self.correlation_id, self.api_key, flexible)]
         response_codecs(self.api_key)[version].encode_into(response, parts)
         self.parts = parts
+        self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
         self.connection.flush_responses()
+        throttle = getattr(response, "throttle_time_ms", 0)
+        if throttle:
+            self.connection.mute(throttle)
 
 
 class LongPoll:
@@ -96,6 +102,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.reading_paused = False
         self.writing_paused = False
         self.last_received = time.monotonic()
+        # A client over its quota: no request is read until the throttle time has passed (KIP-219).
+        self.muted = False
 
     # ----- asyncio callbacks -----
 
@@ -106,8 +114,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer_host = peer[0] if peer else ""
         if len(self.server.connections) >= self.server.broker.config.max_connections:
             log.warning("refusing connection from %s: %d connections open", self.peer_host, len(self.server.connections))
+            self.server.broker.metrics.connections_refused += 1
             transport.abort()
             return
+        self.server.broker.metrics.connections_accepted += 1
         self.server.connections.add(self)
         self.session = Session.open(self.listener, self.peer_host, peer_principal(transport))
         if uses_sasl(self.listener):
@@ -228,11 +238,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.writelines(frame(slot.parts or []))
         self._update_reading()
 
+    def mute(self, throttle_ms: int) -> None:
+        if self.muted or self.closed:
+            return
+        self.muted = True
+        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self.muted = False
+        self._update_reading()
+
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
         limit = self.server.broker.config.max_in_flight_per_connection
-        should_pause = len(self.pending) >= limit or self.writing_paused
+        should_pause = len(self.pending) >= limit or self.writing_paused or self.muted
         if should_pause and not self.reading_paused:
             self.transport.pause_reading()
             self.reading_paused = True
@@ -286,18 +307,21 @@ class GroupCommit:
         while (partitions := self._jobs.get()) is not None:
             # Each partition on its own: one that fails goes offline, the others are still acknowledged.
             failed: dict[tuple[str, int], str] = {}
+            started = perf_counter()
             for state, _ in partitions:
                 try:
                     state.log.flush()
                 except Exception as exc:  # any failure at all must reach the waiting clients
                     failed[(state.topic, state.index)] = str(exc)
             try:
-                loop.call_soon_threadsafe(self._flushed, failed)
+                loop.call_soon_threadsafe(self._flushed, failed, perf_counter() - started)
             except RuntimeError:
                 return  # the loop is closed: nobody is left to answer
 
-    def _flushed(self, failed: dict[tuple[str, int], str]) -> None:
+    def _flushed(self, failed: dict[tuple[str, int], str], seconds: float = 0.0) -> None:
         assert self.flushing is not None
+        if self.flushing[1]:  # a flush with no partitions did no fsync
+            self.server.broker.metrics.fsync.observe(seconds)
         (batch, partitions), self.flushing = self.flushing, None
         broker = self.server.broker
         broker.end_flush([(state, end) for state, end in partitions if (state.topic, state.index) not in failed])

@@ -6,6 +6,7 @@ from typing import Any
 
 from sluice.broker.api import Outcome, RequestContext, Respond, RespondWhenData, handles, response_class
 from sluice.broker.broker import Broker, PartitionState
+from sluice.broker.quotas import CONSUMER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode, KafkaError
 
 FetchResponse = response_class("Fetch")
@@ -74,11 +75,12 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     response, total = _fetch_once(broker, ctx, request)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
     if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
-        return Respond(response)
+        return Respond(throttled(broker, ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
         again, got = _fetch_once(broker, ctx, request)
-        return again if final or got >= max(request.min_bytes, 1) or _has_error(again) else None
+        done = final or got >= max(request.min_bytes, 1) or _has_error(again)
+        return throttled(broker, ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
     by_id = ctx.api_version >= 13
     watch = [

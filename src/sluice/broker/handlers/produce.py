@@ -14,6 +14,7 @@ from sluice.broker.api import (
     response_class,
 )
 from sluice.broker.broker import Broker
+from sluice.broker.quotas import PRODUCER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode
 
 ProduceResponse = response_class("Produce")
@@ -57,7 +58,8 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id, partition_responses=partitions))
     if request.acks == 0:
         return NoResponse()
-    response = ProduceResponse(responses=topics)
+    size = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+    response = throttled(broker, ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
