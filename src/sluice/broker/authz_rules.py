@@ -335,6 +335,71 @@ def _fill_write_txn_markers(response: Any, request: Any, code: ErrorCode) -> Non
     ]
 
 
+def _fill_alter_client_quotas(response: Any, request: Any, code: ErrorCode) -> None:
+    R = type(response)
+    response.entries = [
+        R.EntryData(
+            error_code=int(code),
+            error_message="not authorized: needs AlterConfigs on the cluster",
+            entity=[R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity],
+        )
+        for entry in request.entries
+    ]
+
+
+def _fill_alter_replica_log_dirs(response: Any, request: Any, code: ErrorCode) -> None:
+    R = type(response)
+    response.results = [
+        R.AlterReplicaLogDirTopicResult(
+            topic_name=topic.name,
+            partitions=[
+                R.AlterReplicaLogDirPartitionResult(partition_index=index, error_code=int(code))
+                for index in topic.partitions
+            ],
+        )
+        for log_dir in request.dirs
+        for topic in log_dir.topics
+    ]
+
+
+def _fill_elect_leaders(response: Any, request: Any, code: ErrorCode) -> None:
+    """The top-level error (v1+) and every named partition's, as Kafka answers."""
+    R = type(response)
+    set_error(response, code)
+    response.replica_election_results = [
+        R.ReplicaElectionResult(
+            topic=tp.topic,
+            partition_result=[
+                R.PartitionResult(
+                    partition_id=index,
+                    error_code=int(code),
+                    error_message="not authorized: needs Alter on the cluster",
+                )
+                for index in tp.partition_id
+            ],
+        )
+        for tp in request.topic_partitions or []
+    ]
+
+
+def _describe_topic_partitions(
+    access: Access, ctx: RequestContext, request: Any
+) -> tuple[Any, Finish | None]:
+    """Named topics are checked one by one (the Items rule, which runs first and may leave the list empty);
+    all topics lists only the describable ones. Denied named topics keep their error entry."""
+    denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+    def finish(response: Any) -> Any:
+        response.topics = [
+            t
+            for t in response.topics
+            if t.error_code == denied or access.allows(Operation.DESCRIBE, TOPIC, t.name or "")
+        ]
+        return response
+
+    return None, finish
+
+
 def _topics(
     op: Operation,
     req_list: str,
@@ -608,6 +673,21 @@ RULES: dict[str, Rule] = {
         )
     ),
     "ListTransactions": Rule(custom=_list_transactions),
+    # Cluster administration (KafkaApis / ControllerApis rules).
+    "DescribeClientQuotas": Rule((Whole(CLUSTER, Operation.DESCRIBE_CONFIGS),)),
+    "AlterClientQuotas": Rule(custom=_cluster_wide(Operation.ALTER_CONFIGS, _fill_alter_client_quotas)),
+    "AlterPartitionReassignments": Rule((Whole(CLUSTER, Operation.ALTER),)),
+    "ListPartitionReassignments": Rule((Whole(CLUSTER, D),)),
+    "AlterReplicaLogDirs": Rule(custom=_cluster_wide(Operation.ALTER, _fill_alter_replica_log_dirs)),
+    # v0-2 have no error field: a denied principal gets no log dirs, as from Kafka.
+    "DescribeLogDirs": Rule((Whole(CLUSTER, D),)),
+    "DescribeQuorum": Rule((Whole(CLUSTER, D),)),
+    "ElectLeaders": Rule(custom=_cluster_wide(Operation.ALTER, _fill_elect_leaders)),
+    "UpdateFeatures": Rule((Whole(CLUSTER, Operation.ALTER),)),
+    "DescribeTopicPartitions": Rule(
+        (Items(TOPIC, D, "topics", "name", "topics", "DescribeTopicPartitionsResponseTopic", "name"),),
+        custom=_describe_topic_partitions,
+    ),
     "DescribeProducers": Rule(
         (
             _topics(
