@@ -341,6 +341,59 @@ def test_sluice_serve_serves_the_console_with_the_gateways_in_flight_messages(
     assert proc.returncode == 0
 
 
+def _serve(data: Path, console_listen: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """`sluice serve` on free ports; returns the process and its output up to the console's line."""
+    ports = [free_port() for _ in range(4)]
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "sluice", "serve", "--data-dir", str(data)),
+            *("--kafka-listen", f"127.0.0.1:{ports[0]}", "--grpc-listen", f"127.0.0.1:{ports[1]}"),
+            *("--http-listen", f"127.0.0.1:{ports[2]}", "--metrics-listen", f"127.0.0.1:{ports[3]}"),
+            *("--console-listen", console_listen),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "sluice console" in line or len(lines) > 50:
+            break
+    return proc, "".join(lines)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_sluice_serve_opens_its_console_beyond_loopback_only_with_a_login(tmp_path: Path) -> None:
+    port = free_port()
+    proc, output = _serve(tmp_path / "open", f"0.0.0.0:{port}", {})
+    try:
+        assert "sluice console not started" in output and "configure a login" in output, output
+        assert proc.poll() is None  # the broker and gateway serve on without it
+    finally:
+        _stop(proc)
+
+    proc, output = _serve(tmp_path / "login", f"0.0.0.0:{port}", {"SLUICE_CONSOLE_TOKEN": "serve-t0k3n"})
+    try:
+        assert f"sluice console on http://0.0.0.0:{port}/" in output, output
+        assert fetch(f"http://127.0.0.1:{port}/topics")[0] == 401
+        bearer = {"Authorization": "Bearer serve-t0k3n"}
+        assert fetch(f"http://127.0.0.1:{port}/topics", headers=bearer)[0] == 200
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0
+
+
 def test_a_reset_of_a_group_with_live_members_is_refused_with_kafkas_error(
     sluice_console: Any, bootstrap: str, topic_name: str, group_name: str
 ) -> None:
