@@ -279,6 +279,9 @@ public final class SluiceJavaClient {
             case "txn-round":  // TOPIC TXN_ID N: an aborted then a committed transaction of N records each,
                                // then a second producer with the same id fences the first
                 return txnRound(w[1], w[2], Integer.parseInt(w[3]));
+            case "txn-timeout-recover":  // TOPIC TXN_ID: a transaction outlives its timeout; the producer
+                                         // aborts, recovers (KIP-360/588) and commits the next one
+                return txnTimeoutRecover(w[1], w[2]);
             case "scram-upsert": {  // USER SCRAM-SHA-256|SCRAM-SHA-512 ITERATIONS PASSWORD
                 ScramMechanism mechanism = ScramMechanism.fromMechanismName(w[2]);
                 admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
@@ -352,6 +355,42 @@ public final class SluiceJavaClient {
             }
         } finally {
             first.close(Duration.ofSeconds(5));
+        }
+        return out;
+    }
+
+    private static Map<String, Object> txnTimeoutRecover(String topic, String txnId) throws Exception {
+        Properties props = configs(List.of("transactional.id", txnId, "transaction.timeout.ms", "1500", "linger.ms", "0"));
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "timed-out".getBytes(StandardCharsets.UTF_8))).get();
+            Thread.sleep(3000);  // the broker aborts the transaction and bumps the epoch
+            try {
+                producer.send(new ProducerRecord<>(topic, 0, null, "late".getBytes(StandardCharsets.UTF_8))).get();
+                out.put("first", "sent");
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                out.put("first", cause.getClass().getSimpleName());
+            }
+            // The client completes the failed send's future before its sender thread records the error (and
+            // decides on the epoch bump); a commit or abort in between races with it, so let it settle.
+            Thread.sleep(500);
+            String step = "abort";
+            try {
+                producer.abortTransaction();  // the KIP-360 epoch bump happens here
+                step = "begin";
+                producer.beginTransaction();
+                step = "send";
+                producer.send(new ProducerRecord<>(topic, 0, null, "recovered".getBytes(StandardCharsets.UTF_8))).get();
+                step = "commit";
+                producer.commitTransaction();
+                out.put("second", "committed");
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                out.put("second", step + ": " + cause.getClass().getSimpleName() + ": " + cause.getMessage());
+            }
         }
         return out;
     }

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from sluice.broker.broker import OFFSETS_TOPIC, Broker
+from sluice.broker.broker import OFFSETS_TOPIC, Broker, read_internal_records
 from sluice.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
 from sluice.errors import ErrorCode, KafkaError
-from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+from sluice.protocol.records import Record, encode_batch, parse_batch_header
 from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.groups")
@@ -96,18 +96,7 @@ def _append_records(broker: Broker, records: list[tuple[bytes, bytes | None]], n
 
 
 def _read_offsets_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
-    log_ = broker.partition(OFFSETS_TOPIC, 0).log
-    offset = log_.log_start_offset
-    while offset < log_.log_end_offset:
-        data = log_.read(offset, READ_CHUNK_BYTES)
-        if not data:
-            break
-        for pos, header in iter_batches(data):
-            _, records = decode_batch(data, pos)
-            for record in records:
-                if record.key is not None:
-                    yield record.key, record.value
-            offset = header.last_offset + 1
+    return read_internal_records(broker.partition(OFFSETS_TOPIC, 0).log, OFFSETS_TOPIC, READ_CHUNK_BYTES)
 
 
 def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:

@@ -19,7 +19,12 @@ from sluice.broker.config_defs import (
 )
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.cleaner import plan_cleaning
-from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS, validate_topic_configs
+from sluice.storage.config import (
+    CLEANER_DIRTY_RATIO,
+    CLEANER_LAST_CLEANED_MS,
+    CLEANER_STATUS_PREFIX,
+    validate_topic_configs,
+)
 from sluice.storage.disk import DiskPartitionLog
 
 DescribeConfigsResponse = response_class("DescribeConfigs")
@@ -318,7 +323,11 @@ def _apply(
             raise KafkaError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {resource.resource_name!r} does not exist"
             )
-        problem = validate_topic_configs(changes) or topic_config_problem(changes)
+        status = {name: value for name, value in changes.items() if name.startswith(CLEANER_STATUS_PREFIX)}
+        # The cleaner's status entries are listed by DescribeConfigs as read-only: say so, not "unknown".
+        problem = (
+            validate_topic_configs(status) or topic_config_problem(changes) or validate_topic_configs(changes)
+        )
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         if not validate_only:

@@ -81,7 +81,11 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             except KafkaError:
                 topics.append(_missing_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            meta = broker.topic_for_metadata(wanted.name, request.allow_auto_topic_creation)
+            try:
+                meta = broker.topic_for_metadata(wanted.name, request.allow_auto_topic_creation)
+            except KafkaError as exc:  # auto-creation failed (a full disk): metadata itself keeps working
+                topics.append(_missing_topic(wanted.name, exc.code))
+                continue
             topics.append(_topic(broker, meta) if meta else _missing_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     return Respond(
         MetadataResponse(
