@@ -5,6 +5,24 @@ from __future__ import annotations
 from confluent_kafka import KafkaException, Producer
 from tests.transactions.conftest import consume_all, create_topic, txn_producer
 
+from sluice.client.wire import WireClient
+
+
+def latest_offset(bootstrap: str, topic: str, *, read_committed: bool) -> int:
+    """ListOffsets LATEST: the LSO for read_committed, the high watermark otherwise."""
+    with WireClient.connect(bootstrap, timeout=10) as client:
+        cls = client.request_class("ListOffsets")
+        request = cls(
+            replica_id=-1,
+            isolation_level=int(read_committed),
+            topics=[
+                cls.ListOffsetsTopic(
+                    name=topic, partitions=[cls.ListOffsetsPartition(partition_index=0, timestamp=-1)]
+                )
+            ],
+        )
+        return client.call("ListOffsets", 7, request).topics[0].partitions[0].offset
+
 
 def test_committed_transaction_is_read_by_both_isolation_levels(
     bootstrap: str, topic_name: str, txn_id: str
@@ -53,6 +71,8 @@ def test_open_transaction_holds_back_later_writes_from_read_committed(
     plain.flush(10)
     # The later non-transactional write waits behind the open transaction's LSO...
     assert consume_all(bootstrap, topic_name, "read_committed", timeout=3) == []
+    assert latest_offset(bootstrap, topic_name, read_committed=True) == 0
+    assert latest_offset(bootstrap, topic_name, read_committed=False) == 2
     assert consume_all(bootstrap, topic_name, "read_uncommitted", expect=2) == [b"in-txn", b"after"]
     producer.commit_transaction(30)
     # ...and is released, in order, by the commit.

@@ -151,3 +151,51 @@ def test_transactions_survive_a_clean_restart(tmp_path: Path) -> None:
         assert list((tmp_path / "data").rglob("*.txnindex"))
     finally:
         proc.stop()
+
+
+def test_kill_9_mid_stream_never_shows_half_a_transaction(tmp_path: Path) -> None:
+    """Transactions of 10 records over 2 partitions stream until kill -9: afterwards every transaction whose
+    commit was acknowledged is whole, and no transaction is visible in part."""
+    import threading
+
+    proc = BrokerProcess(tmp_path / "data").start()
+    acknowledged: list[int] = []
+    try:
+        create_topic(proc.bootstrap, "s", partitions=2)
+        producer = txn_producer(
+            proc.bootstrap, "streamer", **{"transaction.timeout.ms": 10_000, "message.timeout.ms": 3000}
+        )
+        stop = threading.Event()
+
+        def stream() -> None:
+            n = 0
+            while not stop.is_set():
+                try:
+                    producer.begin_transaction()
+                    for i in range(10):
+                        producer.produce("s", f"{n}:{i}".encode(), partition=i % 2)
+                    producer.commit_transaction(3)
+                except KafkaException:
+                    return  # the broker is gone
+                acknowledged.append(n)
+                n += 1
+
+        thread = threading.Thread(target=stream)
+        thread.start()
+        time.sleep(1.5)
+        proc.kill()
+        stop.set()
+        thread.join(30)
+        assert acknowledged, "no transaction committed before the kill"
+        proc.start()
+        # A new incarnation of the producer aborts whatever the crash left open.
+        txn_producer(proc.bootstrap, "streamer").begin_transaction()
+        values = consume_all(proc.bootstrap, "s", "read_committed", partitions=2, timeout=20)
+        by_txn: dict[int, int] = {}
+        for value in values:
+            n, _ = value.decode().split(":")
+            by_txn[int(n)] = by_txn.get(int(n), 0) + 1
+        assert all(count == 10 for count in by_txn.values()), {n: c for n, c in by_txn.items() if c != 10}
+        assert set(acknowledged) <= set(by_txn)
+    finally:
+        proc.kill()

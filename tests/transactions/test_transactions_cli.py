@@ -50,3 +50,31 @@ def test_operator_lists_describes_and_aborts_a_hanging_transaction(
     assert consume_all(bootstrap, topic_name, "read_committed", partitions=2) == [b"later"]
     again = sluice("transactions", "abort", "--transactional-id", txn_id, "-b", bootstrap)
     assert again.returncode == 1 and "no open transaction" in again.stderr
+
+
+def test_operator_aborts_by_partition_and_producer_id(bootstrap: str, topic_name: str, txn_id: str) -> None:
+    create_topic(bootstrap, topic_name)
+    producer = txn_producer(bootstrap, txn_id)
+    producer.begin_transaction()
+    producer.produce(topic_name, b"stuck")
+    producer.flush(10)
+    row = json.loads(sluice("transactions", "describe", txn_id, "--json", "-b", bootstrap).stdout)
+    wrong = sluice("transactions", "abort", "-b", bootstrap, "--topic", topic_name, "--partition", "0")
+    assert wrong.returncode != 0
+    aborted = sluice(
+        "transactions",
+        "abort",
+        "-b",
+        bootstrap,
+        "--topic",
+        topic_name,
+        "--partition",
+        "0",
+        "--producer-id",
+        str(row["producer_id"]),
+        "--producer-epoch",
+        str(row["producer_epoch"]),
+    )
+    assert aborted.returncode == 0, aborted.stderr
+    assert consume_all(bootstrap, topic_name, "read_committed") == []
+    assert consume_all(bootstrap, topic_name, "read_uncommitted") == [b"stuck"]

@@ -8,13 +8,26 @@ seen holding two different values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+import logging
+import shutil
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
-from sluice.errors import ErrorCode, KafkaError, RecordErrors
+from sluice.broker.metrics import BrokerMetrics
+from sluice.broker.quotas import ClientQuotas
+from sluice.broker.record_checks import (
+    NO_CHECKS,
+    RecordChecks,
+    check_records,
+    merge_record_errors,
+    parse_checks,
+)
+from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import (
     BatchHeader,
     ControlRecordType,
@@ -25,15 +38,25 @@ from sluice.protocol.records import (
     parse_batch_header,
     validate_batches,
 )
+from sluice.security.acl import AclStore, Authorizer
+from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
+from sluice.storage.damage import DamagedOffsets
+from sluice.storage.log import DiskFull
+from sluice.storage.log_cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
+from sluice.storage.space import FreeSpaceGuard
 from sluice.storage.txn_index import AbortedTxn, TxnIndex
+
+_log = logging.getLogger("sluice.broker")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 # How far back the producer state is rebuilt from batch headers at startup.
 PRODUCER_STATE_SCAN_OFFSETS = 200_000
+# While writes are refused (a full disk), coordinator timers look again this often.
+TICK_RETRY_WHILE_REFUSING_MS = 500
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
 # raises KafkaError (PRODUCER_FENCED, INVALID_TXN_STATE...) when the partition is not in its transaction.
 TxnVerifier = Callable[[int, int, str, int], None]
@@ -81,17 +104,43 @@ class Broker:
         # The shell registers this to wake long polls waiting on a partition.
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
         self._next_producer_id = 0
-        self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
+        # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
+        self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
+        data_dir = getattr(storage, "data_dir", None)
+        # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
+        self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
+        self._ticks_deferred_until: int | None = None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
+        self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
+        self.quotas = ClientQuotas.open(data_dir)
+        # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
+        security_dir = config.data_dir / "security" if config.data_dir is not None else None
+        self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
+        self.acls = AclStore(security_dir / "acls.json" if security_dir else None)
+        self.authorizer: Authorizer | None = None
+        if config.authorizer == "acl":
+            self.authorizer = Authorizer(self.acls, config.super_users, config.allow_everyone_if_no_acl_found)
+        self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
+        # Parked requests whose response the authorizer completes (denied items put back) when it comes.
+        self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
+        self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
 
     # ----- dispatch -----
 
     def dispatch(self, ctx: RequestContext, request: Any) -> Outcome:
+        if self.authorizer is not None:
+            return authz.dispatch(self, authz.Access(self.authorizer, ctx.principal, ctx.client_host, self._topic_name_by_id),
+                            ctx, request)
         return HANDLERS.handlers[ctx.api_key].handle(self, ctx, request)
+
+    def _topic_name_by_id(self, topic_id: Any) -> str | None:
+        meta = self.storage.topic_by_id(topic_id)
+        return meta.name if meta is not None else None
 
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
@@ -101,9 +150,18 @@ class Broker:
                 self.transactions.next_deadline() if self.transactions is not None else None,
             ) if d is not None
         ]
-        return min(deadlines, default=None)
+        deadline = min(deadlines, default=None)
+        if deadline is not None and self._ticks_deferred_until is not None:
+            return max(deadline, self._ticks_deferred_until)
+        return deadline
 
     def tick(self, now_ms: int) -> None:
+        if self.write_refusal(now_ms) is not None:
+            # Timers write (expired members, aborts of timed-out transactions): with no room to persist
+            # them, wait for space rather than change coordinator state the log cannot follow.
+            self._ticks_deferred_until = now_ms + TICK_RETRY_WHILE_REFUSING_MS
+            return
+        self._ticks_deferred_until = None
         if self.groups is not None:
             self.groups.tick(now_ms)
         if self.transactions is not None:
@@ -112,6 +170,11 @@ class Broker:
     def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
         """Answers to parked requests that became ready: (reply token, response, needs durability)."""
         ready, self.ready_replies = self.ready_replies, []
+        if self.reply_finishers:
+            ready = [
+                (token, finish(response) if (finish := self.reply_finishers.pop(token, None)) else response, durable)
+                for token, response, durable in ready
+            ]
         return ready
 
     # ----- topics -----
@@ -177,10 +240,21 @@ class Broker:
         meta = self.storage.topic(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        try:
+            self.storage.delete_topic(name)
+        except KafkaError:
+            # Not deleted (no room for the metadata file). If storage dropped the data to make room, its
+            # partitions were reopened empty: follow them.
+            for index in range(meta.partitions):
+                state = self.partitions.get((name, index))
+                if state is not None and state.log is not self.storage.log(name, index):
+                    del self.partitions[(name, index)]
+                    self.unflushed.pop((name, index), None)
+            self._open_partitions(meta)
+            raise
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
             self.unflushed.pop((name, index), None)
-        self.storage.delete_topic(name)
 
     def create_partitions(self, name: str, total: int) -> TopicMeta:
         meta = self.storage.create_partitions(name, total)
@@ -207,22 +281,55 @@ class Broker:
             state = self.partition(topic, index)
             if records is None or len(records) == 0:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
-            headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
+            if state.log.offline_reason:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
+            if refusal := self.write_refusal(now_ms, len(records)):
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
+            max_batch_bytes, compacted = self._topic_limits(topic)
+            headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
+            # KIP-467: every bad record of the batch is named, whichever check it failed.
+            failed: list[RecordErrors] = []
+            if compacted:
+                try:
+                    check_keys_for_compaction(records, headers)
+                except RecordErrors as exc:
+                    failed.append(exc)
+            try:
+                check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
+            except RecordErrors as exc:
+                failed.append(exc)
+            if failed:
+                raise merge_record_errors(failed)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
         except KafkaError as exc:
             return AppendResult(exc.code, message=exc.message)
 
-    def _max_batch_bytes(self, topic: str) -> int:
+    def write_refusal(self, now_ms: int, size: int = 0) -> str | None:
+        """Why writes are refused now (free space below min_free_bytes, or the disk was found full)."""
+        return self.free_space.refusal(now_ms, size) if self.free_space is not None else None
+
+    def _topic_limits(self, topic: str) -> tuple[int, bool]:
+        """(max.message.bytes, whether the topic is compacted so every record needs a key)."""
         # Parsing topic configs costs more than validating a batch: keep the answer per TopicMeta object,
         # which storage replaces whenever the configs change.
         meta = self.storage.topic(topic)
         if meta is None:
-            return self.config.max_message_bytes
+            return self.config.max_message_bytes, False
         cached = self._batch_limits.get(topic)
         if cached is None or cached[0] is not meta:
-            cached = self._batch_limits[topic] = (meta, meta.config.max_message_bytes)
+            config = meta.config
+            cached = self._batch_limits[topic] = (meta, config.max_message_bytes, config.compacts)
+        return cached[1], cached[2]
+
+    def _record_checks(self, topic: str) -> RecordChecks:
+        meta = self.storage.topic(topic)
+        if meta is None:
+            return NO_CHECKS
+        cached = self._record_checks_cache.get(topic)
+        if cached is None or cached[0] is not meta:
+            cached = self._record_checks_cache[topic] = (meta, parse_checks(meta.configs))
         return cached[1]
 
     def _append_validated(
@@ -246,14 +353,22 @@ class Broker:
         view = memoryview(records)
         first_offset = -1
         pos = 0
+        messages = 0
         for header in headers:
             size = header.size
-            base = state.log.append(view[pos : pos + size], header, append_time_ms=now_ms)
+            try:
+                base = state.log.append(view[pos : pos + size], header, append_time_ms=now_ms)
+            except DiskFull:
+                if self.free_space is not None:
+                    self.free_space.disk_full(now_ms)
+                raise
             if first_offset < 0:
                 first_offset = base
             if header.producer_id >= 0:
                 producers.remember(header, base)
             pos += size
+            messages += header.last_offset_delta + 1
+        self.metrics.produced(state.topic, pos, messages)
         self._appended(state)
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
@@ -312,12 +427,22 @@ class Broker:
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"offset {offset} is outside [{state.log.log_start_offset}, {state.high_watermark}]",
             )
+        if state.log.offline_reason:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
         end = state.last_stable_offset if committed else state.high_watermark
         if offset >= end:
             return b""
-        data = state.log.read(offset, max_bytes)
+        try:
+            data = state.log.read(offset, max_bytes)
+        except DamagedOffsets as damaged:
+            # Recovery recorded these offsets as damaged (storage/damage.py): CORRUPT_MESSAGE, as Kafka
+            # answers for a corrupt batch, unless the operator chose to let consumers skip them.
+            if not self.config.skip_damaged_offsets or damaged.resume_offset >= end:
+                raise
+            return self.read(state, damaged.resume_offset, max_bytes, committed=committed)
         if end < state.log.log_end_offset:
             data = _cut_at_offset(data, end)
+        self.metrics.fetched(state.topic, data, offset)
         return data
 
     def aborted_transactions(self, state: PartitionState, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
@@ -336,6 +461,27 @@ class Broker:
         candidate = now_ms * 1000
         self._next_producer_id = max(self._next_producer_id + 1, candidate)
         return self._next_producer_id
+
+    def active_producers(self, topic: str, index: int) -> list[ActiveProducer]:
+        """DescribeProducers (KIP-664): the idempotent producers this partition remembers."""
+        state = self.partition(topic, index)
+        producers = state.producers
+        return [
+            ActiveProducer(pid, p.epoch, p.last_sequence, current_txn_start_offset=producers.ongoing.get(pid, -1))
+            for pid, p in sorted(producers.producers.items())
+        ]
+
+    def log_dir(self) -> tuple[str, int, int]:
+        """The one log directory: (absolute path, total bytes, usable bytes); -1 when kept in memory."""
+        data_dir = getattr(self.storage, "data_dir", None)
+        if data_dir is None:
+            return "memory", -1, -1
+        usage = shutil.disk_usage(data_dir)
+        return str(Path(data_dir).resolve()), usage.total, usage.free
+
+    def metadata_offset(self) -> int:
+        """A stand-in for the KRaft metadata log end: one record per topic and partition recorded."""
+        return sum(1 + meta.partitions for meta in self.storage.topics())
 
     def close(self) -> None:
         self.storage.close(clean=True)
@@ -359,9 +505,46 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
     data = log.read(offset, 1)
     for pos, header in iter_batches(data):
         if header.base_offset == offset:
-            _, records = decode_batch(data, pos)
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError:
+                return ControlRecordType.UNKNOWN  # a damaged marker must not keep the broker from starting
             return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
     return ControlRecordType.UNKNOWN
+
+
+def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Iterator[tuple[bytes, bytes | None]]:
+    """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
+    replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
+    recovery) is skipped with an error line: the records before and after it still count, and the broker
+    still comes up."""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, chunk_bytes)
+        if not data:
+            break
+        for pos, header in iter_batches(data):
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError as exc:
+                _log.error("%s: skipping damaged batch at offsets %d-%d: %s",
+                           name, header.base_offset, header.last_offset, exc.message)
+                records = []
+            for record in records:
+                if record.key is not None:
+                    yield record.key, record.value
+            offset = header.last_offset + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    # sluice does not keep these per producer yet; -1 is Kafka's "unknown".
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
 
 
 def _cut_at_offset(data: bytes, end_offset: int) -> bytes:

@@ -6,6 +6,7 @@ from typing import Any
 
 from sluice.broker.api import Outcome, RequestContext, Respond, RespondWhenData, handles, response_class
 from sluice.broker.broker import Broker, PartitionState
+from sluice.broker.quotas import CONSUMER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode, KafkaError
 
 FetchResponse = response_class("Fetch")
@@ -58,10 +59,12 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
                 continue
             out.records = data
             if committed:
+                aborted = broker.aborted_transactions(state, part.fetch_offset, data)
+                # Null when there is nothing to filter, as Kafka answers: clients then skip the bookkeeping.
                 out.aborted_transactions = [
                     FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                    for a in broker.aborted_transactions(state, part.fetch_offset, data)
-                ]
+                    for a in aborted
+                ] or None
             total += len(data)
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
     return FetchResponse(responses=topics, session_id=0), total
@@ -72,11 +75,12 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     response, total = _fetch_once(broker, ctx, request)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
     if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
-        return Respond(response)
+        return Respond(throttled(broker, ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
         again, got = _fetch_once(broker, ctx, request)
-        return again if final or got >= max(request.min_bytes, 1) or _has_error(again) else None
+        done = final or got >= max(request.min_bytes, 1) or _has_error(again)
+        return throttled(broker, ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
     by_id = ctx.api_version >= 13
     watch = [

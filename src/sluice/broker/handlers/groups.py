@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sluice.broker.api import Parked, RequestContext, Respond, handles, response_class
+from sluice.broker.api import Outcome, Parked, RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker
 from sluice.coordinator import messages as m
 from sluice.coordinator.consumer_group import CONSUMER_MEMBER_TYPE, grouped_by_topic
@@ -40,7 +40,7 @@ def _park(broker: Broker, ctx: RequestContext, method: str, request: Any, conver
 
 @handles("FindCoordinator")
 def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     node = broker.config.node_id
     R = FindCoordinatorResponse
     supported = request.key_type == GROUP_KEY_TYPE or (
@@ -139,17 +139,44 @@ def leave_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
     return _park(broker, ctx, "leave_group", m.LeaveGroup(request.group_id, members), convert)
 
 
+def _split_unknown_partitions(broker: Broker, topics: list[Any]) -> tuple[list[Any], dict[str, list[int]]]:
+    """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist before the coordinator
+    sees the commit (KafkaApis.handleOffsetCommitRequest): the known ones, and the unknown ones by topic."""
+    known: list[Any] = []
+    unknown: dict[str, list[int]] = {}
+    for t in topics:
+        meta = broker.storage.topic(t.name)
+        exists = [meta is not None and 0 <= p.partition_index < meta.partitions for p in t.partitions]
+        parts = [p for p, ok in zip(t.partitions, exists, strict=True) if ok]
+        missing = [p.partition_index for p, ok in zip(t.partitions, exists, strict=True) if not ok]
+        if parts:
+            known.append((t.name, parts))
+        if missing:
+            unknown.setdefault(t.name, []).extend(missing)
+    return known, unknown
+
+
 @handles("OffsetCommit", "0-9")
-def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     version = ctx.api_version
+    known, unknown = _split_unknown_partitions(broker, request.topics)
+    R = OffsetCommitResponse
+    refused = [
+        R.OffsetCommitResponseTopic(name=name, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            for i in indexes])
+        for name, indexes in unknown.items()
+    ]
+    if unknown and not known:
+        return Respond(R(topics=refused))
     commit = m.OffsetCommit(
         group_id=request.group_id,
         topics=[
-            m.OffsetCommitTopic(t.name, [
+            m.OffsetCommitTopic(name, [
                 m.OffsetCommitPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
                                         p.committed_metadata, p.commit_timestamp)
-                for p in t.partitions])
-            for t in request.topics
+                for p in parts])
+            for name, parts in known
         ],
         generation_id=request.generation_id_or_member_epoch if version >= 1 else -1,
         member_id=request.member_id if version >= 1 else "",
@@ -163,7 +190,7 @@ def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
             R.OffsetCommitResponseTopic(name=t.name, partitions=[
                 R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=p.error_code)
                 for p in t.partitions])
-            for t in result.topics])
+            for t in result.topics] + refused)
 
     return _park(broker, ctx, "offset_commit", commit, convert)
 

@@ -14,6 +14,7 @@ from sluice.broker.api import (
     response_class,
 )
 from sluice.broker.broker import Broker
+from sluice.broker.quotas import PRODUCER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode
 
 ProduceResponse = response_class("Produce")
@@ -57,8 +58,26 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id, partition_responses=partitions))
     if request.acks == 0:
         return NoResponse()
-    response = ProduceResponse(responses=topics)
+    size = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+    response = throttled(broker, ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
+
+
+def refuse_unflushed(broker: Broker, response: Any, failed: dict[tuple[str, int], str]) -> bool:
+    """Turn the answers for partitions whose fsync failed into KAFKA_STORAGE_ERROR, in a produce response
+    waiting for that fsync. False when `response` is not a produce response."""
+    if not isinstance(response, ProduceResponse):
+        return False
+    for topic in response.responses:
+        name = topic.name
+        if not name and topic.topic_id is not None:
+            meta = broker.storage.topic_by_id(topic.topic_id)
+            name = meta.name if meta else None
+        for part in topic.partition_responses:
+            reason = failed.get((name, part.index))
+            if reason is not None and part.error_code == ErrorCode.NONE:
+                part.error_code, part.error_message, part.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, reason, -1
+    return True
 
