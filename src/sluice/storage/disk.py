@@ -197,8 +197,10 @@ class DiskPartitionLog(SegmentedLog):
     # --- the cleaner's side (storage/cleaner.py) -----------------------------------------------------
 
     def cleanable_segments(self) -> list[FileSegment]:
-        """The sealed segments already made durable, oldest first: the only ones the cleaner touches.
-        Safe from any thread.
+        """The sealed segments already made durable, oldest first, up to the first with recorded damage:
+        the only ones the cleaner touches. A damaged segment stays as it is (its damaged.json byte ranges
+        would not describe a rewritten file, and the cleaner reads batches without resynchronising) until
+        `sluice storage repair` quarantines the damage. Safe from any thread.
         """
         with self._segments_lock:
             if self._closed or self._failure:
@@ -206,7 +208,7 @@ class DiskPartitionLog(SegmentedLog):
             not_durable = {id(segment) for segment in self._not_durable}
             result: list[FileSegment] = []
             for segment in self._segments[:-1]:
-                if id(segment) in not_durable:
+                if id(segment) in not_durable or segment.damaged:  # type: ignore[attr-defined]
                     break
                 result.append(segment)  # type: ignore[arg-type]
             return result
