@@ -8,17 +8,26 @@ seen holding two different values.
 
 from __future__ import annotations
 
+import logging
 import shutil
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
+from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.quotas import ClientQuotas
-from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
-from sluice.errors import ErrorCode, KafkaError, RecordErrors
+from sluice.broker.record_checks import (
+    NO_CHECKS,
+    RecordChecks,
+    check_records,
+    merge_record_errors,
+    parse_checks,
+)
+from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import (
     BatchHeader,
     ControlRecordType,
@@ -29,14 +38,18 @@ from sluice.protocol.records import (
     parse_batch_header,
     validate_batches,
 )
+from sluice.security.acl import AclStore, Authorizer
+from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
-from sluice.storage.cleaner import check_keys_for_compaction
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
+from sluice.storage.log_cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
 from sluice.storage.txn_index import AbortedTxn, TxnIndex
+
+_log = logging.getLogger("sluice.broker")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -94,22 +107,40 @@ class Broker:
         # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
         self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         data_dir = getattr(storage, "data_dir", None)
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self._ticks_deferred_until: int | None = None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
-        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
         self.quotas = ClientQuotas.open(data_dir)
+        # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
+        security_dir = config.data_dir / "security" if config.data_dir is not None else None
+        self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
+        self.acls = AclStore(security_dir / "acls.json" if security_dir else None)
+        self.authorizer: Authorizer | None = None
+        if config.authorizer == "acl":
+            self.authorizer = Authorizer(self.acls, config.super_users, config.allow_everyone_if_no_acl_found)
+        self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
+        # Parked requests whose response the authorizer completes (denied items put back) when it comes.
+        self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
+        self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
 
     # ----- dispatch -----
 
     def dispatch(self, ctx: RequestContext, request: Any) -> Outcome:
+        if self.authorizer is not None:
+            return authz.dispatch(self, authz.Access(self.authorizer, ctx.principal, ctx.client_host, self._topic_name_by_id),
+                            ctx, request)
         return HANDLERS.handlers[ctx.api_key].handle(self, ctx, request)
+
+    def _topic_name_by_id(self, topic_id: Any) -> str | None:
+        meta = self.storage.topic_by_id(topic_id)
+        return meta.name if meta is not None else None
 
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
@@ -139,6 +170,11 @@ class Broker:
     def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
         """Answers to parked requests that became ready: (reply token, response, needs durability)."""
         ready, self.ready_replies = self.ready_replies, []
+        if self.reply_finishers:
+            ready = [
+                (token, finish(response) if (finish := self.reply_finishers.pop(token, None)) else response, durable)
+                for token, response, durable in ready
+            ]
         return ready
 
     # ----- topics -----
@@ -251,9 +287,19 @@ class Broker:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
             max_batch_bytes, compacted = self._topic_limits(topic)
             headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
+            # KIP-467: every bad record of the batch is named, whichever check it failed.
+            failed: list[RecordErrors] = []
             if compacted:
-                check_keys_for_compaction(records, headers)
-            check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
+                try:
+                    check_keys_for_compaction(records, headers)
+                except RecordErrors as exc:
+                    failed.append(exc)
+            try:
+                check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
+            except RecordErrors as exc:
+                failed.append(exc)
+            if failed:
+                raise merge_record_errors(failed)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
@@ -307,6 +353,7 @@ class Broker:
         view = memoryview(records)
         first_offset = -1
         pos = 0
+        messages = 0
         for header in headers:
             size = header.size
             try:
@@ -320,6 +367,8 @@ class Broker:
             if header.producer_id >= 0:
                 producers.remember(header, base)
             pos += size
+            messages += header.last_offset_delta + 1
+        self.metrics.produced(state.topic, pos, messages)
         self._appended(state)
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
@@ -393,6 +442,7 @@ class Broker:
             return self.read(state, damaged.resume_offset, max_bytes, committed=committed)
         if end < state.log.log_end_offset:
             data = _cut_at_offset(data, end)
+        self.metrics.fetched(state.topic, data, offset)
         return data
 
     def aborted_transactions(self, state: PartitionState, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
@@ -455,9 +505,35 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
     data = log.read(offset, 1)
     for pos, header in iter_batches(data):
         if header.base_offset == offset:
-            _, records = decode_batch(data, pos)
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError:
+                return ControlRecordType.UNKNOWN  # a damaged marker must not keep the broker from starting
             return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
     return ControlRecordType.UNKNOWN
+
+
+def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Iterator[tuple[bytes, bytes | None]]:
+    """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
+    replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
+    recovery) is skipped with an error line: the records before and after it still count, and the broker
+    still comes up."""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, chunk_bytes)
+        if not data:
+            break
+        for pos, header in iter_batches(data):
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError as exc:
+                _log.error("%s: skipping damaged batch at offsets %d-%d: %s",
+                           name, header.base_offset, header.last_offset, exc.message)
+                records = []
+            for record in records:
+                if record.key is not None:
+                    yield record.key, record.value
+            offset = header.last_offset + 1
 
 
 @dataclass(frozen=True, slots=True)

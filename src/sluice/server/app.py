@@ -7,6 +7,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -14,11 +15,13 @@ from typing import TypeVar
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
+from sluice.server.admin import AdminApp
 from sluice.server.kafka import KafkaServer, now_ms
 from sluice.storage.api import Storage
-from sluice.storage.cleaner import CleanerSettings, LogCleaner
+from sluice.storage.cleaner import TxnFacts
 from sluice.storage.config import TopicConfig
 from sluice.storage.disk import DiskPartitionLog, DiskStorage
+from sluice.storage.log_cleaner import CleanerSettings, LogCleaner
 
 log = logging.getLogger("sluice")
 T = TypeVar("T")
@@ -58,8 +61,18 @@ class RunningBroker:
     port: int
     retention_task: asyncio.Task[None]
     cleaner: LogCleaner | None = None
+    admin: AdminApp | None = None
+
+    @property
+    def admin_url(self) -> str | None:
+        if self.admin is None or self.admin.address is None:
+            return None
+        host, port = self.admin.address
+        return f"http://{host}:{port}"
 
     async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
         self.retention_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.retention_task
@@ -71,8 +84,12 @@ class RunningBroker:
 
 
 def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, DiskPartitionLog]]:
-    """Runs on the loop: the partitions the cleaner should look at now (cleanup.policy read afresh)."""
-    found = []
+    """Runs on the loop: the partitions the cleaner should look at now (cleanup.policy read afresh).
+    None while writes are refused (free space below min_free_bytes, or a full disk): a pass needs room for
+    a cleaned copy of up to segment.bytes before it frees anything."""
+    found: list[tuple[str, int, TopicConfig, DiskPartitionLog]] = []
+    if broker.write_refusal(now_ms()):
+        return found
     for (topic, index), state in broker.partitions.items():
         meta = broker.storage.topic(topic)
         if meta is None or not isinstance(state.log, DiskPartitionLog):
@@ -81,6 +98,18 @@ def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, DiskPar
         if config.compacts:
             found.append((topic, index, config, state.log))
     return found
+
+
+def _txn_facts(broker: Broker, topic: str, index: int) -> TxnFacts:
+    """Runs on the loop: what the cleaner may assume about the partition's transactions and producers."""
+    state = broker.partitions.get((topic, index))
+    if state is None:
+        return TxnFacts()
+    return TxnFacts(
+        state.last_stable_offset,
+        tuple((e.producer_id, e.first_offset, e.last_offset) for e in state.txn_index.entries),
+        frozenset(p.recent[-1].base_offset for p in state.producers.producers.values() if p.recent),
+    )
 
 
 def _crash_point_from_environment() -> Callable[[str], None]:
@@ -127,6 +156,7 @@ def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleaner
         run_on_loop,
         now_ms,
         crash_point=_crash_point_from_environment(),
+        facts=lambda topic, index: _txn_facts(broker, topic, index),
     )
     broker.cleaner = cleaner
     cleaner.start()
@@ -154,15 +184,43 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
     retention = loop.create_task(_retention_loop(broker))
     cleaner = start_cleaner(broker, loop)
     log.info("sluice broker listening on %s:%d (data: %s)", host, port, config.data_dir or "memory")
-    return RunningBroker(broker, server, host, port, retention, cleaner)
+    running = RunningBroker(broker, server, host, port, retention, cleaner)
+    if config.admin_listen:
+        admin_host, _, admin_port = config.admin_listen.rpartition(":")
+        if config.authorizer is not None and admin_host.strip("[]") not in ("127.0.0.1", "::1", "localhost"):
+            # The admin HTTP API (group delete/rewind) has no SASL and no ACLs.
+            log.warning(
+                "admin_listen %s is not loopback: its /v1 API is not covered by the authorizer",
+                config.admin_listen,
+            )
+        running.admin = AdminApp(server)
+        try:
+            await running.admin.start(admin_host.strip("[]"), int(admin_port))
+        except BaseException:
+            await running.stop()
+            raise
+    return running
+
+
+def announce(running: RunningBroker) -> None:
+    """The lines BrokerProcess and scripts wait for."""
+    config = running.broker.config
+    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    for protocol, _, _ in config.listener_specs()[1:]:
+        host, port = config.advertised_for(protocol)
+        print(f"sluice listener {protocol}://{host}:{port}", flush=True)
+    if running.admin_url is not None:
+        print(f"sluice admin listening on {running.admin_url}", flush=True)
 
 
 async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
     stop = asyncio.Event()
     install_stop_signals(stop)
     running = await start_broker(config)
+    with contextlib.suppress(NotImplementedError, AttributeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, running.server.reload_tls)
     freeze_startup_objects()
-    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    announce(running)
     if ready is not None:
         ready.set()
     await stop.wait()

@@ -65,7 +65,7 @@ def _missing_topic(name: str | None, error: ErrorCode, topic_id: Any = None) -> 
 
 @handles("Metadata")
 def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     topics: list[Any] = []
     if all_topics:
@@ -99,7 +99,7 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
 
 @handles("DescribeCluster")
 def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     node = broker.config.node_id
     return Respond(
         DescribeClusterResponse(
