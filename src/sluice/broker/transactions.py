@@ -34,7 +34,6 @@ log = logging.getLogger("sluice.transactions")
 
 READ_CHUNK_BYTES = 1 << 20
 MARKER_RETRY_MS = 1000
-WRITE_REFUSED_RETRY_MS = 1000
 # One coordinator forever: its epoch in every marker is 0.
 _COORDINATOR_EPOCH = 0
 
@@ -43,9 +42,6 @@ class TransactionService:
     def __init__(self, broker: Broker, coordinator: TransactionCoordinator) -> None:
         self.broker = broker
         self.coordinator = coordinator
-        # While the disk refuses writes, timeouts are not acted on (an abort writes markers and state);
-        # the timer looks again at this time instead of spinning on a deadline already past.
-        self._postponed_until: int | None = None
         # Transactions whose markers some partition refused (I/O error, full disk): tried again on the timer.
         self.pending_markers: dict[str, _PendingMarkers] = {}
         self._marker_retry_at: int | None = None
@@ -182,17 +178,11 @@ class TransactionService:
 
     def next_deadline(self) -> int | None:
         deadline = self.coordinator.next_deadline()
-        if deadline is not None and self._postponed_until is not None:
-            deadline = max(deadline, self._postponed_until)
         if self._marker_retry_at is not None:
             deadline = min(deadline, self._marker_retry_at) if deadline is not None else self._marker_retry_at
         return deadline
 
     def tick(self, now_ms: int) -> None:
-        if self.broker.write_refusal(now_ms) is not None:
-            self._postponed_until = now_ms + WRITE_REFUSED_RETRY_MS
-            return
-        self._postponed_until = None
         if self.pending_markers:
             self._retry_markers(now_ms)
         outcome = self.coordinator.tick(now_ms, self.new_producer_id(now_ms))
