@@ -268,6 +268,8 @@ def test_a_partition_refusing_its_marker_holds_the_transaction_whole(tmp_path: P
             producer.commit_transaction(3)
         assert blocked.value.args[0].retriable() or blocked.value.args[0].txn_requires_abort()
         assert describe_state(bootstrap, "held") == "PrepareCommit"
+        # Retried every second, said once.
+        assert "".join(proc.output).count("cannot write its COMMIT marker") == 1
     finally:
         proc.stop()
     trigger.unlink()

@@ -71,7 +71,9 @@ class TransactionService:
             self._persist(records, now_ms)
         return bool(outcome.prepare or outcome.records or outcome.markers)
 
-    def _write_markers(self, markers: Markers, partitions: list[TP], now_ms: int) -> list[TP]:
+    def _write_markers(
+        self, markers: Markers, partitions: list[TP], now_ms: int, *, retry: bool = False
+    ) -> list[TP]:
         """Write `markers` into `partitions`; the partitions whose log refused the write (offline after an
         I/O error, disk full) are returned, to be tried again."""
         failed: list[TP] = []
@@ -89,7 +91,8 @@ class TransactionService:
                     now_ms=now_ms,
                 )
             except (KafkaError, OSError) as exc:
-                log.error(
+                # Said once; the retries every second would only repeat it.
+                (log.debug if retry else log.error)(
                     "transaction %r: cannot write its %s marker into %s-%d yet: %s",
                     markers.transactional_id,
                     "COMMIT" if markers.commit else "ABORT",
@@ -140,7 +143,7 @@ class TransactionService:
 
     def _retry_markers(self, now_ms: int) -> None:
         for transactional_id, pending in list(self.pending_markers.items()):
-            pending.remaining = self._write_markers(pending.markers, pending.remaining, now_ms)
+            pending.remaining = self._write_markers(pending.markers, pending.remaining, now_ms, retry=True)
             if pending.remaining:
                 continue
             self._write_offsets(pending.markers, now_ms)
