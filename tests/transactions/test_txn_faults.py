@@ -74,10 +74,11 @@ def test_full_disk_mid_transaction_refuses_commit_until_space_is_back(small_tmpf
             producer.commit_transaction(3)
         assert refused.value.args[0].retriable(), refused.value.args[0]
         assert time.monotonic() - started < 10
-        # Straight on the wire: InitProducerId is refused at once with COORDINATOR_NOT_AVAILABLE (retriable),
-        # and the coordinator changed nothing (the same commit goes through once space is back).
+        # Straight on the wire: InitProducerId is refused at once with NOT_COORDINATOR (Kafka's answer when the
+        # coordinator cannot write its log; retriable), and the coordinator changed nothing (the same commit
+        # goes through once space is back).
         with WireClient.connect(bootstrap) as client:
-            assert init(client, "other-txn").error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            assert init(client, "other-txn").error_code == ErrorCode.NOT_COORDINATOR
         time.sleep(2.5)  # past late-txn's timeout: its abort must wait for space too
         assert consume_all(bootstrap, "t", "read_committed", partitions=2, timeout=2) == []
         assert "refusing writes" in "".join(proc.output)

@@ -55,6 +55,15 @@ def _no_coordinator(broker: Broker, ctx: RequestContext) -> bool:
     return broker.transactions is None
 
 
+def _cannot_write(broker: Broker, ctx: RequestContext) -> bool:
+    """True while the data dir refuses writes (full disk, below min_free_bytes): a call that would change
+    transaction state is refused before the coordinator changes anything, so its state never runs ahead of
+    `__transaction_state` and no transaction is left half ended. Kafka answers a coordinator whose log
+    cannot be written with NOT_COORDINATOR, which every client retries (the reason is logged by the
+    free-space guard); once space is back the retry goes through."""
+    return broker.write_refusal(ctx.now_ms) is not None
+
+
 @handles("InitProducerId")
 def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     R = InitProducerIdResponse
@@ -76,6 +85,8 @@ def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Outco
         )
     if len(request.transactional_id) > MAX_TRANSACTIONAL_ID_CHARS:
         return Respond(R(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1))
+    if _cannot_write(broker, ctx):
+        return Respond(R(error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1))
     outcome = broker.transactions.coordinator.init_producer_id(
         request.transactional_id,
         request.transaction_timeout_ms,
@@ -107,6 +118,8 @@ def _add_partitions(
     unknown = {tp for tp in wanted if tp not in broker.partitions}
     if len(wanted) > MAX_PARTITIONS_PER_REQUEST:
         errors = {tp: ErrorCode.INVALID_REQUEST for tp in wanted}
+    elif not verify_only and _cannot_write(broker, ctx):
+        errors = {tp: ErrorCode.NOT_COORDINATOR for tp in wanted}
     elif unknown:
         # As Kafka: nothing is added when one partition is unknown; the others were "not attempted".
         errors = {
@@ -189,6 +202,8 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
 def add_offsets_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     if _no_coordinator(broker, ctx):
         return Respond(AddOffsetsToTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    if _cannot_write(broker, ctx):
+        return Respond(AddOffsetsToTxnResponse(error_code=ErrorCode.NOT_COORDINATOR))
     outcome = broker.transactions.coordinator.add_offsets(
         request.transactional_id,
         request.producer_id,
@@ -271,6 +286,8 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outc
 def end_txn(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     if _no_coordinator(broker, ctx):
         return Respond(EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    if _cannot_write(broker, ctx):
+        return Respond(EndTxnResponse(error_code=ErrorCode.NOT_COORDINATOR))
     outcome = broker.transactions.coordinator.end_txn(
         request.transactional_id,
         request.producer_id,
@@ -368,8 +385,7 @@ def write_txn_markers(broker: Broker, ctx: RequestContext, request: Any) -> Outc
     R = WriteTxnMarkersResponse
     sink = TxnOutcome()
     wrote_directly = False
-    # Below min_free_bytes or after ENOSPC no marker can be written: refuse before touching any state.
-    refused = broker.write_refusal(ctx.now_ms) is not None
+    refused = _cannot_write(broker, ctx)
     results = []
     for marker in request.markers:
         topics = []
