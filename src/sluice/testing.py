@@ -14,17 +14,23 @@ from pathlib import Path
 from types import TracebackType
 
 _READY = re.compile(r"^sluice broker listening on [^ ]+:(\d+)$")
+_ADMIN_READY = re.compile(r"^sluice admin listening on (http://[^ ]+)$")
 
 
 class BrokerProcess:
     """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
 
     def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
-                 extra_args: list[str] | None = None, min_free_bytes: int | None = 0) -> None:
+                 extra_args: list[str] | None = None, min_free_bytes: int | None = 0,
+                 admin: bool = False) -> None:
         # Test brokers do not refuse produce for lack of free disk unless a test asks (None: the default).
         self.min_free_bytes = min_free_bytes
         self.data_dir = data_dir
         self.port = port
+        # admin=True also serves /metrics and the admin API on an ephemeral port: see admin_url.
+        self.admin = admin
+        self.admin_url: str | None = None
+        self._admin_port = 0
         self.config = config
         self.extra_args = extra_args or []
         self.proc: subprocess.Popen[str] | None = None
@@ -41,6 +47,8 @@ class BrokerProcess:
             cmd += ["--config", str(self.config)]
         if self.min_free_bytes is not None:
             cmd += ["--min-free-bytes", str(self.min_free_bytes)]
+        if self.admin:
+            cmd += ["--metrics-listen", f"127.0.0.1:{self._admin_port}"]
         cmd += self.extra_args
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -53,6 +61,12 @@ class BrokerProcess:
                 match = _READY.match(line)
                 if match and not ready.is_set():
                     self.port = int(match.group(1))
+                    if not self.admin:
+                        ready.set()
+                admin_match = _ADMIN_READY.match(line.rstrip())
+                if admin_match and not ready.is_set():
+                    self.admin_url = admin_match.group(1)
+                    self._admin_port = int(self.admin_url.rsplit(":", 1)[1])  # the same port on restart
                     ready.set()
             ready.set()
 
@@ -90,6 +104,12 @@ class BrokerProcess:
         """Start again on the same port and data dir (after kill() or stop())."""
         return self.start()
 
+    def create_topic(
+        self, name: str | None = None, partitions: int = 1, config: dict[str, str] | None = None
+    ) -> str:
+        """Create a topic on this broker (a unique name unless given) and return its name once it is ready."""
+        return create_topic(self.bootstrap, partitions, name=name, config=config)
+
     def rss_bytes(self) -> int:
         assert self.proc is not None
         with open(f"/proc/{self.proc.pid}/status") as status:
@@ -106,7 +126,12 @@ class BrokerProcess:
 
 
 def create_topic(
-    bootstrap: str, partitions: int = 1, prefix: str = "t", timeout: float = 30.0, name: str | None = None
+    bootstrap: str,
+    partitions: int = 1,
+    prefix: str = "t",
+    timeout: float = 30.0,
+    name: str | None = None,
+    config: dict[str, str] | None = None,
 ) -> str:
     """Create `name` (default: a unique name from `prefix`); return it once metadata shows all its partitions."""
     import uuid
@@ -115,7 +140,7 @@ def create_topic(
 
     name = name or f"{prefix}-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
         future.result(timeout=timeout)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

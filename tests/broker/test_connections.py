@@ -101,3 +101,37 @@ def test_idle_connections_cost_a_few_kib_each(strict_broker: BrokerProcess) -> N
         for sock in sockets:
             sock.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def ask(sock: socket.socket, correlation_id: int) -> int:
+    """One ApiVersions round trip; the correlation id of the answer."""
+    sock.settimeout(5)
+    sock.sendall(api_versions(correlation_id))
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed"
+        data += chunk
+    return struct.unpack(">i", data[4:8])[0]
+
+
+def test_connections_past_max_connections_are_refused_and_the_others_keep_working(tmp_path: Path) -> None:
+    config = tmp_path / "broker.yaml"
+    config.write_text("max_connections: 3\n")
+    proc = BrokerProcess(None, config=config).start()
+    try:
+        time.sleep(0.3)  # BrokerProcess's own readiness probe has gone
+        held = [socket.create_connection(("127.0.0.1", proc.port)) for _ in range(3)]
+        assert [ask(sock, n) for n, sock in enumerate(held)] == [0, 1, 2]
+        extra = socket.create_connection(("127.0.0.1", proc.port))
+        assert closed_within(extra, 5), "the fourth connection was kept open"
+        assert "refusing connection" in "".join(proc.output)
+        assert ask(held[0], 10) == 10
+        held.pop().close()  # a slot frees up: a new connection is served again
+        time.sleep(0.3)
+        again = socket.create_connection(("127.0.0.1", proc.port))
+        assert ask(again, 11) == 11
+        for sock in [*held, extra, again]:
+            sock.close()
+    finally:
+        proc.stop()

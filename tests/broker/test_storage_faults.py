@@ -14,13 +14,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from test_broker_apis import wire_fetch
 
 from sluice.client.wire import WireClient
@@ -352,5 +353,177 @@ def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(tmp_pat
             )
         assert len(seen) == 6000 - (after_bad - first_bad)
         assert all(acked[value] == (0, offset) for offset, value in seen.items())
+    finally:
+        proc.stop()
+
+
+def fill_up(mount: Path) -> Path:
+    """Write a file until the filesystem is full to the last byte (ENOSPC); returns it."""
+    ballast = mount / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (1 << 20, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * chunk)
+    finally:
+        os.close(fd)
+    return ballast
+
+
+def test_full_disk_topic_admin_and_transactions_fail_cleanly_and_deleting_a_topic_frees_space(
+    small_tmpfs: Path,
+) -> None:
+    """On a disk full to the last byte: CreateTopics and auto-creation answer KAFKA_STORAGE_ERROR and create
+    nothing, a transaction's commit is held off (COORDINATOR_NOT_AVAILABLE, retried by the client) without
+    the coordinator changing state, DeleteTopics still works and frees space, and then everything resumes:
+    the commit goes through and every committed message is at its offset, also after a restart."""
+    proc = BrokerProcess(small_tmpfs / "data", min_free_bytes=0).start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "kept", {})
+        create(bootstrap, "hog", {"segment.bytes": "1048576"})
+        txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": "full-disk", "linger.ms": 5})
+        txn.init_transactions(30)
+        txn.begin_transaction()
+        for n in range(20):
+            txn.produce("kept", f"t{n}".encode())
+        assert txn.flush(30) == 0
+        hogged = produce(bootstrap, "hog", [b"h" * 1000] * 30_000, retries=0)
+        assert "KAFKA_STORAGE_ERROR" in hogged.values()
+        ballast = fill_up(small_tmpfs)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        with pytest.raises(KafkaException) as raised:
+            admin.create_topics([NewTopic("late", 2, 1)])["late"].result(timeout=30)
+        assert raised.value.args[0].code() == KafkaError.KAFKA_STORAGE_ERROR
+        with WireClient.connect(bootstrap) as client:  # auto-creation by a metadata request
+            cls = client.request_class("Metadata")
+            wanted = cls(topics=[cls.MetadataRequestTopic(name="auto")], allow_auto_topic_creation=True)
+            [topic] = client.call("Metadata", 12, wanted).topics
+            assert topic.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        assert {"late", "auto"}.isdisjoint(admin.list_topics(timeout=10).topics)
+        assert not list((small_tmpfs / "data").glob("late-*")) and not list(
+            (small_tmpfs / "data").glob("auto-*")
+        )
+        committed: list[BaseException | None] = []
+        committing = threading.Thread(target=lambda: committed.append(_commit(txn)))
+        committing.start()
+        time.sleep(2)
+        assert not committed, "a commit needs room for its markers and transaction state"
+        with WireClient.connect(bootstrap) as client:
+            cls = client.request_class("DescribeTransactions")
+            [state] = client.call(
+                "DescribeTransactions", 0, cls(transactional_ids=["full-disk"])
+            ).transaction_states
+            assert state.transaction_state == "Ongoing"
+        # The operator deletes the topic that filled the disk: that works with no byte free, and frees it.
+        admin.delete_topics(["hog"])["hog"].result(timeout=30)
+        committing.join(30)
+        assert committed == [None]
+        ballast.unlink()
+        after = produce(bootstrap, "kept", [b"after"], retries=0)
+        assert after == {b"after": (0, 21)}  # 20 messages and the commit marker before it
+        admin.create_topics([NewTopic("late", 2, 1)])["late"].result(timeout=30)
+    finally:
+        proc.stop()
+    proc.restart()
+    try:
+        topics = AdminClient({"bootstrap.servers": proc.bootstrap}).list_topics(timeout=10).topics
+        assert "hog" not in topics and {"kept", "late"} <= set(topics)
+        seen = consume_range(proc.bootstrap, "kept", 0, 22)  # read_committed: offset 20 is the marker
+        assert seen == {n: f"t{n}".encode() for n in range(20)} | {21: b"after"}
+    finally:
+        proc.stop()
+
+
+def _commit(producer: Producer) -> BaseException | None:
+    try:
+        producer.commit_transaction(60)
+    except KafkaException as exc:
+        return exc
+    return None
+
+
+def test_on_a_full_disk_configs_can_change_and_retention_frees_space_so_writes_resume(
+    small_tmpfs: Path, tmp_path: Path
+) -> None:
+    """Below min_free_bytes an operator lowers retention.bytes (AlterConfigs is a metadata write, which the
+    margin leaves room for); the retention timer deletes old segments and produce resumes by itself, at the
+    offset after everything acknowledged."""
+    config = tmp_path / "broker.yaml"
+    config.write_text("retention_check_interval_ms: 200\n")
+    proc = BrokerProcess(small_tmpfs / "data", config=config, min_free_bytes=4 << 20).start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "hog", {"segment.bytes": "1048576"})
+        outcome = produce(
+            bootstrap, "hog", [f"{n:06d}".encode().ljust(1000, b"r") for n in range(30_000)], retries=0
+        )
+        acked = sorted(r for r in outcome.values() if isinstance(r, tuple))
+        assert "KAFKA_STORAGE_ERROR" in outcome.values() and acked
+        end = acked[-1][1] + 1
+        refused = produce(bootstrap, "hog", [b"still full"], retries=0)
+        assert refused == {b"still full": "KAFKA_STORAGE_ERROR"}
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        resource = ConfigResource(
+            "topic",
+            "hog",
+            incremental_configs=[
+                ConfigEntry("retention.bytes", "3000000", incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+        deadline = time.monotonic() + 20
+        while True:
+            result = produce(bootstrap, "hog", [b"room again"], retries=0)[b"room again"]
+            if isinstance(result, tuple) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert result == (0, end)
+        low, high = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"}).get_watermark_offsets(
+            TopicPartition("hog", 0), timeout=10
+        )
+        assert high == end + 1 and 0 < low < end - 2000  # retention dropped whole segments, kept the rest
+        assert "accepting writes" in "".join(proc.output)
+    finally:
+        proc.stop()
+
+
+def describe_transaction(bootstrap: str, transactional_id: str) -> str:
+    with WireClient.connect(bootstrap) as client:
+        cls = client.request_class("DescribeTransactions")
+        [state] = client.call(
+            "DescribeTransactions", 0, cls(transactional_ids=[transactional_id])
+        ).transaction_states
+        return state.transaction_state
+
+
+def test_a_timed_out_transaction_is_aborted_only_once_its_markers_can_be_written(small_tmpfs: Path) -> None:
+    """The coordinator's timers write too (abort markers, transaction state): below min_free_bytes they wait,
+    so the coordinator never decides what the log cannot record; once space is back the abort happens."""
+    proc = BrokerProcess(small_tmpfs / "data", min_free_bytes=4 << 20).start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "slow", {})
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": "sleepy", "transaction.timeout.ms": 1000}
+        )
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("slow", b"never committed")
+        assert producer.flush(10) == 0
+        stats = os.statvfs(small_tmpfs)
+        ballast = small_tmpfs / "ballast"
+        ballast.write_bytes(b"\0" * (stats.f_bavail * stats.f_frsize - (2 << 20)))
+        time.sleep(2.5)
+        assert describe_transaction(bootstrap, "sleepy") == "Ongoing"
+        ballast.unlink()
+        deadline = time.monotonic() + 10
+        while describe_transaction(bootstrap, "sleepy") != "CompleteAbort" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert describe_transaction(bootstrap, "sleepy") == "CompleteAbort"
+        with WireClient.connect(bootstrap) as client:
+            fetched = wire_fetch(client, "slow", 0, max_wait_ms=0)
+            assert fetched.error_code == ErrorCode.NONE and fetched.high_watermark == 2  # record + marker
     finally:
         proc.stop()

@@ -19,7 +19,7 @@ from sluice.testing import free_port
 
 
 def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: Path) -> None:
-    kafka_port, grpc_port, http_port = free_port(), free_port(), free_port()
+    kafka_port, grpc_port, http_port, admin_port = free_port(), free_port(), free_port(), free_port()
     data_dir = tmp_path / "sluice-data"
     proc = subprocess.Popen(
         [
@@ -35,6 +35,11 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
             f"127.0.0.1:{http_port}",
             "--data-dir",
             str(data_dir),
+            # Its own port for the web console `sluice serve` starts too (the default 8080 may be taken).
+            "--console-listen",
+            f"127.0.0.1:{free_port()}",
+            "--metrics-listen",
+            f"127.0.0.1:{admin_port}",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -71,6 +76,20 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
         finally:
             consumer.close()
         assert values == [b"over http", b"over grpc"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=30) as reply:
+            assert 'sluice_topic_messages_in_total{topic="served"} 2.0' in reply.read().decode()
+        # The gateway knows its broker's admin listener: setting offsets is a (live) rewind that says
+        # where the offset landed (clamped to the log's end).
+        rewind = urllib.request.Request(
+            f"http://127.0.0.1:{http_port}/topics/served/offsets?group=g",
+            data=json.dumps([{"partition": http_ack["partition"], "offset": 50}]).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(rewind, timeout=30) as reply:
+            assert json.loads(reply.read()) == {
+                "offsets": [{"partition": http_ack["partition"], "requested": 50, "actual": 2}]
+            }
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

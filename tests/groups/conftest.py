@@ -22,3 +22,12 @@ def fast_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProc
 @pytest.fixture
 def fast_bootstrap(fast_broker: BrokerProcess) -> str:
     return fast_broker.bootstrap
+
+
+@pytest.fixture(scope="session")
+def admin_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The fast group settings plus the admin listener (groups create, live rewind, /metrics)."""
+    root = tmp_path_factory.mktemp("admin-groups")
+    proc = BrokerProcess(root / "data", config=fast_config(root), admin=True).start()
+    yield proc
+    proc.stop()

@@ -29,7 +29,10 @@ import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -57,11 +60,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class SluiceJavaClient {
     private static final HexFormat HEX = HexFormat.of();
     private static String bootstrap;
+    // SCRAM mode: client security settings (security.protocol, sasl.*, ssl.*) from the properties file
+    // named by the optional second argument, applied to every client this driver makes.
+    private static final Properties security = new Properties();
     private static Admin admin;
     private static final Map<String, Member> members = new ConcurrentHashMap<>();
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
+        if (args.length > 1)
+            try (var reader = Files.newBufferedReader(Path.of(args[1]))) { security.load(reader); }
         admin = Admin.create(configs(List.of()));
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         for (String line; (line = in.readLine()) != null; ) {
@@ -271,6 +279,22 @@ public final class SluiceJavaClient {
             case "txn-round":  // TOPIC TXN_ID N: an aborted then a committed transaction of N records each,
                                // then a second producer with the same id fences the first
                 return txnRound(w[1], w[2], Integer.parseInt(w[3]));
+            case "txn-timeout-recover":  // TOPIC TXN_ID: a transaction outlives its timeout; the producer
+                                         // aborts, recovers (KIP-360/588) and commits the next one
+                return txnTimeoutRecover(w[1], w[2]);
+            case "scram-upsert": {  // USER SCRAM-SHA-256|SCRAM-SHA-512 ITERATIONS PASSWORD
+                ScramMechanism mechanism = ScramMechanism.fromMechanismName(w[2]);
+                admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
+                        w[1], new ScramCredentialInfo(mechanism, Integer.parseInt(w[3])), w[4]))).all().get();
+                return true;
+            }
+            case "scram-describe": {  // USER...: {"user": ["SCRAM-SHA-256", ...]}
+                Map<String, Object> out = new TreeMap<>();
+                admin.describeUserScramCredentials(rest).all().get().forEach((user, description) ->
+                        out.put(user, description.credentialInfos().stream()
+                                .map(info -> info.mechanism().mechanismName()).sorted().toList()));
+                return out;
+            }
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);
         }
@@ -331,6 +355,42 @@ public final class SluiceJavaClient {
             }
         } finally {
             first.close(Duration.ofSeconds(5));
+        }
+        return out;
+    }
+
+    private static Map<String, Object> txnTimeoutRecover(String topic, String txnId) throws Exception {
+        Properties props = configs(List.of("transactional.id", txnId, "transaction.timeout.ms", "1500", "linger.ms", "0"));
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "timed-out".getBytes(StandardCharsets.UTF_8))).get();
+            Thread.sleep(3000);  // the broker aborts the transaction and bumps the epoch
+            try {
+                producer.send(new ProducerRecord<>(topic, 0, null, "late".getBytes(StandardCharsets.UTF_8))).get();
+                out.put("first", "sent");
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                out.put("first", cause.getClass().getSimpleName());
+            }
+            // The client completes the failed send's future before its sender thread records the error (and
+            // decides on the epoch bump); a commit or abort in between races with it, so let it settle.
+            Thread.sleep(500);
+            String step = "abort";
+            try {
+                producer.abortTransaction();  // the KIP-360 epoch bump happens here
+                step = "begin";
+                producer.beginTransaction();
+                step = "send";
+                producer.send(new ProducerRecord<>(topic, 0, null, "recovered".getBytes(StandardCharsets.UTF_8))).get();
+                step = "commit";
+                producer.commitTransaction();
+                out.put("second", "committed");
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                out.put("second", step + ": " + cause.getClass().getSimpleName() + ": " + cause.getMessage());
+            }
         }
         return out;
     }
@@ -446,6 +506,7 @@ public final class SluiceJavaClient {
     private static Properties configs(List<String> kv) {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
+        props.putAll(security);
         for (int i = 0; i < kv.size(); i += 2) props.put(kv.get(i), kv.get(i + 1));
         return props;
     }

@@ -39,3 +39,18 @@ def test_java_transactional_producer_commits_aborts_and_is_fenced(
     assert values == [f"aborted{i}".encode() for i in range(5)] + [
         f"committed{i}".encode() for i in range(5)
     ] + [b"zombie"]
+
+
+def test_java_producer_recovers_after_the_broker_aborts_its_timed_out_transaction(
+    java: JavaClient, java_bootstrap: str
+) -> None:
+    """KIP-360/KIP-588: the broker aborts a transaction past its timeout and bumps the epoch; the producer
+    hears an abortable error, aborts (bumping its epoch through InitProducerId with its id and old epoch)
+    and carries on with the same producer."""
+    topic = f"java-txn-timeout-{java.version}"
+    java.call("create-topic", topic, 1)
+    result = java.call("txn-timeout-recover", topic, f"java-txn-timeout-{java.version}")
+    assert result["first"] in ("InvalidProducerEpochException", "TransactionAbortableException"), result
+    assert result["second"] == "committed", result
+    committed = java.call("consume", topic, 0, 0, 4, "isolation.level=read_committed")
+    assert [bytes.fromhex(r["value"]) for r in committed] == [b"recovered"]

@@ -97,6 +97,10 @@ def test_issue_scenario_one_flipped_byte_with_indexes_removed_costs_one_batch(
     assert _header(before, 0).base_offset == lost[0] - 5 and len(before) == len(contents[lost[0] - 5])
     recorded = json.loads((partition / DAMAGE_FILE).read_text())["ranges"]
     assert [(r["segment"], r["first_offset"], r["end_offset"]) for r in recorded] == [(0, lost[0], lost[0] + 5)]
+    # The ERROR line names the byte range too, and it is the one recorded.
+    byte_range = f"bytes {recorded[0]['start']}..{recorded[0]['end']}"
+    assert any(str(first) in m and byte_range in m for m in errors), errors
+    assert recorded[0]["start"] <= int(first.stat().st_size * 0.4) < recorded[0]["end"]
     storage.close()
     # A clean restart trusts the rebuilt indexes and still knows the damage from damaged.json.
     storage = DiskStorage(tmp_path / "data")

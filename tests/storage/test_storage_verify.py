@@ -71,7 +71,15 @@ def test_verify_lists_offset_gaps_without_failing(tmp_path: Path) -> None:
     write_gapped_segments(data_dir / "t-0")
     code, [report] = verify(data_dir)
     assert code == 0
-    assert [tuple(g) for g in report["gaps"]] == [(2, 3), (5, 9), (11, 12), (14, 25), (27, 40), (42, 50), (54, 70)]
+    assert [tuple(g) for g in report["gaps"]] == [
+        (2, 3),
+        (5, 9),
+        (11, 12),
+        (14, 25),
+        (27, 40),
+        (42, 50),
+        (54, 70),
+    ]
 
 
 def test_repair_quarantines_damage_and_keeps_every_intact_batch_at_its_offset(tmp_path: Path) -> None:
@@ -101,3 +109,61 @@ def test_repair_quarantines_damage_and_keeps_every_intact_batch_at_its_offset(tm
     batch, header = make_batch(values_of(1))
     assert storage.log("t", 0).append(batch, header, append_time_ms=0) == max(contents) + 5
     storage.close()
+
+
+def test_verify_beside_a_running_broker_that_produces_rolls_and_deletes(tmp_path: Path) -> None:
+    """Read-only and safe while the broker runs: segments being appended, rolled and deleted by retention
+    under it are not reported as damage, and verify never fails on a file that vanished."""
+    import threading
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from sluice.testing import BrokerProcess
+
+    config = tmp_path / "broker.yaml"
+    config.write_text("retention_check_interval_ms: 100\n")
+    proc = BrokerProcess(tmp_path / "data", config=config).start()
+    stop = threading.Event()
+    try:
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        configs = {"segment.bytes": "20000", "retention.bytes": "60000"}
+        admin.create_topics([NewTopic("busy", 1, 1, config=configs)])["busy"].result(timeout=30)
+        sent = []
+
+        def keep_producing() -> None:
+            producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 2})
+            while not stop.is_set():
+                for _ in range(200):
+                    producer.produce("busy", b"v" * 100)
+                producer.flush(10)
+                sent.append(200)
+
+        writer = threading.Thread(target=keep_producing)
+        writer.start()
+        runs = 0
+        while sum(sent) < 6000 or runs < 5:
+            code, reports = verify(tmp_path / "data", "--topic", "busy")
+            assert code == 0, reports
+            [report] = reports
+            assert report["ok"] and report["segments"]
+            runs += 1
+        stop.set()
+        writer.join(30)
+        assert len(list((tmp_path / "data" / "busy-0").glob("*.log"))) < sum(sent) * 100 // 20000
+    finally:
+        stop.set()
+        proc.stop()
+
+
+def test_verify_and_repair_explain_bad_arguments(tmp_path: Path) -> None:
+    missing = runner.invoke(app, ["storage", "verify", "--data-dir", str(tmp_path / "nowhere")])
+    assert missing.exit_code == 1 and "is not a directory" in " ".join(missing.output.split())
+    make_partition(tmp_path / "data", 10)
+    unknown = runner.invoke(
+        app, ["storage", "verify", "--data-dir", str(tmp_path / "data"), "--topic", "nope"]
+    )
+    assert unknown.exit_code == 1 and "no partitions of topic 'nope'" in " ".join(unknown.output.split())
+    repair = runner.invoke(app, ["storage", "repair", "--data-dir", str(tmp_path / "nowhere")])
+    assert repair.exit_code == 1 and "is not a directory" in " ".join(repair.output.split())
+    assert not (tmp_path / "nowhere").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from tests.transactions.conftest import consume_all, create_topic
 
 
@@ -31,6 +31,73 @@ def test_kafka_python_transactional_producer_commits_and_aborts(
         f"committed{i}".encode() for i in range(5)
     ]
     assert len(consume_all(bootstrap, topic_name, "read_uncommitted")) == 10
+
+
+def test_kafka_python_suite_transactional_producer_messages(
+    bootstrap: str, topic_name: str, txn_id: str
+) -> None:
+    """kafka-python's own test_transactional_producer_messages: each send waited for, the topic created on
+    first use, a read_committed consumer assigned to partition 0."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, partition=0, value=b"msg1").get(timeout=30)
+        producer.send(topic_name, partition=0, value=b"msg2").get(timeout=30)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(topic_name, partition=0, value=b"msg3").get(timeout=30)
+        producer.send(topic_name, partition=0, value=b"msg4").get(timeout=30)
+        producer.commit_transaction()
+    finally:
+        producer.close(5)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        consumer_timeout_ms=10_000,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+    )
+    messages = set()
+    try:
+        consumer.assign([TopicPartition(topic_name, 0)])
+        for msg in consumer:
+            assert msg.value in {b"msg3", b"msg4"}
+            messages.add(msg.value)
+            if messages == {b"msg3", b"msg4"}:
+                break
+    finally:
+        consumer.close()
+    assert messages == {b"msg3", b"msg4"}
+
+
+def test_kafka_python_suite_transactional_producer_offsets(
+    bootstrap: str, topic_name: str, txn_id: str, group_name: str
+) -> None:
+    """kafka-python's own test_transactional_producer_offsets: offsets sent in a committed transaction are
+    the group's (metadata and leader epoch kept); those of an aborted one are not."""
+    create_topic(bootstrap, topic_name, partitions=2)
+    tp0, tp1 = TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, partition=0, value=b"msg1").get(timeout=30)
+        producer.send_offsets_to_transaction({tp0: OffsetAndMetadata(0, "metadata", 0)}, group_name)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction({tp1: OffsetAndMetadata(1, "bad", 1)}, group_name)
+        producer.abort_transaction()
+    finally:
+        producer.close(5)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        # kafka-python 3 answers per group.
+        assert admin.list_group_offsets(group_name)[group_name] == {
+            tp0: OffsetAndMetadata(offset=0, metadata="metadata", leader_epoch=0)
+        }
+    finally:
+        admin.close()
 
 
 def test_aiokafka_transactional_producer_commits_and_aborts(

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from confluent_kafka import Consumer
-from tests.transactions.conftest import create_topic
+from tests.transactions.conftest import consume_all, create_topic
 
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
@@ -114,6 +114,38 @@ def test_transaction_timeout_above_the_maximum(bootstrap: str, txn_id: str) -> N
         assert init(client, txn_id, timeout_ms=900_001).error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         assert init(client, txn_id, timeout_ms=0).error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         assert init(client, txn_id, timeout_ms=900_000).error_code == 0
+
+
+def test_keep_prepared_and_two_phase_commit_flags_are_refused_with_a_clear_error(
+    bootstrap: str, topic_name: str, txn_id: str
+) -> None:
+    """InitProducerId v6 (KIP-939): sluice offers no two-phase commit, so KeepPreparedTxn is answered
+    UNSUPPORTED_VERSION and Enable2Pc TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's answers while 2PC is
+    off); neither touches the open transaction, and v6 without the flags works as v5."""
+    create_topic(bootstrap, topic_name)
+
+    def init_v6(client: WireClient, **flags: Any) -> Any:
+        cls = client.request_class("InitProducerId")
+        return client.call(
+            "InitProducerId", 6, cls(transactional_id=txn_id, transaction_timeout_ms=60_000, **flags)
+        )
+
+    with WireClient.connect(bootstrap, timeout=10) as client:
+        plain = init_v6(client)
+        assert plain.error_code == 0 and plain.producer_id >= 0
+        assert (plain.ongoing_txn_producer_id, plain.ongoing_txn_producer_epoch) == (-1, -1)
+        pid, epoch = plain.producer_id, plain.producer_epoch
+        assert add_partitions(client, txn_id, pid, epoch, topic_name) == ErrorCode.NONE
+        assert txn_produce(client, txn_id, topic_name, pid, epoch) == ErrorCode.NONE
+
+        kept = init_v6(client, keep_prepared_txn=True)
+        assert kept.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert (kept.producer_id, kept.producer_epoch) == (-1, -1)
+        two_phase = init_v6(client, enable2_pc=True)
+        assert two_phase.error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        # The refused calls fenced nobody: the open transaction commits under its own epoch.
+        assert end_txn(client, txn_id, pid, epoch) == ErrorCode.NONE
+    assert consume_all(bootstrap, topic_name, "read_committed", expect=1) == [b"v"]
 
 
 def test_txn_offset_commit_from_a_fenced_member(

@@ -115,6 +115,42 @@ def test_transaction_state_log_is_compacted_by_the_cleaner_and_reads_back(tmp_pa
     again.close()
 
 
+def test_an_idle_transactional_id_expires_and_stays_gone_after_restart(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+    from tests.transactions.conftest import create_topic
+    from tests.transactions.test_txn_faults import describe_state
+
+    from sluice.testing import BrokerProcess
+
+    config = tmp_path / "broker.yaml"
+    config.write_text("transactional_id_expiration_ms: 1500\n")
+    proc = BrokerProcess(tmp_path / "data", config=config).start()
+    try:
+        create_topic(proc.bootstrap, "t")
+        producer = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "idle"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("t", b"kept")
+        producer.commit_transaction(30)
+        del producer
+        assert describe_state(proc.bootstrap, "idle") == "CompleteCommit"
+        deadline = time.monotonic() + 10
+        while describe_state(proc.bootstrap, "idle") == "CompleteCommit" and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert describe_state(proc.bootstrap, "idle") == "TRANSACTIONAL_ID_NOT_FOUND"
+    finally:
+        proc.stop()
+    proc.restart()
+    try:
+        assert describe_state(proc.bootstrap, "idle") == "TRANSACTIONAL_ID_NOT_FOUND"
+        # The id is free again: a new producer starts over with it, and the committed data is still there.
+        fresh = Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "idle"})
+        fresh.init_transactions(30)
+        fresh.begin_transaction()
+        fresh.produce("t", b"again")
+        fresh.commit_transaction(30)
+    finally:
+        proc.stop()
 def state_offsets(log) -> list[int]:
     offsets: list[int] = []
     offset = log.log_start_offset

@@ -8,17 +8,20 @@ seen holding two different values.
 
 from __future__ import annotations
 
+import logging
 import shutil
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
+from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.quotas import ClientQuotas
 from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
-from sluice.errors import ErrorCode, KafkaError, RecordErrors
+from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import (
     BatchHeader,
     ControlRecordType,
@@ -29,6 +32,8 @@ from sluice.protocol.records import (
     parse_batch_header,
     validate_batches,
 )
+from sluice.security.acl import AclStore, Authorizer
+from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
@@ -38,10 +43,14 @@ from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
 from sluice.storage.txn_index import AbortedTxn, TxnIndex
 
+_log = logging.getLogger("sluice.broker")
+
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 # How far back the producer state is rebuilt from batch headers at startup.
 PRODUCER_STATE_SCAN_OFFSETS = 200_000
+# While writes are refused (a full disk), coordinator timers look again this often.
+TICK_RETRY_WHILE_REFUSING_MS = 500
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
 # raises KafkaError (PRODUCER_FENCED, INVALID_TXN_STATE...) when the partition is not in its transaction.
 TxnVerifier = Callable[[int, int, str, int], None]
@@ -96,17 +105,36 @@ class Broker:
         data_dir = getattr(storage, "data_dir", None)
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
+        self._ticks_deferred_until: int | None = None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
         self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
         self.quotas = ClientQuotas.open(data_dir)
+        # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
+        security_dir = config.data_dir / "security" if config.data_dir is not None else None
+        self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
+        self.acls = AclStore(security_dir / "acls.json" if security_dir else None)
+        self.authorizer: Authorizer | None = None
+        if config.authorizer == "acl":
+            self.authorizer = Authorizer(self.acls, config.super_users, config.allow_everyone_if_no_acl_found)
+        self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
+        # Parked requests whose response the authorizer completes (denied items put back) when it comes.
+        self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
+        self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
 
     # ----- dispatch -----
 
     def dispatch(self, ctx: RequestContext, request: Any) -> Outcome:
+        if self.authorizer is not None:
+            return authz.dispatch(self, authz.Access(self.authorizer, ctx.principal, ctx.client_host, self._topic_name_by_id),
+                            ctx, request)
         return HANDLERS.handlers[ctx.api_key].handle(self, ctx, request)
+
+    def _topic_name_by_id(self, topic_id: Any) -> str | None:
+        meta = self.storage.topic_by_id(topic_id)
+        return meta.name if meta is not None else None
 
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
@@ -116,9 +144,18 @@ class Broker:
                 self.transactions.next_deadline() if self.transactions is not None else None,
             ) if d is not None
         ]
-        return min(deadlines, default=None)
+        deadline = min(deadlines, default=None)
+        if deadline is not None and self._ticks_deferred_until is not None:
+            return max(deadline, self._ticks_deferred_until)
+        return deadline
 
     def tick(self, now_ms: int) -> None:
+        if self.write_refusal(now_ms) is not None:
+            # Timers write (expired members, aborts of timed-out transactions): with no room to persist
+            # them, wait for space rather than change coordinator state the log cannot follow.
+            self._ticks_deferred_until = now_ms + TICK_RETRY_WHILE_REFUSING_MS
+            return
+        self._ticks_deferred_until = None
         if self.groups is not None:
             self.groups.tick(now_ms)
         if self.transactions is not None:
@@ -127,6 +164,11 @@ class Broker:
     def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
         """Answers to parked requests that became ready: (reply token, response, needs durability)."""
         ready, self.ready_replies = self.ready_replies, []
+        if self.reply_finishers:
+            ready = [
+                (token, finish(response) if (finish := self.reply_finishers.pop(token, None)) else response, durable)
+                for token, response, durable in ready
+            ]
         return ready
 
     # ----- topics -----
@@ -192,10 +234,21 @@ class Broker:
         meta = self.storage.topic(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        try:
+            self.storage.delete_topic(name)
+        except KafkaError:
+            # Not deleted (no room for the metadata file). If storage dropped the data to make room, its
+            # partitions were reopened empty: follow them.
+            for index in range(meta.partitions):
+                state = self.partitions.get((name, index))
+                if state is not None and state.log is not self.storage.log(name, index):
+                    del self.partitions[(name, index)]
+                    self.unflushed.pop((name, index), None)
+            self._open_partitions(meta)
+            raise
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
             self.unflushed.pop((name, index), None)
-        self.storage.delete_topic(name)
 
     def create_partitions(self, name: str, total: int) -> TopicMeta:
         meta = self.storage.create_partitions(name, total)
@@ -284,6 +337,7 @@ class Broker:
         view = memoryview(records)
         first_offset = -1
         pos = 0
+        messages = 0
         for header in headers:
             size = header.size
             try:
@@ -297,6 +351,8 @@ class Broker:
             if header.producer_id >= 0:
                 producers.remember(header, base)
             pos += size
+            messages += header.last_offset_delta + 1
+        self.metrics.produced(state.topic, pos, messages)
         self._appended(state)
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
@@ -370,6 +426,7 @@ class Broker:
             return self.read(state, damaged.resume_offset, max_bytes, committed=committed)
         if end < state.log.log_end_offset:
             data = _cut_at_offset(data, end)
+        self.metrics.fetched(state.topic, data, offset)
         return data
 
     def aborted_transactions(self, state: PartitionState, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
@@ -432,9 +489,35 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
     data = log.read(offset, 1)
     for pos, header in iter_batches(data):
         if header.base_offset == offset:
-            _, records = decode_batch(data, pos)
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError:
+                return ControlRecordType.UNKNOWN  # a damaged marker must not keep the broker from starting
             return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
     return ControlRecordType.UNKNOWN
+
+
+def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Iterator[tuple[bytes, bytes | None]]:
+    """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
+    replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
+    recovery) is skipped with an error line: the records before and after it still count, and the broker
+    still comes up."""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, chunk_bytes)
+        if not data:
+            break
+        for pos, header in iter_batches(data):
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError as exc:
+                _log.error("%s: skipping damaged batch at offsets %d-%d: %s",
+                           name, header.base_offset, header.last_offset, exc.message)
+                records = []
+            for record in records:
+                if record.key is not None:
+                    yield record.key, record.value
+            offset = header.last_offset + 1
 
 
 @dataclass(frozen=True, slots=True)

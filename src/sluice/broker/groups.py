@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from sluice.broker.broker import OFFSETS_TOPIC, Broker
+from sluice.broker.broker import OFFSETS_TOPIC, Broker, read_internal_records
 from sluice.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
 from sluice.errors import ErrorCode, KafkaError
-from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+from sluice.protocol.records import Record, encode_batch, parse_batch_header
 from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.groups")
@@ -63,6 +63,23 @@ class GroupService:
                 self.broker.free_space.disk_full(now_ms)
             raise
 
+    # ----- sluice's group management (the admin HTTP API calls these on the event loop) -----
+
+    def create_group(
+        self, name: str, session_timeout_ms: int | None, ephemeral: bool, now: int
+    ) -> dict[str, Any] | None:
+        outcome = self.coordinator.create_group(name, session_timeout_ms, ephemeral, now)
+        if outcome is None:
+            return None
+        self.apply(outcome, now)
+        return {"name": name, "session_timeout_ms": session_timeout_ms, "ephemeral": ephemeral}
+
+    def delete_group(self, name: str, force: bool, now: int) -> None:
+        self.apply(self.coordinator.delete_group(name, force, now), now)
+
+    def rewind(self, name: str, offsets: dict[tuple[str, int], int], live: bool, now: int) -> None:
+        self.apply(self.coordinator.rewind(name, offsets, live, now), now)
+
     def next_deadline(self) -> int | None:
         return self.coordinator.next_deadline()
 
@@ -79,18 +96,7 @@ def _append_records(broker: Broker, records: list[tuple[bytes, bytes | None]], n
 
 
 def _read_offsets_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
-    log_ = broker.partition(OFFSETS_TOPIC, 0).log
-    offset = log_.log_start_offset
-    while offset < log_.log_end_offset:
-        data = log_.read(offset, READ_CHUNK_BYTES)
-        if not data:
-            break
-        for pos, header in iter_batches(data):
-            _, records = decode_batch(data, pos)
-            for record in records:
-                if record.key is not None:
-                    yield record.key, record.value
-            offset = header.last_offset + 1
+    return read_internal_records(broker.partition(OFFSETS_TOPIC, 0).log, OFFSETS_TOPIC, READ_CHUNK_BYTES)
 
 
 def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:

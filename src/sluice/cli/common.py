@@ -3,16 +3,31 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+
+T = TypeVar("T")
 
 console = Console()
 err_console = Console(stderr=True)
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers (host:port,...)")]
+Bootstrap = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap", "-b", envvar="SLUICE_BOOTSTRAP", help="Kafka bootstrap servers (host:port,...)"
+    ),
+]
+# librdkafka properties for every client a command makes (security.protocol, sasl.*, ssl.*, ...), like kcat -X.
+Settings = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--setting", "-X", help="KEY=VALUE client setting (librdkafka property), repeatable, like kcat -X."
+    ),
+]
 
 
 def split_hostport(value: str, option: str) -> tuple[str, int]:
@@ -34,7 +49,90 @@ def fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def admin_client(bootstrap: str) -> Any:
+def parse_settings(settings: list[str] | None) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for item in settings or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="-X")
+        parsed[key.strip()] = value
+    return parsed
+
+
+def client_config(bootstrap: str, settings: list[str] | None = None, **defaults: Any) -> dict[str, Any]:
+    """A confluent-kafka config: bootstrap, then the command's own defaults, then the user's -X settings
+    (last, so a user can override anything, security included)."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    config.update({key.replace("_", "."): value for key, value in defaults.items()})
+    config.update(parse_settings(settings))
+    return config
+
+
+def new_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any]) -> T:
+    """A confluent-kafka client; settings librdkafka refuses (e.g. a mistyped -X) end the command with
+    librdkafka's reason rather than a traceback."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return factory(config)
+    except KafkaException as exc:
+        reason = exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else str(exc)
+        fail(f"bad client settings: {reason}")
+        raise  # unreachable: fail() exits
+
+
+def admin_client(bootstrap: str, settings: list[str] | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    return new_client(AdminClient, client_config(bootstrap, settings, socket_timeout_ms=10000))
+
+
+# ----- the broker's admin HTTP API (sluice extensions: groups create, live rewind, ...) -----
+
+ADMIN_PORT = 9644
+Admin = Annotated[
+    str | None,
+    typer.Option(
+        "--admin",
+        envvar="SLUICE_ADMIN",
+        help=f"The broker's admin listener HOST:PORT (default: the first bootstrap host, port {ADMIN_PORT}).",
+    ),
+]
+
+
+def admin_address(admin: str | None, bootstrap: str) -> str:
+    if admin:
+        split_hostport(admin, "--admin")
+        return admin
+    first = bootstrap.split(",")[0].strip()
+    host = first.rpartition(":")[0] or first
+    return f"{host}:{ADMIN_PORT}"
+
+
+def admin_call(
+    address: str, method: str, path: str, body: Any = None, timeout: float = 30.0
+) -> tuple[int, Any]:
+    """(HTTP status, decoded JSON) of one admin API call; a connection failure exits with a clear error."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"http://{address}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw)
+        except ValueError:
+            return exc.code, {"error": str(exc.code), "message": raw.decode(errors="replace")}
+    except (urllib.error.URLError, OSError) as exc:
+        fail(
+            f"cannot reach the broker's admin API at {address} ({exc}); start the broker with "
+            "--metrics-listen HOST:PORT and pass --admin HOST:PORT (or SLUICE_ADMIN)"
+        )
+        raise  # unreachable: fail() exits

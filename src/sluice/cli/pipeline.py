@@ -25,11 +25,16 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 
-Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers HOST:PORT[,...]")]
+Bootstrap = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap", "-b", envvar="SLUICE_BOOTSTRAP", help="Kafka bootstrap servers HOST:PORT[,...]"
+    ),
+]
 Master = Annotated[str, typer.Option("--master", help="Spark master URL, e.g. local[*] or spark://host:7077")]
 KafkaSettings = Annotated[
     list[str] | None,
-    typer.Option("--kafka", "-k", help="extra librdkafka setting NAME=VALUE (repeatable)"),
+    typer.Option("--kafka", "-k", "-X", help="extra librdkafka setting NAME=VALUE (repeatable)"),
 ]
 _OUR_ERRORS = ("PipelineOptionError", "KafkaUnavailableError", "DataLossError", "ProduceFailedError")
 

@@ -10,7 +10,16 @@ import typer
 from rich.table import Table
 
 from sluice.cli.app import app
-from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, admin_client, console, fail
+from sluice.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    Bootstrap,
+    Settings,
+    admin_client,
+    client_config,
+    console,
+    fail,
+    new_client,
+)
 from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS
 
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
@@ -23,6 +32,7 @@ def topics_create(
     partitions: Annotated[int, typer.Option("--partitions", "-p")] = 1,
     config: Annotated[list[str] | None, typer.Option("--config", "-c", help="KEY=VALUE, repeatable")] = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    setting: Settings = None,
 ) -> None:
     """Create a topic."""
     from confluent_kafka.admin import NewTopic
@@ -33,7 +43,7 @@ def topics_create(
         if not sep:
             fail(f"--config expects KEY=VALUE, got {item!r}")
         configs[key] = value
-    admin = admin_client(bootstrap)  # the futures need their client alive until they resolve
+    admin = admin_client(bootstrap, setting)  # the futures need their client alive until they resolve
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=configs)], request_timeout=15)
     try:
         futures[name].result()
@@ -44,10 +54,12 @@ def topics_create(
 
 @topics_app.command("list")
 def topics_list(
-    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, json_output: Annotated[bool, typer.Option("--json")] = False
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    setting: Settings = None,
+    json_output: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List topics."""
-    metadata = admin_client(bootstrap).list_topics(timeout=15)
+    metadata = admin_client(bootstrap, setting).list_topics(timeout=15)
     names = sorted(metadata.topics)
     if json_output:
         print(json.dumps([{"topic": n, "partitions": len(metadata.topics[n].partitions)} for n in names]))
@@ -60,20 +72,21 @@ def topics_list(
 def topics_describe(
     name: str,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    setting: Settings = None,
     json_output: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Partitions, offsets and configs of a topic."""
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import ConfigResource
 
-    admin = admin_client(bootstrap)
+    admin = admin_client(bootstrap, setting)
     # Ask for all topics: naming one would auto-create it on brokers that allow that.
     metadata = admin.list_topics(timeout=15)
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None:
         fail(f"topic {name!r} does not exist")
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "sluice-cli", "enable.auto.commit": False}
+    consumer = new_client(
+        Consumer, client_config(bootstrap, setting, group_id="sluice-cli", enable_auto_commit=False)
     )
     partitions = []
     try:
@@ -133,9 +146,9 @@ def _when(ms: int) -> str:
 
 
 @topics_app.command("delete")
-def topics_delete(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP) -> None:
+def topics_delete(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, setting: Settings = None) -> None:
     """Delete a topic and its data."""
-    admin = admin_client(bootstrap)
+    admin = admin_client(bootstrap, setting)
     futures = admin.delete_topics([name], request_timeout=15)
     try:
         futures[name].result()

@@ -112,6 +112,8 @@ class ConsumerGroup:
     topics: dict[str, TopicInfo] = field(default_factory=dict)
     assignor: str = UNIFORM_ASSIGNOR
     offsets: dict[tuple[str, int], OffsetCommitValue] = field(default_factory=dict)
+    # Partitions a live rewind took from every member: out of the target until nobody owns them.
+    withheld: frozenset[TP] = frozenset()
 
     # --- views ---------------------------------------------------------------------------------
 
@@ -294,6 +296,8 @@ class ConsumerGroups:
         self.config = config or ConsumerGroupConfig()
         self._new_member_id = member_id_factory
         self.groups: dict[str, ConsumerGroup] = {}
+        # Session timeouts of groups created with one (sluice's create_group), by group id.
+        self.group_session_timeouts: dict[str, int] = {}
 
     # --- ConsumerGroupHeartbeat ----------------------------------------------------------------
 
@@ -325,7 +329,15 @@ class ConsumerGroups:
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group)
         self._reconcile(group, member, owned, now_ms)
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        if group.withheld and not any(m.owns() & group.withheld for m in group.members.values()):
+            # Every member released the rewound partitions: assign them again; their new owners
+            # fetch the committed (rewound) offsets.
+            group.withheld = frozenset()
+            group.group_epoch += 1
+            self._compute_target(group)
+            self._reconcile(group, member, owned, now_ms)
+        timeout = self.group_session_timeouts.get(group.group_id, self.config.session_timeout_ms)
+        member.session_deadline_ms = now_ms + timeout
         send_assignment = (
             request.member_epoch == JOIN_EPOCH
             or member.member_epoch != before_epoch
@@ -447,7 +459,17 @@ class ConsumerGroups:
         votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
         group.assignor = max(ASSIGNORS, key=lambda a: (votes[a], -ASSIGNORS.index(a)))
         group.target = ASSIGNOR_FUNCTIONS[group.assignor](group.members, group.topics, group.target)
+        if group.withheld:
+            group.target = {mid: frozenset(tps) - group.withheld for mid, tps in group.target.items()}
         group.assignment_epoch = group.group_epoch
+
+    def withhold(self, group: ConsumerGroup, partitions: Iterable[tuple[str, int]]) -> None:
+        """Revoke these partitions from whoever owns them; they return once every member let go."""
+        ids = {(group.topic_id(name), p) for name, p in partitions}
+        taken = frozenset((tid, p) for tid, p in ids if tid is not None)
+        if taken:
+            group.withheld |= taken
+            group.group_epoch += 1
 
     def _reconcile(
         self, group: ConsumerGroup, member: ConsumerMember, owned: frozenset[TP] | None, now_ms: int

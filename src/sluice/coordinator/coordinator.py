@@ -41,6 +41,15 @@ from sluice.coordinator.group import (
     Member,
     Waiter,
 )
+from sluice.coordinator.management import (
+    ClassicRewind,
+    GroupManagement,
+    GroupSettings,
+    load_settings,
+    merge_refused,
+    split_fenced,
+    strip_assignment,
+)
 from sluice.coordinator.messages import (
     NO_MEMBER_ID,
     ConsumerGroupDescribe,
@@ -70,7 +79,11 @@ from sluice.coordinator.messages import (
 )
 from sluice.coordinator.outcome import CoordinatorConfig, Outcome
 from sluice.coordinator.persist import load_groups
-from sluice.coordinator.records import GroupMetadataKey, PersistRecord, group_metadata_record
+from sluice.coordinator.records import (
+    GroupMetadataKey,
+    PersistRecord,
+    group_metadata_record,
+)
 from sluice.errors import ErrorCode
 
 _S = GroupState
@@ -84,7 +97,7 @@ def random_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
-class GroupCoordinator:
+class GroupCoordinator(GroupManagement):
     def __init__(
         self,
         config: CoordinatorConfig | None = None,
@@ -105,6 +118,10 @@ class GroupCoordinator:
             consumer_member_id_factory,
         )
         self._next_offsets_check_ms: int | None = None
+        # Groups made by create_group (sluice extension), and live rewinds still fencing commits.
+        self.settings: dict[str, GroupSettings] = {}
+        self.rewinds: dict[str, ClassicRewind] = {}
+        self._ephemeral_joined: set[str] = set()
 
     # --- introspection -------------------------------------------------------------------------
 
@@ -120,6 +137,14 @@ class GroupCoordinator:
     def join_group(self, request: JoinGroup, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
         out = Outcome()
+        settings = self.settings.get(request.group_id)
+        if settings is not None and settings.session_timeout_ms is not None and not (
+            self.config.group_min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
+        ):
+            # A created group's session timeout is what a member gets when it asks for none that fits.
+            request = replace(request, session_timeout_ms=settings.session_timeout_ms)
         if request.rebalance_timeout_ms < 0:  # JoinGroup v0 has none: the session timeout serves
             request = replace(request, rebalance_timeout_ms=request.session_timeout_ms)
         error = self._join_precheck(request)
@@ -154,6 +179,7 @@ class GroupCoordinator:
             self._join_known_member(group, request, now_ms, reply_to, out)
         self._try_complete_join(group, now_ms, out)
         self._forget_if_unused(group)
+        self._reap_ephemeral(now_ms, out)
         return out
 
     def _join_precheck(self, request: JoinGroup) -> ErrorCode:
@@ -429,12 +455,25 @@ class GroupCoordinator:
             and not group.members
             and not group.pending_members
             and not group.offsets
+            and group.group_id not in self.settings
         ):
             self.groups.pop(group.group_id, None)
 
     # --- SyncGroup -----------------------------------------------------------------------------
 
     def sync_group(self, request: SyncGroup, now_ms: int, reply_to: Hashable) -> Outcome:
+        out = self._sync_group(request, now_ms, reply_to)
+        group = self.groups.get(request.group_id)
+        rewind = self.rewinds.get(request.group_id)
+        if group is not None and rewind is not None and group.is_in(_S.STABLE) and not group.pending_sync:
+            if rewind.stripped and group.generation_id == rewind.strip_generation:
+                # Everyone gave the rewound partitions up: hand them back; owners fetch the new offsets.
+                self._prepare_rebalance(group, now_ms, out)
+            elif group.generation_id > rewind.strip_generation:
+                del self.rewinds[request.group_id]
+        return out
+
+    def _sync_group(self, request: SyncGroup, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
         out = Outcome()
         group = self.groups.get(request.group_id)
@@ -457,6 +496,12 @@ class GroupCoordinator:
             assignments = {a.member_id: a.assignment for a in request.assignments}
             for each in group.members.values():
                 each.assignment = assignments.get(each.member_id, b"")
+            rewind = self.rewinds.get(group.group_id)
+            if rewind is not None and group.generation_id >= rewind.strip_generation and not rewind.stripped:
+                for each in group.members.values():
+                    each.assignment = strip_assignment(each.assignment, rewind.partitions)
+                rewind.stripped = True
+                rewind.strip_generation = group.generation_id
             out.records.append(
                 group_metadata_record(GroupMetadataKey(group.group_id), group.metadata_value())
             )
@@ -529,6 +574,7 @@ class GroupCoordinator:
                 error = self._leave_one(group, identity.member_id, identity.group_instance_id, now_ms, out)
             responses.append(MemberResponse(identity.member_id, identity.group_instance_id, error))
         out.reply(reply_to, LeaveGroupResult(ErrorCode.NONE, responses))
+        self._reap_ephemeral(now_ms, out)
         return out
 
     def _leave_one(
@@ -579,6 +625,7 @@ class GroupCoordinator:
             self.groups[request.group_id] = classic
             out.records.clear()
         out.reply(reply_to, result)
+        self._reap_ephemeral(now_ms, out)
         return out
 
     def consumer_group_describe(
@@ -600,6 +647,15 @@ class GroupCoordinator:
     # --- offsets and administration ------------------------------------------------------------
 
     def offset_commit(self, request: OffsetCommit, now_ms: int, reply_to: Hashable) -> Outcome:
+        fenced = self._fenced(request.group_id)
+        if not fenced:
+            return self._offset_commit(request, now_ms, reply_to)
+        allowed, refused = split_fenced(request, fenced)
+        out = self._offset_commit(allowed, now_ms, reply_to)
+        out.replies = [(token, merge_refused(result, refused)) for token, result in out.replies]
+        return out
+
+    def _offset_commit(self, request: OffsetCommit, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
         limit = self.config.offset_metadata_max_bytes
         consumer_group = self.consumer.groups.get(request.group_id)
@@ -687,6 +743,9 @@ class GroupCoordinator:
                 del self.consumer.groups[group_id]
                 records += offsets.delete_group_records(consumer_group)
                 results.append(DeletableGroupResult(group_id, ErrorCode.NONE))
+        for result in results:
+            if result.error_code is ErrorCode.NONE:
+                records += self._forget_group(result.group_id)
         return Outcome([(reply_to, DeleteGroupsResult(results))], records)
 
     def reset_offsets(
@@ -754,13 +813,19 @@ class GroupCoordinator:
             out.records += offsets.expire_offsets(self.groups, now_ms, self.config.offsets_retention_ms)
             out.records += offsets.expire_consumer_group_offsets(
                 self.consumer.groups, now_ms, self.config.offsets_retention_ms)
+            self._keep_created_groups(now_ms)
+        self._reap_ephemeral(now_ms, out)
         return out
 
     # --- restart -------------------------------------------------------------------------------
 
     def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
         """Rebuild every group from ``__consumer_offsets`` (oldest first; last write wins)."""
+        records = list(records)
         self.groups = load_groups(records, now_ms)
+        self.settings = load_settings(records)
+        self._keep_created_groups(now_ms)
+        self._sync_session_timeouts()
         # KIP-848 membership is not persisted (yet): their offsets come back as classic "simple"
         # groups, converted again when the members rejoin.
         self.consumer.groups = {}

@@ -459,9 +459,9 @@ class TransactionCoordinator:
         meta = self.by_producer.get(producer_id)
         if meta is None:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if epoch < meta.epoch:
-            return ErrorCode.PRODUCER_FENCED
-        if epoch > meta.epoch:
+        if epoch != meta.epoch:
+            # As Kafka since 2.7 (KIP-588): a produce with an old epoch hears INVALID_PRODUCER_EPOCH, which
+            # clients treat as "abort this transaction"; the fatal PRODUCER_FENCED comes from EndTxn.
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if meta.state is not TxnState.ONGOING or (topic, partition) not in meta.partitions:
             return ErrorCode.INVALID_TXN_STATE
@@ -520,6 +520,15 @@ class TransactionCoordinator:
                 out.markers.append(self._markers(meta, commit))
                 self._complete(meta, commit, now_ms, out)
         return out
+
+    def put(self, meta: TxnMetadata) -> None:
+        """Replace a transactional id's state wholesale (the broker holds a transaction in PrepareCommit/
+        PrepareAbort while a partition refuses its marker, then restores the state that follows)."""
+        old = self.txns.get(meta.transactional_id)
+        if old is not None and self.by_producer.get(old.producer_id) is old:
+            del self.by_producer[old.producer_id]
+        self.txns[meta.transactional_id] = meta
+        self._index(meta)
 
     def open_transactions(self) -> list[TxnMetadata]:
         return [m for m in self.txns.values() if m.state is TxnState.ONGOING]

@@ -9,6 +9,10 @@ except at least one cluster; "ignored" keys are accepted, have no effect and are
     tls:                              # TLS on the gateway's own listeners (not towards Kafka)
       grpc: {certificate_path: server.crt, key_path: server.key}   # kafka-pixy's key
       http: {certificate_path: server.crt, key_path: server.key}   # sluice extension: HTTPS on tcp_addr
+      # either may add `client_ca_path: ca.pem`: mutual TLS, clients need a certificate that CA signed
+    auth:                             # sluice extension: credentials every HTTP request and gRPC call
+      basic: {alice: s3cret}          #   carries (Authorization header / metadata); see gateway/auth.py
+      bearer_tokens: [t0k3n]
     max_request_bytes: 1048576        # default for both limits below
     max_grpc_message_bytes: 1048576   # largest gRPC request message accepted
     max_http_body_bytes: 1048576      # largest HTTP request body accepted
@@ -25,6 +29,8 @@ except at least one cluster; "ignored" keys are accepted, have no effect and are
           client_key_file: ...
           insecure: false
           sasl: {mechanism: PLAIN, user: u, password: p}
+          sluice_admin: 127.0.0.1:9644   # sluice extension: the broker's admin listener; offsets set
+                                      # through the gateway then rewind running groups live
           librdkafka: {any.librdkafka.property: value}   # passed through; wins over every mapped value
         net:                          # all of this cluster's librdkafka clients
           dial_timeout: 30s           # socket.connection.setup.timeout.ms (librdkafka's minimum is 1s)
@@ -91,6 +97,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .auth import ClientAuth, client_auth_from
 
 log = logging.getLogger(__name__)
 
@@ -265,16 +273,24 @@ class NetSettings:
 
 @dataclass(frozen=True)
 class ListenerTLS:
-    """Certificate (chain) and private key, PEM files, of one of the gateway's listeners."""
+    """Certificate (chain) and private key, PEM files, of one of the gateway's listeners; with
+    `client_ca_path`, clients must present a certificate that CA signed (mutual TLS)."""
 
     certificate_path: str
     key_path: str
+    client_ca_path: str | None = None
 
     def server_ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.certificate_path, self.key_path)
+        if self.client_ca_path:
+            context.load_verify_locations(cafile=self.client_ca_path)
+            context.verify_mode = ssl.CERT_REQUIRED
         return context
+
+    def client_ca_pem(self) -> bytes | None:
+        return Path(self.client_ca_path).read_bytes() if self.client_ca_path else None
 
     def certificate_chain_pem(self) -> bytes:
         return Path(self.certificate_path).read_bytes()
@@ -295,6 +311,8 @@ class ClusterConfig:
     net: NetSettings = field(default_factory=NetSettings)
     # The explicit `librdkafka:` section, applied last.
     passthrough: dict[str, Any] = field(default_factory=dict)
+    # A sluice broker's admin HTTP API (http://host:port), or "" for any other Kafka cluster.
+    admin_url: str = ""
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka settings shared by this cluster's producer, consumers and admin client."""
@@ -351,6 +369,8 @@ class GatewayConfig:
     unix_addr: str = ""
     grpc_tls: ListenerTLS | None = None
     http_tls: ListenerTLS | None = None
+    # Credentials clients must present (HTTP Authorization header, gRPC authorization metadata).
+    client_auth: ClientAuth | None = None
     # kafka-pixy keys present in the file that mean nothing to sluice, e.g. "proxies.main.kafka.version".
     ignored_settings: tuple[str, ...] = ()
 
@@ -502,11 +522,24 @@ def _cluster_from(name: str, section: Any, ignored: list[str]) -> ClusterConfig:
         client_id=str(section.get("client_id") or ""),
         net=net,
         passthrough=passthrough,
+        admin_url=_admin_url(kafka.get("sluice_admin"), f"{where}.kafka.sluice_admin"),
     )
     # Out-of-range mapped values fail the load rather than the first client created much later.
     cluster.producer_config(client_id="")
     cluster.consumer_config(group="", client_id="")
     return cluster
+
+
+def _admin_url(value: Any, where: str) -> str:
+    """HOST:PORT or an http(s) URL of a sluice broker's admin listener, as a base URL."""
+    if value is None or value == "":
+        return ""
+    text = str(value).strip().rstrip("/")
+    url = text if re.match(r"^https?://", text) else f"http://{text}"
+    host, _, port = url.split("://", 1)[1].rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in host:
+        raise ConfigError(f"{where}: expected HOST:PORT or http://HOST:PORT, got {value!r}")
+    return url
 
 
 def _check_producer(producer: ProducerSettings, where: str) -> None:
@@ -540,12 +573,12 @@ def _listener_tls(section: Any, where: str) -> ListenerTLS | None:
     if section is None:
         return None
     section = _mapping(section, where)
-    _reject_unknown(section, _TLS_FILE_KEYS, where)
+    _reject_unknown(section, (*_TLS_FILE_KEYS, "client_ca_path"), where)
     for key in _TLS_FILE_KEYS:
         if not section.get(key):
             raise ConfigError(f"{where}.{key}: required for TLS")
     paths: dict[str, str] = {}
-    for key in _TLS_FILE_KEYS:
+    for key in (*_TLS_FILE_KEYS, "client_ca_path") if section.get("client_ca_path") else _TLS_FILE_KEYS:
         path = str(section[key])
         try:
             with open(path, "rb") as stream:
@@ -553,7 +586,7 @@ def _listener_tls(section: Any, where: str) -> ListenerTLS | None:
         except OSError as exc:
             raise ConfigError(f"{where}.{key}: cannot read {path}: {exc.strerror or exc}") from exc
         paths[key] = path
-    tls = ListenerTLS(paths["certificate_path"], paths["key_path"])
+    tls = ListenerTLS(paths["certificate_path"], paths["key_path"], paths.get("client_ca_path"))
     try:
         tls.server_ssl_context()
     except ssl.SSLError as exc:
@@ -586,6 +619,10 @@ def config_from_dict(document: dict[str, Any]) -> GatewayConfig:
         limits[name] = value
     tls = _mapping(document.get("tls"), "tls")
     _reject_unknown(tls, ("grpc", "http"), "tls")
+    try:
+        client_auth = client_auth_from(document.get("auth"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if ignored:
         log.info("kafka-pixy settings that sluice has no use for, ignored: %s", ", ".join(ignored))
     return GatewayConfig(
@@ -596,6 +633,7 @@ def config_from_dict(document: dict[str, Any]) -> GatewayConfig:
         unix_addr=str(document.get("unix_addr") or ""),
         grpc_tls=_listener_tls(tls.get("grpc"), "tls.grpc"),
         http_tls=_listener_tls(tls.get("http"), "tls.http"),
+        client_auth=client_auth,
         ignored_settings=tuple(ignored),
         **limits,
     )
@@ -607,8 +645,12 @@ def load_config(path: str | Path) -> GatewayConfig:
     return config_from_dict(document)
 
 
-def single_cluster_config(bootstrap_servers: str, **consumer_overrides: Any) -> GatewayConfig:
-    """A one-cluster configuration, e.g. for `sluice serve` pointing at its own broker."""
-    return config_from_dict(
-        {"proxies": {"default": {"kafka": {"seed_peers": bootstrap_servers}, "consumer": consumer_overrides}}}
-    )
+def single_cluster_config(
+    bootstrap_servers: str, *, admin_url: str | None = None, **consumer_overrides: Any
+) -> GatewayConfig:
+    """A one-cluster configuration, e.g. for `sluice serve` pointing at its own broker (and its admin
+    listener, so that offsets set through the gateway rewind running groups live)."""
+    kafka: dict[str, Any] = {"seed_peers": bootstrap_servers}
+    if admin_url:
+        kafka["sluice_admin"] = admin_url
+    return config_from_dict({"proxies": {"default": {"kafka": kafka, "consumer": consumer_overrides}}})

@@ -222,8 +222,13 @@ class HttpApi:
         group = _single_param(request, "group")
         body = await request.read()
         offsets = parse_offsets_body(body)
-        await self.service.set_offsets(cluster, group, topic, offsets)
-        return _json({})
+        rewound = await self.service.set_offsets(cluster, group, topic, offsets)
+        if rewound is None:
+            return _json({})  # kafka-pixy's answer
+        # A live rewind on a sluice broker (sluice extension): where each partition was actually set.
+        return _json(
+            {"offsets": [{"partition": p, "requested": asked, "actual": actual} for p, asked, actual in rewound]}
+        )
 
     async def consumers(self, request: web.Request) -> web.StreamResponse:
         cluster, topic = request.match_info.get("cluster", ""), request.match_info["topic"]

@@ -14,7 +14,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
+import aiohttp
 from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
@@ -278,7 +280,10 @@ class ClusterClient:
 
     async def set_group_offsets(
         self, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]
-    ) -> None:
+    ) -> list[tuple[int, int, int]] | None:
+        """Commit offsets for a group; with a sluice admin listener configured (and no metadata to
+        keep), as a live rewind: members elsewhere re-read from them too. Returns (partition, requested,
+        actual) per partition when the broker said where it clamped them, else None."""
         info = await self.topic(topic)
         known = {p.partition for p in info.partitions}
         for partition, offset, _ in offsets:
@@ -286,6 +291,9 @@ class ClusterClient:
                 raise GatewayError(Failure.INVALID_ARGUMENT, f"topic {topic} has no partition {partition}")
             if offset < 0:
                 raise GatewayError(Failure.INVALID_ARGUMENT, f"bad offset {offset} for partition {partition}")
+        # The admin API commits no metadata; kafka-pixy's sparse acks live there, so keep Kafka's path.
+        if self.config.admin_url and not any(metadata for _, _, metadata in offsets):
+            return await self._rewind_live(group, topic, offsets)
 
         def alter() -> None:
             partitions = [TopicPartition(topic, p, o, metadata=m) for p, o, m in offsets]
@@ -300,7 +308,41 @@ class ClusterClient:
         try:
             await asyncio.to_thread(alter)
         except KafkaException as exc:
-            raise _kafka_failure(exc.args[0], f"set offsets of group {group}") from exc
+            error = exc.args[0]
+            if error.code() in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.NON_EMPTY_GROUP):
+                raise GatewayError(
+                    Failure.INVALID_ARGUMENT,
+                    f"set offsets of group {group}: it has members outside this gateway ({error.str()}); "
+                    "a sluice broker rewinds them live when the cluster's kafka.sluice_admin is set",
+                ) from exc
+            raise _kafka_failure(error, f"set offsets of group {group}") from exc
+        return None
+
+    async def _rewind_live(
+        self, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]
+    ) -> list[tuple[int, int, int]]:
+        body = {"live": True, "offsets": [{"topic": topic, "partition": p, "offset": o} for p, o, _ in offsets]}
+        url = f"{self.config.admin_url}/v1/groups/{quote(group, safe='')}/rewind"
+        timeout = aiohttp.ClientTimeout(total=_ADMIN_TIMEOUT_SECONDS)
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.post(url, json=body) as response,
+            ):
+                answer = await response.json(content_type=None)
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise GatewayError(
+                Failure.UNAVAILABLE, f"set offsets of group {group}: the broker's admin API at "
+                f"{self.config.admin_url} did not answer ({exc or type(exc).__name__})"
+            ) from exc
+        if status != 200 or not isinstance(answer, dict):
+            error = answer.get("error", "") if isinstance(answer, dict) else ""
+            message = answer.get("message", "") if isinstance(answer, dict) else str(answer)
+            failure = Failure.NOT_FOUND if status == 404 else (
+                Failure.INVALID_ARGUMENT if 400 <= status < 500 else Failure.INTERNAL)
+            raise GatewayError(failure, f"set offsets of group {group}: {error} {message}".strip())
+        return [(int(row["partition"]), int(row["requested"]), int(row["actual"])) for row in answer["offsets"]]
 
     async def topic_consumers(self, topic: str, group: str = "") -> dict[str, dict[str, list[int]]]:
         """group -> member -> partitions of `topic` it holds, from the brokers' group descriptions."""

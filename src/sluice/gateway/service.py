@@ -266,7 +266,7 @@ class GatewayService:
 
     async def set_offsets(
         self, cluster: str, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]
-    ) -> None:
+    ) -> list[tuple[int, int, int]] | None:
         target = self._cluster(cluster)
         validate_topic(topic)
         validate_group(group)
@@ -275,7 +275,7 @@ class GatewayService:
         # Our own member of the group would overwrite the new offsets with its
         # next commit (and Kafka refuses commits to an active group): leave first.
         await target.consumers.drop(group, topic)
-        await target.client.set_group_offsets(group, topic, offsets)
+        return await target.client.set_group_offsets(group, topic, offsets)
 
     async def list_topics(self, cluster: str, with_config: bool = False) -> dict[str, TopicInfo]:
         return await self._cluster(cluster).client.list_topics(with_config)

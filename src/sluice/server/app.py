@@ -7,6 +7,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -14,6 +15,7 @@ from typing import TypeVar
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
+from sluice.server.admin import AdminApp
 from sluice.server.kafka import KafkaServer, now_ms
 from sluice.storage.api import Storage
 from sluice.storage.cleaner import TxnFacts
@@ -59,8 +61,18 @@ class RunningBroker:
     port: int
     retention_task: asyncio.Task[None]
     cleaner: LogCleaner | None = None
+    admin: AdminApp | None = None
+
+    @property
+    def admin_url(self) -> str | None:
+        if self.admin is None or self.admin.address is None:
+            return None
+        host, port = self.admin.address
+        return f"http://{host}:{port}"
 
     async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
         self.retention_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.retention_task
@@ -172,15 +184,37 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
     retention = loop.create_task(_retention_loop(broker))
     cleaner = start_cleaner(broker, loop)
     log.info("sluice broker listening on %s:%d (data: %s)", host, port, config.data_dir or "memory")
-    return RunningBroker(broker, server, host, port, retention, cleaner)
+    running = RunningBroker(broker, server, host, port, retention, cleaner)
+    if config.admin_listen:
+        admin_host, _, admin_port = config.admin_listen.rpartition(":")
+        running.admin = AdminApp(server)
+        try:
+            await running.admin.start(admin_host.strip("[]"), int(admin_port))
+        except BaseException:
+            await running.stop()
+            raise
+    return running
+
+
+def announce(running: RunningBroker) -> None:
+    """The lines BrokerProcess and scripts wait for."""
+    config = running.broker.config
+    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    for protocol, _, _ in config.listener_specs()[1:]:
+        host, port = config.advertised_for(protocol)
+        print(f"sluice listener {protocol}://{host}:{port}", flush=True)
+    if running.admin_url is not None:
+        print(f"sluice admin listening on {running.admin_url}", flush=True)
 
 
 async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
     stop = asyncio.Event()
     install_stop_signals(stop)
     running = await start_broker(config)
+    with contextlib.suppress(NotImplementedError, AttributeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, running.server.reload_tls)
     freeze_startup_objects()
-    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    announce(running)
     if ready is not None:
         ready.set()
     await stop.wait()

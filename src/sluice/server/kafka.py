@@ -13,6 +13,7 @@ import queue
 import threading
 import time
 from collections import deque
+from time import perf_counter
 from typing import Any
 
 from sluice.broker.api import (
@@ -36,6 +37,9 @@ from sluice.protocol.headers import (
     response_header,
 )
 from sluice.protocol.messages import APIS_BY_KEY, request_codecs, response_codecs
+from sluice.security.session import PLAINTEXT, Session, uses_sasl, uses_tls
+from sluice.server.auth import AuthGate
+from sluice.server.tls import TlsContext, peer_principal
 
 log = logging.getLogger("sluice.kafka")
 
@@ -50,7 +54,7 @@ def now_ms() -> int:
 class ResponseSlot:
     """A place in a connection's response order; filled now or later."""
 
-    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts")
+    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts", "started")
 
     def __init__(self, connection: KafkaConnection, api_key: int, api_version: int, correlation_id: int) -> None:
         self.connection = connection
@@ -58,6 +62,7 @@ class ResponseSlot:
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.parts: list[Any] | None = None
+        self.started = perf_counter()
 
     def fill(self, response: Any, version: int | None = None) -> None:
         version = self.api_version if version is None else version
@@ -66,6 +71,7 @@ class ResponseSlot:
         parts: list[Any] = [response_header(self.correlation_id, self.api_key, flexible)]
         response_codecs(self.api_key)[version].encode_into(response, parts)
         self.parts = parts
+        self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
         self.connection.flush_responses()
         throttle = getattr(response, "throttle_time_ms", 0)
         if throttle:
@@ -83,8 +89,11 @@ class LongPoll:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: KafkaServer, listener: str = PLAINTEXT) -> None:
         self.server = server
+        self.listener = listener
+        self.session: Session | None = None
+        self.auth: AuthGate | None = None
         self.frames = FrameBuffer(server.broker.config.max_request_bytes)
         self.pending: deque[ResponseSlot] = deque()
         self.transport: asyncio.Transport | None = None
@@ -105,9 +114,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer_host = peer[0] if peer else ""
         if len(self.server.connections) >= self.server.broker.config.max_connections:
             log.warning("refusing connection from %s: %d connections open", self.peer_host, len(self.server.connections))
+            self.server.broker.metrics.connections_refused += 1
             transport.abort()
             return
+        self.server.broker.metrics.connections_accepted += 1
         self.server.connections.add(self)
+        self.session = Session.open(self.listener, self.peer_host, peer_principal(transport))
+        if uses_sasl(self.listener):
+            self.auth = AuthGate(self, self.session)  # other listeners have nothing to gate
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -150,8 +164,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def handle_frame(self, body: memoryview) -> None:
         server = self.server
+        auth = self.auth
+        if auth is not None and auth.raw_token(body):
+            return
         try:
             header = peek_request_header(body)
+            if auth is not None and not auth.admits(header.api_key):
+                return
             spec = HANDLERS.handlers.get(header.api_key)
             if spec is None:
                 self.abort(f"unknown API key {header.api_key}")
@@ -171,7 +190,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(f"malformed request: {exc}")
             return
         ctx = RequestContext(
-            header.api_key, header.api_version, header.correlation_id, header.client_id, self.peer_host, now_ms()
+            header.api_key, header.api_version, header.correlation_id, header.client_id, self.peer_host, now_ms(),
+            listener=self.listener, session=self.session,
         )
         slot = None
         outcome: Any
@@ -187,7 +207,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
             self.abort("internal error")
             return
-        if isinstance(outcome, Respond):
+        if auth is not None and auth.after_dispatch(slot, outcome):
+            pass
+        elif isinstance(outcome, Respond):
             slot.fill(outcome.response)
         elif isinstance(outcome, RespondWhenDurable):
             server.group_commit.wait(slot, outcome.response)
@@ -285,18 +307,21 @@ class GroupCommit:
         while (partitions := self._jobs.get()) is not None:
             # Each partition on its own: one that fails goes offline, the others are still acknowledged.
             failed: dict[tuple[str, int], str] = {}
+            started = perf_counter()
             for state, _ in partitions:
                 try:
                     state.log.flush()
                 except Exception as exc:  # any failure at all must reach the waiting clients
                     failed[(state.topic, state.index)] = str(exc)
             try:
-                loop.call_soon_threadsafe(self._flushed, failed)
+                loop.call_soon_threadsafe(self._flushed, failed, perf_counter() - started)
             except RuntimeError:
                 return  # the loop is closed: nobody is left to answer
 
-    def _flushed(self, failed: dict[tuple[str, int], str]) -> None:
+    def _flushed(self, failed: dict[tuple[str, int], str], seconds: float = 0.0) -> None:
         assert self.flushing is not None
+        if self.flushing[1]:  # a flush with no partitions did no fsync
+            self.server.broker.metrics.fsync.observe(seconds)
         (batch, partitions), self.flushing = self.flushing, None
         broker = self.server.broker
         broker.end_flush([(state, end) for state, end in partitions if (state.topic, state.index) not in failed])
@@ -333,23 +358,44 @@ class KafkaServer:
         self.group_commit = GroupCommit(self)
         self.watchers: dict[tuple[str, int], set[LongPoll]] = {}
         self.server: asyncio.Server | None = None
+        self.servers: list[asyncio.Server] = []
+        self.tls: TlsContext | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
         self._tick_deadline: int | None = None
         self._sweep_timer: asyncio.TimerHandle | None = None
         broker.on_data = self._on_data
 
     async def start(self) -> tuple[str, int]:
+        """Open every listener; returns the first one's address."""
         config = self.broker.config
+        config.validate()
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: KafkaConnection(self), config.listen_host, config.listen_port, reuse_address=True
-        )
-        host, port = self.server.sockets[0].getsockname()[:2]
-        if config.listen_port == 0:
-            config.listen_port = port
+        specs = config.listener_specs()
+        if any(uses_tls(protocol) for protocol, _, _ in specs):
+            self.tls = TlsContext.from_config(config)
+        first: tuple[str, int] | None = None
+        for protocol, host, port in specs:
+            server = await loop.create_server(
+                lambda protocol=protocol: KafkaConnection(self, protocol), host, port, reuse_address=True,
+                ssl=self.tls.context if self.tls is not None and uses_tls(protocol) else None,
+            )
+            self.servers.append(server)
+            bound_host, bound_port = server.sockets[0].getsockname()[:2]
+            config.bound_ports[protocol] = bound_port
+            if first is None:
+                first = (bound_host, bound_port)
+                self.server = server
+                if not config.listeners and config.listen_port == 0:
+                    config.listen_port = bound_port
+            log.info("listener %s://%s:%d", protocol, bound_host, bound_port)
         self.schedule_tick()
         self._schedule_sweep()
-        return host, port
+        assert first is not None
+        return first
+
+    def reload_tls(self) -> bool:
+        """SIGHUP: load the certificate files again; open connections keep theirs."""
+        return self.tls.reload() if self.tls is not None else False
 
     # ----- idle and stalled connections -----
 
@@ -375,8 +421,8 @@ class KafkaServer:
         self._schedule_sweep()
 
     async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
         for connection in list(self.connections):
             connection.abort("shutting down")
         await self.group_commit.drain()

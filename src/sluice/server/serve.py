@@ -7,28 +7,60 @@ import logging
 
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
-from sluice.server.app import start_broker
+from sluice.server.app import announce, start_broker
 
 log = logging.getLogger("sluice")
 
 
-async def serve_all(broker_config: BrokerConfig, *, grpc_listen: str, http_listen: str) -> None:
+async def serve_all(
+    broker_config: BrokerConfig,
+    *,
+    grpc_listen: str,
+    http_listen: str,
+    console_listen: tuple[str, int] | None = None,
+) -> None:
     stop = asyncio.Event()
     install_stop_signals(stop)
     running = await start_broker(broker_config)
-    print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    announce(running)
     from sluice.gateway.config import single_cluster_config
     from sluice.gateway.server import Gateway
 
     gateway = Gateway(
-        single_cluster_config(f"{running.host}:{running.port}"), grpc_listen=grpc_listen, http_listen=http_listen
+        single_cluster_config(f"{running.host}:{running.port}", admin_url=running.admin_url),
+        grpc_listen=grpc_listen,
+        http_listen=http_listen,
     )
     await gateway.start()
-    freeze_startup_objects()
     print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)
+    console = None
+    if console_listen is not None:
+        from sluice.console.app import ConsoleConfig, start_console
+
+        # The console is a client like any other: it reaches the broker over its Kafka listener.
+        try:
+            console = await start_console(
+                ConsoleConfig(
+                    settings={"bootstrap.servers": f"{running.host}:{running.port}"},
+                    host=console_listen[0],
+                    port=console_listen[1],
+                    log_dir=broker_config.data_dir,
+                    gateway_url=gateway.http_url,
+                    # The broker's admin API, where it runs one: live rewind of running groups.
+                    admin_url=running.admin_url,
+                )
+            )
+        except (OSError, ValueError) as exc:
+            # A web page is not worth a broker: a taken port leaves the broker and gateway serving.
+            print(f"sluice console not started: {exc}", flush=True)
+        else:
+            print(f"sluice console on {console.url}", flush=True)
+    freeze_startup_objects()
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
+        if console is not None:
+            await console.stop()
         await gateway.stop()
         await running.stop()

@@ -9,6 +9,7 @@ from sluice.broker.handlers import (
     metadata,
     produce,
     quotas,
+    security,
     topic_partitions,
     transactions,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "metadata",
     "produce",
     "quotas",
+    "security",
     "topic_partitions",
     "transactions",
 ]

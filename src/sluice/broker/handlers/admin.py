@@ -138,7 +138,7 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
                 f"Topic '{topic.name}' collides with existing topic: {collision}",
             )
         configs = {c.name: c.value for c in topic.configs}
-        problem = topic_config_problem(configs) or validate_topic_configs(configs)
+        problem = validate_topic_configs(configs) or topic_config_problem(configs)
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         partitions = _partition_count(broker, topic)

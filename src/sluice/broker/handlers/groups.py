@@ -40,7 +40,7 @@ def _park(broker: Broker, ctx: RequestContext, method: str, request: Any, conver
 
 @handles("FindCoordinator")
 def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     node = broker.config.node_id
     R = FindCoordinatorResponse
     supported = request.key_type == GROUP_KEY_TYPE or (

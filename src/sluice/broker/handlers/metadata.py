@@ -65,7 +65,7 @@ def _missing_topic(name: str | None, error: ErrorCode, topic_id: Any = None) -> 
 
 @handles("Metadata")
 def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     topics: list[Any] = []
     if all_topics:
@@ -81,7 +81,11 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             except KafkaError:
                 topics.append(_missing_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            meta = broker.topic_for_metadata(wanted.name, request.allow_auto_topic_creation)
+            try:
+                meta = broker.topic_for_metadata(wanted.name, request.allow_auto_topic_creation)
+            except KafkaError as exc:  # auto-creation failed (a full disk): metadata itself keeps working
+                topics.append(_missing_topic(wanted.name, exc.code))
+                continue
             topics.append(_topic(broker, meta) if meta else _missing_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     return Respond(
         MetadataResponse(
@@ -95,7 +99,7 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
 
 @handles("DescribeCluster")
 def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     node = broker.config.node_id
     return Respond(
         DescribeClusterResponse(

@@ -2,9 +2,11 @@
 DescribeTransactions and ListTransactions. Each translates the request into one coordinator call; answers
 that follow a state change wait until it is durable.
 
-InitProducerId v6 (KIP-939 keepPreparedTxn / two-phase commit) is not served, so no client can ask to
-keep a prepared transaction. WriteTxnMarkers is broker-to-broker in Kafka; here it only serves operators'
-aborts (`sluice transactions abort`, kafka-transactions.sh abort).
+Two-phase commit (KIP-939, InitProducerId v6) is not offered: a request asking for it (Enable2Pc) is
+refused as Kafka refuses it while transaction.two.phase.commit.enable is off, and one asking to keep a
+prepared transaction (KeepPreparedTxn) hears UNSUPPORTED_VERSION, as from Kafka 4.3. WriteTxnMarkers is
+broker-to-broker in Kafka; here it only serves operators' aborts (`sluice transactions abort`,
+kafka-transactions.sh abort).
 """
 
 from __future__ import annotations
@@ -48,8 +50,20 @@ def _answer(
     return Respond(response)
 
 
-def _no_coordinator(broker: Broker) -> bool:
-    return broker.transactions is None
+def _no_coordinator(broker: Broker, ctx: RequestContext) -> bool:
+    """No coordinator to answer, or it could not persist what it decides: the data dir is below
+    min_free_bytes or full. Refused before the coordinator changes state, so memory never runs ahead of
+    __transaction_state; clients retry COORDINATOR_NOT_AVAILABLE until space is back."""
+    return broker.transactions is None or broker.write_refusal(ctx.now_ms) is not None
+
+
+def _cannot_write(broker: Broker, ctx: RequestContext) -> bool:
+    """True while the data dir refuses writes (full disk, below min_free_bytes): a call that would change
+    transaction state is refused before the coordinator changes anything, so its state never runs ahead of
+    `__transaction_state` and no transaction is left half ended. Kafka answers a coordinator whose log
+    cannot be written with NOT_COORDINATOR, which every client retries (the reason is logged by the
+    free-space guard); once space is back the retry goes through."""
+    return broker.write_refusal(ctx.now_ms) is not None
 
 
 @handles("InitProducerId")
@@ -61,10 +75,20 @@ def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Outco
             epoch = (request.producer_epoch + 1) & 0x7FFF
             return Respond(R(error_code=0, producer_id=request.producer_id, producer_epoch=epoch))
         return Respond(R(error_code=0, producer_id=broker.new_producer_id(ctx.now_ms), producer_epoch=0))
-    if _no_coordinator(broker):
+    if _no_coordinator(broker, ctx):
         return Respond(R(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1))
+    if request.keep_prepared_txn:
+        # Nothing is ever left prepared here, so there is nothing to keep: the flag is refused, and the open
+        # transaction is left as it is (not aborted) for the client to retry without it.
+        return Respond(R(error_code=ErrorCode.UNSUPPORTED_VERSION, producer_id=-1, producer_epoch=-1))
+    if request.enable2_pc:
+        return Respond(
+            R(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
+        )
     if len(request.transactional_id) > MAX_TRANSACTIONAL_ID_CHARS:
         return Respond(R(error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1))
+    if _cannot_write(broker, ctx):
+        return Respond(R(error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1))
     outcome = broker.transactions.coordinator.init_producer_id(
         request.transactional_id,
         request.transaction_timeout_ms,
@@ -96,6 +120,8 @@ def _add_partitions(
     unknown = {tp for tp in wanted if tp not in broker.partitions}
     if len(wanted) > MAX_PARTITIONS_PER_REQUEST:
         errors = {tp: ErrorCode.INVALID_REQUEST for tp in wanted}
+    elif not verify_only and _cannot_write(broker, ctx):
+        errors = {tp: ErrorCode.NOT_COORDINATOR for tp in wanted}
     elif unknown:
         # As Kafka: nothing is added when one partition is unknown; the others were "not attempted".
         errors = {
@@ -129,7 +155,7 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
     R = AddPartitionsToTxnResponse
     sink = TxnOutcome()
     if ctx.api_version <= 3:
-        if _no_coordinator(broker):
+        if _no_coordinator(broker, ctx):
             results = [
                 R.AddPartitionsToTxnTopicResult(
                     name=t.name,
@@ -154,7 +180,7 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
             sink,
         )
         return _answer(broker, sink, R(results_by_topic_v3_and_below=results), ctx.now_ms, durable=False)
-    if _no_coordinator(broker):
+    if _no_coordinator(broker, ctx):
         return Respond(R(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
     by_txn = []
     for txn in request.transactions:
@@ -176,8 +202,10 @@ def add_partitions_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> 
 
 @handles("AddOffsetsToTxn")
 def add_offsets_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
-    if _no_coordinator(broker):
+    if _no_coordinator(broker, ctx):
         return Respond(AddOffsetsToTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    if _cannot_write(broker, ctx):
+        return Respond(AddOffsetsToTxnResponse(error_code=ErrorCode.NOT_COORDINATOR))
     outcome = broker.transactions.coordinator.add_offsets(
         request.transactional_id,
         request.producer_id,
@@ -195,7 +223,7 @@ def add_offsets_to_txn(broker: Broker, ctx: RequestContext, request: Any) -> Out
 def txn_offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     R = TxnOffsetCommitResponse
     error = ErrorCode.NONE
-    if _no_coordinator(broker) or broker.groups is None:
+    if _no_coordinator(broker, ctx) or broker.groups is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif ctx.api_version >= 3 and (request.generation_id >= 0 or request.member_id):
         # KIP-447: the group's coordinator fences a zombie by its member id and generation.
@@ -258,8 +286,10 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outc
 
 @handles("EndTxn")
 def end_txn(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
-    if _no_coordinator(broker):
+    if _no_coordinator(broker, ctx):
         return Respond(EndTxnResponse(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE))
+    if _cannot_write(broker, ctx):
+        return Respond(EndTxnResponse(error_code=ErrorCode.NOT_COORDINATOR))
     outcome = broker.transactions.coordinator.end_txn(
         request.transactional_id,
         request.producer_id,
@@ -357,11 +387,12 @@ def write_txn_markers(broker: Broker, ctx: RequestContext, request: Any) -> Outc
     R = WriteTxnMarkersResponse
     sink = TxnOutcome()
     wrote_directly = False
+    refused = _cannot_write(broker, ctx)
     results = []
     for marker in request.markers:
         topics = []
         coordinated = None
-        if broker.transactions is not None and not marker.transaction_result:
+        if broker.transactions is not None and not marker.transaction_result and not refused:
             meta = broker.transactions.coordinator.by_producer.get(marker.producer_id)
             if meta is not None and meta.state is TxnState.ONGOING:
                 coordinated = meta
@@ -382,6 +413,8 @@ def write_txn_markers(broker: Broker, ctx: RequestContext, request: Any) -> Outc
                     )  # committing from outside the coordinator would be a lie
                 elif state is None:
                     error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif refused:
+                    error = ErrorCode.KAFKA_STORAGE_ERROR
                 elif coordinated is None and marker.producer_id in state.producers.ongoing:
                     producer = state.producers.producers.get(marker.producer_id)
                     if producer is not None and marker.producer_epoch < producer.epoch:

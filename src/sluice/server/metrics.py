@@ -1,0 +1,139 @@
+"""Prometheus view of a running broker, built at scrape time from its plain counters and live state.
+
+A custom collector rather than labelled Counter objects: the hot paths only add to ints
+(:mod:`sluice.broker.metrics`), and partition sizes, offsets and group lag are read from the broker when
+someone asks. Every series is listed in the README ("Broker metrics").
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import (
+    CollectorRegistry,
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.registry import Collector
+
+from sluice.broker.metrics import LATENCY_BUCKETS, Histogram
+from sluice.protocol.messages import APIS_BY_KEY
+
+if TYPE_CHECKING:
+    from sluice.server.kafka import KafkaServer
+
+
+def _buckets(histogram: Histogram) -> list[tuple[str, float]]:
+    cumulative = 0
+    out = []
+    for bound, count in zip((*LATENCY_BUCKETS, float("inf")), histogram.counts, strict=True):
+        cumulative += count
+        out.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
+    return out
+
+
+def committed_offsets(broker: Any) -> Iterator[tuple[str, str, int, int]]:
+    """(group, topic, partition, committed offset) of every group the coordinator holds."""
+    service = broker.groups
+    if service is None:
+        return
+    coordinator = service.coordinator
+    for groups in (coordinator.groups, coordinator.consumer.groups):
+        for group_id, group in list(groups.items()):
+            for (topic, partition), value in list(group.offsets.items()):
+                yield group_id, topic, partition, value.offset
+
+
+class BrokerCollector(Collector):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+
+    def collect(self) -> Iterator[Any]:
+        broker = self.server.broker
+        metrics = broker.metrics
+        families = {
+            name: CounterMetricFamily(f"sluice_topic_{name}", help_, labels=["topic"])
+            for name, help_ in (
+                ("bytes_in", "Record batch bytes appended by produce requests"),
+                ("messages_in", "Records appended by produce requests"),
+                ("bytes_out", "Record batch bytes sent in fetch responses"),
+                ("messages_out", "Records sent in fetch responses (from the fetch offset on)"),
+            )
+        }
+        for topic, counters in sorted(metrics.topics.items()):
+            families["bytes_in"].add_metric([topic], counters.bytes_in)
+            families["messages_in"].add_metric([topic], counters.messages_in)
+            families["bytes_out"].add_metric([topic], counters.bytes_out)
+            families["messages_out"].add_metric([topic], counters.messages_out)
+        yield from families.values()
+
+        requests = HistogramMetricFamily(
+            "sluice_request_duration_seconds",
+            "Kafka requests by API: time from decoding to the response being ready (_count is the request count)",
+            labels=["api"],
+        )
+        for key, histogram in sorted(metrics.requests.items()):
+            api = APIS_BY_KEY.get(key)
+            requests.add_metric([api.name if api else str(key)], _buckets(histogram), histogram.total)
+        yield requests
+
+        fsync = HistogramMetricFamily("sluice_fsync_duration_seconds", "One group commit's fsync of its partitions")
+        fsync.add_metric([], _buckets(metrics.fsync), metrics.fsync.total)
+        yield fsync
+
+        yield GaugeMetricFamily("sluice_connections", "Open client connections", value=len(self.server.connections))
+        accepted = CounterMetricFamily("sluice_connections_accepted", "Client connections accepted")
+        accepted.add_metric([], metrics.connections_accepted)
+        yield accepted
+        refused = CounterMetricFamily("sluice_connections_refused", "Connections refused at max_connections")
+        refused.add_metric([], metrics.connections_refused)
+        yield refused
+
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("sluice_partition_size_bytes", "Bytes of a partition's log on disk", labels=labels)
+        start = GaugeMetricFamily("sluice_partition_log_start_offset", "First offset still in the log", labels=labels)
+        end = GaugeMetricFamily("sluice_partition_log_end_offset", "Next offset to be appended", labels=labels)
+        high = GaugeMetricFamily(
+            "sluice_partition_high_watermark", "Offset up to which consumers may read (durable)", labels=labels
+        )
+        for (topic, index), state in sorted(broker.partitions.items()):
+            label = [topic, str(index)]
+            size.add_metric(label, state.log.size_bytes)
+            start.add_metric(label, state.log.log_start_offset)
+            end.add_metric(label, state.log.log_end_offset)
+            high.add_metric(label, state.high_watermark)
+        yield from (size, start, end, high)
+
+        glabels = ["group", "topic", "partition"]
+        committed = GaugeMetricFamily(
+            "sluice_consumer_group_committed_offset", "A group's committed offset", labels=glabels
+        )
+        lag = GaugeMetricFamily(
+            "sluice_consumer_group_lag", "High watermark minus the committed offset (0 at least)", labels=glabels
+        )
+        for group, topic, partition, offset in sorted(committed_offsets(broker)):
+            state = broker.partitions.get((topic, partition))
+            label = [group, topic, str(partition)]
+            committed.add_metric(label, offset)
+            if state is not None:
+                lag.add_metric(label, max(state.high_watermark - offset, 0))
+        yield from (committed, lag)
+
+        data_dir = broker.config.data_dir
+        if data_dir is not None:
+            try:
+                free = shutil.disk_usage(data_dir).free
+            except OSError:
+                return
+            yield GaugeMetricFamily("sluice_storage_free_bytes", "Free bytes on the data directory's file system",
+                                    value=free)
+
+
+def broker_registry(server: KafkaServer) -> CollectorRegistry:
+    """A private registry (several brokers in one process, as in tests, never collide)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(BrokerCollector(server))
+    return registry
