@@ -251,8 +251,7 @@ def test_bad_acls_and_credentials_get_error_codes(secure_broker: SecureBroker, a
     assert missing.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
 
 
-@pytest.mark.parametrize("damaged", ["acls.json", "credentials.json"])
-def test_a_damaged_security_file_stops_the_start_with_its_name(tmp_path, damaged: str) -> None:
+def test_a_damaged_security_file_stops_the_start_with_its_name(tmp_path) -> None:
     from secure_broker import sluice_cli
 
     broker = start_secure_broker(tmp_path)
@@ -262,17 +261,18 @@ def test_a_damaged_security_file_stops_the_start_with_its_name(tmp_path, damaged
         user = make_user(admin, "pw-d")
         allow(admin, user, ResourceType.TOPIC, topic, AclOperation.WRITE)
         broker.process.stop()
-        path = broker.data_dir / "security" / damaged
-        good = path.read_bytes()
-        path.write_bytes(good[: len(good) // 2])  # damage from outside: sluice only replaces it whole
-        refused = sluice_cli(
-            "broker", "--config", str(broker.config_path), "--data-dir", str(broker.data_dir), check=False
-        )
-        assert refused.returncode != 0
-        said = "".join(refused.stderr.split())  # the console wraps long lines
-        assert str(path) in said and "cannotberead" in said and "Traceback" not in said
-        # Running on with fewer ACLs or users than were created would be worse than not running.
-        path.write_bytes(good)
+        for damaged in ("acls.json", "credentials.json"):
+            path = broker.data_dir / "security" / damaged
+            good = path.read_bytes()
+            path.write_bytes(good[: len(good) // 2])  # damage from outside: sluice only replaces it whole
+            refused = sluice_cli(
+                "broker", "--config", str(broker.config_path), "--data-dir", str(broker.data_dir), check=False
+            )
+            assert refused.returncode != 0
+            said = "".join(refused.stderr.split())  # the console wraps long lines
+            assert str(path) in said and "cannotberead" in said and "Traceback" not in said
+            # Running on with fewer ACLs or users than were created would be worse than not running.
+            path.write_bytes(good)
         broker.process.restart()
         assert produce_error(broker.sasl(user, "pw-d"), topic) is None
     finally:
