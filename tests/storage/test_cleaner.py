@@ -18,12 +18,12 @@ from sluice.storage.cleaner import (
     CleanerCheckpoint,
     OffsetMap,
     Throttler,
-    check_keys_for_compaction,
     clean_partition,
     plan_cleaning,
 )
 from sluice.storage.disk import DiskStorage
 from sluice.storage.loader import CLEANING_DIR, SWAP_MANIFEST
+from sluice.storage.log_cleaner import check_keys_for_compaction
 
 
 class Crash(Exception):

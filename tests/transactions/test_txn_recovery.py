@@ -8,8 +8,9 @@ from pathlib import Path
 
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
-from sluice.protocol.records import Record, encode_batch, iter_batches, parse_batch_header
+from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
 from sluice.server.app import build_broker
+from sluice.storage.cleaner import clean_partition
 
 
 def now() -> int:
@@ -87,19 +88,30 @@ def test_an_unknown_open_transaction_is_aborted_at_start(tmp_path: Path) -> None
     again.close()
 
 
-def test_transaction_state_log_is_compacted_and_reads_back(tmp_path: Path) -> None:
-    config = BrokerConfig(data_dir=tmp_path, listen_port=0, offsets_compaction_min_records=50)
+def test_transaction_state_log_is_compacted_by_the_cleaner_and_reads_back(tmp_path: Path) -> None:
+    config = BrokerConfig(data_dir=tmp_path, listen_port=0, transaction_state_segment_bytes=2048)
     broker = build_broker(config)
     tc = broker.transactions.coordinator
     for i in range(200):  # 4 transactional ids, re-initialised over and over
         out = tc.init_producer_id(f"t{i % 4}", 60_000, -1, -1, now(), broker.new_producer_id(now()))
         broker.transactions.apply(out, now())
+    broker.partition("__transaction_state", 0).log.flush()  # the cleaner only takes durable segments
     epochs = {t: m.epoch for t, m in tc.txns.items()}
-    log = broker.partition("__transaction_state", 0).log
-    assert log.log_end_offset - log.log_start_offset < 60
+    state = broker.partition("__transaction_state", 0)
+    log = state.log
+    before = state_offsets(log)
+    assert len(before) == 200
+    topic_config = broker.storage.topic("__transaction_state").config
+    assert clean_partition(log, topic_config, now())
+    after = state_offsets(log)
+    # Offsets are kept (the log has gaps now); only the active segment and one record per id remain.
+    assert set(after) < set(before) and after == sorted(after) and after[-1] == before[-1]
+    assert len(after) < 60
+    assert log.log_start_offset == 0
     broker.close()
     again = build_broker(config)
     assert {t: m.epoch for t, m in again.transactions.coordinator.txns.items()} == epochs
+    assert state_offsets(again.partition("__transaction_state", 0).log) == after
     again.close()
 
 
@@ -139,3 +151,12 @@ def test_an_idle_transactional_id_expires_and_stays_gone_after_restart(tmp_path:
         fresh.commit_transaction(30)
     finally:
         proc.stop()
+def state_offsets(log) -> list[int]:
+    offsets: list[int] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20)
+        for pos, header in iter_batches(data):
+            offsets += [header.base_offset + r.offset_delta for r in decode_batch(data, pos)[1]]
+            offset = header.last_offset + 1
+    return offsets

@@ -20,7 +20,13 @@ from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
 from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.quotas import ClientQuotas
-from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
+from sluice.broker.record_checks import (
+    NO_CHECKS,
+    RecordChecks,
+    check_records,
+    merge_record_errors,
+    parse_checks,
+)
 from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import (
     BatchHeader,
@@ -35,9 +41,9 @@ from sluice.protocol.records import (
 from sluice.security.acl import AclStore, Authorizer
 from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
-from sluice.storage.cleaner import check_keys_for_compaction
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
+from sluice.storage.log_cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
@@ -101,13 +107,13 @@ class Broker:
         # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
         self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         data_dir = getattr(storage, "data_dir", None)
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self._ticks_deferred_until: int | None = None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
-        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
         self.quotas = ClientQuotas.open(data_dir)
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
@@ -281,9 +287,19 @@ class Broker:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
             max_batch_bytes, compacted = self._topic_limits(topic)
             headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
+            # KIP-467: every bad record of the batch is named, whichever check it failed.
+            failed: list[RecordErrors] = []
             if compacted:
-                check_keys_for_compaction(records, headers)
-            check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
+                try:
+                    check_keys_for_compaction(records, headers)
+                except RecordErrors as exc:
+                    failed.append(exc)
+            try:
+                check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
+            except RecordErrors as exc:
+                failed.append(exc)
+            if failed:
+                raise merge_record_errors(failed)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)

@@ -69,12 +69,6 @@ class BrokerConfig:
     consumer_group_heartbeat_interval_ms: int = 5_000
     offsets_topic_partitions: int = 1
     offset_metadata_max_bytes: int = 4096
-    # __transaction_state is rewritten down to one record per transactional id once it holds this many
-    # records and at least twice as many as are live (__consumer_offsets goes through the log cleaner).
-    offsets_compaction_min_records: int = 100_000
-    # Transactions: transaction.max.timeout.ms and transactional.id.expiration.ms.
-    transaction_max_timeout_ms: int = 900_000
-    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     # offsets.topic.segment.bytes: __consumer_offsets is compacted by the log cleaner, segment by segment.
     offsets_topic_segment_bytes: int = 100 * 1024 * 1024
     # The log cleaner (Kafka's log.cleaner.*): compaction of topics whose cleanup.policy has "compact".
@@ -85,6 +79,11 @@ class BrokerConfig:
     log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
     # How long a cleaner thread sleeps when no partition is due.
     log_cleaner_backoff_ms: int = 15_000
+    # Transactions: transaction.max.timeout.ms and transactional.id.expiration.ms.
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    # transaction.state.log.segment.bytes: __transaction_state is compacted by the log cleaner.
+    transaction_state_segment_bytes: int = 100 * 1024 * 1024
     topic_defaults: dict[str, str] = field(default_factory=dict)
     # ----- security (Kafka's names, snake_case) -----
     # `PROTOCOL://host:port` each, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, at most one

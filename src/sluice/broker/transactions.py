@@ -33,7 +33,6 @@ from sluice.protocol.records import Record, encode_batch, parse_batch_header
 log = logging.getLogger("sluice.transactions")
 
 READ_CHUNK_BYTES = 1 << 20
-COMPACTION_BATCH_RECORDS = 1000
 MARKER_RETRY_MS = 1000
 WRITE_REFUSED_RETRY_MS = 1000
 # One coordinator forever: its epoch in every marker is 0.
@@ -44,7 +43,6 @@ class TransactionService:
     def __init__(self, broker: Broker, coordinator: TransactionCoordinator) -> None:
         self.broker = broker
         self.coordinator = coordinator
-        self.state_records = 0  # records in __transaction_state since it was last compacted
         # While the disk refuses writes, timeouts are not acted on (an abort writes markers and state);
         # the timer looks again at this time instead of spinning on a deadline already past.
         self._postponed_until: int | None = None
@@ -75,7 +73,6 @@ class TransactionService:
             records = self._hold(unfinished, outcome, now_ms)
         if records:
             self._persist(records, now_ms)
-        self.maybe_compact(now_ms)
         return bool(outcome.prepare or outcome.records or outcome.markers)
 
     def _write_markers(self, markers: Markers, partitions: list[TP], now_ms: int) -> list[TP]:
@@ -158,38 +155,12 @@ class TransactionService:
             log.info("transaction %r: every marker written at last", transactional_id)
         self._marker_retry_at = now_ms + MARKER_RETRY_MS if self.pending_markers else None
 
-    def maybe_compact(self, now_ms: int) -> bool:
-        """Rewrite the live state (one record per transactional id) at the log end and drop what precedes
-        it, once the log holds many records and at least twice as many as are live. Every transaction is
-        in a stable state between calls, so the live state is exactly what the coordinator holds.
-
-        Crash-safe without a marker: until the old records are dropped, replaying old + rewritten records
-        gives the same last-write-wins state as the old alone."""
-        live = len(self.coordinator.txns)
-        if (
-            self.state_records < self.broker.config.offsets_compaction_min_records
-            or self.state_records < 2 * live
-        ):
-            return False
-        state = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
-        rewrite_start = state.log.log_end_offset
-        records = [(state_key(m.transactional_id), m.encode()) for m in self.coordinator.txns.values()]
-        for first in range(0, len(records), COMPACTION_BATCH_RECORDS):
-            self._persist(records[first : first + COMPACTION_BATCH_RECORDS], now_ms)
-        state.log.flush()  # the rewrite must be durable before the originals go
-        self.broker.advance_high_watermark(state, state.log.log_end_offset)
-        state.log.delete_records_before(rewrite_start)
-        log.info("compacted %s: %d records down to %d", TRANSACTION_STATE_TOPIC, self.state_records, live)
-        self.state_records = live
-        return True
-
     def _persist(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
         batch = encode_batch(
             [Record(i, 0, key, value, []) for i, (key, value) in enumerate(records)], base_timestamp=now_ms
         )
         state = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
         self.broker._append_validated(state, batch, [parse_batch_header(batch)], now_ms)
-        self.state_records += len(records)
 
     def new_producer_id(self, now_ms: int) -> int:
         return self.broker.new_producer_id(now_ms)
@@ -294,7 +265,14 @@ def _read_state_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
 def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionService:
     config = broker.config
     if broker.storage.topic(TRANSACTION_STATE_TOPIC) is None:
-        broker.create_topic(TRANSACTION_STATE_TOPIC, 1, {"cleanup.policy": "compact"}, internal=True)
+        # Compacted by the log cleaner like __consumer_offsets: one record per transactional id survives,
+        # at its own offset.
+        broker.create_topic(
+            TRANSACTION_STATE_TOPIC,
+            1,
+            {"cleanup.policy": "compact", "segment.bytes": str(config.transaction_state_segment_bytes)},
+            internal=True,
+        )
     coordinator = TransactionCoordinator(
         TxnConfig(
             max_timeout_ms=config.transaction_max_timeout_ms,
@@ -306,7 +284,6 @@ def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionSe
     records = list(_read_state_topic(broker))
     coordinator.load(records, now_ms)
     service = TransactionService(broker, coordinator)
-    service.state_records = len(records)
     broker.transactions = service
     broker.txn_verifier = service.verify
     # The bounded start-up scan may have missed the first batch of a long open transaction.

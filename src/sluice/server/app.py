@@ -18,9 +18,10 @@ from sluice.eventloop import freeze_startup_objects, install_stop_signals
 from sluice.server.admin import AdminApp
 from sluice.server.kafka import KafkaServer, now_ms
 from sluice.storage.api import Storage
-from sluice.storage.cleaner import CleanerSettings, LogCleaner
+from sluice.storage.cleaner import TxnFacts
 from sluice.storage.config import TopicConfig
 from sluice.storage.disk import DiskPartitionLog, DiskStorage
+from sluice.storage.log_cleaner import CleanerSettings, LogCleaner
 
 log = logging.getLogger("sluice")
 T = TypeVar("T")
@@ -83,8 +84,12 @@ class RunningBroker:
 
 
 def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, DiskPartitionLog]]:
-    """Runs on the loop: the partitions the cleaner should look at now (cleanup.policy read afresh)."""
-    found = []
+    """Runs on the loop: the partitions the cleaner should look at now (cleanup.policy read afresh).
+    None while writes are refused (free space below min_free_bytes, or a full disk): a pass needs room for
+    a cleaned copy of up to segment.bytes before it frees anything."""
+    found: list[tuple[str, int, TopicConfig, DiskPartitionLog]] = []
+    if broker.write_refusal(now_ms()):
+        return found
     for (topic, index), state in broker.partitions.items():
         meta = broker.storage.topic(topic)
         if meta is None or not isinstance(state.log, DiskPartitionLog):
@@ -93,6 +98,18 @@ def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, DiskPar
         if config.compacts:
             found.append((topic, index, config, state.log))
     return found
+
+
+def _txn_facts(broker: Broker, topic: str, index: int) -> TxnFacts:
+    """Runs on the loop: what the cleaner may assume about the partition's transactions and producers."""
+    state = broker.partitions.get((topic, index))
+    if state is None:
+        return TxnFacts()
+    return TxnFacts(
+        state.last_stable_offset,
+        tuple((e.producer_id, e.first_offset, e.last_offset) for e in state.txn_index.entries),
+        frozenset(p.recent[-1].base_offset for p in state.producers.producers.values() if p.recent),
+    )
 
 
 def _crash_point_from_environment() -> Callable[[str], None]:
@@ -139,6 +156,7 @@ def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleaner
         run_on_loop,
         now_ms,
         crash_point=_crash_point_from_environment(),
+        facts=lambda topic, index: _txn_facts(broker, topic, index),
     )
     broker.cleaner = cleaner
     cleaner.start()

@@ -21,10 +21,18 @@ Tombstones (null values) are kept for delete.retention.ms after the pass that fi
 segment; the time is remembered per segment in the cleaner checkpoint, and a segment still holding
 tombstones is never grouped with another, so merging cannot move any tombstone's deadline.
 
-Transactions: records of transactional batches and control batches are copied unchanged and never
-enter the map, so a transaction (committed, aborted or open) can neither lose records nor make others
-obsolete. Removing aborted data and markers once safe (Kafka's rule: markers after delete.retention.ms,
-aborted batches once their transaction is complete) is a later refinement of `_keep_batch_as_is`.
+Transactions (`TxnFacts`, taken from the owner's producer state when the pass starts): a transactional
+batch that ends at or above the last stable offset may still be in an open transaction, so it is copied
+unchanged and never enters the map. Below the LSO every transaction is decided: a batch inside an
+aborted transaction of the aborted-transaction index is removed (its index entry stays, so read_committed
+readers positioned before the gap still filter correctly); a committed one is compacted by key like any
+other. A COMMIT marker stays while any batch of its transaction is left; once none is, it is treated
+like a tombstone and removed delete.retention.ms after its segment was first cleaned, as in Kafka. ABORT
+markers are kept (see `_clean_marker`).
+
+Producer state is rebuilt from batch headers at start, so the newest data batch of each producer is never
+removed whole: when all its records go it is kept as an empty batch with its offsets and sequence, as
+Kafka does, so an idempotent producer that outlives a broker restart does not see a sequence gap.
 
 Keyless records (possible only from before the topic became compacted) are removed, as Kafka does.
 """
@@ -35,20 +43,20 @@ import hashlib
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sluice.errors import ErrorCode, RecordErrors
 from sluice.protocol.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    ControlRecordType,
     Record,
     decode_batch,
+    decode_control_key,
     encode_batch,
     iter_batches,
     parse_batch_header,
@@ -189,6 +197,7 @@ class CleanerStats:
     records_removed: int = 0
     segments_swapped: int = 0
     failures: int = 0
+    uncleanable_partitions: int = 0
     last_pass_duration_ms: int = 0
     # Kafka's max-dirty-percent and max-compaction-delay-secs: the worst partition at the last look.
     max_dirty_ratio: float = 0.0
@@ -282,19 +291,56 @@ def _iter_segment_batches(
         os.close(fd)
 
 
-def _keep_batch_as_is(header: BatchHeader) -> bool:
-    # The transactional rule lives here: see the module docstring.
-    return header.is_control or header.is_transactional
+@dataclass(frozen=True, slots=True)
+class TxnFacts:
+    """What the owner knows about the partition's producers when a pass starts (plain data: it goes to the
+    worker process). The default decides nothing: every transactional batch is kept as it is."""
+
+    last_stable_offset: int = -1  # transactional batches ending below it are decided
+    aborted: tuple[tuple[int, int, int], ...] = ()  # (producer id, first offset, abort marker offset)
+    last_batches: frozenset[int] = frozenset()  # base offset of each producer's newest data batch
 
 
-def build_offset_map(dirty: list[SegmentRef], offset_map: OffsetMap, throttler: Throttler) -> int:
+NO_FACTS = TxnFacts()
+_KEEP, _DROP, _CLEAN = 0, 1, 2
+
+
+class _Fates:
+    """Per batch: keep as it is (control, or possibly in an open transaction), drop (aborted), or clean
+    by key (plain, or a committed transaction)."""
+
+    def __init__(self, facts: TxnFacts) -> None:
+        self.facts = facts
+        self._aborted: dict[int, list[tuple[int, int]]] = {}
+        for producer_id, first, last in facts.aborted:
+            self._aborted.setdefault(producer_id, []).append((first, last))
+        # Producers whose current transaction (since their last marker) still has a batch in the output.
+        self.txn_kept: set[int] = set()
+
+    def of(self, header: BatchHeader) -> int:
+        if header.is_control:
+            return _KEEP
+        if not header.is_transactional:
+            return _CLEAN
+        if header.last_offset >= self.facts.last_stable_offset:
+            return _KEEP
+        for first, last in self._aborted.get(header.producer_id, ()):
+            if first <= header.base_offset <= last:
+                return _DROP
+        return _CLEAN
+
+
+def build_offset_map(
+    dirty: list[SegmentRef], offset_map: OffsetMap, throttler: Throttler, fates: _Fates | None = None
+) -> int:
     """Fill `offset_map` from the dirty segments; returns the offset the map covers up to (exclusive):
     the end of the last segment that fit whole, or the last record that fit when not even one did.
     """
+    fates = fates or _Fates(NO_FACTS)
     covered_end = dirty[0].base_offset
     for n, segment in enumerate(dirty):
         for batch, header in _iter_segment_batches(segment, throttler):
-            if _keep_batch_as_is(header):
+            if fates.of(header) != _CLEAN:
                 continue
             _, records = decode_batch(batch)
             for record in records:
@@ -322,13 +368,60 @@ def _clean_batch(
     offset_map: OffsetMap,
     drop_tombstones: bool,
     result: _GroupResult,
+    fates: _Fates | None = None,
 ) -> bytes | memoryview | None:
-    """The batch with obsolete records removed: the same bytes when nothing goes, None when all do."""
-    if _keep_batch_as_is(header):
+    """The batch with obsolete records removed: the same bytes when nothing goes, None when all do.
+    Batches must come in log order: a marker's fate depends on what was kept of its transaction."""
+    fates = fates or _Fates(NO_FACTS)
+    if header.is_control:
+        return _clean_marker(batch, header, drop_tombstones, result, fates)
+    out = _clean_data_batch(batch, header, offset_map, drop_tombstones, result, fates)
+    if header.is_transactional and out is not None:
+        fates.txn_kept.add(header.producer_id)
+    return out
+
+
+def _clean_marker(
+    batch: memoryview, header: BatchHeader, drop_tombstones: bool, result: _GroupResult, fates: _Fates
+) -> memoryview | None:
+    """Kafka's rule for COMMIT markers: one goes once nothing of its transaction is left and its segment
+    was cleaned delete.retention.ms ago (a reader that saw the data had that long to see the marker
+    too); until then it counts as a tombstone, so a pass comes back for it.
+
+    ABORT markers stay: read_committed readers get the aborted-transaction index's entry for the
+    transaction and skip that producer's batches until they meet its ABORT marker, so the marker may only
+    go together with its index entry (Kafka rewrites the cleaned segment's index), which sluice's
+    broker-owned index does not support yet."""
+    _, records = decode_batch(batch)  # also: copied byte for byte, but never a corrupt one
+    producer_id = header.producer_id
+    had_data = producer_id in fates.txn_kept
+    fates.txn_kept.discard(producer_id)
+    commit = len(records) == 1 and decode_control_key(records[0].key) is ControlRecordType.COMMIT
+    if not commit or producer_id < 0 or had_data or header.last_offset >= fates.facts.last_stable_offset:
+        return batch
+    if drop_tombstones:
+        result.changed = True
+        result.records_removed += header.record_count
+        return None
+    result.kept_tombstones = True
+    return batch
+
+
+def _clean_data_batch(
+    batch: memoryview,
+    header: BatchHeader,
+    offset_map: OffsetMap,
+    drop_tombstones: bool,
+    result: _GroupResult,
+    fates: _Fates,
+) -> bytes | memoryview | None:
+    fate = fates.of(header)
+    if fate == _KEEP:
+        decode_batch(batch)  # copied byte for byte, but never a corrupt one
         return batch
     _, records = decode_batch(batch)
     kept: list[Record] = []
-    for record in records:
+    for record in records if fate == _CLEAN else ():
         offset = header.base_offset + record.offset_delta
         if record.key is None:
             continue
@@ -345,14 +438,14 @@ def _clean_batch(
         return batch
     result.changed = True
     result.records_removed += removed
-    if not kept:
+    if not kept and header.base_offset not in fates.facts.last_batches:
         return None
     log_append = header.is_log_append_time
     return encode_batch(
         kept,
         base_offset=header.base_offset,
         base_timestamp=header.base_timestamp,
-        max_timestamp=header.max_timestamp if log_append else None,
+        max_timestamp=header.max_timestamp if log_append or not kept else None,
         compression=header.compression,
         producer_id=header.producer_id,
         producer_epoch=header.producer_epoch,
@@ -429,35 +522,43 @@ class Prepared:
     bytes_read: int
 
 
-def prepare_cleaning(
-    directory: str,
-    segments: list[SegmentRef],
-    first_dirty: int,
-    checkpoint_segments: dict[int, tuple[int, bool]],
-    config: TopicConfig,
-    now_ms: int,
-    dedupe_buffer_size: int,
-    io_max_bytes_per_second: float,
-) -> Prepared:
-    """The heavy part of a pass, on plain data (it runs in a worker process under the broker): build the
-    key map from the dirty segments and write each group's cleaned segment, fsynced with its indexes,
-    into `<directory>/.cleaning/<base>.*`. Never touches the live segment files.
+@dataclass(frozen=True, slots=True)
+class CleaningJob:
+    """Everything the heavy part of one pass needs, as plain data (it may go to a worker process)."""
+
+    directory: str
+    segments: list[SegmentRef]
+    first_dirty: int
+    checkpoint_segments: dict[int, tuple[int, bool]]
+    config: TopicConfig
+    now_ms: int
+    dedupe_buffer_size: int
+    io_max_bytes_per_second: float
+    facts: TxnFacts = NO_FACTS
+
+
+def prepare_cleaning(job: CleaningJob) -> Prepared:
+    """The heavy part of a pass (it runs in a worker process under the broker): build the key map from
+    the dirty segments and write each group's cleaned segment, fsynced with its indexes, into
+    `<directory>/.cleaning/<base>.*`. Never touches the live segment files.
     """
-    cleaning = Path(directory) / CLEANING_DIR
+    cleaning = Path(job.directory) / CLEANING_DIR
     cleaning.mkdir(exist_ok=True)
     for stale in cleaning.iterdir():
         stale.unlink()
-    throttler = Throttler(io_max_bytes_per_second)
-    checkpoint = CleanerCheckpoint(first_dirty, -1, checkpoint_segments)
-    dirty = [s for s in segments if s.base_offset >= first_dirty]
-    offset_map = OffsetMap(dedupe_buffer_size)
-    map_end = build_offset_map(dirty, offset_map, throttler) if dirty else first_dirty
-    to_clean = [s for s in segments if s.base_offset < max(map_end, first_dirty)]
+    first_dirty = job.first_dirty
+    throttler = Throttler(job.io_max_bytes_per_second)
+    checkpoint = CleanerCheckpoint(first_dirty, -1, job.checkpoint_segments)
+    fates = _Fates(job.facts)
+    dirty = [s for s in job.segments if s.base_offset >= first_dirty]
+    offset_map = OffsetMap(job.dedupe_buffer_size)
+    map_end = build_offset_map(dirty, offset_map, throttler, fates) if dirty else first_dirty
+    to_clean = [s for s in job.segments if s.base_offset < max(map_end, first_dirty)]
     groups = [
-        _rewrite_group(cleaning, group, offset_map, checkpoint, first_dirty, config, now_ms, throttler)
-        for group in group_segments(to_clean, checkpoint, first_dirty, config.segment_bytes)
+        _rewrite_group(cleaning, group, offset_map, checkpoint, job, throttler, fates)
+        for group in group_segments(to_clean, checkpoint, first_dirty, job.config.segment_bytes)
     ]
-    return Prepared(map_end, groups, sum(s.size_bytes for s in segments))
+    return Prepared(map_end, groups, sum(s.size_bytes for s in job.segments))
 
 
 def _rewrite_group(
@@ -465,11 +566,11 @@ def _rewrite_group(
     group: list[SegmentRef],
     offset_map: OffsetMap,
     checkpoint: CleanerCheckpoint,
-    first_dirty: int,
-    config: TopicConfig,
-    now_ms: int,
+    job: CleaningJob,
     throttler: Throttler,
+    fates: _Fates,
 ) -> PreparedGroup:
+    config, now_ms, first_dirty = job.config, job.now_ms, job.first_dirty
     base = group[0].base_offset
     cleaned = FileSegment(cleaning, base, config.index_interval_bytes, create=True)
     result = _GroupResult()
@@ -485,7 +586,7 @@ def _rewrite_group(
                 was_clean and state is not None and state[0] + config.delete_retention_ms <= now_ms
             )
             for batch, header in _iter_segment_batches(segment, throttler):
-                out = _clean_batch(batch, header, offset_map, drop_tombstones, result)
+                out = _clean_batch(batch, header, offset_map, drop_tombstones, result, fates)
                 if out is None:
                     continue
                 out_header = header if out is batch else parse_batch_header(out)
@@ -514,9 +615,7 @@ def _rewrite_group(
         raise
 
 
-Prepare = Callable[
-    [str, list[SegmentRef], int, dict[int, tuple[int, bool]], TopicConfig, int, int, float], Prepared
-]
+Prepare = Callable[[CleaningJob], Prepared]
 
 
 def clean_partition(
@@ -531,6 +630,7 @@ def clean_partition(
     stats: CleanerStats | None = None,
     plan: Plan | None = None,
     prepare: Prepare = prepare_cleaning,
+    facts: TxnFacts = NO_FACTS,
 ) -> bool:
     """One cleaning pass over `log` if its plan says it is due; True when it ran.
 
@@ -546,7 +646,7 @@ def clean_partition(
     checkpoint = log.cleaner_checkpoint
     first_dirty = plan.first_dirty_offset
     refs = [SegmentRef(s.base_offset, s.next_offset, s.size_bytes, str(s.log_path)) for s in plan.segments]
-    prepared = prepare(
+    job = CleaningJob(
         str(log.directory),
         refs,
         first_dirty,
@@ -555,7 +655,14 @@ def clean_partition(
         now_ms,
         dedupe_buffer_size,
         io_max_bytes_per_second,
+        facts,
     )
+    cleaning = log.directory / CLEANING_DIR
+    try:
+        prepared = prepare(job)
+    except BaseException:
+        _discard(cleaning)  # a failed pass (a full disk, corrupt data, a stop) leaves no files behind
+        raise
     stats.bytes_read += prepared.bytes_read
     crash_point("cleaned-written")
     by_base = {segment.base_offset: segment for segment in plan.segments}
@@ -627,198 +734,3 @@ def _swap(
     (log.directory / SWAP_MANIFEST).unlink(missing_ok=True)
     sync_directory(log.directory)
     return True
-
-
-# --- produce-side rule --------------------------------------------------------------------------------
-
-
-def check_keys_for_compaction(records: bytes | memoryview, headers: list[BatchHeader]) -> None:
-    """Refuse a produce to a compacted topic that carries records without a key (KIP-467 errors name
-    each one by its position among the partition's records), as Kafka's LogValidator does.
-    """
-    errors: list[tuple[int, str]] = []
-    index = 0
-    pos = 0
-    view = memoryview(records)
-    for header in headers:
-        if not header.is_control:
-            _, batch_records = decode_batch(view[pos : pos + header.size])
-            for record in batch_records:
-                if record.key is None:
-                    errors.append((index, "compacted topic cannot accept a record without a key"))
-                index += 1
-        pos += header.size
-    if errors:
-        raise RecordErrors(
-            ErrorCode.INVALID_RECORD,
-            f"{len(errors)} record(s) without a key sent to a compacted topic",
-            errors,
-        )
-
-
-# --- the threads ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class CleanerSettings:
-    """Kafka's broker settings for the cleaner (log.cleaner.*)."""
-
-    enable: bool = True
-    threads: int = 1
-    io_max_bytes_per_second: float = 1.7976931348623157e308
-    dedupe_buffer_size: int = 128 * 1024 * 1024
-    backoff_ms: int = 15_000
-    # Rewrite in worker processes at this nice level: CPU-bound Python in a thread of the broker would
-    # hold the GIL the event loop needs, and every produce would wait for it.
-    worker_processes: bool = True
-    worker_nice: int = 10
-
-
-CompactedLogs = Callable[[], list[tuple[str, int, TopicConfig, "DiskPartitionLog"]]]
-
-
-def _worker_init(nice: int) -> None:
-    if nice:
-        os.nice(nice)
-
-
-class LogCleaner:
-    """`threads` worker threads; each repeatedly picks the dirtiest due partition nobody else is cleaning
-    (Kafka's LogCleanerManager.grabFilthiestCompactedLog), cleans it, and backs off when none is due.
-    With `worker_processes` each thread hands the reading and writing to a process of its own.
-
-    `logs` lists the compacted partitions and runs on the owner thread (through `run_on_owner`), so the
-    broker's tables are only ever read there; topics whose cleanup.policy changes live appear or drop out
-    at the next look.
-    """
-
-    def __init__(
-        self,
-        settings: CleanerSettings,
-        logs: CompactedLogs,
-        run_on_owner: RunOnOwner[Any],
-        clock_ms: Callable[[], int],
-        *,
-        crash_point: Callable[[str], None] = lambda step: None,
-    ) -> None:
-        self.settings = settings
-        self._logs = logs
-        self._run_on_owner = run_on_owner
-        self._clock_ms = clock_ms
-        self._crash_point = crash_point
-        self.stats = CleanerStats()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._lock = threading.Lock()
-        self._in_progress: set[tuple[str, int]] = set()
-        self._threads: list[threading.Thread] = []
-        self._pools: list[Any] = []
-
-    def start(self) -> None:
-        if not self.settings.enable:
-            return
-        for n in range(max(1, self.settings.threads)):
-            thread = threading.Thread(target=self._run, name=f"sluice-cleaner-{n}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        with self._lock:
-            pools, self._pools = self._pools, []
-        for pool in pools:
-            pool.terminate()  # a pass in progress is abandoned; its files in .cleaning are discarded later
-        for thread in self._threads:
-            thread.join(timeout)
-        self._threads = []
-
-    def _run(self) -> None:
-        prepare = self._pool_prepare() if self.settings.worker_processes else prepare_cleaning
-        while not self._stop.is_set():
-            try:
-                cleaned = self.clean_once(prepare)
-            except Exception:
-                if self._stop.is_set():
-                    return
-                self.stats.failures += 1
-                _log.exception("cleaner pass failed")
-                cleaned = False
-            if not cleaned:
-                self._wake.wait(self.settings.backoff_ms / 1000)
-                self._wake.clear()
-
-    def _pool_prepare(self) -> Prepare:
-        import multiprocessing
-
-        # spawn, not fork: the broker has threads (fsync, event loop) that a fork would copy mid-flight.
-        pool = multiprocessing.get_context("spawn").Pool(1, _worker_init, (self.settings.worker_nice,))
-        with self._lock:
-            self._pools.append(pool)
-
-        def prepare(*args: Any) -> Prepared:
-            pending = pool.apply_async(prepare_cleaning, args)
-            while not pending.ready():
-                if self._stop.is_set():
-                    raise CleaningAborted("the cleaner is stopping")
-                pending.wait(0.2)
-            return pending.get()
-
-        return prepare
-
-    def clean_once(self, prepare: Prepare = prepare_cleaning) -> bool:
-        """Clean the dirtiest due partition, if any; True when one was cleaned."""
-        now_ms = self._clock_ms()
-        candidates = self._run_on_owner(self._logs)
-        best: tuple[float, str, int, TopicConfig, DiskPartitionLog, Plan] | None = None
-        max_ratio, max_delay = 0.0, 0
-        for topic, partition, config, log in candidates:
-            try:
-                plan = plan_cleaning(log, config, now_ms)
-            except OSError:
-                continue  # the log is going away (topic deleted); the next look will not see it
-            log.cleaner_dirty_ratio = plan.dirty_ratio
-            max_ratio = max(max_ratio, plan.dirty_ratio)
-            if plan.must_clean:
-                max_delay = max(max_delay, now_ms - log.cleaner_checkpoint.last_cleaned_ms)
-            with self._lock:
-                busy = (topic, partition) in self._in_progress
-            if busy or not plan.worth_cleaning(config):
-                continue
-            score = 2.0 if plan.must_clean else plan.dirty_ratio
-            if best is None or score > best[0]:
-                best = (score, topic, partition, config, log, plan)
-        self.stats.max_dirty_ratio, self.stats.max_compaction_delay_ms = max_ratio, max_delay
-        if best is None:
-            return False
-        _, topic, partition, config, log, plan = best
-        with self._lock:
-            if (topic, partition) in self._in_progress:
-                return False
-            self._in_progress.add((topic, partition))
-        try:
-            ran = clean_partition(
-                log,
-                config,
-                now_ms,
-                dedupe_buffer_size=self.settings.dedupe_buffer_size // max(1, self.settings.threads),
-                io_max_bytes_per_second=self.settings.io_max_bytes_per_second,
-                run_on_owner=self._run_on_owner,
-                crash_point=self._crash_point,
-                stats=self.stats,
-                plan=plan,
-                prepare=prepare,
-            )
-            if ran:
-                log.cleaner_dirty_ratio = plan_cleaning(log, config, self._clock_ms()).dirty_ratio
-                _log.info("cleaned %s-%d", topic, partition)
-            return ran
-        except CleaningAborted as aborted:
-            _log.info("cleaning of %s-%d aborted: %s", topic, partition, aborted)
-            return False
-        finally:
-            with self._lock:
-                self._in_progress.discard((topic, partition))

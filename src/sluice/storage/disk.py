@@ -75,6 +75,7 @@ class DiskPartitionLog(SegmentedLog):
         # Compaction state (storage/cleaner.py): the cleaner thread replaces these, others only read them.
         self.cleaner_checkpoint = CleanerCheckpoint.read(directory)
         self.cleaner_dirty_ratio = 0.0
+        self.cleaner_uncleanable = ""  # why the cleaner gave up on this partition until restart
 
     @property
     def segments(self) -> list[FileSegment]:
@@ -204,9 +205,11 @@ class DiskPartitionLog(SegmentedLog):
             if self._closed or self._failure:
                 return []
             not_durable = {id(segment) for segment in self._not_durable}
+            # A segment with recorded damage stops the cleaner: rewriting it would drop the damaged bytes
+            # that `sluice storage verify/repair` reports and fetches answer CORRUPT_MESSAGE for.
             result: list[FileSegment] = []
             for segment in self._segments[:-1]:
-                if id(segment) in not_durable:
+                if id(segment) in not_durable or segment.damaged:  # type: ignore[attr-defined]
                     break
                 result.append(segment)  # type: ignore[arg-type]
             return result
