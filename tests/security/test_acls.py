@@ -277,3 +277,63 @@ def test_a_damaged_security_file_stops_the_start_with_its_name(tmp_path) -> None
         assert produce_error(broker.sasl(user, "pw-d"), topic) is None
     finally:
         broker.process.kill()
+
+
+def test_kill_during_acl_and_user_writes_loses_nothing_acknowledged(tmp_path) -> None:
+    import threading
+
+    broker = start_secure_broker(tmp_path)
+    try:
+        admin = AdminClient({**broker.admin_settings(), "socket.timeout.ms": 3000})
+        acked_acls: list[str] = []
+        acked_users: list[str] = []
+        stop = threading.Event()
+
+        def write() -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                name = f"kill-{i}"
+                binding = AclBinding(
+                    ResourceType.TOPIC, name, LITERAL, "User:k", "*", AclOperation.READ, ALLOW
+                )
+                upsert = UserScramCredentialUpsertion(
+                    name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw"
+                )
+                try:
+                    [future] = admin.create_acls([binding]).values()
+                    future.result(timeout=5)
+                    acked_acls.append(name)
+                    admin.alter_user_scram_credentials([upsert])[name].result(timeout=5)
+                    acked_users.append(name)
+                except KafkaException:
+                    return  # the broker is gone
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        deadline = time.monotonic() + 20
+        while len(acked_users) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        broker.process.kill()
+        stop.set()
+        writer.join(timeout=30)
+        assert len(acked_users) >= 5
+        broker.process.restart()
+        admin = AdminClient(broker.admin_settings())
+        found = admin.describe_acls(
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                None,
+                ResourcePatternType.ANY,
+                "User:k",
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        ).result(timeout=10)
+        assert set(acked_acls) <= {b.name for b in found}
+        described = admin.describe_user_scram_credentials(acked_users)
+        for user in acked_users:
+            assert described[user].result(timeout=10).scram_credential_infos
+    finally:
+        broker.process.kill()
