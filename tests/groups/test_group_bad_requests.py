@@ -7,7 +7,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from group_helpers import RawMember, assignment, decode_assignment, delete_groups, group_state, wait_for
+from group_helpers import (
+    RawMember,
+    assignment,
+    create_topic,
+    decode_assignment,
+    delete_groups,
+    group_state,
+    wait_for,
+)
 
 from sluice.errors import ErrorCode as E
 
@@ -15,6 +23,8 @@ from sluice.errors import ErrorCode as E
 @pytest.fixture
 def leader(fast_bootstrap: str, group_name: str, topic_name: str) -> Iterator[RawMember]:
     """The only member of a Stable group holding partition 0 of `topic_name`."""
+    # The topic exists: Kafka answers commits for missing partitions UNKNOWN_TOPIC_OR_PARTITION.
+    create_topic(fast_bootstrap, topic_name, 2)
     member = RawMember(fast_bootstrap, group_name)
     joined = member.join_fully([topic_name])
     assert joined.leader == member.member_id and joined.generation_id == 1

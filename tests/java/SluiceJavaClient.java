@@ -29,7 +29,10 @@ import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ScramCredentialInfo;
+import org.apache.kafka.clients.admin.ScramMechanism;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.UserScramCredentialUpsertion;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -57,11 +60,16 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 public final class SluiceJavaClient {
     private static final HexFormat HEX = HexFormat.of();
     private static String bootstrap;
+    // SCRAM mode: client security settings (security.protocol, sasl.*, ssl.*) from the properties file
+    // named by the optional second argument, applied to every client this driver makes.
+    private static final Properties security = new Properties();
     private static Admin admin;
     private static final Map<String, Member> members = new ConcurrentHashMap<>();
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[0];
+        if (args.length > 1)
+            try (var reader = Files.newBufferedReader(Path.of(args[1]))) { security.load(reader); }
         admin = Admin.create(configs(List.of()));
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         for (String line; (line = in.readLine()) != null; ) {
@@ -113,6 +121,59 @@ public final class SluiceJavaClient {
                 ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, w[1]);
                 admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
                 return true;
+            }
+            case "describe-broker-config": {  // the broker resource: every entry, with where its value comes from
+                ConfigResource resource = new ConfigResource(ConfigResource.Type.BROKER, w[1]);
+                Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+                Map<String, Object> out = new TreeMap<>();
+                for (ConfigEntry e : config.entries())
+                    out.put(e.name(), map("value", e.value(), "source", e.source().toString(), "type", e.type().toString()));
+                return out;
+            }
+            case "describe-log-dirs": {  // BROKER: {dir: {"topic-partition": size}}
+                Map<String, Object> out = new TreeMap<>();
+                var dirs = admin.describeLogDirs(List.of(Integer.parseInt(w[1]))).allDescriptions().get().get(Integer.parseInt(w[1]));
+                for (var dir : dirs.entrySet()) {
+                    Map<String, Object> sizes = new TreeMap<>();
+                    for (var r : dir.getValue().replicaInfos().entrySet()) sizes.put(r.getKey().toString(), r.getValue().size());
+                    out.put(dir.getKey(), sizes);
+                }
+                return out;
+            }
+            case "elect-leaders": {  // TOPIC PARTITION: the error's class name, or null
+                TopicPartition tp = new TopicPartition(w[1], Integer.parseInt(w[2]));
+                var result = admin.electLeaders(org.apache.kafka.common.ElectionType.PREFERRED, java.util.Set.of(tp)).partitions().get();
+                return result.get(tp).map(e -> e.getClass().getSimpleName()).orElse(null);
+            }
+            case "list-reassignments":
+                return admin.listPartitionReassignments().reassignments().get().size();
+            case "describe-producers": {  // TOPIC PARTITION
+                TopicPartition tp = new TopicPartition(w[1], Integer.parseInt(w[2]));
+                List<Object> out = new ArrayList<>();
+                for (var p : admin.describeProducers(List.of(tp)).partitionResult(tp).get().activeProducers())
+                    out.add(map("id", p.producerId(), "epoch", p.producerEpoch(), "last_sequence", p.lastSequence()));
+                return out;
+            }
+            case "describe-quorum": {
+                var q = admin.describeMetadataQuorum().quorumInfo().get();
+                List<Object> voters = new ArrayList<>();
+                for (var v : q.voters()) voters.add(v.replicaId());
+                return map("leader", q.leaderId(), "voters", voters, "high_watermark", q.highWatermark());
+            }
+            case "describe-features":
+                return admin.describeFeatures().featureMetadata().get().finalizedFeatures().size();
+            case "alter-quota": {  // ENTITY_TYPE NAME KEY VALUE|- (- removes it)
+                var entity = new org.apache.kafka.common.quota.ClientQuotaEntity(Map.of(w[1], w[2]));
+                Double value = w[4].equals("-") ? null : Double.valueOf(w[4]);
+                var op = new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(w[3], value);
+                admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(entity, List.of(op)))).all().get();
+                return true;
+            }
+            case "describe-quotas": {  // every entity: {"type=name,...": {key: value}}
+                var found = admin.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get();
+                Map<String, Object> out = new TreeMap<>();
+                for (var e : found.entrySet()) out.put(new TreeMap<>(e.getKey().entries()).toString(), new TreeMap<>(e.getValue()));
+                return out;
             }
             case "create-partitions":  // TOPIC TOTAL
                 admin.createPartitions(Map.of(w[1], NewPartitions.increaseTo(Integer.parseInt(w[2])))).all().get();
@@ -196,6 +257,44 @@ public final class SluiceJavaClient {
                 member.stop();
                 return true;
             }
+            case "list-transactions": {  // [STATE...]: {"id": [state, producer id]} through the admin client (KIP-664)
+                org.apache.kafka.clients.admin.ListTransactionsOptions options = new org.apache.kafka.clients.admin.ListTransactionsOptions();
+                if (!rest.isEmpty()) {
+                    List<org.apache.kafka.clients.admin.TransactionState> states = new ArrayList<>();
+                    for (String state : rest) states.add(org.apache.kafka.clients.admin.TransactionState.parse(state));
+                    options.filterStates(states);
+                }
+                Map<String, Object> out = new TreeMap<>();
+                for (org.apache.kafka.clients.admin.TransactionListing t : admin.listTransactions(options).all().get())
+                    out.put(t.transactionalId(), List.of(t.state().toString(), t.producerId()));
+                return out;
+            }
+            case "describe-transaction": {  // ID: state, producer id and epoch, partitions
+                org.apache.kafka.clients.admin.TransactionDescription d = admin.describeTransactions(List.of(w[1])).description(w[1]).get();
+                List<Object> partitions = new ArrayList<>();
+                for (TopicPartition tp : d.topicPartitions()) partitions.add(tp.topic() + "-" + tp.partition());
+                return map("state", d.state().toString(), "producer_id", d.producerId(), "epoch", d.producerEpoch(),
+                        "timeout_ms", d.transactionTimeoutMs(), "partitions", partitions);
+            }
+            case "txn-round":  // TOPIC TXN_ID N: an aborted then a committed transaction of N records each,
+                               // then a second producer with the same id fences the first
+                return txnRound(w[1], w[2], Integer.parseInt(w[3]));
+            case "txn-timeout-recover":  // TOPIC TXN_ID: a transaction outlives its timeout; the producer
+                                         // aborts, recovers (KIP-360/588) and commits the next one
+                return txnTimeoutRecover(w[1], w[2]);
+            case "scram-upsert": {  // USER SCRAM-SHA-256|SCRAM-SHA-512 ITERATIONS PASSWORD
+                ScramMechanism mechanism = ScramMechanism.fromMechanismName(w[2]);
+                admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(
+                        w[1], new ScramCredentialInfo(mechanism, Integer.parseInt(w[3])), w[4]))).all().get();
+                return true;
+            }
+            case "scram-describe": {  // USER...: {"user": ["SCRAM-SHA-256", ...]}
+                Map<String, Object> out = new TreeMap<>();
+                admin.describeUserScramCredentials(rest).all().get().forEach((user, description) ->
+                        out.put(user, description.credentialInfos().stream()
+                                .map(info -> info.mechanism().mechanismName()).sorted().toList()));
+                return out;
+            }
             default:
                 throw new IllegalArgumentException("unknown command " + w[0]);
         }
@@ -224,6 +323,74 @@ public final class SluiceJavaClient {
         for (Future<RecordMetadata> f : sent) {
             RecordMetadata m = f.get();
             out.add(List.of(m.partition(), m.offset(), m.timestamp()));
+        }
+        return out;
+    }
+
+    private static Map<String, Object> txnRound(String topic, String txnId, int n) throws Exception {
+        Properties props = configs(List.of("transactional.id", txnId, "linger.ms", "5"));
+        Map<String, Object> out = new LinkedHashMap<>();
+        KafkaProducer<byte[], byte[]> first = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+        try {
+            first.initTransactions();
+            first.beginTransaction();
+            for (int i = 0; i < n; i++) first.send(new ProducerRecord<>(topic, 0, null, ("aborted" + i).getBytes(StandardCharsets.UTF_8)));
+            first.flush();
+            first.abortTransaction();
+            first.beginTransaction();
+            for (int i = 0; i < n; i++) first.send(new ProducerRecord<>(topic, 0, null, ("committed" + i).getBytes(StandardCharsets.UTF_8)));
+            first.commitTransaction();
+            first.beginTransaction();
+            first.send(new ProducerRecord<>(topic, 0, null, "zombie".getBytes(StandardCharsets.UTF_8))).get();
+            out.put("open", run(new String[] {"describe-transaction", txnId}));
+            out.put("listed", run(new String[] {"list-transactions", "Ongoing"}));
+            try (KafkaProducer<byte[], byte[]> second = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer())) {
+                second.initTransactions();  // fences `first` and aborts its open transaction
+                try {
+                    first.commitTransaction();
+                    out.put("zombie", "committed");
+                } catch (Exception e) {
+                    out.put("zombie", e.getClass().getSimpleName());
+                }
+            }
+        } finally {
+            first.close(Duration.ofSeconds(5));
+        }
+        return out;
+    }
+
+    private static Map<String, Object> txnTimeoutRecover(String topic, String txnId) throws Exception {
+        Properties props = configs(List.of("transactional.id", txnId, "transaction.timeout.ms", "1500", "linger.ms", "0"));
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer())) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            producer.send(new ProducerRecord<>(topic, 0, null, "timed-out".getBytes(StandardCharsets.UTF_8))).get();
+            Thread.sleep(3000);  // the broker aborts the transaction and bumps the epoch
+            try {
+                producer.send(new ProducerRecord<>(topic, 0, null, "late".getBytes(StandardCharsets.UTF_8))).get();
+                out.put("first", "sent");
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                out.put("first", cause.getClass().getSimpleName());
+            }
+            // The client completes the failed send's future before its sender thread records the error (and
+            // decides on the epoch bump); a commit or abort in between races with it, so let it settle.
+            Thread.sleep(500);
+            String step = "abort";
+            try {
+                producer.abortTransaction();  // the KIP-360 epoch bump happens here
+                step = "begin";
+                producer.beginTransaction();
+                step = "send";
+                producer.send(new ProducerRecord<>(topic, 0, null, "recovered".getBytes(StandardCharsets.UTF_8))).get();
+                step = "commit";
+                producer.commitTransaction();
+                out.put("second", "committed");
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                out.put("second", step + ": " + cause.getClass().getSimpleName() + ": " + cause.getMessage());
+            }
         }
         return out;
     }
@@ -339,6 +506,7 @@ public final class SluiceJavaClient {
     private static Properties configs(List<String> kv) {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
+        props.putAll(security);
         for (int i = 0; i < kv.size(); i += 2) props.put(kv.get(i), kv.get(i + 1));
         return props;
     }

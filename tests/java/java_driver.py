@@ -67,12 +67,19 @@ class JavaError(Exception):
 class JavaClient:
     """One SluiceJavaClient JVM for one kafka-clients version, talking to one broker."""
 
-    def __init__(self, version: str, classpath: str, bootstrap: str, stderr_log: Path) -> None:
+    def __init__(self, version: str, classpath: str, bootstrap: str, stderr_log: Path,
+                 security: dict[str, str] | None = None) -> None:
+        """`security`: client settings every client of this JVM gets (SCRAM mode: security.protocol, sasl.*)."""
         self.version = version
         self.major = int(version.split(".")[0])
         self.stderr_log = stderr_log
+        args = [bootstrap]
+        if security:
+            properties = stderr_log.with_name("client-security.properties")
+            properties.write_text("".join(f"{key}={value}\n" for key, value in security.items()))
+            args.append(str(properties))
         with stderr_log.open("w") as stderr:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", classpath, "SluiceJavaClient", bootstrap],
+            self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", classpath, "SluiceJavaClient", *args],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
         self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.listeners: dict[str, Callable[[dict[str, Any]], None]] = {}

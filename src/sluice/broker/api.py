@@ -31,6 +31,14 @@ class RequestContext:
     now_ms: int
     # Identifies this request to the shell when its answer comes later (parked group requests).
     reply_token: Hashable = None
+    # The security protocol of the listener the request came through (Metadata advertises that one).
+    listener: str = "PLAINTEXT"
+    # The connection's `sluice.security.session.Session` (None for requests made without a connection).
+    session: Any = None
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal if self.session is not None else "User:ANONYMOUS"
 
 
 @dataclass(slots=True)

@@ -8,25 +8,52 @@ seen holding two different values.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+import logging
+import shutil
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
 from sluice.broker.metrics import BrokerMetrics
-from sluice.errors import ErrorCode, KafkaError, RecordErrors
-from sluice.protocol.records import BatchHeader, iter_batches, validate_batches
+from sluice.broker.quotas import ClientQuotas
+from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
+from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
+from sluice.protocol.records import (
+    BatchHeader,
+    ControlRecordType,
+    decode_batch,
+    decode_control_key,
+    encode_end_txn_batch,
+    iter_batches,
+    parse_batch_header,
+    validate_batches,
+)
+from sluice.security.acl import AclStore, Authorizer
+from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
+from sluice.storage.damage import DamagedOffsets
+from sluice.storage.log import DiskFull
+from sluice.storage.log_cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
+from sluice.storage.producer_state import ProducerStateManager
+from sluice.storage.space import FreeSpaceGuard
+from sluice.storage.txn_index import AbortedTxn, TxnIndex
+
+_log = logging.getLogger("sluice.broker")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-# Batches per producer remembered for duplicate detection, as Kafka does.
-PRODUCER_DEDUP_WINDOW = 5
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 # How far back the producer state is rebuilt from batch headers at startup.
 PRODUCER_STATE_SCAN_OFFSETS = 200_000
-MAX_SEQUENCE = 0x7FFFFFFF
+# While writes are refused (a full disk), coordinator timers look again this often.
+TICK_RETRY_WHILE_REFUSING_MS = 500
+# Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
+# raises KafkaError (PRODUCER_FENCED, INVALID_TXN_STATE...) when the partition is not in its transaction.
+TxnVerifier = Callable[[int, int, str, int], None]
 
 
 def check_topic_name(name: str | None) -> str:
@@ -37,29 +64,17 @@ def check_topic_name(name: str | None) -> str:
 
 
 @dataclass(slots=True)
-class ProducerBatch:
-    first_sequence: int
-    last_sequence: int
-    base_offset: int
-
-
-@dataclass(slots=True)
-class ProducerState:
-    epoch: int
-    recent: deque[ProducerBatch] = field(default_factory=lambda: deque(maxlen=PRODUCER_DEDUP_WINDOW))
-
-    @property
-    def last_sequence(self) -> int:
-        return self.recent[-1].last_sequence if self.recent else -1
-
-
-@dataclass(slots=True)
 class PartitionState:
     topic: str
     index: int
     log: PartitionLog
     high_watermark: int
-    producers: dict[int, ProducerState] = field(default_factory=dict)
+    producers: ProducerStateManager = field(default_factory=ProducerStateManager)
+    txn_index: TxnIndex = field(default_factory=lambda: TxnIndex(None))
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.producers.last_stable_offset(self.high_watermark)
 
 
 @dataclass(slots=True)
@@ -83,8 +98,28 @@ class Broker:
         # The shell registers this to wake long polls waiting on a partition.
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
         self._next_producer_id = 0
-        self._batch_limits: dict[str, tuple[TopicMeta, int]] = {}
+        # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
+        self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
+        data_dir = getattr(storage, "data_dir", None)
+        # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
+        self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
+        self._ticks_deferred_until: int | None = None
+        self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
+        self.txn_verifier: TxnVerifier | None = None
+        self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
+        self.quotas = ClientQuotas.open(data_dir)
+        # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
+        security_dir = config.data_dir / "security" if config.data_dir is not None else None
+        self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
+        self.acls = AclStore(security_dir / "acls.json" if security_dir else None)
+        self.authorizer: Authorizer | None = None
+        if config.authorizer == "acl":
+            self.authorizer = Authorizer(self.acls, config.super_users, config.allow_everyone_if_no_acl_found)
+        self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
+        # Parked requests whose response the authorizer completes (denied items put back) when it comes.
+        self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
         self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
@@ -92,19 +127,48 @@ class Broker:
     # ----- dispatch -----
 
     def dispatch(self, ctx: RequestContext, request: Any) -> Outcome:
+        if self.authorizer is not None:
+            return authz.dispatch(self, authz.Access(self.authorizer, ctx.principal, ctx.client_host, self._topic_name_by_id),
+                            ctx, request)
         return HANDLERS.handlers[ctx.api_key].handle(self, ctx, request)
+
+    def _topic_name_by_id(self, topic_id: Any) -> str | None:
+        meta = self.storage.topic_by_id(topic_id)
+        return meta.name if meta is not None else None
 
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
-        return self.groups.next_deadline() if self.groups is not None else None
+        deadlines = [
+            d for d in (
+                self.groups.next_deadline() if self.groups is not None else None,
+                self.transactions.next_deadline() if self.transactions is not None else None,
+            ) if d is not None
+        ]
+        deadline = min(deadlines, default=None)
+        if deadline is not None and self._ticks_deferred_until is not None:
+            return max(deadline, self._ticks_deferred_until)
+        return deadline
 
     def tick(self, now_ms: int) -> None:
+        if self.write_refusal(now_ms) is not None:
+            # Timers write (expired members, aborts of timed-out transactions): with no room to persist
+            # them, wait for space rather than change coordinator state the log cannot follow.
+            self._ticks_deferred_until = now_ms + TICK_RETRY_WHILE_REFUSING_MS
+            return
+        self._ticks_deferred_until = None
         if self.groups is not None:
             self.groups.tick(now_ms)
+        if self.transactions is not None:
+            self.transactions.tick(now_ms)
 
     def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
         """Answers to parked requests that became ready: (reply token, response, needs durability)."""
         ready, self.ready_replies = self.ready_replies, []
+        if self.reply_finishers:
+            ready = [
+                (token, finish(response) if (finish := self.reply_finishers.pop(token, None)) else response, durable)
+                for token, response, durable in ready
+            ]
         return ready
 
     # ----- topics -----
@@ -115,16 +179,47 @@ class Broker:
             if key not in self.partitions:
                 log = self.storage.log(meta.name, index)
                 state = PartitionState(meta.name, index, log, log.log_end_offset)
+                state.txn_index = TxnIndex(getattr(log, "directory", None))
+                state.txn_index.load(_first_segment_base(log))
                 self._rebuild_producer_state(state)
                 self.partitions[key] = state
 
-    def _rebuild_producer_state(self, state: PartitionState) -> None:
-        start = max(state.log.log_start_offset, state.log.log_end_offset - PRODUCER_STATE_SCAN_OFFSETS)
-        if start >= state.log.log_end_offset:
+    def _rebuild_producer_state(self, state: PartitionState, start: int | None = None) -> None:
+        """Replay batch headers from `start` (default: a bounded window before the log end)."""
+        log = state.log
+        if start is None:
+            start = max(log.log_start_offset, log.log_end_offset - PRODUCER_STATE_SCAN_OFFSETS)
+        if start >= log.log_end_offset:
             return
-        for header in state.log.iter_batch_headers(start):
-            if header.producer_id >= 0:
-                self._remember_batch(state, header, header.base_offset)
+        for header in list(log.iter_batch_headers(start)):
+            if header.producer_id < 0:
+                continue
+            if header.is_control:
+                kind = _control_kind(log, header.base_offset)
+                if kind is ControlRecordType.UNKNOWN:
+                    continue
+                aborted = kind is ControlRecordType.ABORT
+                done = state.producers.complete(
+                    header.producer_id, header.producer_epoch, header.base_offset, aborted=aborted
+                )
+                if done is not None and aborted:
+                    state.txn_index.add_if_missing(
+                        AbortedTxn(done.producer_id, done.first_offset, done.last_offset, done.first_offset),
+                        _segment_base_of(log, header.base_offset),
+                    )
+            else:
+                state.producers.remember(header, header.base_offset)
+        # Everything replayed is below the high watermark (it is the log end at start).
+        state.producers.on_high_watermark(state.high_watermark)
+
+    def find_open_transaction(self, topic: str, index: int, producer_id: int) -> None:
+        """The transaction coordinator says `producer_id` has an open transaction here but the bounded start
+        scan did not see its first batch: replay this partition from its start for the LSO to be right."""
+        state = self.partitions.get((topic, index))
+        if state is None or producer_id in state.producers.ongoing:
+            return
+        state.producers = ProducerStateManager()
+        self._rebuild_producer_state(state, state.log.log_start_offset)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str], *, internal: bool = False) -> TopicMeta:
         check_topic_name(name)
@@ -139,10 +234,21 @@ class Broker:
         meta = self.storage.topic(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+        try:
+            self.storage.delete_topic(name)
+        except KafkaError:
+            # Not deleted (no room for the metadata file). If storage dropped the data to make room, its
+            # partitions were reopened empty: follow them.
+            for index in range(meta.partitions):
+                state = self.partitions.get((name, index))
+                if state is not None and state.log is not self.storage.log(name, index):
+                    del self.partitions[(name, index)]
+                    self.unflushed.pop((name, index), None)
+            self._open_partitions(meta)
+            raise
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
             self.unflushed.pop((name, index), None)
-        self.storage.delete_topic(name)
 
     def create_partitions(self, name: str, total: int) -> TopicMeta:
         meta = self.storage.create_partitions(name, total)
@@ -169,88 +275,104 @@ class Broker:
             state = self.partition(topic, index)
             if records is None or len(records) == 0:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
-            headers = validate_batches(records, max_batch_bytes=self._max_batch_bytes(topic))
+            if state.log.offline_reason:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
+            if refusal := self.write_refusal(now_ms, len(records)):
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
+            max_batch_bytes, compacted = self._topic_limits(topic)
+            headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
+            if compacted:
+                check_keys_for_compaction(records, headers)
+            check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)
         except KafkaError as exc:
             return AppendResult(exc.code, message=exc.message)
 
-    def _max_batch_bytes(self, topic: str) -> int:
+    def write_refusal(self, now_ms: int, size: int = 0) -> str | None:
+        """Why writes are refused now (free space below min_free_bytes, or the disk was found full)."""
+        return self.free_space.refusal(now_ms, size) if self.free_space is not None else None
+
+    def _topic_limits(self, topic: str) -> tuple[int, bool]:
+        """(max.message.bytes, whether the topic is compacted so every record needs a key)."""
         # Parsing topic configs costs more than validating a batch: keep the answer per TopicMeta object,
         # which storage replaces whenever the configs change.
         meta = self.storage.topic(topic)
         if meta is None:
-            return self.config.max_message_bytes
+            return self.config.max_message_bytes, False
         cached = self._batch_limits.get(topic)
         if cached is None or cached[0] is not meta:
-            cached = self._batch_limits[topic] = (meta, meta.config.max_message_bytes)
+            config = meta.config
+            cached = self._batch_limits[topic] = (meta, config.max_message_bytes, config.compacts)
+        return cached[1], cached[2]
+
+    def _record_checks(self, topic: str) -> RecordChecks:
+        meta = self.storage.topic(topic)
+        if meta is None:
+            return NO_CHECKS
+        cached = self._record_checks_cache.get(topic)
+        if cached is None or cached[0] is not meta:
+            cached = self._record_checks_cache[topic] = (meta, parse_checks(meta.configs))
         return cached[1]
 
     def _append_validated(
         self, state: PartitionState, records: memoryview | bytes, headers: list[BatchHeader], now_ms: int
     ) -> AppendResult:
+        producers = state.producers
         for header in headers:
-            if header.is_transactional or header.is_control:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "transactional produce is not supported by sluice")
             if header.producer_id >= 0:
-                duplicate = self._check_sequence(state, header)
+                if header.is_transactional:
+                    if self.txn_verifier is None:
+                        raise KafkaError(ErrorCode.INVALID_TXN_STATE, "this broker has no transaction coordinator")
+                    self.txn_verifier(header.producer_id, header.producer_epoch, state.topic, state.index)
+                duplicate = producers.check(header)
                 if duplicate is not None:
                     # A retry of a batch already stored: answer with the offset it got the first time.
                     if len(headers) == 1:
                         return AppendResult(ErrorCode.NONE, duplicate, state.log.log_start_offset)
                     raise KafkaError(ErrorCode.DUPLICATE_SEQUENCE_NUMBER, "batch already appended")
+            elif header.is_transactional:
+                raise KafkaError(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
         view = memoryview(records)
         first_offset = -1
         pos = 0
         messages = 0
         for header in headers:
             size = header.size
-            base = state.log.append(view[pos : pos + size], header, append_time_ms=now_ms)
+            try:
+                base = state.log.append(view[pos : pos + size], header, append_time_ms=now_ms)
+            except DiskFull:
+                if self.free_space is not None:
+                    self.free_space.disk_full(now_ms)
+                raise
             if first_offset < 0:
                 first_offset = base
             if header.producer_id >= 0:
-                self._remember_batch(state, header, base)
+                producers.remember(header, base)
             pos += size
             messages += header.last_offset_delta + 1
         self.metrics.produced(state.topic, pos, messages)
         self._appended(state)
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
-    def _check_sequence(self, state: PartitionState, header: BatchHeader) -> int | None:
-        producer = state.producers.get(header.producer_id)
-        if producer is None:
-            return None
-        if header.producer_epoch < producer.epoch:
-            raise KafkaError(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"producer epoch {header.producer_epoch} is older than {producer.epoch}",
+    def write_marker(
+        self, state: PartitionState, producer_id: int, epoch: int, *, commit: bool, coordinator_epoch: int, now_ms: int
+    ) -> int:
+        """Append a COMMIT/ABORT control batch ending `producer_id`'s transaction here; returns its offset."""
+        lso = state.last_stable_offset
+        batch = encode_end_txn_batch(
+            commit=commit, producer_id=producer_id, producer_epoch=epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=now_ms,
+        )
+        offset = state.log.append(batch, parse_batch_header(batch), append_time_ms=now_ms)
+        done = state.producers.complete(producer_id, epoch, offset, aborted=not commit)
+        if done is not None and not commit:
+            state.txn_index.append(
+                AbortedTxn(producer_id, done.first_offset, offset, lso), _segment_base_of(state.log, offset)
             )
-        if header.producer_epoch > producer.epoch:
-            if header.base_sequence != 0:
-                raise KafkaError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"a new producer epoch must start at sequence 0, got {header.base_sequence}",
-                )
-            return None
-        for batch in producer.recent:
-            if batch.first_sequence == header.base_sequence:
-                return batch.base_offset
-        expected = (producer.last_sequence + 1) & MAX_SEQUENCE
-        if header.base_sequence != expected:
-            raise KafkaError(
-                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                f"expected sequence {expected} from producer {header.producer_id}, got {header.base_sequence}",
-            )
-        return None
-
-    @staticmethod
-    def _remember_batch(state: PartitionState, header: BatchHeader, base_offset: int) -> None:
-        producer = state.producers.get(header.producer_id)
-        if producer is None or header.producer_epoch != producer.epoch:
-            producer = state.producers[header.producer_id] = ProducerState(header.producer_epoch)
-        last = (header.base_sequence + header.last_offset_delta) & MAX_SEQUENCE
-        producer.recent.append(ProducerBatch(header.base_sequence, last, base_offset))
+        self._appended(state)
+        return offset
 
     def _appended(self, state: PartitionState) -> None:
         if self.config.fsync_before_ack:
@@ -261,6 +383,7 @@ class Broker:
     def advance_high_watermark(self, state: PartitionState, offset: int) -> None:
         if offset > state.high_watermark:
             state.high_watermark = offset
+            state.producers.on_high_watermark(offset)
             self.on_data((state.topic, state.index))
 
     # ----- group commit -----
@@ -269,6 +392,10 @@ class Broker:
         """Take the partitions that need an fsync, with the log end each flush will make durable."""
         pending = [(state, state.log.log_end_offset) for state in self.unflushed.values()]
         self.unflushed = {}
+        if len(pending) > 1:
+            # Transaction state first: the fsync thread works in this order, so a record that allows writes
+            # elsewhere (a partition added to a transaction) is durable before anything it allowed.
+            pending.sort(key=lambda item: item[0].topic != TRANSACTION_STATE_TOPIC)
         return pending
 
     def end_flush(self, flushed: Iterable[tuple[PartitionState, int]]) -> None:
@@ -277,20 +404,39 @@ class Broker:
 
     # ----- fetch -----
 
-    def read(self, state: PartitionState, offset: int, max_bytes: int) -> bytes:
-        """Whole batches from `offset` that are below the high watermark."""
+    def read(self, state: PartitionState, offset: int, max_bytes: int, *, committed: bool = False) -> bytes:
+        """Whole batches from `offset` below the high watermark (below the LSO when `committed`)."""
         if offset < state.log.log_start_offset or offset > state.high_watermark:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
                 f"offset {offset} is outside [{state.log.log_start_offset}, {state.high_watermark}]",
             )
-        if offset == state.high_watermark:
+        if state.log.offline_reason:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
+        end = state.last_stable_offset if committed else state.high_watermark
+        if offset >= end:
             return b""
-        data = state.log.read(offset, max_bytes)
-        if state.high_watermark < state.log.log_end_offset:
-            data = _cut_at_offset(data, state.high_watermark)
+        try:
+            data = state.log.read(offset, max_bytes)
+        except DamagedOffsets as damaged:
+            # Recovery recorded these offsets as damaged (storage/damage.py): CORRUPT_MESSAGE, as Kafka
+            # answers for a corrupt batch, unless the operator chose to let consumers skip them.
+            if not self.config.skip_damaged_offsets or damaged.resume_offset >= end:
+                raise
+            return self.read(state, damaged.resume_offset, max_bytes, committed=committed)
+        if end < state.log.log_end_offset:
+            data = _cut_at_offset(data, end)
         self.metrics.fetched(state.topic, data, offset)
         return data
+
+    def aborted_transactions(self, state: PartitionState, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
+        """Aborted transactions a read_committed consumer must filter out of `data` read at `fetch_offset`."""
+        if not data or not state.txn_index.entries:
+            return []
+        last = fetch_offset
+        for _, header in iter_batches(data):
+            last = header.last_offset
+        return state.txn_index.collect(fetch_offset, last + 1)
 
     # ----- producer ids -----
 
@@ -300,8 +446,89 @@ class Broker:
         self._next_producer_id = max(self._next_producer_id + 1, candidate)
         return self._next_producer_id
 
+    def active_producers(self, topic: str, index: int) -> list[ActiveProducer]:
+        """DescribeProducers (KIP-664): the idempotent producers this partition remembers."""
+        state = self.partition(topic, index)
+        producers = state.producers
+        return [
+            ActiveProducer(pid, p.epoch, p.last_sequence, current_txn_start_offset=producers.ongoing.get(pid, -1))
+            for pid, p in sorted(producers.producers.items())
+        ]
+
+    def log_dir(self) -> tuple[str, int, int]:
+        """The one log directory: (absolute path, total bytes, usable bytes); -1 when kept in memory."""
+        data_dir = getattr(self.storage, "data_dir", None)
+        if data_dir is None:
+            return "memory", -1, -1
+        usage = shutil.disk_usage(data_dir)
+        return str(Path(data_dir).resolve()), usage.total, usage.free
+
+    def metadata_offset(self) -> int:
+        """A stand-in for the KRaft metadata log end: one record per topic and partition recorded."""
+        return sum(1 + meta.partitions for meta in self.storage.topics())
+
     def close(self) -> None:
         self.storage.close(clean=True)
+
+
+def _first_segment_base(log: PartitionLog) -> int:
+    segments = getattr(log, "segments", None)
+    return segments[0].base_offset if segments else log.log_start_offset
+
+
+def _segment_base_of(log: PartitionLog, offset: int) -> int:
+    base = 0
+    for segment in getattr(log, "segments", None) or ():
+        if segment.base_offset > offset:
+            break
+        base = segment.base_offset
+    return base
+
+
+def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
+    data = log.read(offset, 1)
+    for pos, header in iter_batches(data):
+        if header.base_offset == offset:
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError:
+                return ControlRecordType.UNKNOWN  # a damaged marker must not keep the broker from starting
+            return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
+    return ControlRecordType.UNKNOWN
+
+
+def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Iterator[tuple[bytes, bytes | None]]:
+    """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
+    replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
+    recovery) is skipped with an error line: the records before and after it still count, and the broker
+    still comes up."""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, chunk_bytes)
+        if not data:
+            break
+        for pos, header in iter_batches(data):
+            try:
+                _, records = decode_batch(data, pos)
+            except CorruptRecordError as exc:
+                _log.error("%s: skipping damaged batch at offsets %d-%d: %s",
+                           name, header.base_offset, header.last_offset, exc.message)
+                records = []
+            for record in records:
+                if record.key is not None:
+                    yield record.key, record.value
+            offset = header.last_offset + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    # sluice does not keep these per producer yet; -1 is Kafka's "unknown".
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1
+    current_txn_start_offset: int = -1
 
 
 def _cut_at_offset(data: bytes, end_offset: int) -> bytes:

@@ -8,6 +8,19 @@ from typing import Any
 
 import yaml
 
+LISTENER_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_listener(value: str) -> tuple[str, str, int]:
+    """`SASL_SSL://host:port` -> ("SASL_SSL", "host", port)."""
+    protocol, sep, address = str(value).partition("://")
+    host, colon, port = address.rpartition(":")
+    if not sep or not colon or not port.isdigit():
+        raise ValueError(f"listener {value!r} is not PROTOCOL://host:port")
+    if protocol not in LISTENER_PROTOCOLS:
+        raise ValueError(f"listener {value!r}: protocol must be one of {', '.join(LISTENER_PROTOCOLS)}")
+    return protocol, host.strip("[]") or "0.0.0.0", int(port)
+
 
 @dataclass
 class BrokerConfig:
@@ -32,9 +45,20 @@ class BrokerConfig:
     # Requests decoded but not yet answered, per connection, before the broker stops reading from it.
     max_in_flight_per_connection: int = 64
     max_connections: int = 1000
+    # connections.max.idle.ms: a connection with nothing received and nothing owed for this long is closed.
+    connections_max_idle_ms: int = 600_000
+    # A client that sent part of a request and then nothing for this long is cut off.
+    partial_request_timeout_ms: int = 30_000
     # Long-poll ceiling even if the client asks for longer.
     max_fetch_wait_ms: int = 30_000
     retention_check_interval_ms: int = 60_000
+    # Offsets whose bytes recovery found damaged (see `sluice storage verify`) answer Fetch with
+    # CORRUPT_MESSAGE, as Kafka does; True lets consumers skip over them instead.
+    skip_damaged_offsets: bool = False
+    # Produce is refused with KAFKA_STORAGE_ERROR while the data dir's filesystem has less free space than
+    # this (Redpanda's storage_min_free_bytes); None means max(1 GiB, 5% of the filesystem), 0 disables it.
+    # Fetch, metadata, DeleteRecords, DeleteTopics and retention keep working, so space can be freed.
+    min_free_bytes: int | None = None
     # Group coordinator
     group_initial_rebalance_delay_ms: int = 300
     group_min_session_timeout_ms: int = 6_000
@@ -45,16 +69,93 @@ class BrokerConfig:
     consumer_group_heartbeat_interval_ms: int = 5_000
     offsets_topic_partitions: int = 1
     offset_metadata_max_bytes: int = 4096
-    # __consumer_offsets is rewritten down to its live records once it holds this many records and at
-    # least twice as many as are live (checked at start and as commits arrive).
-    offsets_compaction_min_records: int = 100_000
+    # offsets.topic.segment.bytes: __consumer_offsets is compacted by the log cleaner, segment by segment.
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    # The log cleaner (Kafka's log.cleaner.*): compaction of topics whose cleanup.policy has "compact".
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308
+    # Memory for the key -> offset map of one pass, shared by the cleaner threads.
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024
+    # How long a cleaner thread sleeps when no partition is due.
+    log_cleaner_backoff_ms: int = 15_000
+    # Transactions: transaction.max.timeout.ms and transactional.id.expiration.ms.
+    transaction_max_timeout_ms: int = 900_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
+    # transaction.state.log.segment.bytes: __transaction_state is compacted by the log cleaner.
+    transaction_state_segment_bytes: int = 100 * 1024 * 1024
     topic_defaults: dict[str, str] = field(default_factory=dict)
+    # ----- security (Kafka's names, snake_case) -----
+    # `PROTOCOL://host:port` each, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, at most one
+    # listener per protocol. Empty: one PLAINTEXT listener on listen_host:listen_port (`--listen`).
+    listeners: list[str] = field(default_factory=list)
+    # Same shape; what Metadata tells a client that came through the listener of that protocol.
+    advertised_listeners: list[str] = field(default_factory=list)
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_client_auth: str = "none"  # none | requested | required
+    sasl_enabled_mechanisms: list[str] = field(default_factory=lambda: ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+    super_users: list[str] = field(default_factory=list)
+    authorizer: str | None = None  # "acl" turns authorization on
+    allow_everyone_if_no_acl_found: bool = False
+    # connections.max.reauth.ms (KIP-368): SASL sessions last this long, then clients re-authenticate. 0: forever.
+    connections_max_reauth_ms: int = 0
+    # connection.failed.authentication.delay.ms: the first failed login's answer waits this long; repeats
+    # from the same host double it (up to 5 s).
+    connection_failed_authentication_delay_ms: int = 100
+    # Ports actually bound per protocol (a listener on port 0 gets one at start); not a setting.
+    bound_ports: dict[str, int] = field(default_factory=dict)
     # HOST:PORT of the admin HTTP listener (/metrics and the /v1 admin API); None: no listener.
     admin_listen: str | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:
         return self.advertised_host or self.listen_host, self.advertised_port or self.listen_port
+
+    def listener_specs(self) -> list[tuple[str, str, int]]:
+        """(protocol, host, port) of every listener."""
+        if not self.listeners:
+            return [("PLAINTEXT", self.listen_host, self.listen_port)]
+        return [parse_listener(item) for item in self.listeners]
+
+    def advertised_for(self, protocol: str) -> tuple[str, int]:
+        """Where a client that connected through the `protocol` listener is told to connect."""
+        for item in self.advertised_listeners:
+            proto, host, port = parse_listener(item)
+            if proto == protocol:
+                return host, port
+        if not self.listeners:
+            return self.advertised
+        for proto, host, port in self.listener_specs():
+            if proto == protocol:
+                return host, self.bound_ports.get(proto, port) or port
+        return self.advertised
+
+    def validate(self) -> None:
+        """Refuse settings that cannot work, naming the setting (checked before any socket opens)."""
+        from sluice.security.authn import MECHANISMS
+
+        protocols = [proto for proto, _, _ in self.listener_specs()]
+        if len(set(protocols)) != len(protocols):
+            raise ValueError("listeners: at most one listener per protocol")
+        for item in self.advertised_listeners:
+            parse_listener(item)
+        if any(p in ("SSL", "SASL_SSL") for p in protocols) and not (self.ssl_certfile and self.ssl_keyfile):
+            raise ValueError("an SSL or SASL_SSL listener needs ssl_certfile and ssl_keyfile")
+        if self.ssl_client_auth not in ("none", "requested", "required"):
+            raise ValueError(f"ssl_client_auth must be none, requested or required, got {self.ssl_client_auth!r}")
+        if self.ssl_client_auth != "none" and not self.ssl_cafile:
+            raise ValueError("ssl_client_auth needs ssl_cafile (the CA that signs client certificates)")
+        unknown = [m for m in self.sasl_enabled_mechanisms if m not in MECHANISMS]
+        if unknown:
+            raise ValueError(f"sasl_enabled_mechanisms: unknown {unknown} (known: {', '.join(MECHANISMS)})")
+        if self.authorizer not in (None, "acl"):
+            raise ValueError(f"authorizer must be 'acl' or absent, got {self.authorizer!r}")
+        for principal in self.super_users:
+            if ":" not in principal:
+                raise ValueError(f"super_users: {principal!r} is not TYPE:NAME (e.g. User:admin)")
 
     @classmethod
     def from_file(cls, path: Path, **overrides: Any) -> BrokerConfig:

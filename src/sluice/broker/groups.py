@@ -3,7 +3,8 @@
 Group metadata and committed offsets live in the internal `__consumer_offsets` topic, as in Kafka. The
 coordinator hands out records to persist; they are appended here, and every reply of the same outcome is
 released only after the group commit made them durable. At startup the topic is read back into the
-coordinator.
+coordinator. The topic is compacted by the log cleaner like any `cleanup.policy=compact` topic (offsets
+kept), which keeps that read short.
 """
 
 from __future__ import annotations
@@ -12,15 +13,20 @@ import logging
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from sluice.broker.broker import OFFSETS_TOPIC, Broker
+from sluice.broker.broker import OFFSETS_TOPIC, Broker, read_internal_records
 from sluice.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
-from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+from sluice.errors import ErrorCode, KafkaError
+from sluice.protocol.records import Record, encode_batch, parse_batch_header
+from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.groups")
 
 READ_CHUNK_BYTES = 1 << 20
-COMPACTION_BATCH_RECORDS = 1000
 Converter = Callable[[Any], Any]
+# Coordinator calls that never write __consumer_offsets: they keep working on a full disk.
+_READ_ONLY_CALLS = frozenset(
+    {"consumer_group_describe", "describe_groups", "heartbeat", "list_groups", "offset_fetch"}
+)
 
 
 class GroupService:
@@ -31,9 +37,11 @@ class GroupService:
         self.coordinator = coordinator
         # How to turn a coordinator result into the Kafka response each parked request expects.
         self.converters: dict[Hashable, Converter] = {}
-        self.appended_since_compaction = 0
 
     def call(self, method: str, request: Any, now_ms: int, token: Hashable, convert: Converter) -> None:
+        if method not in _READ_ONLY_CALLS and (refusal := self.broker.write_refusal(now_ms)):
+            # Refused before the coordinator changes anything, so its state never runs ahead of the log.
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"group {method} refused: {refusal}")
         self.converters[token] = convert
         outcome = getattr(self.coordinator, method)(request, now_ms, token)
         self.apply(outcome, now_ms)
@@ -48,11 +56,12 @@ class GroupService:
                 self.broker.ready_replies.append((token, convert(result), durable))
 
     def persist(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        _append_records(self.broker, records, now_ms)
-        self.appended_since_compaction += len(records)
-        if self.appended_since_compaction >= self.broker.config.offsets_compaction_min_records:
-            self.appended_since_compaction = 0
-            compact_offsets_log(self.broker, list(_read_offsets_topic(self.broker)), now_ms)
+        try:
+            _append_records(self.broker, records, now_ms)
+        except DiskFull:
+            if self.broker.free_space is not None:
+                self.broker.free_space.disk_full(now_ms)
+            raise
 
     # ----- sluice's group management (the admin HTTP API calls these on the event loop) -----
 
@@ -86,50 +95,18 @@ def _append_records(broker: Broker, records: list[tuple[bytes, bytes | None]], n
     broker._append_validated(state, batch, [parse_batch_header(batch)], now_ms)
 
 
-def compact_offsets_log(broker: Broker, records: list[tuple[bytes, bytes | None]], now_ms: int) -> bool:
-    """Rewrite the live records of __consumer_offsets at its end, then drop everything before them.
-
-    Crash-safe without a marker: until the old records are dropped, replaying old + rewritten records gives
-    the same last-write-wins state as the old records alone (deleted keys are simply not rewritten).
-    """
-    live: dict[bytes, bytes | None] = {}
-    for key, value in records:
-        live[key] = value
-    survivors = [(key, value) for key, value in live.items() if value is not None]
-    if len(records) < broker.config.offsets_compaction_min_records or len(records) < 2 * len(survivors):
-        return False
-    state = broker.partition(OFFSETS_TOPIC, 0)
-    rewrite_start = state.log.log_end_offset
-    for first in range(0, len(survivors), COMPACTION_BATCH_RECORDS):
-        _append_records(broker, survivors[first : first + COMPACTION_BATCH_RECORDS], now_ms)
-    # The rewrite must be durable before the originals go; this is rare, so fsync right here.
-    state.log.flush()
-    broker.advance_high_watermark(state, state.log.log_end_offset)
-    state.log.delete_records_before(rewrite_start)
-    log.info("compacted %s: %d records down to %d", OFFSETS_TOPIC, len(records), len(survivors))
-    return True
-
-
 def _read_offsets_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
-    log_ = broker.partition(OFFSETS_TOPIC, 0).log
-    offset = log_.log_start_offset
-    while offset < log_.log_end_offset:
-        data = log_.read(offset, READ_CHUNK_BYTES)
-        if not data:
-            break
-        for pos, header in iter_batches(data):
-            _, records = decode_batch(data, pos)
-            for record in records:
-                if record.key is not None:
-                    yield record.key, record.value
-            offset = header.last_offset + 1
+    return read_internal_records(broker.partition(OFFSETS_TOPIC, 0).log, OFFSETS_TOPIC, READ_CHUNK_BYTES)
 
 
 def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
     config = broker.config
     if broker.storage.topic(OFFSETS_TOPIC) is None:
         broker.create_topic(
-            OFFSETS_TOPIC, 1, {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)}, internal=True
+            OFFSETS_TOPIC,
+            1,
+            {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)},
+            internal=True,
         )
     coordinator = GroupCoordinator(
         CoordinatorConfig(
@@ -145,7 +122,6 @@ def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
     records = list(_read_offsets_topic(broker))
     coordinator.load(records, now_ms)
     log.info("loaded %d group records from %s", len(records), OFFSETS_TOPIC)
-    compact_offsets_log(broker, records, now_ms)
     service = GroupService(broker, coordinator)
     broker.groups = service
     return service

@@ -7,17 +7,28 @@
 | clients | produce, consume |
 | groups | groups list/describe/delete/reset-offsets |
 | pipeline | pipeline archive/replay/stats (pyspark imported only when a job runs) |
+| console | console (the web console) |
+| storage | storage verify/repair (offline checks of a data directory) |
+| transactions | transactions list/describe/abort (kafka-transactions.sh) |
+| users | users create/list/delete (SCRAM; offline in a data dir or online) |
+| acls | acls add/list/remove |
 """
 
 from __future__ import annotations
 
-from sluice.cli import broker, clients, topics  # noqa: F401  (each registers its commands on `app`)
+from sluice.cli import broker, clients, console, storage, topics  # noqa: F401  (each registers its commands on `app`)
+from sluice.cli.acls import app as acls_app
 from sluice.cli.app import app
 from sluice.cli.groups import app as groups_app
 from sluice.cli.pipeline import app as pipeline_app
+from sluice.cli.transactions import app as transactions_app
+from sluice.cli.users import app as users_app
 
 app.add_typer(groups_app, name="groups")
 app.add_typer(pipeline_app, name="pipeline")
+app.add_typer(transactions_app, name="transactions")
+app.add_typer(users_app, name="users")
+app.add_typer(acls_app, name="acls")
 
 
 def main() -> None:

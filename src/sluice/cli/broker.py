@@ -13,7 +13,12 @@ from sluice.cli.common import DEFAULT_BOOTSTRAP, fail, setup_logging, split_host
 
 
 def _broker_config(
-    listen: str, data_dir: str, advertise: str | None, config: Path | None, metrics_listen: str | None = None
+    listen: str,
+    data_dir: str,
+    advertise: str | None,
+    config: Path | None,
+    min_free_bytes: int | None = None,
+    metrics_listen: str | None = None,
 ) -> BrokerConfig:
     host, port = split_hostport(listen, "--listen")
     adv_host, adv_port = split_hostport(advertise, "--advertise") if advertise else (None, None)
@@ -26,10 +31,36 @@ def _broker_config(
         "data_dir": None if data_dir == ":memory:" else Path(data_dir),
         "advertised_host": adv_host,
         "advertised_port": adv_port,
+        "min_free_bytes": min_free_bytes,
     }
-    if config is not None:
-        return BrokerConfig.from_file(config, **overrides)
-    return BrokerConfig(**{k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
+    try:
+        if config is not None:
+            loaded = BrokerConfig.from_file(config, **overrides)
+        else:
+            loaded = BrokerConfig(**{k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
+        loaded.validate()
+    except (ValueError, TypeError, OSError) as exc:
+        fail(f"{config or 'broker settings'}: {exc}")
+        raise  # unreachable: fail() exits
+    _check_tls_files(loaded, config)
+    return loaded
+
+
+def _check_tls_files(loaded: BrokerConfig, config: Path | None) -> None:
+    """Load the certificate, key and CA once before serving, so a wrong path or key password is one
+    line naming the settings, not a traceback from the listener."""
+    from sluice.security.session import uses_tls
+    from sluice.server.tls import TlsContext
+
+    if not any(uses_tls(protocol) for protocol, _, _ in loaded.listener_specs()):
+        return
+    try:
+        TlsContext.from_config(loaded)
+    except OSError as exc:  # ssl.SSLError is an OSError
+        fail(
+            f"{config or 'broker settings'}: ssl_certfile/ssl_keyfile/ssl_key_password/ssl_cafile "
+            f"cannot be loaded: {exc}"
+        )
 
 
 MetricsListen = Annotated[
@@ -52,15 +83,25 @@ def broker(
         str | None, typer.Option(help="HOST:PORT told to clients, if not the listen address.")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="YAML file of broker settings.")] = None,
+    min_free_bytes: Annotated[
+        int | None,
+        typer.Option(help="Refuse produce below this much free disk (default max(1 GiB, 5%); 0: never)."),
+    ] = None,
     metrics_listen: MetricsListen = None,
     verbose: bool = False,
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
     from sluice.eventloop import run_event_loop
+    from sluice.security.acl import StoreDamaged
     from sluice.server.app import serve_broker
 
     setup_logging(verbose)
-    run_event_loop(serve_broker(_broker_config(listen, data_dir, advertise, config, metrics_listen)))
+    try:
+        run_event_loop(
+            serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes, metrics_listen))
+        )
+    except StoreDamaged as exc:
+        fail(str(exc))
 
 
 @app.command()
@@ -70,16 +111,32 @@ def serve(
     http_listen: Annotated[str, typer.Option(help="kafka-pixy HTTP listener.")] = "127.0.0.1:19092",
     data_dir: Annotated[str, typer.Option(help="Where logs live.")] = "./sluice-data",
     config: Annotated[Path | None, typer.Option(help="YAML file of broker settings.")] = None,
+    console_listen: Annotated[
+        str, typer.Option(help="Web console address ('off' for none); loopback only, it has no login here.")
+    ] = "127.0.0.1:8080",
     metrics_listen: MetricsListen = "127.0.0.1:9644",
     verbose: bool = False,
 ) -> None:
-    """Run the broker and the gateway beside it, on loopback by default."""
+    """Run the broker, the gateway and the web console beside it, on loopback by default."""
     from sluice.eventloop import run_event_loop
+    from sluice.security.acl import StoreDamaged
     from sluice.server.serve import serve_all
 
     setup_logging(verbose)
-    broker_config = _broker_config(kafka_listen, data_dir, None, config, metrics_listen)
-    run_event_loop(serve_all(broker_config, grpc_listen=grpc_listen, http_listen=http_listen))
+    broker_config = _broker_config(kafka_listen, data_dir, None, config, metrics_listen=metrics_listen)
+    console_address = (
+        None
+        if console_listen.lower() in ("off", "none", "")
+        else split_hostport(console_listen, "--console-listen")
+    )
+    try:
+        run_event_loop(
+            serve_all(
+                broker_config, grpc_listen=grpc_listen, http_listen=http_listen, console_listen=console_address
+            )
+        )
+    except StoreDamaged as exc:
+        fail(str(exc))
 
 
 @app.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -19,6 +20,7 @@ from sluice.cli.common import (
     fail,
     new_client,
 )
+from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS
 
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
@@ -97,17 +99,50 @@ def topics_describe(
         consumer.close()
     resource = ConfigResource("topic", name)
     configs = {k: v.value for k, v in admin.describe_configs([resource])[resource].result().items()}
+    # A sluice broker reports compaction per partition in read-only entries; other brokers do not.
+    dirty = _per_partition(configs.pop(CLEANER_DIRTY_RATIO, None))
+    cleaned = _per_partition(configs.pop(CLEANER_LAST_CLEANED_MS, None))
+    compaction = bool(dirty or cleaned)
+    for p in partitions:
+        if compaction:
+            p["dirty_ratio"] = float(dirty[p["partition"]]) if p["partition"] in dirty else None
+            last = int(cleaned.get(p["partition"], "-1"))
+            p["last_cleaned_ms"] = last
     if json_output:
         print(json.dumps({"topic": name, "partitions": partitions, "configs": configs}))
         return
     table = Table(title=f"topic {name}")
-    for column in ("partition", "leader", "start offset", "end offset"):
+    columns = ["partition", "leader", "start offset", "end offset"]
+    if compaction:
+        columns += ["dirty ratio", "last cleaned"]
+    for column in columns:
         table.add_column(column)
     for p in partitions:
-        table.add_row(str(p["partition"]), str(p["leader"]), str(p["start"]), str(p["end"]))
+        row = [str(p["partition"]), str(p["leader"]), str(p["start"]), str(p["end"])]
+        if compaction:
+            ratio = p["dirty_ratio"]
+            row.append("-" if ratio is None else f"{ratio:.2f}")
+            row.append(_when(p["last_cleaned_ms"]))
+        table.add_row(*row)
     console.print(table)
     for key, value in sorted(configs.items()):
         console.print(f"{key}={value}")
+
+
+def _per_partition(value: str | None) -> dict[int, str]:
+    """ "0=0.42,1=0.10" -> {0: "0.42", 1: "0.10"}."""
+    result: dict[int, str] = {}
+    for item in (value or "").split(","):
+        index, sep, rest = item.partition("=")
+        if sep and index.strip().isdigit():
+            result[int(index)] = rest.strip()
+    return result
+
+
+def _when(ms: int) -> str:
+    if ms < 0:
+        return "never"
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @topics_app.command("delete")

@@ -16,10 +16,19 @@ from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_code
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, *, client_id: str = "sluice-wire", timeout: float = 30.0) -> None:
+    def __init__(
+        self, host: str, port: int, *, client_id: str = "sluice-wire", timeout: float = 30.0
+    ) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.client_id = client_id
         self.correlation_id = 0
+
+    @classmethod
+    def over(cls, sock: socket.socket, *, client_id: str = "sluice-wire") -> WireClient:
+        """A client on a connection made elsewhere (wrapped in TLS, say)."""
+        client = cls.__new__(cls)
+        client.sock, client.client_id, client.correlation_id = sock, client_id, 0
+        return client
 
     @classmethod
     def connect(cls, bootstrap: str, **kwargs: Any) -> WireClient:

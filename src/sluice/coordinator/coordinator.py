@@ -679,6 +679,29 @@ class GroupCoordinator(GroupManagement):
         result, records = offsets.commit_offsets(self.groups, request, now_ms, limit)
         return Outcome([(reply_to, result)], records)
 
+    def txn_commit_error(self, request: OffsetCommit) -> ErrorCode:
+        """KIP-447: may this member commit offsets inside a transaction? A group the coordinator does not
+        know accepts commits without membership (a producer that is not a group member)."""
+        consumer_group = self.consumer.groups.get(request.group_id)
+        if consumer_group is not None:
+            return self.consumer.commit_error(consumer_group, request)
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return ErrorCode.NONE if request.generation_id < 0 else ErrorCode.ILLEGAL_GENERATION
+        # An Empty group accepts commits without membership as in OffsetCommit; a member's are checked.
+        return offsets._commit_error(group, request)
+
+    def write_txn_offsets(self, request: OffsetCommit, now_ms: int) -> list[PersistRecord]:
+        """Make a committed transaction's offsets visible (they were validated at TxnOffsetCommit)."""
+        limit = self.config.offset_metadata_max_bytes
+        consumer_group = self.consumer.groups.get(request.group_id)
+        if consumer_group is not None:
+            return offsets.write_offsets(consumer_group.group_id, consumer_group.offsets, request, now_ms, limit)[1]
+        group = self.groups.get(request.group_id)
+        if group is None:
+            group = self.groups[request.group_id] = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
+        return offsets.write_offsets(group.group_id, group.offsets, request, now_ms, limit)[1]
+
     def offset_fetch(self, request: OffsetFetch, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
         every_group: Mapping[str, offsets.HasOffsets] = ChainMap(self.consumer.groups, self.groups)  # type: ignore[arg-type]

@@ -9,6 +9,10 @@ except at least one cluster; "ignored" keys are accepted, have no effect and are
     tls:                              # TLS on the gateway's own listeners (not towards Kafka)
       grpc: {certificate_path: server.crt, key_path: server.key}   # kafka-pixy's key
       http: {certificate_path: server.crt, key_path: server.key}   # sluice extension: HTTPS on tcp_addr
+      # either may add `client_ca_path: ca.pem`: mutual TLS, clients need a certificate that CA signed
+    auth:                             # sluice extension: credentials every HTTP request and gRPC call
+      basic: {alice: s3cret}          #   carries (Authorization header / metadata); see gateway/auth.py
+      bearer_tokens: [t0k3n]
     max_request_bytes: 1048576        # default for both limits below
     max_grpc_message_bytes: 1048576   # largest gRPC request message accepted
     max_http_body_bytes: 1048576      # largest HTTP request body accepted
@@ -93,6 +97,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .auth import ClientAuth, client_auth_from
 
 log = logging.getLogger(__name__)
 
@@ -267,16 +273,24 @@ class NetSettings:
 
 @dataclass(frozen=True)
 class ListenerTLS:
-    """Certificate (chain) and private key, PEM files, of one of the gateway's listeners."""
+    """Certificate (chain) and private key, PEM files, of one of the gateway's listeners; with
+    `client_ca_path`, clients must present a certificate that CA signed (mutual TLS)."""
 
     certificate_path: str
     key_path: str
+    client_ca_path: str | None = None
 
     def server_ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.certificate_path, self.key_path)
+        if self.client_ca_path:
+            context.load_verify_locations(cafile=self.client_ca_path)
+            context.verify_mode = ssl.CERT_REQUIRED
         return context
+
+    def client_ca_pem(self) -> bytes | None:
+        return Path(self.client_ca_path).read_bytes() if self.client_ca_path else None
 
     def certificate_chain_pem(self) -> bytes:
         return Path(self.certificate_path).read_bytes()
@@ -355,6 +369,8 @@ class GatewayConfig:
     unix_addr: str = ""
     grpc_tls: ListenerTLS | None = None
     http_tls: ListenerTLS | None = None
+    # Credentials clients must present (HTTP Authorization header, gRPC authorization metadata).
+    client_auth: ClientAuth | None = None
     # kafka-pixy keys present in the file that mean nothing to sluice, e.g. "proxies.main.kafka.version".
     ignored_settings: tuple[str, ...] = ()
 
@@ -557,12 +573,12 @@ def _listener_tls(section: Any, where: str) -> ListenerTLS | None:
     if section is None:
         return None
     section = _mapping(section, where)
-    _reject_unknown(section, _TLS_FILE_KEYS, where)
+    _reject_unknown(section, (*_TLS_FILE_KEYS, "client_ca_path"), where)
     for key in _TLS_FILE_KEYS:
         if not section.get(key):
             raise ConfigError(f"{where}.{key}: required for TLS")
     paths: dict[str, str] = {}
-    for key in _TLS_FILE_KEYS:
+    for key in (*_TLS_FILE_KEYS, "client_ca_path") if section.get("client_ca_path") else _TLS_FILE_KEYS:
         path = str(section[key])
         try:
             with open(path, "rb") as stream:
@@ -570,7 +586,7 @@ def _listener_tls(section: Any, where: str) -> ListenerTLS | None:
         except OSError as exc:
             raise ConfigError(f"{where}.{key}: cannot read {path}: {exc.strerror or exc}") from exc
         paths[key] = path
-    tls = ListenerTLS(paths["certificate_path"], paths["key_path"])
+    tls = ListenerTLS(paths["certificate_path"], paths["key_path"], paths.get("client_ca_path"))
     try:
         tls.server_ssl_context()
     except ssl.SSLError as exc:
@@ -603,6 +619,10 @@ def config_from_dict(document: dict[str, Any]) -> GatewayConfig:
         limits[name] = value
     tls = _mapping(document.get("tls"), "tls")
     _reject_unknown(tls, ("grpc", "http"), "tls")
+    try:
+        client_auth = client_auth_from(document.get("auth"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if ignored:
         log.info("kafka-pixy settings that sluice has no use for, ignored: %s", ", ".join(ignored))
     return GatewayConfig(
@@ -613,6 +633,7 @@ def config_from_dict(document: dict[str, Any]) -> GatewayConfig:
         unix_addr=str(document.get("unix_addr") or ""),
         grpc_tls=_listener_tls(tls.get("grpc"), "tls.grpc"),
         http_tls=_listener_tls(tls.get("http"), "tls.http"),
+        client_auth=client_auth,
         ignored_settings=tuple(ignored),
         **limits,
     )

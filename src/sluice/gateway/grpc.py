@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -367,8 +367,11 @@ class _Credit:
         return self.available
 
 
-def create_grpc_server(service: GatewayService, max_message_bytes: int) -> aio.Server:
+def create_grpc_server(
+    service: GatewayService, max_message_bytes: int, interceptors: Sequence[aio.ServerInterceptor] = ()
+) -> aio.Server:
     server = aio.server(
+        interceptors=list(interceptors),
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),

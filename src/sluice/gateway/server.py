@@ -28,6 +28,7 @@ from grpc import aio
 
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
 
+from .auth import GrpcAuthInterceptor, http_middleware
 from .config import GatewayConfig, load_config
 from .grpc import create_grpc_server
 from .http import create_http_app
@@ -97,21 +98,29 @@ class Gateway:
         )
 
     async def _start_grpc(self) -> None:
-        self._grpc_server = create_grpc_server(self.service, self.config.max_grpc_message_bytes)
+        auth = self.config.client_auth
+        interceptors = [GrpcAuthInterceptor(auth)] if auth is not None else []
+        self._grpc_server = create_grpc_server(self.service, self.config.max_grpc_message_bytes, interceptors)
         tls = self.config.grpc_tls
         if tls is None:
             self.grpc_port = self._grpc_server.add_insecure_port(self.grpc_listen)
         else:
-            credentials = grpc.ssl_server_credentials([(tls.private_key_pem(), tls.certificate_chain_pem())])
+            client_ca = tls.client_ca_pem()
+            credentials = grpc.ssl_server_credentials(
+                [(tls.private_key_pem(), tls.certificate_chain_pem())],
+                root_certificates=client_ca,
+                require_client_auth=client_ca is not None,
+            )
             self.grpc_port = self._grpc_server.add_secure_port(self.grpc_listen, credentials)
         if not self.grpc_port:
             raise OSError(f"cannot listen for gRPC on {self.grpc_listen}")
         await self._grpc_server.start()
 
     async def _start_http(self) -> None:
-        self._http_runner = web.AppRunner(
-            create_http_app(self.service, self.config.max_http_body_bytes), access_log=None
-        )
+        app = create_http_app(self.service, self.config.max_http_body_bytes)
+        if self.config.client_auth is not None:
+            app.middlewares.append(http_middleware(self.config.client_auth))
+        self._http_runner = web.AppRunner(app, access_log=None)
         await self._http_runner.setup()
         if self.http_listen:
             host, port = split_host_port(self.http_listen)

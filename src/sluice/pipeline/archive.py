@@ -43,7 +43,8 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from sluice.pipeline.options import SourceOptions, parse_source_options
 from sluice.pipeline.planning import OffsetRange
-from sluice.pipeline.source import KafkaRangePartition, KafkaStreamReader, kafka_schema, read_offset_range
+from sluice.pipeline.schema import kafka_schema
+from sluice.pipeline.source import KafkaRangePartition, KafkaStreamReader, read_offset_range
 
 RANGES_FORMAT = "sluice-offset-ranges"
 RANGE_SCHEMA = StructType(

@@ -25,7 +25,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from sluice.pipeline.archive import ArchiveQuery, start_archive_query
 from sluice.pipeline.kafka_io import KafkaMetadata
 from sluice.pipeline.options import PipelineOptionError
-from sluice.pipeline.source import FORMAT_NAME, kafka_schema, register
+from sluice.pipeline.schema import kafka_schema
+from sluice.pipeline.source import FORMAT_NAME, register
 
 ARCHIVE_SCHEMA = StructType([*kafka_schema(include_headers=True).fields, StructField("date", StringType(), True)])
 CHECKPOINT_DIR_NAME = "_checkpoint"

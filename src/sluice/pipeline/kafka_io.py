@@ -62,6 +62,10 @@ READER_DEFAULTS: dict[str, Any] = {
     # under a second, so the default left it idle most of the time: ~200k rows/s per partition
     # instead of ~1M on loopback, with the same CPU per row.
     "fetch.queue.backoff.ms": 10,
+    # Records of aborted or still-open transactions are never rows (librdkafka's default, spelled
+    # out because Spark's own connector reads uncommitted by default). kafka.isolation.level=
+    # read_uncommitted restores that, and "latest" then means the high watermark, not the LSO.
+    "isolation.level": "read_committed",
 }
 
 
@@ -367,9 +371,11 @@ class ProduceFailedError(RuntimeError):
 class DeliveryTracker:
     """Produce with back-pressure and remember the first delivery error."""
 
-    def __init__(self, bootstrap: str, kafka_config: Mapping[str, str]) -> None:
-        settings = {**client_config(bootstrap, kafka_config), "logger": _librdkafka_logger()}
-        self._producer = Producer(settings)
+    def __init__(
+        self, bootstrap: str, kafka_config: Mapping[str, str], overrides: Mapping[str, Any] | None = None
+    ) -> None:
+        settings = {**client_config(bootstrap, kafka_config), "logger": _librdkafka_logger(), **(overrides or {})}
+        self.producer = self._producer = Producer(settings)
         self._first_error: KafkaError | None = None
         self.delivered = 0
 

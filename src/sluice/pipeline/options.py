@@ -16,6 +16,12 @@ EARLIEST = -2
 LATEST = -1
 
 Mode = Literal["batch", "stream"]
+DeliveryGuarantee = Literal["at-least-once", "exactly-once"]
+# Flink's KafkaSink names, so the option reads the same in both.
+DELIVERY_GUARANTEES: tuple[DeliveryGuarantee, ...] = ("at-least-once", "exactly-once")
+DEFAULT_COMMIT_TOPIC = "sluice-sink-commits"
+# Kafka's default transaction.max.timeout.ms is 15 minutes; a write task must finish within this.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 600_000
 
 
 class PipelineOptionError(ValueError):
@@ -84,6 +90,18 @@ class SinkOptions:
     topic: str | None
     write_timestamps: bool
     metadata_timeout_s: float
+    delivery_guarantee: DeliveryGuarantee = "at-least-once"
+    # Exactly-once only: where the transactional ids start (Flink's transactionalIdPrefix), the
+    # topic whose consumer-group offsets record which (batch, task) transactions committed, and
+    # the checkpoint Spark gave a streaming query (None for batch writes).
+    transactional_id_prefix: str | None = None
+    commit_topic: str = DEFAULT_COMMIT_TOPIC
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    checkpoint_location: str | None = None
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == "exactly-once"
 
 
 _COMMON_OPTIONS = ("kafka.bootstrap.servers", "metadataTimeoutMs")
@@ -103,7 +121,18 @@ _SOURCE_OPTIONS = (
     "kafkaConsumer.pollTimeoutMs",
 )
 # Spark itself hands checkpointLocation to streaming sinks; it belongs to Spark, not to us.
-_SINK_OPTIONS = (*_COMMON_OPTIONS, "topic", "writeTimestamps", "checkpointLocation")
+_SINK_OPTIONS = (
+    *_COMMON_OPTIONS,
+    "topic",
+    "writeTimestamps",
+    "checkpointLocation",
+    "deliveryGuarantee",
+    "transactionalIdPrefix",
+    "commitTopic",
+)
+# The exactly-once sink owns these librdkafka settings: ids are derived per task, and the
+# transaction timeout has its own option so that it is checked.
+_EXACTLY_ONCE_OWNED_KEYS = ("transactional.id", "enable.idempotence")
 # Spark's Kafka connector rejects these because they would break its offset tracking; so do we.
 _FORBIDDEN_KAFKA_KEYS = {
     "auto.offset.reset": "use startingOffsets instead",
@@ -339,12 +368,47 @@ def parse_sink_options(raw_options: Mapping[str, str]) -> SinkOptions:
     options = _lowered(raw_options)
     _check_known(options, _SINK_OPTIONS, "write")
     topic = options.get("topic", "").strip() or None
+    guarantee = options.get("deliveryguarantee", "at-least-once").strip().lower().replace("_", "-")
+    if guarantee not in DELIVERY_GUARANTEES:
+        raise PipelineOptionError(
+            f"option deliveryGuarantee must be one of {', '.join(DELIVERY_GUARANTEES)}, "
+            f"got {options['deliveryguarantee']!r}"
+        )
+    kafka_config = _kafka_config(options)
+    prefix = options.get("transactionalidprefix", "").strip() or None
+    if guarantee == "exactly-once":
+        for name in _EXACTLY_ONCE_OWNED_KEYS:
+            if name in kafka_config:
+                raise PipelineOptionError(
+                    f"option kafka.{name} cannot be set with deliveryGuarantee=exactly-once: the sink derives "
+                    "one transactional id per task (set transactionalIdPrefix to choose their prefix)"
+                )
+        if prefix is not None and not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", prefix):
+            raise PipelineOptionError(
+                f"option transactionalIdPrefix must be 1-200 characters of [A-Za-z0-9._-], got {prefix!r}"
+            )
+    elif prefix is not None or "committopic" in options:
+        raise PipelineOptionError(
+            "options transactionalIdPrefix and commitTopic only apply with deliveryGuarantee=exactly-once"
+        )
+    raw_timeout = kafka_config.pop("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
+    if not raw_timeout.isdigit() or int(raw_timeout) <= 0:
+        raise PipelineOptionError(f"option kafka.transaction.timeout.ms must be positive milliseconds, got {raw_timeout!r}")
+    timeout_ms = int(raw_timeout)
+    commit_topic = options.get("committopic", DEFAULT_COMMIT_TOPIC).strip()
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", commit_topic):
+        raise PipelineOptionError(f"option commitTopic is not a valid topic name: {commit_topic!r}")
     return SinkOptions(
         bootstrap_servers=_bootstrap(options),
-        kafka_config=_kafka_config(options),
+        kafka_config=kafka_config,
         topic=topic,
         write_timestamps=_bool(options, "writeTimestamps", False),
         metadata_timeout_s=_timeout_s(options, "metadataTimeoutMs", 10_000),
+        delivery_guarantee=guarantee,  # type: ignore[arg-type]
+        transactional_id_prefix=prefix,
+        commit_topic=commit_topic,
+        transaction_timeout_ms=timeout_ms,
+        checkpoint_location=options.get("checkpointlocation") or None,
     )
 
 

@@ -7,14 +7,19 @@ a DataFrame read from Kafka can be written back as is. A ``timestamp`` column is
 record's CreateTime only with option ``writeTimestamps=true``: replayed old timestamps would
 otherwise make the broker's time-based retention delete the data right away.
 
-Delivery is at-least-once: each task flushes its producer before reporting success, and a
-failed task is retried by Spark, which may produce some records twice. Downstream consumers
-that need exactly-once must deduplicate (for example on topic/partition/offset carried in a
-header) or use an idempotent key.
+Option ``deliveryGuarantee`` (Flink's name) picks how:
+
+- ``at-least-once`` (default): each task flushes its producer before reporting success, and a
+  failed task is retried by Spark, which may produce some records twice.
+- ``exactly-once``: each task writes its share of a micro-batch in one Kafka transaction that
+  also records "task k of batch B is done" (see ``transactional.py``); retries, speculative
+  copies and batches replayed after a driver crash never make a record visible twice to
+  read_committed readers.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +34,20 @@ from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, Str
 
 from sluice.pipeline.kafka_io import DeliveryTracker, KafkaMetadata
 from sluice.pipeline.options import PipelineOptionError, SinkOptions
-from sluice.pipeline.source import HEADERS_TYPE
+from sluice.pipeline.schema import HEADERS_TYPE
+from sluice.pipeline.transactional import (
+    BATCH_ID_PROPERTY,
+    QUERY_ID_PROPERTY,
+    PreparedTransaction,
+    TransactionalTask,
+    abort_job,
+    batch_job_prefix,
+    check_transactions_supported,
+    commit_prepared,
+    task_identity,
+)
+
+log = logging.getLogger(__name__)
 
 _FLUSH_TIMEOUT_S = 300.0
 
@@ -39,6 +57,10 @@ class ProducedCount(WriterCommitMessage):
     """What one write task reports back to the driver."""
 
     records: int
+    # Exactly-once streams: an earlier attempt of this task had already committed its records.
+    skipped: bool = False
+    # Exactly-once batch writes: the task's open transaction, for the driver to end.
+    prepared: PreparedTransaction | None = None
 
 
 def _check_column_types(schema: StructType, options: SinkOptions) -> None:
@@ -83,15 +105,22 @@ def _as_bytes(column: pa.Array | None) -> list[bytes | None]:
 class _KafkaWriting:
     """Shared by the batch and streaming sinks: validate up front, produce, flush, count."""
 
+    # A batch job's transactional ids are unique to it; a stream's come from its query id.
+    job_prefix: str | None = None
+
     def __init__(self, options: SinkOptions, schema: StructType) -> None:
         _check_column_types(schema, options)
         # Fail in the driver within the metadata timeout rather than in every task after minutes.
         metadata = KafkaMetadata(options.bootstrap_servers, options.kafka_config, options.metadata_timeout_s)
         metadata.topic_partitions()
+        if options.exactly_once:
+            check_transactions_supported(options, driver_commits=self.job_prefix is not None)
         self.options = options
         self.column_names = set(schema.fieldNames())
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedCount:
+        if self.options.exactly_once:
+            return self._write_transactionally(iterator)
         options = self.options
         tracker = DeliveryTracker(options.bootstrap_servers, options.kafka_config)
         produced = 0
@@ -99,6 +128,44 @@ class _KafkaWriting:
             produced += self._produce_batch(tracker, batch)
         tracker.flush(_FLUSH_TIMEOUT_S)
         return ProducedCount(produced)
+
+    def _write_transactionally(self, iterator: Iterator[pa.RecordBatch]) -> ProducedCount:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None, "write() runs in a Spark task"
+        batches = (batch for batch in iterator if batch.num_rows)
+        first = next(batches, None)
+        if first is None:
+            # Nothing to write: a replay of this task has nothing either (Spark replays a batch
+            # with the offsets it logged), so no transaction is needed.
+            return ProducedCount(0)
+        prefix, batch_id = task_identity(
+            {name: context.getLocalProperty(name) for name in (BATCH_ID_PROPERTY, QUERY_ID_PROPERTY)},
+            self.job_prefix or self.options.transactional_id_prefix,
+        )
+        driver_commits = self.job_prefix is not None
+        task = TransactionalTask(
+            self.options, prefix, batch_id, context.partitionId(), markers=not driver_commits
+        )
+        try:
+            if not task.begin():
+                for _ in batches:
+                    pass  # Spark expects the input consumed
+                return ProducedCount(0, skipped=True)
+            try:
+                produced = self._produce_batch(task.tracker, first)
+                for batch in batches:
+                    produced += self._produce_batch(task.tracker, batch)
+            except BaseException:
+                task.abort_quietly()
+                raise
+            if driver_commits:
+                return ProducedCount(produced, prepared=task.prepare())
+            task.commit()
+            return ProducedCount(produced)
+        finally:
+            task.close()
 
     def _produce_batch(self, tracker: DeliveryTracker, batch: pa.RecordBatch) -> int:
         count = batch.num_rows
@@ -115,7 +182,9 @@ class _KafkaWriting:
         headers_column = column("headers")
         headers: list[Any] = headers_column.to_pylist() if headers_column is not None else [None] * count
         partition_column = column("partition")
-        partitions: list[Any] = partition_column.to_pylist() if partition_column is not None else [None] * count
+        partitions: list[Any] = (
+            partition_column.to_pylist() if partition_column is not None else [None] * count
+        )
         timestamps: list[Any] = [None] * count
         timestamp_column = column("timestamp")
         if self.options.write_timestamps and timestamp_column is not None:
@@ -138,20 +207,49 @@ class _KafkaWriting:
 
 
 class KafkaBatchWriter(_KafkaWriting, DataSourceArrowWriter):
-    """df.write.format("sluice"): at-least-once, each task flushes before it reports success."""
+    """df.write.format("sluice"): at-least-once (tasks flush), or exactly-once all-or-nothing.
+
+    With exactly-once every task leaves its transaction prepared and the driver commits them all
+    once every task succeeded, or aborts them all.
+    """
+
+    def __init__(self, options: SinkOptions, schema: StructType) -> None:
+        if options.exactly_once:
+            self.job_prefix = batch_job_prefix(options.transactional_id_prefix)
+        super().__init__(options, schema)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to finalize: records are visible as soon as each task has flushed."""
+        """Exactly-once: end every task's transaction; at-least-once records are already visible."""
+        if self.options.exactly_once:
+            commit_prepared(self.options, _prepared(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Kafka cannot take records back; already produced ones stay (at-least-once)."""
+        """Exactly-once: nothing of the job becomes visible. At-least-once records stay."""
+        if self.options.exactly_once and self.job_prefix is not None:
+            abort_job(self.options, self.job_prefix, len(messages), _prepared(messages))
+
+
+def _prepared(messages: list[WriterCommitMessage | None]) -> list[PreparedTransaction]:
+    return [m.prepared for m in messages if isinstance(m, ProducedCount) and m.prepared is not None]
 
 
 class KafkaStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
-    """df.writeStream.format("sluice"): at-least-once per micro-batch."""
+    """df.writeStream.format("sluice"): at-least-once or exactly-once per micro-batch."""
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to finalize: records are visible as soon as each task has flushed."""
+        """Records are already visible (flushed, or committed with their task's marker).
+
+        With exactly-once, Spark writing this batch to its commit log after this returns is the
+        batch's commit: a replay of it would find every task's marker and write nothing.
+        """
+        if self.options.exactly_once:
+            counts = [m for m in messages if isinstance(m, ProducedCount)]
+            log.info(
+                "batch %d: %d records committed, %d task(s) already committed by an earlier attempt",
+                batchId,
+                sum(m.records for m in counts),
+                sum(m.skipped for m in counts),
+            )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Kafka cannot take records back; already produced ones stay (at-least-once)."""
+        """Kafka cannot take back what tasks committed; with exactly-once a replay skips it."""

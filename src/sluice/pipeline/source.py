@@ -37,16 +37,7 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from sluice.pipeline.kafka_io import KafkaMetadata, read_range
 from sluice.pipeline.options import (
@@ -67,29 +58,13 @@ from sluice.pipeline.planning import (
     resolve_spec,
     serialize_offsets,
 )
+from sluice.pipeline.schema import kafka_schema
+from sluice.pipeline.sink import KafkaBatchWriter, KafkaStreamWriter
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "sluice"
-HEADERS_TYPE = ArrayType(
-    StructType([StructField("key", StringType(), True), StructField("value", BinaryType(), True)]), True
-)
-
-
-def kafka_schema(include_headers: bool) -> StructType:
-    """The schema of Spark's Kafka source, so DataFrames are interchangeable with format("kafka")."""
-    fields = [
-        StructField("key", BinaryType(), True),
-        StructField("value", BinaryType(), True),
-        StructField("topic", StringType(), True),
-        StructField("partition", IntegerType(), True),
-        StructField("offset", LongType(), True),
-        StructField("timestamp", TimestampType(), True),
-        StructField("timestampType", IntegerType(), True),
-    ]
-    if include_headers:
-        fields.append(StructField("headers", HEADERS_TYPE, True))
-    return StructType(fields)
+__all__ = ["FORMAT_NAME", "SluiceDataSource", "kafka_schema", "register"]
 
 
 def register(spark: SparkSession) -> None:
@@ -125,13 +100,9 @@ class SluiceDataSource(DataSource):
         return KafkaStreamReader(self._checked_source_options(schema, "stream"))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from sluice.pipeline.sink import KafkaBatchWriter
-
         return KafkaBatchWriter(parse_sink_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from sluice.pipeline.sink import KafkaStreamWriter
-
         return KafkaStreamWriter(parse_sink_options(self.options), schema)
 
 

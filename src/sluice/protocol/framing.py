@@ -12,6 +12,9 @@ from sluice.errors import ProtocolError
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 MIN_READ_BYTES = 64 * 1024
+# A new or quiet connection reads into this much; each read that fills the room doubles it, up to
+# MIN_READ_BYTES, so thousands of mostly idle connections cost a few KiB each, busy ones 64 KiB.
+FIRST_READ_BYTES = 2 * 1024
 
 
 class FrameError(ProtocolError):
@@ -28,10 +31,13 @@ class FrameBuffer:
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray(MIN_READ_BYTES)
+        # Allocated at the first read and given back by `release()`: an idle connection costs no buffer.
+        self._buf = bytearray()
         self._start = 0  # first byte not yet returned as part of a frame
         self._end = 0  # end of received bytes
         self._needed = 0  # bytes the frame being assembled needs from _start (prefix included), 0 if unknown
+        self._read_size = FIRST_READ_BYTES
+        self._room = 0  # size of the region the last `writable()` offered
 
     @property
     def buffered(self) -> int:
@@ -41,7 +47,7 @@ class FrameBuffer:
         pending = self._end - self._start
         # Room grows with what actually arrived (at most doubling), never straight to the size a prefix
         # claims: a peer that announces 100 MB and sends nothing must not cost 100 MB.
-        wanted = pending + MIN_READ_BYTES
+        wanted = pending + self._read_size
         if self._needed > wanted:
             wanted = min(self._needed, max(wanted, 2 * pending))
         if self._start and (pending == 0 or len(self._buf) - self._start < wanted):
@@ -52,10 +58,20 @@ class FrameBuffer:
             grown = bytearray(wanted)
             grown[:pending] = self._buf[self._start : self._end]
             self._buf, self._start, self._end = grown, 0, pending
+        self._room = len(self._buf) - self._end
         return memoryview(self._buf)[self._end :]
+
+    def release(self) -> None:
+        """Drop the receive buffer if it holds no partial frame (views returned earlier stay valid)."""
+        if self._end == self._start:
+            self._buf = bytearray()
+            self._start = self._end = self._needed = 0
+            self._read_size = FIRST_READ_BYTES
 
     def commit(self, received: int) -> list[memoryview]:
         self._end += received
+        if received >= self._room and self._read_size < MIN_READ_BYTES:
+            self._read_size *= 2
         frames: list[memoryview] = []
         view = memoryview(self._buf)
         while True:

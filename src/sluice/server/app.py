@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import os
+import signal
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
@@ -13,8 +18,13 @@ from sluice.eventloop import freeze_startup_objects, install_stop_signals
 from sluice.server.admin import AdminApp
 from sluice.server.kafka import KafkaServer, now_ms
 from sluice.storage.api import Storage
+from sluice.storage.cleaner import TxnFacts
+from sluice.storage.config import TopicConfig
+from sluice.storage.disk import DiskPartitionLog, DiskStorage
+from sluice.storage.log_cleaner import CleanerSettings, LogCleaner
 
 log = logging.getLogger("sluice")
+T = TypeVar("T")
 
 
 def open_storage(config: BrokerConfig) -> Storage:
@@ -37,6 +47,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     except ImportError:
         return broker
     attach_group_coordinator(broker, now_ms())
+    from sluice.broker.transactions import attach_transaction_coordinator
+
+    attach_transaction_coordinator(broker, now_ms())
     return broker
 
 
@@ -47,6 +60,7 @@ class RunningBroker:
     host: str
     port: int
     retention_task: asyncio.Task[None]
+    cleaner: LogCleaner | None = None
     admin: AdminApp | None = None
 
     @property
@@ -62,8 +76,91 @@ class RunningBroker:
         self.retention_task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.retention_task
+        if self.cleaner is not None:
+            # Joined off the loop: a cleaner thread may be waiting for the loop to run its swap.
+            await asyncio.get_running_loop().run_in_executor(None, self.cleaner.stop)
         await self.server.stop()
         self.broker.close()
+
+
+def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, DiskPartitionLog]]:
+    """Runs on the loop: the partitions the cleaner should look at now (cleanup.policy read afresh).
+    None while writes are refused (free space below min_free_bytes, or a full disk): a pass needs room for
+    a cleaned copy of up to segment.bytes before it frees anything."""
+    found: list[tuple[str, int, TopicConfig, DiskPartitionLog]] = []
+    if broker.write_refusal(now_ms()):
+        return found
+    for (topic, index), state in broker.partitions.items():
+        meta = broker.storage.topic(topic)
+        if meta is None or not isinstance(state.log, DiskPartitionLog):
+            continue
+        config = meta.config
+        if config.compacts:
+            found.append((topic, index, config, state.log))
+    return found
+
+
+def _txn_facts(broker: Broker, topic: str, index: int) -> TxnFacts:
+    """Runs on the loop: what the cleaner may assume about the partition's transactions and producers."""
+    state = broker.partitions.get((topic, index))
+    if state is None:
+        return TxnFacts()
+    return TxnFacts(
+        state.last_stable_offset,
+        tuple((e.producer_id, e.first_offset, e.last_offset) for e in state.txn_index.entries),
+        frozenset(p.recent[-1].base_offset for p in state.producers.producers.values() if p.recent),
+    )
+
+
+def _crash_point_from_environment() -> Callable[[str], None]:
+    """Fault injection for the kill -9 tests: SLUICE_CLEANER_CRASH_AT=<swap step> ends the process there."""
+    step = os.environ.get("SLUICE_CLEANER_CRASH_AT")
+    if not step:
+        return lambda at: None
+
+    def crash(at: str) -> None:
+        if at == step:
+            log.warning("SLUICE_CLEANER_CRASH_AT=%s: exiting without cleanup", at)
+            os._exit(137)
+
+    return crash
+
+
+def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleaner | None:
+    config = broker.config
+    if not config.log_cleaner_enable or not isinstance(broker.storage, DiskStorage):
+        return None
+
+    def run_on_loop(fn: Callable[[], T]) -> T:
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def call() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as error:
+                future.set_exception(error)
+
+        loop.call_soon_threadsafe(call)
+        return future.result()
+
+    settings = CleanerSettings(
+        enable=True,
+        threads=config.log_cleaner_threads,
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+        backoff_ms=config.log_cleaner_backoff_ms,
+    )
+    cleaner = LogCleaner(
+        settings,
+        lambda: _compacted_logs(broker),
+        run_on_loop,
+        now_ms,
+        crash_point=_crash_point_from_environment(),
+        facts=lambda topic, index: _txn_facts(broker, topic, index),
+    )
+    broker.cleaner = cleaner
+    cleaner.start()
+    return cleaner
 
 
 async def _retention_loop(broker: Broker) -> None:
@@ -83,9 +180,11 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
     broker = build_broker(config)
     server = KafkaServer(broker)
     host, port = await server.start()
-    retention = asyncio.get_running_loop().create_task(_retention_loop(broker))
+    loop = asyncio.get_running_loop()
+    retention = loop.create_task(_retention_loop(broker))
+    cleaner = start_cleaner(broker, loop)
     log.info("sluice broker listening on %s:%d (data: %s)", host, port, config.data_dir or "memory")
-    running = RunningBroker(broker, server, host, port, retention)
+    running = RunningBroker(broker, server, host, port, retention, cleaner)
     if config.admin_listen:
         admin_host, _, admin_port = config.admin_listen.rpartition(":")
         running.admin = AdminApp(server)
@@ -99,7 +198,11 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
 
 def announce(running: RunningBroker) -> None:
     """The lines BrokerProcess and scripts wait for."""
+    config = running.broker.config
     print(f"sluice broker listening on {running.host}:{running.port}", flush=True)
+    for protocol, _, _ in config.listener_specs()[1:]:
+        host, port = config.advertised_for(protocol)
+        print(f"sluice listener {protocol}://{host}:{port}", flush=True)
     if running.admin_url is not None:
         print(f"sluice admin listening on {running.admin_url}", flush=True)
 
@@ -108,6 +211,8 @@ async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None)
     stop = asyncio.Event()
     install_stop_signals(stop)
     running = await start_broker(config)
+    with contextlib.suppress(NotImplementedError, AttributeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, running.server.reload_tls)
     freeze_startup_objects()
     announce(running)
     if ready is not None:

@@ -25,9 +25,10 @@ from sluice.broker.api import (
     RespondWhenData,
     RespondWhenDurable,
 )
-from sluice.broker.broker import Broker
+from sluice.broker.broker import OFFSETS_TOPIC, Broker
 from sluice.broker.handlers.metadata import api_versions_body
-from sluice.errors import ErrorCode, ProtocolError
+from sluice.broker.handlers.produce import refuse_unflushed
+from sluice.errors import ErrorCode, KafkaError, ProtocolError
 from sluice.protocol.framing import FrameBuffer, frame
 from sluice.protocol.headers import (
     API_VERSIONS_KEY,
@@ -36,6 +37,9 @@ from sluice.protocol.headers import (
     response_header,
 )
 from sluice.protocol.messages import APIS_BY_KEY, request_codecs, response_codecs
+from sluice.security.session import PLAINTEXT, Session, uses_sasl, uses_tls
+from sluice.server.auth import AuthGate
+from sluice.server.tls import TlsContext, peer_principal
 
 log = logging.getLogger("sluice.kafka")
 
@@ -69,6 +73,9 @@ class ResponseSlot:
         self.parts = parts
         self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
         self.connection.flush_responses()
+        throttle = getattr(response, "throttle_time_ms", 0)
+        if throttle:
+            self.connection.mute(throttle)
 
 
 class LongPoll:
@@ -82,8 +89,11 @@ class LongPoll:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: KafkaServer, listener: str = PLAINTEXT) -> None:
         self.server = server
+        self.listener = listener
+        self.session: Session | None = None
+        self.auth: AuthGate | None = None
         self.frames = FrameBuffer(server.broker.config.max_request_bytes)
         self.pending: deque[ResponseSlot] = deque()
         self.transport: asyncio.Transport | None = None
@@ -91,6 +101,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.closed = False
         self.reading_paused = False
         self.writing_paused = False
+        self.last_received = time.monotonic()
+        # A client over its quota: no request is read until the throttle time has passed (KIP-219).
+        self.muted = False
 
     # ----- asyncio callbacks -----
 
@@ -106,6 +119,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.server.broker.metrics.connections_accepted += 1
         self.server.connections.add(self)
+        self.session = Session.open(self.listener, self.peer_host, peer_principal(transport))
+        if uses_sasl(self.listener):
+            self.auth = AuthGate(self, self.session)  # other listeners have nothing to gate
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -125,6 +141,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.frames.writable()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_received = time.monotonic()
         try:
             frames = self.frames.commit(nbytes)
         except ProtocolError as exc:
@@ -147,8 +164,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def handle_frame(self, body: memoryview) -> None:
         server = self.server
+        auth = self.auth
+        if auth is not None and auth.raw_token(body):
+            return
         try:
             header = peek_request_header(body)
+            if auth is not None and not auth.admits(header.api_key):
+                return
             spec = HANDLERS.handlers.get(header.api_key)
             if spec is None:
                 self.abort(f"unknown API key {header.api_key}")
@@ -168,7 +190,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(f"malformed request: {exc}")
             return
         ctx = RequestContext(
-            header.api_key, header.api_version, header.correlation_id, header.client_id, self.peer_host, now_ms()
+            header.api_key, header.api_version, header.correlation_id, header.client_id, self.peer_host, now_ms(),
+            listener=self.listener, session=self.session,
         )
         slot = None
         outcome: Any
@@ -176,11 +199,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             slot = self._new_slot(header.api_key, header.api_version, header.correlation_id)
             ctx.reply_token = slot
             outcome = server.broker.dispatch(ctx, request)
+        except KafkaError as exc:  # a request refused as a whole (e.g. a group write on a full disk)
+            log.error("closing connection from %s: %s", self.peer_host, exc.message)
+            self.abort(exc.message)
+            return
         except Exception:
             log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
             self.abort("internal error")
             return
-        if isinstance(outcome, Respond):
+        if auth is not None and auth.after_dispatch(slot, outcome):
+            pass
+        elif isinstance(outcome, Respond):
             slot.fill(outcome.response)
         elif isinstance(outcome, RespondWhenDurable):
             server.group_commit.wait(slot, outcome.response)
@@ -209,11 +238,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.writelines(frame(slot.parts or []))
         self._update_reading()
 
+    def mute(self, throttle_ms: int) -> None:
+        if self.muted or self.closed:
+            return
+        self.muted = True
+        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self.muted = False
+        self._update_reading()
+
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
         limit = self.server.broker.config.max_in_flight_per_connection
-        should_pause = len(self.pending) >= limit or self.writing_paused
+        should_pause = len(self.pending) >= limit or self.writing_paused or self.muted
         if should_pause and not self.reading_paused:
             self.transport.pause_reading()
             self.reading_paused = True
@@ -265,32 +305,35 @@ class GroupCommit:
 
     def _flush_forever(self, loop: asyncio.AbstractEventLoop) -> None:
         while (partitions := self._jobs.get()) is not None:
-            failure: Exception | None = None
+            # Each partition on its own: one that fails goes offline, the others are still acknowledged.
+            failed: dict[tuple[str, int], str] = {}
             started = perf_counter()
-            try:
-                for state, _ in partitions:
+            for state, _ in partitions:
+                try:
                     state.log.flush()
-            except Exception as exc:  # any failure at all must reach the waiting clients
-                failure = exc
+                except Exception as exc:  # any failure at all must reach the waiting clients
+                    failed[(state.topic, state.index)] = str(exc)
             try:
-                loop.call_soon_threadsafe(self._flushed, failure, perf_counter() - started)
+                loop.call_soon_threadsafe(self._flushed, failed, perf_counter() - started)
             except RuntimeError:
                 return  # the loop is closed: nobody is left to answer
 
-    def _flushed(self, failure: Exception | None, seconds: float = 0.0) -> None:
+    def _flushed(self, failed: dict[tuple[str, int], str], seconds: float = 0.0) -> None:
         assert self.flushing is not None
         if self.flushing[1]:  # a flush with no partitions did no fsync
             self.server.broker.metrics.fsync.observe(seconds)
         (batch, partitions), self.flushing = self.flushing, None
-        if failure is not None:
-            log.error("fsync failed: closing the connections waiting for it, nothing is acknowledged: %s", failure)
-            for slot, _ in batch:
-                slot.connection.abort("storage error")
-        else:
-            self.server.broker.end_flush(partitions)
-            for slot, response in batch:
-                if not slot.connection.closed:
-                    slot.fill(response)
+        broker = self.server.broker
+        broker.end_flush([(state, end) for state, end in partitions if (state.topic, state.index) not in failed])
+        if failed:
+            log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
+        for slot, response in batch:
+            if slot.connection.closed:
+                continue
+            if failed and not refuse_unflushed(broker, response, failed) and (OFFSETS_TOPIC, 0) in failed:
+                slot.connection.abort("storage error")  # a group write that is not durable: no answer
+            else:
+                slot.fill(response)
         self.kick()
         if self.flushing is None and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
@@ -315,31 +358,79 @@ class KafkaServer:
         self.group_commit = GroupCommit(self)
         self.watchers: dict[tuple[str, int], set[LongPoll]] = {}
         self.server: asyncio.Server | None = None
+        self.servers: list[asyncio.Server] = []
+        self.tls: TlsContext | None = None
         self._tick_timer: asyncio.TimerHandle | None = None
         self._tick_deadline: int | None = None
+        self._sweep_timer: asyncio.TimerHandle | None = None
         broker.on_data = self._on_data
 
     async def start(self) -> tuple[str, int]:
+        """Open every listener; returns the first one's address."""
         config = self.broker.config
+        config.validate()
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(
-            lambda: KafkaConnection(self), config.listen_host, config.listen_port, reuse_address=True
-        )
-        host, port = self.server.sockets[0].getsockname()[:2]
-        if config.listen_port == 0:
-            config.listen_port = port
+        specs = config.listener_specs()
+        if any(uses_tls(protocol) for protocol, _, _ in specs):
+            self.tls = TlsContext.from_config(config)
+        first: tuple[str, int] | None = None
+        for protocol, host, port in specs:
+            server = await loop.create_server(
+                lambda protocol=protocol: KafkaConnection(self, protocol), host, port, reuse_address=True,
+                ssl=self.tls.context if self.tls is not None and uses_tls(protocol) else None,
+            )
+            self.servers.append(server)
+            bound_host, bound_port = server.sockets[0].getsockname()[:2]
+            config.bound_ports[protocol] = bound_port
+            if first is None:
+                first = (bound_host, bound_port)
+                self.server = server
+                if not config.listeners and config.listen_port == 0:
+                    config.listen_port = bound_port
+            log.info("listener %s://%s:%d", protocol, bound_host, bound_port)
         self.schedule_tick()
-        return host, port
+        self._schedule_sweep()
+        assert first is not None
+        return first
+
+    def reload_tls(self) -> bool:
+        """SIGHUP: load the certificate files again; open connections keep theirs."""
+        return self.tls.reload() if self.tls is not None else False
+
+    # ----- idle and stalled connections -----
+
+    def _sweep_interval(self) -> float:
+        config = self.broker.config
+        return min(1.0, config.connections_max_idle_ms / 2000, config.partial_request_timeout_ms / 2000)
+
+    def _schedule_sweep(self) -> None:
+        self._sweep_timer = asyncio.get_running_loop().call_later(self._sweep_interval(), self._sweep_connections)
+
+    def _sweep_connections(self) -> None:
+        """Close idle connections and ones stalled mid-request; give quiet ones' receive buffers back."""
+        config = self.broker.config
+        now = time.monotonic()
+        for connection in list(self.connections):
+            quiet = now - connection.last_received
+            if connection.frames.buffered and quiet * 1000 > config.partial_request_timeout_ms:
+                connection.abort(f"sent part of a request, then nothing for {quiet:.1f} s")
+            elif not connection.pending and quiet * 1000 > config.connections_max_idle_ms:
+                connection.abort(f"idle for {quiet:.1f} s (connections_max_idle_ms)")
+            elif quiet >= self._sweep_interval():
+                connection.frames.release()
+        self._schedule_sweep()
 
     async def stop(self) -> None:
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
         for connection in list(self.connections):
             connection.abort("shutting down")
         await self.group_commit.drain()
         self.group_commit.close()
         if self._tick_timer is not None:
             self._tick_timer.cancel()
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
 
     # ----- long polls -----
 
@@ -425,6 +516,8 @@ class KafkaServer:
             self.broker.tick(now_ms())
         except Exception:
             log.exception("broker timer failed")
+        # Timers append too (transaction timeouts write abort markers): they only become visible once flushed.
+        self.group_commit.kick()
         self.deliver_ready_replies()
 
 

@@ -12,7 +12,13 @@ from sluice.server.app import announce, start_broker
 log = logging.getLogger("sluice")
 
 
-async def serve_all(broker_config: BrokerConfig, *, grpc_listen: str, http_listen: str) -> None:
+async def serve_all(
+    broker_config: BrokerConfig,
+    *,
+    grpc_listen: str,
+    http_listen: str,
+    console_listen: tuple[str, int] | None = None,
+) -> None:
     stop = asyncio.Event()
     install_stop_signals(stop)
     running = await start_broker(broker_config)
@@ -26,11 +32,35 @@ async def serve_all(broker_config: BrokerConfig, *, grpc_listen: str, http_liste
         http_listen=http_listen,
     )
     await gateway.start()
-    freeze_startup_objects()
     print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)
+    console = None
+    if console_listen is not None:
+        from sluice.console.app import ConsoleConfig, start_console
+
+        # The console is a client like any other: it reaches the broker over its Kafka listener.
+        try:
+            console = await start_console(
+                ConsoleConfig(
+                    settings={"bootstrap.servers": f"{running.host}:{running.port}"},
+                    host=console_listen[0],
+                    port=console_listen[1],
+                    log_dir=broker_config.data_dir,
+                    gateway_url=gateway.http_url,
+                    # The broker's admin API, where it runs one: live rewind of running groups.
+                    admin_url=running.admin_url,
+                )
+            )
+        except (OSError, ValueError) as exc:
+            # A web page is not worth a broker: a taken port leaves the broker and gateway serving.
+            print(f"sluice console not started: {exc}", flush=True)
+        else:
+            print(f"sluice console on {console.url}", flush=True)
+    freeze_startup_objects()
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
+        if console is not None:
+            await console.stop()
         await gateway.stop()
         await running.stop()

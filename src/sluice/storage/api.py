@@ -54,6 +54,11 @@ class PartitionLog(Protocol):
     @property
     def size_bytes(self) -> int: ...
 
+    @property
+    def offline_reason(self) -> str | None:
+        """Why the log refuses reads and writes until restart (a write or fsync failed), else None."""
+        ...
+
     def append(
         self, batch: bytes | bytearray | memoryview, header: BatchHeader, *, append_time_ms: int
     ) -> int:

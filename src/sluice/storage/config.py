@@ -17,6 +17,14 @@ SEGMENT_MS = "segment.ms"
 MAX_MESSAGE_BYTES = "max.message.bytes"
 CLEANUP_POLICY = "cleanup.policy"
 INDEX_INTERVAL_BYTES = "index.interval.bytes"
+MIN_CLEANABLE_DIRTY_RATIO = "min.cleanable.dirty.ratio"
+MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms"
+MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms"
+DELETE_RETENTION_MS = "delete.retention.ms"
+# Read-only entries DescribeConfigs adds for compacted topics (the cleaner's view); never stored.
+CLEANER_STATUS_PREFIX = "sluice.cleaner."
+CLEANER_DIRTY_RATIO = CLEANER_STATUS_PREFIX + "dirty.ratio"
+CLEANER_LAST_CLEANED_MS = CLEANER_STATUS_PREFIX + "last.cleaned.ms"
 
 # Kafka's defaults (TopicConfig / LogConfig).
 DEFAULT_CONFIGS: dict[str, str] = {
@@ -27,6 +35,10 @@ DEFAULT_CONFIGS: dict[str, str] = {
     MAX_MESSAGE_BYTES: "1048588",
     CLEANUP_POLICY: "delete",
     INDEX_INTERVAL_BYTES: "4096",
+    MIN_CLEANABLE_DIRTY_RATIO: "0.5",
+    MIN_COMPACTION_LAG_MS: "0",
+    MAX_COMPACTION_LAG_MS: "9223372036854775807",
+    DELETE_RETENTION_MS: "86400000",
 }
 
 # Kafka refuses segments smaller than 14 bytes (LegacyRecord overhead); sluice needs room for one header.
@@ -44,6 +56,9 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     SEGMENT_MS: (1, _INT64_MAX),
     MAX_MESSAGE_BYTES: (0, _INT32_MAX),
     INDEX_INTERVAL_BYTES: (0, _INT32_MAX),
+    MIN_COMPACTION_LAG_MS: (0, _INT64_MAX),
+    MAX_COMPACTION_LAG_MS: (1, _INT64_MAX),
+    DELETE_RETENTION_MS: (0, _INT64_MAX),
 }
 
 
@@ -55,6 +70,8 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
     for name, value in configs.items():
         if not isinstance(name, str) or not _CONFIG_NAME.match(name):
             return f"invalid config name {name!r}"
+        if name.startswith(CLEANER_STATUS_PREFIX):
+            return f"config {name} is read-only (reported by the log cleaner)"
         if value is None:
             continue
         if not isinstance(value, str):
@@ -67,6 +84,13 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
                 return f"config {name}={value!r} is not an integer"
             if not low <= number <= high:
                 return f"config {name}={value} is outside [{low}, {high}]"
+        elif name == MIN_CLEANABLE_DIRTY_RATIO:
+            try:
+                ratio = float(value.strip())
+            except ValueError:
+                return f"config {name}={value!r} is not a number"
+            if not 0.0 <= ratio <= 1.0:
+                return f"config {name}={value} is outside [0, 1]"
         elif name == CLEANUP_POLICY:
             policies = [policy.strip() for policy in value.split(",")]
             unknown = [policy for policy in policies if policy not in _CLEANUP_POLICIES]
@@ -86,6 +110,10 @@ class TopicConfig:
     max_message_bytes: int
     cleanup_policy: tuple[str, ...]
     index_interval_bytes: int
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _INT64_MAX
+    delete_retention_ms: int = 86_400_000
 
     @classmethod
     def from_configs(cls, configs: Mapping[str, str]) -> TopicConfig:
@@ -99,11 +127,19 @@ class TopicConfig:
             max_message_bytes=int(merged[MAX_MESSAGE_BYTES]),
             cleanup_policy=tuple(policy.strip() for policy in merged[CLEANUP_POLICY].split(",")),
             index_interval_bytes=int(merged[INDEX_INTERVAL_BYTES]),
+            min_cleanable_dirty_ratio=float(merged[MIN_CLEANABLE_DIRTY_RATIO]),
+            min_compaction_lag_ms=int(merged[MIN_COMPACTION_LAG_MS]),
+            max_compaction_lag_ms=int(merged[MAX_COMPACTION_LAG_MS]),
+            delete_retention_ms=int(merged[DELETE_RETENTION_MS]),
         )
 
     @property
     def deletes_old_segments(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def compacts(self) -> bool:
+        return "compact" in self.cleanup_policy
 
 
 DEFAULT_TOPIC_CONFIG = TopicConfig.from_configs({})

@@ -8,17 +8,22 @@ recovery scans; a `.lock` file (flock) keeps a second process out of the same di
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import re
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
+from sluice.storage.cleaner import CleanerCheckpoint
 from sluice.storage.config import TopicConfig
-from sluice.storage.loader import Checkpoint, load_partition, write_checkpoint
-from sluice.storage.log import SegmentedLog
+from sluice.storage.damage import write_damage
+from sluice.storage.index import OffsetIndex, TimeIndex
+from sluice.storage.loader import SWAP_MANIFEST, Checkpoint, load_partition, write_checkpoint
+from sluice.storage.log import DISK_FULL_ERRNOS, SegmentedLog
 from sluice.storage.memory import MemoryStorage
 from sluice.storage.metadata import (
     TopicStore,
@@ -36,6 +41,10 @@ LOCK_FILE = ".lock"
 MEMORY_DATA_DIR = ":memory:"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _TRASH_SUFFIX = ".deleting"
+# Once the active segment grew by this much since its last checkpoint, a flush also writes its indexes and
+# records how far it is durable, so a crash costs a check of at most this much of it (plus what followed).
+ACTIVE_CHECKPOINT_BYTES = 64 * 1024 * 1024
+_log = logging.getLogger("sluice.storage")
 
 
 class DiskPartitionLog(SegmentedLog):
@@ -55,11 +64,18 @@ class DiskPartitionLog(SegmentedLog):
         super().__init__(loaded.segments, loaded.log_start_offset, config)
         self.directory = directory
         self.truncated_bytes_at_load = loaded.truncated_bytes
+        self.damaged = list(loaded.damaged)
         self._not_durable: list[FileSegment] = list(loaded.not_durable)
         self._recovery_point = loaded.recovery_point
         # The first flush makes the directory entries of this partition's files durable.
         self._directory_dirty = True
         self._checkpoint_lock = threading.Lock()
+        self._checkpoint_pending = False
+        self._active_checkpoint = (-1, 0)  # (active segment base, durable position) last checkpointed
+        # Compaction state (storage/cleaner.py): the cleaner thread replaces these, others only read them.
+        self.cleaner_checkpoint = CleanerCheckpoint.read(directory)
+        self.cleaner_dirty_ratio = 0.0
+        self.cleaner_uncleanable = ""  # why the cleaner gave up on this partition until restart
 
     @property
     def segments(self) -> list[FileSegment]:
@@ -82,13 +98,35 @@ class DiskPartitionLog(SegmentedLog):
         with self._segments_lock:
             self._not_durable = [s for s in self._not_durable if s not in segments]
         self._directory_dirty = True
+        gone = {segment.base_offset for segment in segments}
+        if any(damage.segment in gone for damage in self.damaged):
+            self.damaged = [damage for damage in self.damaged if damage.segment not in gone]
+            write_damage(self.directory, self.damaged)
 
     def _on_log_start_changed(self) -> None:
         self._write_checkpoint()
 
+    def _delete_prefix(self, count: int) -> None:
+        super()._delete_prefix(count)
+        if self._checkpoint_pending:
+            self._write_checkpoint()  # the deletion freed space for the checkpoint a full disk refused
+
     def _write_checkpoint(self) -> None:
+        """Persist the log start and recovery point. On a full disk this is skipped (and retried after the
+        next deletion): both are hints a later start can do without, and DeleteRecords and retention
+        must keep working so an operator can free space."""
         with self._checkpoint_lock:
-            write_checkpoint(self.directory, Checkpoint(self._log_start_offset, self._recovery_point))
+            try:
+                checkpoint = Checkpoint(
+                    self._log_start_offset, self._recovery_point, *self._active_checkpoint
+                )
+                write_checkpoint(self.directory, checkpoint)
+                self._checkpoint_pending = False
+            except OSError as error:
+                if error.errno not in DISK_FULL_ERRNOS:
+                    raise
+                self._checkpoint_pending = True
+                _log.warning("%s: checkpoint not written, disk full: %s", self.directory, error)
 
     def flush(self) -> None:
         with self._flush_lock:
@@ -99,26 +137,122 @@ class DiskPartitionLog(SegmentedLog):
             try:
                 self._flush_locked()
             except OSError as error:
-                self._failure = f"fsync failed, log is read-only until restart: {error}"
+                # Never retried: after a failed fsync the kernel may have dropped the dirty pages, so a
+                # later fsync that succeeds proves nothing (PostgreSQL's "fsyncgate").
+                self._failure = f"fsync failed, partition offline until restart: {error}"
+                _log.error("%s: %s", self.describe(), self._failure)
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, self._failure) from error
+
+    def describe(self) -> str:
+        return str(self.directory)
+
+    def _active_indexes_to_checkpoint(self, active: FileSegment) -> tuple[int, OffsetIndex, TimeIndex] | None:
+        base, position = self._active_checkpoint
+        grown = active.size_bytes - (position if base == active.base_offset else 0)
+        if grown < ACTIVE_CHECKPOINT_BYTES:
+            return None
+        offset_index, time_index = active.offset_index.copy(), active.time_index.copy()
+        # Read after the copies: each entry's batch was fully written before the entry was added.
+        return active.size_bytes, offset_index, time_index
 
     def _flush_locked(self) -> None:
         with self._segments_lock:
             sealed = list(self._not_durable)
             active: FileSegment = self._segments[-1]  # type: ignore[assignment]
             directory_dirty, self._directory_dirty = self._directory_dirty, False
+            # Copied under the GIL before the fsync: every entry describes bytes that fsync covers.
+            active_indexes = self._active_indexes_to_checkpoint(active)
         for segment in sealed:
-            segment.make_durable()
+            segment.sync()
+            try:
+                segment.write_indexes(sync=True)
+            except OSError as error:
+                if error.errno not in DISK_FULL_ERRNOS:
+                    raise
+                # Indexes are hints: without them the next start rebuilds them by scanning the segment.
+                segment.index_path.unlink(missing_ok=True)
+                segment.time_index_path.unlink(missing_ok=True)
         active.sync()
         if directory_dirty:
             # New segment files must survive power loss as names, not only as data.
             sync_directory(self.directory)
+        if active_indexes is not None:
+            position, offset_index, time_index = active_indexes
+            try:
+                offset_index.write(active.index_path, sync=True)
+                time_index.write(active.time_index_path, sync=True)
+            except OSError as error:
+                if error.errno not in DISK_FULL_ERRNOS:
+                    raise
+            else:
+                self._active_checkpoint = (active.base_offset, position)
+                if not sealed:
+                    self._write_checkpoint()
         if sealed:
             with self._segments_lock:
                 self._not_durable = [s for s in self._not_durable if s not in sealed]
                 first_not_durable = self._not_durable[0] if self._not_durable else self._segments[-1]
                 self._recovery_point = first_not_durable.base_offset
             self._write_checkpoint()
+
+    # --- the cleaner's side (storage/cleaner.py) -----------------------------------------------------
+
+    def cleanable_segments(self) -> list[FileSegment]:
+        """The sealed segments already made durable, oldest first: the only ones the cleaner touches.
+        Safe from any thread.
+        """
+        with self._segments_lock:
+            if self._closed or self._failure:
+                return []
+            not_durable = {id(segment) for segment in self._not_durable}
+            # A segment with recorded damage stops the cleaner: rewriting it would drop the damaged bytes
+            # that `sluice storage verify/repair` reports and fetches answer CORRUPT_MESSAGE for.
+            result: list[FileSegment] = []
+            for segment in self._segments[:-1]:
+                if id(segment) in not_durable or segment.damaged:  # type: ignore[attr-defined]
+                    break
+                result.append(segment)  # type: ignore[arg-type]
+            return result
+
+    def swap_cleaned(
+        self,
+        replaced: list[FileSegment],
+        cleaned: FileSegment,
+        manifest_pending: Path,
+        crash_point: Callable[[str], None] = lambda step: None,
+    ) -> bool:
+        """Owner thread only. Put the durable `cleaned` segment (in the `.cleaning` directory) in place of
+        the consecutive `replaced` segments; False, changing nothing, when they are no longer in the log.
+
+        Crash protocol: renaming the fsynced manifest into the partition directory (and fsyncing the
+        directory) commits the swap; the file moves after it are redone by `loader.settle_cleaner_swap`
+        if a crash interrupts them, and before it that function discards the cleaned files.
+        """
+        if self._closed or self._failure:
+            return False
+        segments = self._segments
+        first = next((n for n, segment in enumerate(segments) if segment is replaced[0]), None)
+        count = len(replaced)
+        if first is None or first + count >= len(segments):
+            return False
+        if any(segments[first + n] is not replaced[n] for n in range(count)):
+            return False
+        os.replace(manifest_pending, self.directory / SWAP_MANIFEST)
+        sync_directory(self.directory)
+        crash_point("committed")
+        # Replaced segments are durable and sealed, so no flush holds their descriptors.
+        for segment in replaced:
+            segment.close()
+            if segment.base_offset != cleaned.base_offset:
+                for path in (segment.log_path, segment.index_path, segment.time_index_path):
+                    path.unlink(missing_ok=True)
+        crash_point("old-removed")
+        cleaned.relocate(self.directory)
+        with self._segments_lock:
+            self._segments[first : first + count] = [cleaned]
+            self._bases[first : first + count] = [cleaned.base_offset]
+        self._size_bytes += cleaned.size_bytes - sum(segment.size_bytes for segment in replaced)
+        return True
 
     def close_clean(self) -> bool:
         """Flush, finish the active segment's indexes and checkpoint, so the next open trusts them.

@@ -73,7 +73,18 @@ class _SparseIndex:
     def _append_raw(self, first: int, second: int) -> None:
         self._buffer += self.ENTRY.pack(first, second)
 
-    def write(self, path: Path, *, sync: bool) -> None:
+    def copy(self) -> Self:
+        return type(self)(self.base_offset, bytearray(self._buffer))
+
+    def write(self, path: Path, *, sync: bool, unless_same: bool = False) -> None:
+        """Replace the file's entries; with `unless_same`, leave a file that already holds them alone
+        (recovery rewrites many indexes, and truncating a file costs more than reading it)."""
+        if unless_same:
+            try:
+                if path.read_bytes() == self._buffer:
+                    return
+            except FileNotFoundError:
+                pass
         _write_file(path, self._buffer, sync=sync)
 
 

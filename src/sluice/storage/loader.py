@@ -5,11 +5,13 @@ Trust rules:
 - After a clean shutdown every segment's indexes were written and fsynced, so each is adopted after a
   structural check of its index files and of the few batches after the last index entry.
 - After a crash, segments at or after the checkpointed recovery point (everything not known to be fsynced,
-  always including the active segment) are scanned batch by batch, checking lengths, magic, contiguous
-  offsets and CRC-32C; the scan rebuilds the indexes and truncates the file after the last intact batch.
-  Earlier segments get the structural check, and the full scan only if it fails.
-- Corruption inside a segment that has successors drops the successors too (their offsets would no
-  longer follow on), as Kafka does.
+  always including the active segment) are scanned batch by batch, checking lengths, magic, increasing
+  offsets and CRC-32C; the scan rebuilds the indexes. Earlier segments get the structural check, and the
+  full scan only if it fails.
+- Damage never costs intact data (unlike Kafka, which truncates a corrupt segment and drops what follows):
+  the scan resynchronises on the next intact batch and records the damaged bytes in `damaged.json` (see
+  damage.py), logged at ERROR. Only a damaged stretch at the very end of the active segment, a torn write
+  that was never acknowledged, is truncated.
 
 The checkpoint file (`partition.checkpoint`, JSON) holds the log start offset and the recovery point.
 """
@@ -18,14 +20,27 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sluice.storage.metadata import write_atomically
-from sluice.storage.segment import LOG_SUFFIX, FileSegment
+from sluice.storage.damage import DamagedRange, read_damage, write_damage
+from sluice.storage.metadata import sync_directory, write_atomically
+from sluice.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileSegment,
+    segment_file_name,
+)
 
 CHECKPOINT_FILE = "partition.checkpoint"
+# The cleaner writes a cleaned segment into this subdirectory, then commits its swap by creating
+# SWAP_MANIFEST (naming the cleaned base and the segments it replaces) in the partition directory.
+CLEANING_DIR = ".cleaning"
+SWAP_MANIFEST = "cleaner.swap"
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
 _log = logging.getLogger(__name__)
 
@@ -35,12 +50,21 @@ class Checkpoint:
     log_start_offset: int = 0
     # Segments with a base offset at or above this may hold data that was never fsynced.
     recovery_point: int = 0
+    # The active segment's first `active_position` bytes were fsynced (with index files describing them)
+    # when this was written: after a crash only the bytes after them need a full check.
+    active_segment: int = -1
+    active_position: int = 0
 
 
 def read_checkpoint(directory: Path) -> Checkpoint:
     try:
         raw = json.loads((directory / CHECKPOINT_FILE).read_bytes())
-        return Checkpoint(int(raw["log_start_offset"]), int(raw["recovery_point"]))
+        return Checkpoint(
+            int(raw["log_start_offset"]),
+            int(raw["recovery_point"]),
+            int(raw.get("active_segment", -1)),
+            int(raw.get("active_position", 0)),
+        )
     except FileNotFoundError:
         return Checkpoint()
     except (ValueError, KeyError, TypeError):
@@ -50,7 +74,12 @@ def read_checkpoint(directory: Path) -> Checkpoint:
 
 
 def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
-    document = {"log_start_offset": checkpoint.log_start_offset, "recovery_point": checkpoint.recovery_point}
+    document = {
+        "log_start_offset": checkpoint.log_start_offset,
+        "recovery_point": checkpoint.recovery_point,
+        "active_segment": checkpoint.active_segment,
+        "active_position": checkpoint.active_position,
+    }
     write_atomically(directory / CHECKPOINT_FILE, json.dumps(document).encode())
 
 
@@ -62,6 +91,7 @@ class LoadedPartition:
     # Sealed segments whose data or indexes may not be durable yet: the first flush syncs them.
     not_durable: list[FileSegment] = field(default_factory=list)
     truncated_bytes: int = 0
+    damaged: list[DamagedRange] = field(default_factory=list)
 
 
 def _segment_bases(directory: Path) -> list[int]:
@@ -86,43 +116,103 @@ def _segment_bases(directory: Path) -> list[int]:
     return sorted(bases)
 
 
+def read_swap_manifest(path: Path) -> tuple[int, list[int]]:
+    raw = json.loads(path.read_bytes())
+    return int(raw["base"]), [int(base) for base in raw["replaced"]]
+
+
+def settle_cleaner_swap(directory: Path) -> None:
+    """Finish a swap the cleaner committed, or roll back one it had not: after this the directory holds
+    either every replaced segment or the cleaned one, never both and never neither.
+
+    The manifest is the commit point. Without it, whatever sits in CLEANING_DIR is discarded. With it, the
+    cleaned files still in CLEANING_DIR are moved in (indexes first, the log last, each `rename` replacing
+    the old segment of the same base), and the other replaced segments are removed. Every step is
+    idempotent, so a crash during this repair is repaired by the next start.
+    """
+    manifest = directory / SWAP_MANIFEST
+    cleaning = directory / CLEANING_DIR
+    if manifest.exists():
+        try:
+            base, replaced = read_swap_manifest(manifest)
+        except (ValueError, KeyError, TypeError):
+            # Written atomically, so only outside damage gets here; the replaced segments are still whole
+            # unless the cleaned log was moved in, and the scan of every segment sorts out overlaps.
+            _log.warning("unreadable cleaner swap manifest in %s; discarding it", directory)
+            manifest.unlink()
+        else:
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
+                source = cleaning / segment_file_name(base, suffix)
+                if source.exists():
+                    os.replace(source, directory / source.name)
+            for old in replaced:
+                if old != base:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        (directory / segment_file_name(old, suffix)).unlink(missing_ok=True)
+            sync_directory(directory)
+            manifest.unlink()
+            _log.info("finished an interrupted cleaner swap of %d segments in %s", len(replaced), directory)
+    if cleaning.exists():
+        shutil.rmtree(cleaning, ignore_errors=True)
+        sync_directory(directory)
+
+
 def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -> LoadedPartition:
     directory.mkdir(parents=True, exist_ok=True)
+    settle_cleaner_swap(directory)
     checkpoint = read_checkpoint(directory)
     segments = [
         FileSegment(directory, base, index_interval_bytes, create=False) for base in _segment_bases(directory)
     ]
+    recorded = read_damage(directory)
+    damaged: list[DamagedRange] = []
     truncated_bytes = 0
-    n = 0
-    while n < len(segments):
-        segment = segments[n]
+    for n, segment in enumerate(segments):
         is_last = n == len(segments) - 1
         expected_next = None if is_last else segments[n + 1].base_offset
         must_scan = not clean and (is_last or segment.base_offset >= checkpoint.recovery_point)
+        segment.set_damage([r for r in recorded if r.segment == segment.base_offset])
         trusted = (
             not must_scan
             and segment.load_indexes(sealed=not is_last)
             and segment.resume_after_index(expected_next)
         )
-        if not trusted:
-            truncated = segment.recover()
+        checked_prefix = (
+            must_scan
+            and is_last
+            and checkpoint.active_segment == segment.base_offset
+            and 0 < checkpoint.active_position <= segment.size_bytes
+            and segment.load_indexes(sealed=False)
+            and segment.resume_after_index(None, stop_at=checkpoint.active_position)
+        )
+        if checked_prefix:
+            # Only what was written after the last active-segment checkpoint can be torn.
+            known = set(segment.damaged)
+            truncated, found = segment.recover_tail(checkpoint.active_position)
             truncated_bytes += truncated
             if truncated:
                 _log.warning(
-                    "truncated %d bytes of torn or corrupt data from %s", truncated, segment.log_path
+                    "truncated %d bytes of torn data from the end of %s", truncated, segment.log_path
                 )
+            for damage in found:
+                if damage not in known:
+                    _log.error("%s; every intact batch around it is kept", damage.describe(segment.log_path))
+        elif not trusted:
+            known = set(segment.damaged)
+            truncated, found = segment.recover(expected_next)
+            truncated_bytes += truncated
+            if truncated:
+                _log.warning(
+                    "truncated %d bytes of torn data from the end of %s", truncated, segment.log_path
+                )
+            for damage in found:
+                if damage not in known:
+                    _log.error("%s; every intact batch around it is kept", damage.describe(segment.log_path))
             if not is_last:
                 # Rebuilt indexes of a segment that will stay sealed; written now so the next start trusts them.
                 segment.seal()
-                segment.write_indexes(sync=False)
-            if expected_next is not None and segment.next_offset != expected_next:
-                _log.warning(
-                    "dropping %d segments after the damage in %s", len(segments) - n - 1, segment.log_path
-                )
-                for later in segments[n + 1 :]:
-                    later.delete()
-                del segments[n + 1 :]
-        n += 1
+                segment.write_indexes(sync=False, unless_same=True)
+        damaged += segment.damaged
 
     log_start = checkpoint.log_start_offset
     if segments and log_start > segments[-1].next_offset:
@@ -133,9 +223,13 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
     if not segments:
         segments = [FileSegment(directory, log_start, index_interval_bytes, create=True)]
     # Whole segments below the log start: a deletion that the crash interrupted.
-    while len(segments) > 1 and segments[0].next_offset <= log_start:
+    while len(segments) > 1 and segments[1].base_offset <= log_start:
         segments.pop(0).delete()
     log_start = max(log_start, segments[0].base_offset)
+    kept = {segment.base_offset for segment in segments}
+    damaged = [damage for damage in damaged if damage.segment in kept]
+    if damaged != recorded:
+        write_damage(directory, damaged)
 
     active = segments[-1]
     if clean:
@@ -145,4 +239,4 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
         # Recovered from the page cache, perhaps, but not known to be on disk until the first flush.
         not_durable = [s for s in segments[:-1] if s.base_offset >= checkpoint.recovery_point]
         recovery_point = min(checkpoint.recovery_point, active.base_offset)
-    return LoadedPartition(segments, log_start, recovery_point, not_durable, truncated_bytes)
+    return LoadedPartition(segments, log_start, recovery_point, not_durable, truncated_bytes, damaged)

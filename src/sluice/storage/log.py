@@ -5,6 +5,8 @@ and what happens when segments appear, seal or go away.
 
 from __future__ import annotations
 
+import errno
+import logging
 import threading
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
@@ -15,6 +17,9 @@ from sluice.protocol.records import BatchHeader, parse_batch_header
 from sluice.storage.api import NO_TIMESTAMP
 from sluice.storage.batches import first_record_at_or_after
 from sluice.storage.config import TopicConfig
+
+_log = logging.getLogger("sluice.storage")
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 # Index entries hold offsets relative to the segment base as int32.
 _MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -65,6 +70,14 @@ class Segment(Protocol):
     def close(self) -> None: ...
 
     def delete(self) -> None: ...
+
+
+class DiskFull(KafkaError):
+    """A write found no space (ENOSPC/EDQUOT). Nothing was appended; writes may resume once space is
+    freed, unlike other write errors, which take the partition offline."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
 
 
 def _out_of_range(offset: int, start: int, end: int) -> KafkaError:
@@ -123,6 +136,11 @@ class SegmentedLog:
         return self._size_bytes
 
     @property
+    def offline_reason(self) -> str | None:
+        """Why the log refuses reads and writes until restart (a failed write or fsync), else None."""
+        return self._failure
+
+    @property
     def segment_count(self) -> int:
         return len(self._segments)
 
@@ -140,9 +158,18 @@ class SegmentedLog:
             # A failed write leaves the segment's size unchanged, so the next append overwrites the debris.
             active.append(batch, header, base_offset, append_time_ms)
         except OSError as error:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"append failed: {error}") from error
+            if error.errno in DISK_FULL_ERRNOS:
+                raise DiskFull(f"append failed: {error}") from error
+            # An I/O error may have left pages the kernel will never write: like Kafka's offline log dir,
+            # the partition takes no more writes or reads until a restart recovers it from the file.
+            self._failure = f"write failed, partition offline until restart: {error}"
+            _log.error("%s: %s", self.describe(), self._failure)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, self._failure) from error
         self._size_bytes += size
         return base_offset
+
+    def describe(self) -> str:
+        return f"partition log at offset {self.log_end_offset}"
 
     def _should_roll(self, active: Segment, size: int, header: BatchHeader, append_time_ms: int) -> bool:
         config = self.config
@@ -171,7 +198,15 @@ class SegmentedLog:
         return self._segment_for(offset).read(offset, max_bytes)
 
     def _segment_for(self, offset: int) -> Segment:
-        return self._segments[bisect_right(self._bases, offset) - 1]
+        index = bisect_right(self._bases, offset) - 1
+        # A compacted segment may end before the next one starts (its last records were cleaned away),
+        # or hold nothing at all: the offset then lives in a later segment.
+        last = len(self._segments) - 1
+        while index < last and (
+            self._segments[index].next_offset <= offset or not self._segments[index].size_bytes
+        ):
+            index += 1
+        return self._segments[index]
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         start = self._log_start_offset
@@ -220,9 +255,11 @@ class SegmentedLog:
         return self._log_start_offset
 
     def _count_below_log_start(self) -> int:
+        # A segment is wholly below the log start when its successor starts at or before it (its own
+        # next_offset may be lower: compaction leaves gaps at segment ends).
         count = 0
-        for segment in self._segments[:-1]:
-            if segment.next_offset > self._log_start_offset:
+        for successor in self._segments[1:]:
+            if successor.base_offset > self._log_start_offset:
                 break
             count += 1
         return count

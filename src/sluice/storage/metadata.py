@@ -16,7 +16,7 @@ from typing import Any
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 from sluice.storage.config import TopicConfig, validate_topic_configs
-from sluice.storage.log import SegmentedLog
+from sluice.storage.log import DISK_FULL_ERRNOS, DiskFull, SegmentedLog
 
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
@@ -39,16 +39,29 @@ def topic_name_problem(name: str) -> str | None:
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new content."""
     temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        # A half-written temporary (ENOSPC) would hold on to the space an operator is trying to free.
+        temporary.unlink(missing_ok=True)
+        raise
     sync_directory(path.parent)
+
+
+def storage_error(what: str, error: OSError) -> KafkaError:
+    """KAFKA_STORAGE_ERROR for a failed metadata write; DiskFull when it was the disk being full."""
+    message = f"{what} failed: {error}"
+    if error.errno in DISK_FULL_ERRNOS:
+        return DiskFull(message)
+    return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, message)
 
 
 def sync_directory(directory: Path) -> None:
@@ -86,7 +99,9 @@ def encode_metadata(cluster_id: str, topics: Mapping[str, TopicMeta]) -> bytes:
         "cluster_id": cluster_id,
         "topics": [_meta_to_json(meta) for meta in topics.values()],
     }
-    return json.dumps(document, indent=1, sort_keys=True).encode()
+    # Compact on purpose: every topic change rewrites the whole document, and with `indent` json falls back to
+    # its pure-Python encoder, about 13 times slower (20 ms per change with 1,000 topics). `jq .` reads it.
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
 
 
 def decode_metadata(data: bytes) -> tuple[str, dict[str, TopicMeta]]:
@@ -151,25 +166,72 @@ class TopicStore:
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         meta = TopicMeta(name, uuid.uuid4(), partitions, dict(configs), internal)
-        for partition in range(partitions):
-            # Leftovers of a topic of the same name whose deletion was interrupted.
-            self._remove_partition_data(name, partition)
-        self._topics[name] = meta
-        self._persist()
-        for partition in range(partitions):
-            self._logs[(name, partition)] = self._open_log(meta, partition)
+        self._add_partitions(meta, 0, None)
         return meta
+
+    def _add_partitions(self, meta: TopicMeta, first: int, previous: TopicMeta | None) -> None:
+        """Open partitions `first`.. of `meta`, then make `meta` durable; on failure (a full disk) undo
+        both, so neither memory nor disk is left half-changed. A crash between the two leaves partition
+        directories no metadata names, which open() removes."""
+        opened: list[int] = []
+        try:
+            for partition in range(first, meta.partitions):
+                # Leftovers of a topic of the same name whose deletion was interrupted.
+                self._remove_partition_data(meta.name, partition)
+                self._logs[(meta.name, partition)] = self._open_log(meta, partition)
+                opened.append(partition)
+            self._change_topic(meta.name, meta, previous)
+        except (OSError, KafkaError) as error:
+            for partition in opened:
+                self._logs.pop((meta.name, partition)).close()
+                try:
+                    self._remove_partition_data(meta.name, partition)
+                except OSError:
+                    pass  # removed as an orphan at the next open
+            if isinstance(error, OSError):
+                raise storage_error(f"creating partitions of {meta.name!r}", error) from error
+            raise
+
+    def _change_topic(self, name: str, meta: TopicMeta | None, previous: TopicMeta | None) -> None:
+        """Replace (or, with None, remove) a topic's metadata, durably; memory changes only if the
+        write succeeded."""
+        if meta is None:
+            del self._topics[name]
+        else:
+            self._topics[name] = meta
+        try:
+            self._persist()
+        except OSError as error:
+            if previous is None:
+                self._topics.pop(name, None)
+            else:
+                self._topics[name] = previous
+            raise storage_error(f"writing topic metadata for {name!r}", error) from error
 
     def delete_topic(self, name: str) -> None:
         meta = self._require(name)
-        del self._topics[name]
-        # Forget the topic durably first: a crash then leaves orphan data, which open() removes.
-        self._persist()
+        try:
+            # Forget the topic durably first: a crash then leaves orphan data, which open() removes.
+            self._change_topic(name, None, meta)
+        except DiskFull:
+            # Not even room for the metadata file, and deleting a topic is how an operator frees space:
+            # drop its data first, then forget it. A crash in between leaves the topic, empty.
+            self._drop_partitions(meta)
+            try:
+                self._change_topic(name, None, meta)
+            except KafkaError:
+                for partition in range(meta.partitions):
+                    self._logs[(name, partition)] = self._open_log(meta, partition)
+                raise
+            return
+        self._drop_partitions(meta)
+
+    def _drop_partitions(self, meta: TopicMeta) -> None:
         for partition in range(meta.partitions):
-            log = self._logs.pop((name, partition), None)
+            log = self._logs.pop((meta.name, partition), None)
             if log is not None:
                 log.close()
-            self._remove_partition_data(name, partition)
+            self._remove_partition_data(meta.name, partition)
 
     def create_partitions(self, name: str, new_total: int) -> TopicMeta:
         meta = self._require(name)
@@ -179,12 +241,7 @@ class TopicStore:
                 f"topic {name!r} has {meta.partitions} partitions; the new total {new_total} must be larger",
             )
         grown = TopicMeta(meta.name, meta.topic_id, new_total, meta.configs, meta.internal)
-        for partition in range(meta.partitions, new_total):
-            self._remove_partition_data(name, partition)
-        self._topics[name] = grown
-        self._persist()
-        for partition in range(meta.partitions, new_total):
-            self._logs[(name, partition)] = self._open_log(grown, partition)
+        self._add_partitions(grown, meta.partitions, meta)
         return grown
 
     def alter_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicMeta:
@@ -199,8 +256,7 @@ class TopicStore:
             else:
                 merged[key] = value
         altered = TopicMeta(meta.name, meta.topic_id, meta.partitions, merged, meta.internal)
-        self._topics[name] = altered
-        self._persist()
+        self._change_topic(name, altered, meta)
         config = TopicConfig.from_configs(merged)
         for partition in range(altered.partitions):
             self._logs[(name, partition)].update_config(config)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from sluice.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_batch_header
 from sluice.storage.api import NO_TIMESTAMP
-from sluice.storage.batches import BASE_OFFSET, batch_length_at, intact_batch_header, plausible_length
+from sluice.storage.batches import BASE_OFFSET, batch_length_at, plausible_length
+from sluice.storage.damage import Damaged, DamagedOffsets, DamagedRange, scan_segment
 from sluice.storage.index import OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -22,8 +23,6 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 # Header scans between sparse index entries read this much at a time; index.interval.bytes is 4 KiB.
 _SCAN_CHUNK = 16 * 1024
-# Recovery validates whole batches, so it reads bigger chunks.
-_RECOVERY_CHUNK = 1024 * 1024
 _sync_data = getattr(os, "fdatasync", os.fsync)
 
 
@@ -59,6 +58,9 @@ class FileSegment:
         self._created_ms = int(time.time() * 1000)
         self._indexes_trusted = False
         self._closed = False
+        # Byte ranges that are not intact batches (see damage.py), by start position.
+        self.damaged: list[DamagedRange] = []
+        self._damaged_at: dict[int, DamagedRange] = {}
 
     # --- appending ----------------------------------------------------------------------------------
 
@@ -103,7 +105,11 @@ class FileSegment:
         end = self.size_bytes
         buffer = b""
         buffer_start = position
+        damaged_at = self._damaged_at
         while position + BATCH_HEADER_SIZE <= end:
+            if damaged_at and position in damaged_at:
+                position = damaged_at[position].end
+                continue
             relative = position - buffer_start
             if len(buffer) - relative < BATCH_HEADER_SIZE:
                 buffer = os.pread(self._fd, _SCAN_CHUNK, position)
@@ -118,6 +124,9 @@ class FileSegment:
 
     def _locate(self, offset: int) -> tuple[int, BatchHeader]:
         """Position and header of the batch containing `offset` (the first batch if `offset` is earlier)."""
+        for damaged in self.damaged:
+            if damaged.holds(offset):
+                raise DamagedOffsets(damaged, self.log_path)
         _, start = self.offset_index.lookup(offset)
         for position, header in self._headers_at(start):
             if header.last_offset >= offset:
@@ -142,6 +151,9 @@ class FileSegment:
                 if position + batch_header.size > limit:
                     break
                 end = position + batch_header.size
+        for damaged in self.damaged:
+            if start < damaged.start < end:
+                end = damaged.start  # a batch boundary: the damage begins right after an intact batch
         return os.pread(self._fd, end - start, start)
 
     def batch_containing(self, offset: int) -> bytes:
@@ -186,14 +198,31 @@ class FileSegment:
     def sync(self) -> None:
         _sync_data(self._fd)
 
-    def write_indexes(self, *, sync: bool) -> None:
-        self.offset_index.write(self.index_path, sync=sync)
-        self.time_index.write(self.time_index_path, sync=sync)
+    def write_indexes(self, *, sync: bool, unless_same: bool = False) -> None:
+        self.offset_index.write(self.index_path, sync=sync, unless_same=unless_same)
+        self.time_index.write(self.time_index_path, sync=sync, unless_same=unless_same)
 
     def make_durable(self) -> None:
         """For a sealed segment: fsync its log and write and fsync its indexes."""
         self.sync()
         self.write_indexes(sync=True)
+
+    def relocate(self, directory: Path) -> None:
+        """Move this segment's files into `directory` (same file system), indexes first and the log last,
+        so a log in `directory` never comes with another segment's indexes. The descriptor stays valid.
+        """
+        moves = [
+            (self.index_path, directory / self.index_path.name),
+            (self.time_index_path, directory / self.time_index_path.name),
+            (self.log_path, directory / self.log_path.name),
+        ]
+        for source, target in moves:
+            if source.exists():
+                os.replace(source, target)
+            else:
+                target.unlink(missing_ok=True)
+        self.directory = directory
+        self.index_path, self.time_index_path, self.log_path = (target for _, target in moves)
 
     def close(self) -> None:
         if not self._closed:
@@ -230,11 +259,18 @@ class FileSegment:
                 return False
         return True
 
-    def resume_after_index(self, expected_next_offset: int | None) -> bool:
+    def set_damage(self, ranges: list[DamagedRange]) -> None:
+        self.damaged = sorted(ranges, key=lambda r: r.start)
+        self._damaged_at = {r.start: r for r in self.damaged}
+
+    def resume_after_index(self, expected_next_offset: int | None, stop_at: int | None = None) -> bool:
         """Rebuild in-memory state of a trusted segment by scanning headers after its last index entry.
 
-        Checks structure only (lengths, magic, contiguous offsets), not CRCs. False means the tail or the
-        time index does not fit and the segment needs `recover`.
+        Checks structure only (lengths, magic, increasing offsets), not CRCs; recorded damaged ranges are
+        stepped over. False means the tail or the time index does not fit and the segment needs `recover`.
+        Offsets may have gaps (compaction), so a sealed segment may end below `expected_next_offset`.
+        With `stop_at`, only the bytes before it are adopted (it must be a batch boundary); `recover_tail`
+        then checks the rest.
         """
         offset, position = self.offset_index.last_entry()
         last = self.time_index.last_entry()
@@ -242,26 +278,50 @@ class FileSegment:
             self.max_timestamp, self.offset_of_max_timestamp = last
         self.next_offset = offset
         self._bytes_since_index_entry = 0
-        end = self.size_bytes
+        end = self.size_bytes if stop_at is None else stop_at
+        if end > self.size_bytes or position > end:
+            return False
+        for damaged in self.damaged:
+            if damaged.end > end:
+                return False
+            if damaged.start < position:
+                self.next_offset = max(self.next_offset, damaged.end_offset)
         while position < end:
+            damaged = self._damaged_at.get(position)
+            if damaged is not None:
+                position = damaged.end
+                self.next_offset = max(self.next_offset, damaged.end_offset)
+                self._bytes_since_index_entry = self.index_interval_bytes + 1
+                continue
             head = os.pread(self._fd, BATCH_HEADER_SIZE, position)
             if len(head) < BATCH_HEADER_SIZE or not plausible_length(batch_length_at(head, 0)):
                 return False
             header = parse_batch_header(head)
-            if header.magic != 2 or header.base_offset != self.next_offset or position + header.size > end:
+            if header.magic != 2 or header.base_offset < self.next_offset or position + header.size > end:
                 return False
             self._track(
                 header.base_offset, header.last_offset_delta, header.max_timestamp, position, header.size
             )
             position += header.size
         self.size_bytes = end
-        if expected_next_offset is not None and self.next_offset != expected_next_offset:
+        if expected_next_offset is not None and self.next_offset > expected_next_offset:
             return False
         return not self.time_index.problem(self.next_offset, thorough=not self._indexes_trusted)
 
-    def recover(self) -> int:
-        """Validate every batch (length, magic, CRC-32C, contiguous offsets), rebuild both indexes and
-        truncate the file after the last intact batch. Returns the number of bytes truncated.
+    def recover_tail(self, position: int) -> tuple[int, list[DamagedRange]]:
+        """After `resume_after_index(None, stop_at=position)`: validate the active segment's batches from
+        `position` on as `recover` does (a torn tail is truncated, damage before it recorded)."""
+        self._indexes_trusted = False
+        return self._scan_from(position, None)
+
+    def recover(self, offset_limit: int | None = None) -> tuple[int, list[DamagedRange]]:
+        """Validate every batch (length, magic, CRC-32C, increasing offsets), rebuild both indexes and
+        record damaged stretches, resynchronising on the next intact batch after each (see damage.py).
+
+        `offset_limit` is the next segment's base offset, None for the active segment. Only a damaged
+        stretch at the very end of the active segment (a torn write, never acknowledged) is truncated; in a
+        sealed segment it is kept and recorded, its offsets running up to `offset_limit`.
+        Returns (bytes truncated, damaged ranges found).
         """
         self.offset_index = OffsetIndex(self.base_offset)
         self.time_index = TimeIndex(self.base_offset)
@@ -270,33 +330,45 @@ class FileSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.next_offset = self.base_offset
         self._bytes_since_index_entry = 0
+        self.damaged = []
+        return self._scan_from(0, offset_limit)
+
+    def _scan_from(self, start: int, offset_limit: int | None) -> tuple[int, list[DamagedRange]]:
         file_size = os.fstat(self._fd).st_size
-        position = 0
-        buffer = b""
-        buffer_start = 0
-        while position < file_size:
-            relative = position - buffer_start
-            if len(buffer) - relative < LOG_OVERHEAD:
-                buffer = os.pread(self._fd, _RECOVERY_CHUNK, position)
-                buffer_start, relative = position, 0
-                if len(buffer) < LOG_OVERHEAD:
+        damaged: list[DamagedRange] = []
+        end = file_size
+        for found in scan_segment(self._fd, file_size, self.next_offset, offset_limit, start):
+            if isinstance(found, Damaged):
+                if found.end >= file_size and offset_limit is None:
+                    end = found.start
                     break
-            batch_length = batch_length_at(buffer, relative)
-            if not plausible_length(batch_length) or position + LOG_OVERHEAD + batch_length > file_size:
-                break
-            if len(buffer) - relative < LOG_OVERHEAD + batch_length:
-                buffer = os.pread(self._fd, max(_RECOVERY_CHUNK, LOG_OVERHEAD + batch_length), position)
-                buffer_start, relative = position, 0
-            header = intact_batch_header(buffer, relative)
-            if header is None or header.base_offset != self.next_offset:
-                break
+                if found.end >= file_size:
+                    assert offset_limit is not None
+                    end_offset = offset_limit
+                else:
+                    end_offset = self._header_at(found.end).base_offset
+                damaged.append(
+                    DamagedRange(self.base_offset, found.start, found.end, self.next_offset, end_offset)
+                )
+                self.next_offset = end_offset
+                # The first batch after the damage gets an index entry, so lookups land past it.
+                self._bytes_since_index_entry = self.index_interval_bytes + 1
+                continue
+            header = found.header
             self._track(
-                header.base_offset, header.last_offset_delta, header.max_timestamp, position, header.size
+                header.base_offset,
+                header.last_offset_delta,
+                header.max_timestamp,
+                found.position,
+                header.size,
             )
-            position += header.size
-        self.size_bytes = position
-        truncated = file_size - position
+        self.size_bytes = end
+        self.set_damage([d for d in self.damaged if d.end <= start] + damaged)
+        truncated = file_size - end
         if truncated:
-            os.ftruncate(self._fd, position)
+            os.ftruncate(self._fd, end)
         self._first_batch_timestamp = None
-        return truncated
+        return truncated, damaged
+
+    def _header_at(self, position: int) -> BatchHeader:
+        return parse_batch_header(os.pread(self._fd, BATCH_HEADER_SIZE, position))

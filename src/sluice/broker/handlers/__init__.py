@@ -1,5 +1,29 @@
 """One module per API family. Importing this package registers every handler with `broker.api.HANDLERS`."""
 
-from sluice.broker.handlers import admin, configs, fetch, groups, metadata, produce
+from sluice.broker.handlers import (
+    admin,
+    cluster,
+    configs,
+    fetch,
+    groups,
+    metadata,
+    produce,
+    quotas,
+    security,
+    topic_partitions,
+    transactions,
+)
 
-__all__ = ["admin", "configs", "fetch", "groups", "metadata", "produce"]
+__all__ = [
+    "admin",
+    "cluster",
+    "configs",
+    "fetch",
+    "groups",
+    "metadata",
+    "produce",
+    "quotas",
+    "security",
+    "topic_partitions",
+    "transactions",
+]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, errors_into, handles, response_class
 from sluice.broker.broker import OFFSETS_TOPIC, Broker, check_topic_name
+from sluice.broker.config_defs import topic_config_problem
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.config import validate_topic_configs
 
@@ -15,39 +17,131 @@ CreatePartitionsResponse = response_class("CreatePartitions")
 DeleteRecordsResponse = response_class("DeleteRecords")
 
 
-def _check_single_node(broker: Broker, replication_factor: int, assignments: list[Any] | None) -> None:
-    if replication_factor not in (-1, 1):
-        raise KafkaError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"replication factor {replication_factor} is impossible on sluice's single broker; use 1 or -1",
-        )
-    for assignment in assignments or ():
-        if list(assignment.broker_ids) != [broker.config.node_id]:
+# Kafka's controller writes at most this many records for one user operation, so a request adding more
+# partitions than this is refused whole (QuorumController.MAX_RECORDS_PER_USER_OP); it also keeps a hostile
+# request from making millions of directories.
+MAX_PARTITIONS_PER_REQUEST = 10_000
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+DUPLICATE_NAME = "Duplicate topic name."
+# Names the broker creates for itself when first needed; a user topic by that name would take their place.
+RESERVED_TOPICS = frozenset({"__transaction_state", "__cluster_metadata"})
+
+
+def _duplicates(names: list[Any]) -> set[Any]:
+    return {name for name, count in Counter(names).items() if count > 1}
+
+
+def _check_assignments(broker: Broker, assignments: list[Any], replicas: int | None = None) -> None:
+    """Kafka's validateManualPartitionAssignment on a one-broker cluster: each partition names exactly this
+    node, once (and as many replicas as the topic has, when growing one)."""
+    node = broker.config.node_id
+    for assignment in assignments:
+        ids = list(assignment.broker_ids)
+        if not ids:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"replicas {list(assignment.broker_ids)} name brokers other than node {broker.config.node_id}",
+                "the manual partition assignment includes an empty replica list",
             )
+        if len(set(ids)) != len(ids):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"the manual partition assignment {ids} contains duplicate replicas",
+            )
+        unknown = [i for i in ids if i != node]
+        if unknown:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"the manual partition assignment includes broker {unknown[0]}, but no such broker is registered "
+                f"(sluice is the single node {node})",
+            )
+        if replicas is not None and len(ids) != replicas:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"the manual partition assignment includes a partition with {len(ids)} replica(s), but this is not "
+                f"consistent with previous partitions, which have {replicas} replica(s)",
+            )
+
+
+def _partition_count(broker: Broker, topic: Any) -> int:
+    """Partitions the topic would get, checking the shape of the request the way Kafka's controller does."""
+    if topic.assignments:
+        if topic.replication_factor != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but replication factor was not set to -1.",
+            )
+        if topic.num_partitions != -1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST,
+                "A manual partition assignment was specified, but numPartitions was not set to -1.",
+            )
+        indexes = [a.partition_index for a in topic.assignments]
+        repeated = _duplicates(indexes)
+        if repeated:
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Found multiple manual partition assignments for partition {min(repeated)}",
+            )
+        _check_assignments(broker, topic.assignments)
+        if sorted(indexes) != list(range(len(indexes))):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "partitions should be a consecutive 0-based integer sequence",
+            )
+        return len(indexes)
+    if topic.replication_factor < -1 or topic.replication_factor == 0:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if topic.num_partitions < -1 or topic.num_partitions == 0:
+        raise KafkaError(
+            ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+        )
+    if topic.replication_factor > 1:
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {topic.replication_factor} time(s): The target replication factor of "
+            f"{topic.replication_factor} cannot be reached because only 1 broker(s) are registered.",
+        )
+    return broker.config.default_partitions if topic.num_partitions == -1 else topic.num_partitions
+
+
+def _colliding(broker: Broker, name: str) -> str | None:
+    """An existing topic whose name differs from `name` only by '.' against '_' (their metric names clash)."""
+    if "." not in name and "_" not in name:
+        return None
+    normal = name.replace(".", "_")
+    for meta in broker.storage.topics():
+        if meta.name != name and meta.name.replace(".", "_") == normal:
+            return meta.name
+    return None
 
 
 def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
     R = CreateTopicsResponse
-    result = R.CreatableTopicResult(name=topic.name)
+    result = R.CreatableTopicResult(name=topic.name, error_message=None)  # Kafka sends null on success
+    # Kafka's order: the name, then existence, then configs, then partitions and replicas.
     with errors_into(result):
         check_topic_name(topic.name)
-        if topic.name.startswith("__"):
-            raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"{topic.name!r}: names starting with '__' are reserved")
-        _check_single_node(broker, topic.replication_factor, topic.assignments)
-        partitions = topic.num_partitions
-        if partitions == -1:
-            partitions = len(topic.assignments) or broker.config.default_partitions
-        if partitions < 1:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be at least 1, got {partitions}")
+        if broker.storage.topic(topic.name) is not None:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{topic.name}' already exists.")
+        if topic.name in RESERVED_TOPICS:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"{topic.name!r} is reserved for the broker's internal topic",
+            )
+        collision = _colliding(broker, topic.name)
+        if collision is not None:
+            raise KafkaError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{topic.name}' collides with existing topic: {collision}",
+            )
         configs = {c.name: c.value for c in topic.configs}
-        problem = validate_topic_configs(configs)
+        problem = validate_topic_configs(configs) or topic_config_problem(configs)
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
-        if broker.storage.topic(topic.name) is not None:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+        partitions = _partition_count(broker, topic)
         clean = {k: v for k, v in configs.items() if v is not None}
         if validate_only:
             result.num_partitions, result.replication_factor = partitions, 1
@@ -56,26 +150,45 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
         result.topic_id = meta.topic_id
         result.num_partitions, result.replication_factor = meta.partitions, 1
         result.configs = [
-            R.CreatableTopicConfigs(name=name, value=value, config_source=1) for name, value in sorted(meta.configs.items())
+            R.CreatableTopicConfigs(name=name, value=value, config_source=1)
+            for name, value in sorted(meta.configs.items())
         ]
     return result
 
 
+def _requested_partitions(broker: Broker, topics: list[Any]) -> int:
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += broker.config.default_partitions
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
+
 @handles("CreateTopics", "2-7")
 def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    seen: set[str] = set()
-    results = []
-    for topic in request.topics:
-        if topic.name in seen:
-            results.append(
-                CreateTopicsResponse.CreatableTopicResult(
-                    name=topic.name, error_code=ErrorCode.INVALID_REQUEST, error_message="topic named twice in one request"
-                )
+    R = CreateTopicsResponse
+    if _requested_partitions(broker, request.topics) > MAX_PARTITIONS_PER_REQUEST:
+        refused = [
+            R.CreatableTopicResult(
+                name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=TOO_MANY_PARTITIONS
             )
-            continue
-        seen.add(topic.name)
-        results.append(_create_one(broker, topic, request.validate_only))
-    return Respond(CreateTopicsResponse(topics=results))
+            for t in request.topics
+        ]
+        return Respond(R(topics=refused))
+    # A name given twice is answered once and created not at all (Kafka's ControllerApis).
+    duplicates = _duplicates([t.name for t in request.topics])
+    results = [
+        R.CreatableTopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE_NAME)
+        for name in sorted(duplicates)
+    ]
+    for topic in request.topics:
+        if topic.name not in duplicates:
+            results.append(_create_one(broker, topic, request.validate_only))
+    return Respond(R(topics=results))
 
 
 @handles("DeleteTopics", "1-6")
@@ -104,19 +217,44 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
 @handles("CreatePartitions")
 def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = CreatePartitionsResponse
-    results = []
+    duplicates = _duplicates([t.name for t in request.topics])
+    results = [
+        R.CreatePartitionsTopicResult(
+            name=name, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE_NAME
+        )
+        for name in sorted(duplicates)
+    ]
+    budget = MAX_PARTITIONS_PER_REQUEST
     for topic in request.topics:
+        if topic.name in duplicates:
+            continue
         result = R.CreatePartitionsTopicResult(name=topic.name)
         with errors_into(result):
             meta = broker.storage.topic(topic.name)
             if meta is None:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic.name!r} does not exist")
-            if topic.count <= meta.partitions:
+            if topic.count < meta.partitions:
                 raise KafkaError(
                     ErrorCode.INVALID_PARTITIONS,
-                    f"topic {topic.name!r} has {meta.partitions} partitions; the new count must be larger, got {topic.count}",
+                    f"The topic {topic.name} currently has {meta.partitions} partition(s); {topic.count} would not be "
+                    f"an increase.",
                 )
-            _check_single_node(broker, 1, topic.assignments)
+            if topic.count == meta.partitions:
+                raise KafkaError(
+                    ErrorCode.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partition(s)."
+                )
+            added = topic.count - meta.partitions
+            if topic.assignments is not None:
+                if len(topic.assignments) != added:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Attempted to add {added} additional partition(s), but only {len(topic.assignments)} "
+                        f"assignment(s) were specified.",
+                    )
+                _check_assignments(broker, topic.assignments, replicas=1)
+            if added > budget:
+                raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
+            budget -= added
             if not request.validate_only:
                 broker.create_partitions(topic.name, topic.count)
         results.append(result)

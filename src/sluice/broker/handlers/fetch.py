@@ -6,12 +6,14 @@ from typing import Any
 
 from sluice.broker.api import Outcome, RequestContext, Respond, RespondWhenData, handles, response_class
 from sluice.broker.broker import Broker, PartitionState
+from sluice.broker.quotas import CONSUMER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode, KafkaError
 
 FetchResponse = response_class("Fetch")
 ListOffsetsResponse = response_class("ListOffsets")
 OffsetForLeaderEpochResponse = response_class("OffsetForLeaderEpoch")
 
+READ_COMMITTED = 1
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
@@ -24,6 +26,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
     budget = min(request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker.config.fetch_max_bytes)
     total = 0
     by_id = ctx.api_version >= 13
+    committed = request.isolation_level == READ_COMMITTED
     topics = []
     for topic in request.topics:
         if by_id:
@@ -40,13 +43,14 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
             if state is None:
                 out.error_code, out.high_watermark = unknown, -1
                 continue
-            out.high_watermark = out.last_stable_offset = state.high_watermark
+            out.high_watermark = state.high_watermark
+            out.last_stable_offset = state.last_stable_offset
             out.log_start_offset = state.log.log_start_offset
             limit = min(part.partition_max_bytes, budget - total)
             if limit <= 0 and total > 0:
                 continue
             try:
-                data = broker.read(state, part.fetch_offset, max(limit, 1))
+                data = broker.read(state, part.fetch_offset, max(limit, 1), committed=committed)
             except KafkaError as exc:
                 out.error_code = exc.code
                 continue
@@ -54,6 +58,13 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
                 # Only the first partition with data may exceed the limits (so a huge batch still moves).
                 continue
             out.records = data
+            if committed:
+                aborted = broker.aborted_transactions(state, part.fetch_offset, data)
+                # Null when there is nothing to filter, as Kafka answers: clients then skip the bookkeeping.
+                out.aborted_transactions = [
+                    FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                    for a in aborted
+                ] or None
             total += len(data)
         topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
     return FetchResponse(responses=topics, session_id=0), total
@@ -64,11 +75,12 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     response, total = _fetch_once(broker, ctx, request)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
     if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
-        return Respond(response)
+        return Respond(throttled(broker, ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
         again, got = _fetch_once(broker, ctx, request)
-        return again if final or got >= max(request.min_bytes, 1) or _has_error(again) else None
+        done = final or got >= max(request.min_bytes, 1) or _has_error(again)
+        return throttled(broker, ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
     by_id = ctx.api_version >= 13
     watch = [
@@ -86,11 +98,11 @@ def _has_error(response: Any) -> bool:
     return any(p.error_code for t in response.responses for p in t.partitions)
 
 
-def _list_offset(broker: Broker, state: PartitionState, timestamp: int) -> tuple[int, int]:
+def _list_offset(broker: Broker, state: PartitionState, timestamp: int, committed: bool) -> tuple[int, int]:
     """(offset, timestamp) for one ListOffsets query, within what consumers may read."""
     log = state.log
     if timestamp == LATEST_TIMESTAMP:
-        return state.high_watermark, -1
+        return (state.last_stable_offset if committed else state.high_watermark), -1
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
         return log.log_start_offset, -1
     if timestamp == MAX_TIMESTAMP:
@@ -116,7 +128,9 @@ def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
                 out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 try:
-                    out.offset, out.timestamp = _list_offset(broker, state, part.timestamp)
+                    out.offset, out.timestamp = _list_offset(
+                        broker, state, part.timestamp, request.isolation_level == READ_COMMITTED
+                    )
                 except KafkaError as exc:
                     out.error_code = exc.code
             partitions.append(out)

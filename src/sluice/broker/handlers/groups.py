@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from sluice.broker.api import Parked, RequestContext, Respond, handles, response_class
+from sluice.broker.api import Outcome, Parked, RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker
 from sluice.coordinator import messages as m
 from sluice.coordinator.consumer_group import CONSUMER_MEMBER_TYPE, grouped_by_topic
@@ -30,6 +30,7 @@ ConsumerGroupHeartbeatResponse = response_class("ConsumerGroupHeartbeat")
 ConsumerGroupDescribeResponse = response_class("ConsumerGroupDescribe")
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 def _park(broker: Broker, ctx: RequestContext, method: str, request: Any, convert: Any) -> Parked:
@@ -39,12 +40,14 @@ def _park(broker: Broker, ctx: RequestContext, method: str, request: Any, conver
 
 @handles("FindCoordinator")
 def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     node = broker.config.node_id
     R = FindCoordinatorResponse
-    supported = request.key_type == GROUP_KEY_TYPE
+    supported = request.key_type == GROUP_KEY_TYPE or (
+        request.key_type == TRANSACTION_KEY_TYPE and broker.transactions is not None
+    )
     error = ErrorCode.NONE if supported else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    message = None if supported else "sluice has no transaction coordinator"
+    message = None if supported else f"sluice has no coordinator for key type {request.key_type}"
     if ctx.api_version >= 4:
         return Respond(R(coordinators=[
             R.Coordinator(key=key, node_id=node if supported else -1, host=host if supported else "",
@@ -136,17 +139,44 @@ def leave_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
     return _park(broker, ctx, "leave_group", m.LeaveGroup(request.group_id, members), convert)
 
 
+def _split_unknown_partitions(broker: Broker, topics: list[Any]) -> tuple[list[Any], dict[str, list[int]]]:
+    """Kafka answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist before the coordinator
+    sees the commit (KafkaApis.handleOffsetCommitRequest): the known ones, and the unknown ones by topic."""
+    known: list[Any] = []
+    unknown: dict[str, list[int]] = {}
+    for t in topics:
+        meta = broker.storage.topic(t.name)
+        exists = [meta is not None and 0 <= p.partition_index < meta.partitions for p in t.partitions]
+        parts = [p for p, ok in zip(t.partitions, exists, strict=True) if ok]
+        missing = [p.partition_index for p, ok in zip(t.partitions, exists, strict=True) if not ok]
+        if parts:
+            known.append((t.name, parts))
+        if missing:
+            unknown.setdefault(t.name, []).extend(missing)
+    return known, unknown
+
+
 @handles("OffsetCommit", "0-9")
-def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
+def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     version = ctx.api_version
+    known, unknown = _split_unknown_partitions(broker, request.topics)
+    R = OffsetCommitResponse
+    refused = [
+        R.OffsetCommitResponseTopic(name=name, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            for i in indexes])
+        for name, indexes in unknown.items()
+    ]
+    if unknown and not known:
+        return Respond(R(topics=refused))
     commit = m.OffsetCommit(
         group_id=request.group_id,
         topics=[
-            m.OffsetCommitTopic(t.name, [
+            m.OffsetCommitTopic(name, [
                 m.OffsetCommitPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
                                         p.committed_metadata, p.commit_timestamp)
-                for p in t.partitions])
-            for t in request.topics
+                for p in parts])
+            for name, parts in known
         ],
         generation_id=request.generation_id_or_member_epoch if version >= 1 else -1,
         member_id=request.member_id if version >= 1 else "",
@@ -160,7 +190,7 @@ def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
             R.OffsetCommitResponseTopic(name=t.name, partitions=[
                 R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=p.error_code)
                 for p in t.partitions])
-            for t in result.topics])
+            for t in result.topics] + refused)
 
     return _park(broker, ctx, "offset_commit", commit, convert)
 
@@ -181,6 +211,8 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
 
     def convert(result: m.OffsetFetchResult) -> Any:
         R = OffsetFetchResponse
+        if request.require_stable and broker.transactions is not None:
+            _mark_unstable(broker, result)
         if version >= 8:
             return R(groups=[
                 R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=g.error_code, topics=[
@@ -203,6 +235,18 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
             for t in group.topics])
 
     return _park(broker, ctx, "offset_fetch", m.OffsetFetch(groups, request.require_stable), convert)
+
+
+def _mark_unstable(broker: Broker, result: m.OffsetFetchResult) -> None:
+    """require_stable (KIP-447): a partition with a transactional commit still open answers
+    UNSTABLE_OFFSET_COMMIT, so the consumer retries instead of starting from an offset about to change."""
+    for group in result.groups:
+        pending = broker.transactions.coordinator.pending_offsets(group.group_id)
+        for topic in group.topics if pending else ():
+            for part in topic.partitions:
+                if (topic.name, part.partition_index) in pending:
+                    part.error_code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+                    part.committed_offset = -1
 
 
 @handles("OffsetDelete")

@@ -6,6 +6,7 @@ from typing import Any
 
 from sluice.broker.api import HANDLERS, RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker, check_topic_name
+from sluice.broker.topic_cache import PerTopicCache
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 
@@ -27,14 +28,26 @@ def api_versions(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     return Respond(api_versions_body())
 
 
-def _partitions(broker: Broker, meta: TopicMeta) -> list[Any]:
-    node = broker.config.node_id
+def _build_partitions(node: int, meta: TopicMeta) -> list[Any]:
     return [
         MetadataResponse.MetadataResponsePartition(
             error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node], isr_nodes=[node]
         )
         for index in range(meta.partitions)
     ]
+
+
+# Partition entries are the bulk of an all-topics answer (2,000 of them with 1,000 topics): built once per
+# TopicMeta and node rather than on every call.
+_PARTITIONS: dict[int, PerTopicCache[list[Any]]] = {}
+
+
+def _partitions(broker: Broker, meta: TopicMeta) -> list[Any]:
+    node = broker.config.node_id
+    cache = _PARTITIONS.get(node)
+    if cache is None:
+        cache = _PARTITIONS[node] = PerTopicCache(lambda meta: _build_partitions(node, meta))
+    return cache.get(meta, broker.storage.topic)
 
 
 def _topic(broker: Broker, meta: TopicMeta) -> Any:
@@ -52,7 +65,7 @@ def _missing_topic(name: str | None, error: ErrorCode, topic_id: Any = None) -> 
 
 @handles("Metadata")
 def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     all_topics = request.topics is None or (ctx.api_version == 0 and not request.topics)
     topics: list[Any] = []
     if all_topics:
@@ -68,7 +81,11 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             except KafkaError:
                 topics.append(_missing_topic(wanted.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 continue
-            meta = broker.topic_for_metadata(wanted.name, request.allow_auto_topic_creation)
+            try:
+                meta = broker.topic_for_metadata(wanted.name, request.allow_auto_topic_creation)
+            except KafkaError as exc:  # auto-creation failed (a full disk): metadata itself keeps working
+                topics.append(_missing_topic(wanted.name, exc.code))
+                continue
             topics.append(_topic(broker, meta) if meta else _missing_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     return Respond(
         MetadataResponse(
@@ -82,7 +99,7 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
 
 @handles("DescribeCluster")
 def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    host, port = broker.config.advertised
+    host, port = broker.config.advertised_for(ctx.listener)
     node = broker.config.node_id
     return Respond(
         DescribeClusterResponse(

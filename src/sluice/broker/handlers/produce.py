@@ -1,4 +1,4 @@
-"""Produce and InitProducerId."""
+"""Produce (InitProducerId is with the transaction APIs)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from sluice.broker.api import (
     response_class,
 )
 from sluice.broker.broker import Broker
+from sluice.broker.quotas import PRODUCER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode
 
 ProduceResponse = response_class("Produce")
-InitProducerIdResponse = response_class("InitProducerId")
 
 
 @handles("Produce")
@@ -25,8 +25,6 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     refuse: tuple[ErrorCode, str] | None = None
     if request.acks not in (0, 1, -1):
         refuse = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {request.acks}")
-    elif request.transactional_id is not None:
-        refuse = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by sluice")
     topics = []
     for topic in request.topic_data:
         name = topic.name
@@ -60,20 +58,26 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
         topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id, partition_responses=partitions))
     if request.acks == 0:
         return NoResponse()
-    response = ProduceResponse(responses=topics)
+    size = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+    response = throttled(broker, ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
 
 
-@handles("InitProducerId")
-def init_producer_id(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    if request.transactional_id is not None:
-        return Respond(
-            InitProducerIdResponse(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
-        )
-    if request.producer_id >= 0:
-        # KIP-360: an idempotent producer bumps its epoch after an unknown-sequence error and keeps its id.
-        epoch = (request.producer_epoch + 1) & 0x7FFF
-        return Respond(InitProducerIdResponse(error_code=0, producer_id=request.producer_id, producer_epoch=epoch))
-    return Respond(InitProducerIdResponse(error_code=0, producer_id=broker.new_producer_id(ctx.now_ms), producer_epoch=0))
+def refuse_unflushed(broker: Broker, response: Any, failed: dict[tuple[str, int], str]) -> bool:
+    """Turn the answers for partitions whose fsync failed into KAFKA_STORAGE_ERROR, in a produce response
+    waiting for that fsync. False when `response` is not a produce response."""
+    if not isinstance(response, ProduceResponse):
+        return False
+    for topic in response.responses:
+        name = topic.name
+        if not name and topic.topic_id is not None:
+            meta = broker.storage.topic_by_id(topic.topic_id)
+            name = meta.name if meta else None
+        for part in topic.partition_responses:
+            reason = failed.get((name, part.index))
+            if reason is not None and part.error_code == ErrorCode.NONE:
+                part.error_code, part.error_message, part.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, reason, -1
+    return True
+

@@ -1,4 +1,5 @@
-"""SaslHandshake (17) and SaslAuthenticate (36)."""
+"""SaslHandshake (17), SaslAuthenticate (36) and SCRAM user management (KIP-554): DescribeUserScramCredentials
+(50), AlterUserScramCredentials (51). Mechanism codes: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512."""
 
 from sluice.protocol.schema import Api
 
@@ -32,4 +33,52 @@ SessionLifetimeMs       int64    v1+  default=0
 """,
 )
 
-APIS: list[Api] = [SASL_HANDSHAKE, SASL_AUTHENTICATE]
+DESCRIBE_USER_SCRAM_CREDENTIALS = Api(
+    key=50,
+    name="DescribeUserScramCredentials",
+    valid="0",
+    flexible="0+",
+    request="""
+Users                   []UserName  null=v0+
+  Name                  string
+""",
+    response="""
+ThrottleTimeMs          int32
+ErrorCode               int16
+ErrorMessage            string   null=v0+
+Results                 []DescribeUserScramCredentialsResult
+  User                  string
+  ErrorCode             int16
+  ErrorMessage          string   null=v0+
+  CredentialInfos       []CredentialInfo
+    Mechanism           int8
+    Iterations          int32
+""",
+)
+
+ALTER_USER_SCRAM_CREDENTIALS = Api(
+    key=51,
+    name="AlterUserScramCredentials",
+    valid="0",
+    flexible="0+",
+    request="""
+Deletions               []ScramCredentialDeletion
+  Name                  string
+  Mechanism             int8
+Upsertions              []ScramCredentialUpsertion
+  Name                  string
+  Mechanism             int8
+  Iterations            int32
+  Salt                  bytes
+  SaltedPassword        bytes
+""",
+    response="""
+ThrottleTimeMs          int32
+Results                 []AlterUserScramCredentialsResult
+  User                  string
+  ErrorCode             int16
+  ErrorMessage          string   null=v0+
+""",
+)
+
+APIS: list[Api] = [SASL_HANDSHAKE, SASL_AUTHENTICATE, DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS]

@@ -1,0 +1,200 @@
+"""Authorization in the request path: the one place every request passes through when `authorizer: acl`.
+
+`authorize` looks up the API's rule (`broker.authz_rules`, keyed by API name and resolved per API key the
+first time a key is seen, so an API whose handler registers later is covered the moment it registers),
+answers whole-request denials itself, and takes denied items out of the request; `dispatch` runs the handler
+on what is left and puts the denied items back into its response, however the response comes (at once,
+after fsync, after a long poll, or parked in the group coordinator).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sluice.broker.api import (
+    HANDLERS,
+    NoResponse,
+    Outcome,
+    Parked,
+    RequestContext,
+    Respond,
+    RespondWhenData,
+    RespondWhenDurable,
+)
+from sluice.broker.authz_rules import (
+    CLUSTER,
+    CONFIG_RESOURCES,
+    DEFAULT_RULE,
+    DENIED,
+    NO_CHECK,
+    RULES,
+    TOPIC,
+    Access,
+    Finish,
+    Items,
+    Rule,
+    Whole,
+    blank_response,
+    set_error,
+)
+from sluice.errors import ErrorCode
+from sluice.protocol.messages import APIS_BY_KEY, response_codecs
+from sluice.security.acl import CLUSTER_NAME, ResourceType
+
+__all__ = ["DEFAULT_RULE", "NO_CHECK", "RULES", "Access", "Items", "Rule", "Whole", "authorize", "dispatch"]
+
+
+def _item_name(access: Access, item: Any, attr: str | None) -> str | None:
+    if attr is None:
+        return item
+    name = getattr(item, attr, None)
+    if not name and hasattr(item, "topic_id"):
+        name = access.topic_names_by_id(item.topic_id)
+    return name
+
+
+def _mirror(api_key: int, spec: Items, item: Any, code: ErrorCode) -> Any:
+    """The response entry that answers request item `item` with `code`."""
+    cls = response_codecs(api_key).cls
+    out_cls = getattr(cls, spec.resp_item)
+    if spec.req_name is None:
+        out = out_cls(**{spec.resp_name: item})
+    else:
+        out = out_cls(**{spec.resp_name: getattr(item, spec.req_name)})
+        if hasattr(item, "topic_id") and hasattr(out, "topic_id"):
+            out.topic_id = item.topic_id
+        if spec.config_resource:
+            out.resource_type = item.resource_type
+    if spec.req_parts is None:
+        set_error(out, code, spec.resp_error)
+        return out
+    part_cls = getattr(cls, spec.resp_part or "")
+    parts = []
+    for part in getattr(item, spec.req_parts):
+        index = part if spec.req_index is None else getattr(part, spec.req_index)
+        entry = part_cls(**{spec.resp_index or "": index})
+        set_error(entry, code, spec.resp_error)
+        parts.append(entry)
+    setattr(out, spec.resp_parts or "", parts)
+    return out
+
+
+def _item_allowed(access: Access, spec: Items, item: Any) -> tuple[bool, ResourceType]:
+    if spec.config_resource:
+        resource = CONFIG_RESOURCES.get(item.resource_type)
+        if resource is None:
+            return True, CLUSTER  # broker loggers and the like: the handler answers them
+        name = item.resource_name if resource is TOPIC else CLUSTER_NAME
+        return access.allows(spec.op, resource, name), resource
+    name = _item_name(access, item, spec.req_name)
+    if name is None:
+        return True, spec.resource  # an unknown topic id: the handler says so
+    if spec.or_cluster and access.allows(spec.op, CLUSTER, CLUSTER_NAME):
+        return True, spec.resource
+    return access.allows(spec.op, spec.resource, name), spec.resource
+
+
+def _whole_allowed(access: Access, check: Whole, request: Any) -> bool | None:
+    """None when the check does not apply to this request."""
+    if check.resource is CLUSTER:
+        name = CLUSTER_NAME
+    else:
+        name = getattr(request, check.attr or "", None)
+        if name is None and check.when_set:
+            return None
+    if check.or_any is not None and access.allows_any(check.or_any[1], check.or_any[0]):
+        return True
+    return access.allows(check.op, check.resource, name or "")
+
+
+def _deny_whole(api_key: int, version: int, rule: Rule, request: Any, code: ErrorCode) -> Any:
+    response = blank_response(api_key)
+    if hasattr(response, "error_code"):
+        set_error(response, code)
+        return response
+    # No top-level error: every item of the request carries the code (OffsetCommit, TxnOffsetCommit...).
+    for spec in rule.checks:
+        if isinstance(spec, Items) and (spec.versions is None or version in spec.versions):
+            items = getattr(request, spec.req_list, None) or []
+            setattr(response, spec.resp_list, [_mirror(api_key, spec, item, code) for item in items])
+    return response
+
+
+def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, Finish | None]:
+    """(response to send instead of running the handler, or None; how to complete the handler's response)."""
+    rule = _RULES_BY_KEY.get(ctx.api_key, _UNSEEN)
+    if rule is _UNSEEN:
+        name = APIS_BY_KEY[ctx.api_key].name
+        rule = _RULES_BY_KEY[ctx.api_key] = None if name in NO_CHECK else RULES.get(name, DEFAULT_RULE)
+    if rule is None:
+        return None, None
+    for check in rule.checks:
+        if isinstance(check, Whole) and _whole_allowed(access, check, request) is False:
+            return _deny_whole(ctx.api_key, ctx.api_version, rule, request, DENIED[check.resource]), None
+    denied: list[tuple[Items, Any, ErrorCode]] = []
+    for check in rule.checks:
+        if not isinstance(check, Items) or (
+            check.versions is not None and ctx.api_version not in check.versions
+        ):
+            continue
+        items = getattr(request, check.req_list, None)
+        if not items:
+            continue
+        keep = []
+        before = len(denied)
+        for item in items:
+            ok, resource = _item_allowed(access, check, item)
+            if ok:
+                keep.append(item)
+            else:
+                denied.append((check, item, DENIED[resource]))
+        if len(denied) != before:
+            setattr(request, check.req_list, keep)
+    immediate, custom_finish = (None, None)
+    if rule.custom is not None:
+        immediate, custom_finish = rule.custom(access, ctx, request)
+        if immediate is not None:
+            return immediate, None
+    if not denied:
+        return None, custom_finish
+
+    def finish(response: Any) -> Any:
+        for spec, item, code in denied:
+            getattr(response, spec.resp_list).append(_mirror(ctx.api_key, spec, item, code))
+        return custom_finish(response) if custom_finish is not None else response
+
+    if rule.answer_denied_alone and all(not getattr(request, spec.req_list) for spec, _, _ in denied):
+        # Nothing left for the handler: answer the denied items alone.
+        if ctx.api_key == 0 and request.acks == 0:
+            return NoResponse(), None
+        return finish(blank_response(ctx.api_key)), None
+    return None, finish
+
+
+def dispatch(broker: Any, access: Access, ctx: RequestContext, request: Any) -> Outcome:
+    immediate, finish = authorize(access, ctx, request)
+    if isinstance(immediate, NoResponse):
+        return immediate
+    if immediate is not None:
+        return Respond(immediate)
+    outcome = HANDLERS.handlers[ctx.api_key].handle(broker, ctx, request)
+    if finish is None:
+        return outcome
+    if isinstance(outcome, Respond | RespondWhenDurable):
+        outcome.response = finish(outcome.response)
+    elif isinstance(outcome, RespondWhenData):
+        retry = outcome.retry
+
+        def finishing_retry(now_ms: int, final: bool) -> Any:
+            response = retry(now_ms, final)
+            return None if response is None else finish(response)
+
+        outcome.retry = finishing_retry
+    elif isinstance(outcome, Parked):
+        broker.reply_finishers[ctx.reply_token] = finish
+    return outcome
+
+
+# API key -> its rule (None: no check), filled as keys are first seen (handlers may register late).
+_RULES_BY_KEY: dict[int, Rule | None] = {}
+_UNSEEN = Rule()

@@ -1,0 +1,246 @@
+"""Client quotas (KIP-55, KIP-124, KIP-546): configured per user and/or client id, enforced on produce and
+fetch bytes, kept durably beside the logs.
+
+Kafka's semantics, followed here:
+- An entity is a set of (entity type, name) with types `user`, `client-id` (or `ip` alone); a name of None
+  is the type's default entity.
+- The quota that applies to a request is the most specific configured entity, in Kafka's order:
+  user+client, user+default client, user, default user+client, default user+default client, default user,
+  client, default client.
+- A client over its byte rate gets `throttle_time_ms` = (rate - quota) / quota * window, and (KIP-219)
+  the broker answers at once and then stops reading from the connection for that long.
+
+Pure apart from `load`/`save`: time is passed in.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.metadata import write_atomically
+
+if TYPE_CHECKING:
+    from sluice.broker.api import RequestContext
+    from sluice.broker.broker import Broker
+
+QUOTAS_FILE = "client-quotas.json"
+# The user of an unauthenticated connection, as Kafka names it.
+ANONYMOUS = "ANONYMOUS"
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+PRODUCER_BYTE_RATE = "producer_byte_rate"
+CONSUMER_BYTE_RATE = "consumer_byte_rate"
+REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+# Kafka's QuotaConfigs: which keys apply to which entity types, and which must be whole numbers.
+CLIENT_KEYS = frozenset(
+    {PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE}
+)
+IP_KEYS = frozenset({CONNECTION_CREATION_RATE})
+WHOLE_NUMBER_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONNECTION_CREATION_RATE})
+# Match types of DescribeClientQuotas components.
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+# quota.window.num and quota.window.size.seconds (Kafka's defaults).
+WINDOW_SAMPLES = 11
+SAMPLE_MS = 1_000
+# Kafka caps one throttle at the quota window so a burst cannot mute a client for minutes.
+MAX_THROTTLE_MS = WINDOW_SAMPLES * SAMPLE_MS
+MAX_ENTITIES = 100_000
+
+Entity = tuple[tuple[str, str | None], ...]
+
+
+def make_entity(parts: Iterable[tuple[str, str | None]]) -> Entity:
+    """Validate an entity as Kafka's ClientQuotaControlManager does, and give it a canonical order."""
+    items = list(parts)
+    types = [t for t, _ in items]
+    if not items:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "a quota entity needs at least one entity type")
+    if len(set(types)) != len(types):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"entity type named twice in {types}")
+    unknown = [t for t in types if t not in (USER, CLIENT_ID, IP)]
+    if unknown:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"unhandled client quota entity type {unknown[0]!r}")
+    if IP in types and len(types) > 1:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, "an ip quota entity cannot be combined with user or client-id"
+        )
+    for entity_type, name in items:
+        if name is not None and (not name or len(name) > 1024):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"invalid {entity_type} entity name {name!r}")
+    return tuple(sorted(items))
+
+
+def check_value(entity: Entity, key: str, value: float) -> None:
+    allowed = IP_KEYS if entity[0][0] == IP else CLIENT_KEYS
+    if key not in allowed:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"invalid quota configuration key {key!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"quota {key} must be a positive number, got {value}")
+    if key in WHOLE_NUMBER_KEYS and value != int(value):
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"quota {key} must be a whole number, got {value}")
+
+
+@dataclass
+class _Rate:
+    """Bytes in fixed one-second samples over the last WINDOW_SAMPLES seconds (Kafka's SampledStat)."""
+
+    samples: dict[int, float] = field(default_factory=dict)
+    first_ms: int = -1
+
+    def record(self, now_ms: int, amount: float) -> None:
+        if self.first_ms < 0:
+            self.first_ms = now_ms
+        slot = now_ms // SAMPLE_MS
+        self.samples[slot] = self.samples.get(slot, 0.0) + amount
+        for old in [s for s in self.samples if s <= slot - WINDOW_SAMPLES]:
+            del self.samples[old]
+
+    def window_ms(self, now_ms: int) -> int:
+        # Kafka measures over the full window once it has filled, and over the elapsed time before that
+        # (at least one sample), so a fresh client is not judged on a few milliseconds.
+        elapsed = now_ms - self.first_ms
+        return max(SAMPLE_MS, min(elapsed, WINDOW_SAMPLES * SAMPLE_MS))
+
+    def per_second(self, now_ms: int) -> float:
+        return sum(self.samples.values()) * 1000.0 / self.window_ms(now_ms)
+
+
+class ClientQuotas:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.configs: dict[Entity, dict[str, float]] = {}
+        self._rates: dict[tuple[str, Entity], _Rate] = {}
+
+    @classmethod
+    def open(cls, data_dir: Path | None) -> ClientQuotas:
+        quotas = cls(Path(data_dir) / QUOTAS_FILE if data_dir is not None else None)
+        if quotas.path is not None and quotas.path.exists():
+            for row in json.loads(quotas.path.read_text()):
+                entity = tuple((t, n) for t, n in row["entity"])
+                quotas.configs[entity] = {k: float(v) for k, v in row["values"].items()}
+        return quotas
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        rows = [
+            {"entity": [list(p) for p in e], "values": v} for e, v in sorted(self.configs.items(), key=repr)
+        ]
+        write_atomically(self.path, json.dumps(rows, indent=1).encode())
+
+    # ----- AlterClientQuotas / DescribeClientQuotas -----
+
+    def alter(self, entity: Entity, ops: Iterable[tuple[str, float, bool]], validate_only: bool) -> None:
+        """Apply (key, value, remove) operations to one entity; all or nothing."""
+        values = dict(self.configs.get(entity, {}))
+        for key, value, remove in ops:
+            if remove:
+                allowed = IP_KEYS if entity[0][0] == IP else CLIENT_KEYS
+                if key not in allowed:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"invalid quota configuration key {key!r}")
+                values.pop(key, None)
+            else:
+                check_value(entity, key, value)
+                values[key] = value
+        if validate_only:
+            return
+        if entity not in self.configs and len(self.configs) >= MAX_ENTITIES:
+            raise KafkaError(ErrorCode.POLICY_VIOLATION, f"at most {MAX_ENTITIES} quota entities")
+        if values:
+            self.configs[entity] = values
+        else:
+            self.configs.pop(entity, None)
+        self._rates = {k: r for k, r in self._rates.items() if k[1] in self.configs}
+
+    def describe(
+        self, components: list[tuple[str, int, str | None]], strict: bool
+    ) -> list[tuple[Entity, dict[str, float]]]:
+        types = [t for t, _, _ in components]
+        if len(set(types)) != len(types):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"entity type named twice in the filter: {types}")
+        if IP in types and len(types) > 1:
+            raise KafkaError(
+                ErrorCode.INVALID_REQUEST, "an ip filter cannot be combined with user or client-id"
+            )
+        for _, match_type, _ in components:
+            if match_type not in (MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown match type {match_type}")
+        found = []
+        for entity, values in self.configs.items():
+            names = dict(entity)
+            if strict and set(names) != set(types):
+                continue
+            if not strict and IP in names and IP not in types and types:
+                continue
+            if all(_matches(names, t, m, n) for t, m, n in components):
+                found.append((entity, values))
+        return sorted(found, key=repr)
+
+    # ----- enforcement -----
+
+    def quota_for(self, user: str, client_id: str, key: str) -> tuple[Entity, float] | None:
+        """The most specific configured quota of `key` for this user and client id, Kafka's order."""
+        candidates: list[Entity] = [
+            ((CLIENT_ID, client_id), (USER, user)),
+            ((CLIENT_ID, None), (USER, user)),
+            ((USER, user),),
+            ((CLIENT_ID, client_id), (USER, None)),
+            ((CLIENT_ID, None), (USER, None)),
+            ((USER, None),),
+            ((CLIENT_ID, client_id),),
+            ((CLIENT_ID, None),),
+        ]
+        for entity in candidates:
+            value = self.configs.get(entity, {}).get(key)
+            if value is not None:
+                return entity, value
+        return None
+
+    def record(self, user: str, client_id: str, key: str, amount: float, now_ms: int) -> int:
+        """Count `amount` against the quota that applies; the throttle time in ms (0 when within quota)."""
+        if not self.configs:
+            return 0
+        found = self.quota_for(user, client_id, key)
+        if found is None:
+            return 0
+        entity, bound = found
+        # A default entity is shared per concrete user/client, as Kafka's sanitized metric tags are.
+        concrete = tuple((t, n if n is not None else (user if t == USER else client_id)) for t, n in entity)
+        rate = self._rates.setdefault((key, concrete), _Rate())
+        rate.record(now_ms, amount)
+        observed = rate.per_second(now_ms)
+        if observed <= bound:
+            return 0
+        throttle = (observed - bound) / bound * rate.window_ms(now_ms)
+        return int(min(MAX_THROTTLE_MS, throttle))
+
+
+def _matches(names: dict[str, str | None], entity_type: str, match_type: int, match: str | None) -> bool:
+    if entity_type not in names:
+        return False
+    name = names[entity_type]
+    if match_type == MATCH_EXACT:
+        return name == match
+    if match_type == MATCH_DEFAULT:
+        return name is None
+    return name is not None
+
+
+def throttled(broker: Broker, ctx: RequestContext, response: Any, key: str, amount: int, now_ms: int) -> Any:
+    """Count a produce/fetch against its byte-rate quota and put the throttle time in the response. The shell
+    then stops reading from the connection for that long (KIP-219: answer first, then mute)."""
+    quotas = broker.quotas
+    if not quotas.configs:
+        return response
+    user = getattr(ctx, "principal", None) or ANONYMOUS
+    throttle = quotas.record(user, ctx.client_id or "", key, amount, now_ms)
+    if throttle:
+        response.throttle_time_ms = throttle
+    return response

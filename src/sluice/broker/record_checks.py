@@ -1,0 +1,107 @@
+"""Per-record produce checks that need the records themselves (Kafka's LogValidator.validateRecord):
+CreateTime timestamps outside message.timestamp.before.max.ms / after.max.ms (or the older
+message.timestamp.difference.max.ms), and producer batches that claim LogAppendTime. A bad record fails
+with its index in record_errors (KIP-467) so clients fail just that record.
+
+Decoding records costs what the produce path otherwise never pays, so the check runs only on topics that
+set a bound; the common path stays header-only. The header's first and max timestamps cannot stand in for
+the records: a producer that sets timestamps writes negative deltas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sluice.errors import ErrorCode, KafkaError, RecordErrors
+from sluice.protocol.records import BatchHeader, decode_batch, record_timestamp
+
+UNBOUNDED = 2**63 - 1
+NO_TIMESTAMP = -1
+BEFORE_MAX_MS = "message.timestamp.before.max.ms"
+AFTER_MAX_MS = "message.timestamp.after.max.ms"
+DIFFERENCE_MAX_MS = "message.timestamp.difference.max.ms"
+TIMESTAMP_TYPE = "message.timestamp.type"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordChecks:
+    before_max_ms: int = UNBOUNDED
+    after_max_ms: int = UNBOUNDED
+    log_append_time: bool = False
+
+    @property
+    def needed(self) -> bool:
+        return self.before_max_ms < UNBOUNDED or self.after_max_ms < UNBOUNDED
+
+    @classmethod
+    def from_configs(cls, configs: Mapping[str, str]) -> RecordChecks:
+        if configs.get(TIMESTAMP_TYPE, "CreateTime") == "LogAppendTime":
+            # The broker stamps the time itself: producer timestamps are not checked, but a producer may not
+            # claim LogAppendTime for its batch either.
+            return cls(log_append_time=True)
+        before = int(configs.get(BEFORE_MAX_MS, UNBOUNDED))
+        after = int(configs.get(AFTER_MAX_MS, UNBOUNDED))
+        # The deprecated single bound applies on both sides where the new ones are not set (KIP-937).
+        difference = int(configs.get(DIFFERENCE_MAX_MS, UNBOUNDED))
+        if BEFORE_MAX_MS not in configs:
+            before = difference
+        if AFTER_MAX_MS not in configs:
+            after = difference
+        return cls(before, after)
+
+
+NO_CHECKS = RecordChecks()
+
+_CLAIMS_LOG_APPEND_TIME = "the producer set the timestamp type LogAppendTime, which only the broker may set"
+
+
+def check_records(records: memoryview, headers: list[BatchHeader], checks: RecordChecks, now_ms: int) -> None:
+    """Raise RecordErrors naming every record whose timestamp Kafka's LogValidator would refuse: outside the
+    topic's bounds (records without a timestamp, -1, are let through), or in a batch flagged LogAppendTime
+    where the broker, not the producer, owns the time."""
+    errors: list[tuple[int, str]] = []
+    index = 0
+    pos = 0
+    for header in headers:
+        if header.is_log_append_time and (checks.log_append_time or header.max_timestamp == NO_TIMESTAMP):
+            # Header-only: in such a batch every record's timestamp is the header's, so all of them fail.
+            errors.extend((index + i, _CLAIMS_LOG_APPEND_TIME) for i in range(header.record_count))
+        elif checks.needed:
+            errors.extend(_out_of_range(records, pos, header, index, checks, now_ms))
+        index += header.record_count
+        pos += header.size
+    if errors:
+        raise RecordErrors(
+            ErrorCode.INVALID_TIMESTAMP,
+            f"{len(errors)} record(s) rejected for a timestamp the topic refuses "
+            f"(message.timestamp.type, message.timestamp.before.max.ms/after.max.ms)",
+            errors,
+        )
+
+
+def _out_of_range(
+    records: memoryview, pos: int, header: BatchHeader, first: int, checks: RecordChecks, now_ms: int
+) -> list[tuple[int, str]]:
+    low = now_ms - checks.before_max_ms
+    high = now_ms + checks.after_max_ms
+    errors: list[tuple[int, str]] = []
+    _, records_of_batch = decode_batch(records, pos)
+    for offset, record in enumerate(records_of_batch):
+        stamp = record_timestamp(header, record)
+        if stamp != NO_TIMESTAMP and not low <= stamp <= high:
+            index = first + offset
+            errors.append(
+                (
+                    index,
+                    f"timestamp {stamp} of record {index} is out of range: it must be within [{low}, {high}]",
+                )
+            )
+    return errors
+
+
+def parse_checks(configs: Mapping[str, str]) -> RecordChecks:
+    try:
+        return RecordChecks.from_configs(configs)
+    except ValueError as exc:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"bad timestamp bound in topic configs: {exc}") from exc

@@ -1,0 +1,304 @@
+"""Connects the pure transaction coordinator to the broker: its records go to `__transaction_state`, its
+markers into the partitions, the offsets of committed transactions to the group coordinator.
+
+Order when a transaction ends (one node, so both of Kafka's phases run in one call): the prepare record
+is appended and, with fsync_before_ack, fsynced before any marker is written; then markers and offsets;
+then the complete record. The EndTxn answer waits for the group commit that covers all of them, so a
+client hears "committed" only once its markers are durable. At start the log is read back and any
+transaction caught between prepare and complete is finished.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker, read_internal_records
+from sluice.coordinator.messages import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
+from sluice.coordinator.transactions import (
+    PREPARING,
+    TP,
+    Markers,
+    TransactionCoordinator,
+    TxnConfig,
+    TxnMetadata,
+    TxnOutcome,
+    TxnState,
+    state_key,
+)
+from sluice.errors import ErrorCode, KafkaError
+from sluice.protocol.records import Record, encode_batch, parse_batch_header
+
+log = logging.getLogger("sluice.transactions")
+
+READ_CHUNK_BYTES = 1 << 20
+MARKER_RETRY_MS = 1000
+WRITE_REFUSED_RETRY_MS = 1000
+# One coordinator forever: its epoch in every marker is 0.
+_COORDINATOR_EPOCH = 0
+
+
+class TransactionService:
+    def __init__(self, broker: Broker, coordinator: TransactionCoordinator) -> None:
+        self.broker = broker
+        self.coordinator = coordinator
+        # While the disk refuses writes, timeouts are not acted on (an abort writes markers and state);
+        # the timer looks again at this time instead of spinning on a deadline already past.
+        self._postponed_until: int | None = None
+        # Transactions whose markers some partition refused (I/O error, full disk): tried again on the timer.
+        self.pending_markers: dict[str, _PendingMarkers] = {}
+        self._marker_retry_at: int | None = None
+
+    # ----- applying outcomes -----
+
+    def apply(self, outcome: TxnOutcome, now_ms: int) -> bool:
+        """Persist and write what `outcome` asks; True when something must become durable first."""
+        if outcome.prepare:
+            self._persist(outcome.prepare, now_ms)
+            if self.broker.config.fsync_before_ack and _spans_several(outcome):
+                # No marker may be on disk without its prepare record, or a crash could leave a transaction
+                # committed in one partition and aborted in another. With one partition and no offsets the
+                # marker is the whole decision, so this fsync is not needed.
+                self.broker.partition(TRANSACTION_STATE_TOPIC, 0).log.flush()
+        unfinished: dict[str, _PendingMarkers] = {}
+        for markers in outcome.markers:
+            remaining = self._write_markers(markers, markers.partitions, now_ms)
+            if remaining:
+                unfinished[markers.transactional_id] = _PendingMarkers(markers, remaining)
+            else:
+                self._write_offsets(markers, now_ms)
+        records = outcome.records
+        if unfinished:
+            records = self._hold(unfinished, outcome, now_ms)
+        if records:
+            self._persist(records, now_ms)
+        return bool(outcome.prepare or outcome.records or outcome.markers)
+
+    def _write_markers(self, markers: Markers, partitions: list[TP], now_ms: int) -> list[TP]:
+        """Write `markers` into `partitions`; the partitions whose log refused the write (offline after an
+        I/O error, disk full) are returned, to be tried again."""
+        failed: list[TP] = []
+        for topic, index in partitions:
+            state = self.broker.partitions.get((topic, index))
+            if state is None:
+                continue  # the topic was deleted meanwhile
+            try:
+                self.broker.write_marker(
+                    state,
+                    markers.producer_id,
+                    markers.epoch,
+                    commit=markers.commit,
+                    coordinator_epoch=_COORDINATOR_EPOCH,
+                    now_ms=now_ms,
+                )
+            except (KafkaError, OSError) as exc:
+                log.error(
+                    "transaction %r: cannot write its %s marker into %s-%d yet: %s",
+                    markers.transactional_id,
+                    "COMMIT" if markers.commit else "ABORT",
+                    topic,
+                    index,
+                    exc,
+                )
+                failed.append((topic, index))
+        return failed
+
+    def _write_offsets(self, markers: Markers, now_ms: int) -> None:
+        if not (markers.commit and markers.offsets and self.broker.groups is not None):
+            return
+        for group_id, offsets in markers.offsets.items():
+            by_topic: dict[str, list[OffsetCommitPartition]] = {}
+            for (topic, index), pending in sorted(offsets.items()):
+                by_topic.setdefault(topic, []).append(
+                    OffsetCommitPartition(index, pending.offset, pending.leader_epoch, pending.metadata)
+                )
+            request = OffsetCommit(group_id, [OffsetCommitTopic(t, p) for t, p in by_topic.items()])
+            records = self.broker.groups.coordinator.write_txn_offsets(request, now_ms)
+            self.broker.groups.persist([(r.key, r.value) for r in records], now_ms)
+
+    def _hold(
+        self, unfinished: dict[str, _PendingMarkers], outcome: TxnOutcome, now_ms: int
+    ) -> list[tuple[bytes, bytes | None]]:
+        """Some markers could not be written: those transactions stay PrepareCommit/PrepareAbort, on disk
+        (their later records are withheld, so a restart finishes them) and in memory (their producers hear
+        CONCURRENT_TRANSACTIONS meanwhile), until the timer has written every marker."""
+        held = {state_key(t): t for t in unfinished}
+        kept: list[tuple[bytes, bytes | None]] = []
+        for key, value in outcome.records:
+            if key in held:
+                unfinished[held[key]].final = value  # the last one is the state to restore
+            else:
+                kept.append((key, value))
+        for transactional_id, pending in unfinished.items():
+            # In memory: the state it will have (producer id and epoch as the client was told), still ending.
+            assert pending.final is not None
+            meta = TxnMetadata.decode(transactional_id, pending.final)
+            meta.state = TxnState.PREPARE_COMMIT if pending.markers.commit else TxnState.PREPARE_ABORT
+            meta.partitions = set(pending.markers.partitions)
+            meta.offsets = {g: dict(o) for g, o in pending.markers.offsets.items()}
+            self.coordinator.put(meta)
+            self.pending_markers[transactional_id] = pending
+        self._marker_retry_at = now_ms + MARKER_RETRY_MS
+        return kept
+
+    def _retry_markers(self, now_ms: int) -> None:
+        for transactional_id, pending in list(self.pending_markers.items()):
+            pending.remaining = self._write_markers(pending.markers, pending.remaining, now_ms)
+            if pending.remaining:
+                continue
+            self._write_offsets(pending.markers, now_ms)
+            del self.pending_markers[transactional_id]
+            assert pending.final is not None
+            self.coordinator.put(TxnMetadata.decode(transactional_id, pending.final))
+            self._persist([(state_key(transactional_id), pending.final)], now_ms)
+            log.info("transaction %r: every marker written at last", transactional_id)
+        self._marker_retry_at = now_ms + MARKER_RETRY_MS if self.pending_markers else None
+
+    def _persist(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        batch = encode_batch(
+            [Record(i, 0, key, value, []) for i, (key, value) in enumerate(records)], base_timestamp=now_ms
+        )
+        state = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
+        self.broker._append_validated(state, batch, [parse_batch_header(batch)], now_ms)
+
+    def new_producer_id(self, now_ms: int) -> int:
+        return self.broker.new_producer_id(now_ms)
+
+    # ----- produce-side verification -----
+
+    def verify(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+        error = self.coordinator.verify(producer_id, epoch, topic, partition)
+        if error is ErrorCode.NONE:
+            return
+        messages = {
+            ErrorCode.PRODUCER_FENCED: f"producer {producer_id} epoch {epoch} has been fenced by a newer epoch",
+            ErrorCode.INVALID_TXN_STATE: f"{topic}-{partition} is not part of producer {producer_id}'s open transaction",
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING: f"producer id {producer_id} has no transactional id",
+        }
+        raise KafkaError(error, messages.get(error, f"epoch {epoch} is not the producer's current epoch"))
+
+    # ----- timers -----
+
+    def next_deadline(self) -> int | None:
+        deadline = self.coordinator.next_deadline()
+        if deadline is not None and self._postponed_until is not None:
+            deadline = max(deadline, self._postponed_until)
+        if self._marker_retry_at is not None:
+            deadline = min(deadline, self._marker_retry_at) if deadline is not None else self._marker_retry_at
+        return deadline
+
+    def tick(self, now_ms: int) -> None:
+        if self.broker.write_refusal(now_ms) is not None:
+            self._postponed_until = now_ms + WRITE_REFUSED_RETRY_MS
+            return
+        self._postponed_until = None
+        if self.pending_markers:
+            self._retry_markers(now_ms)
+        outcome = self.coordinator.tick(now_ms, self.new_producer_id(now_ms))
+        for markers in outcome.markers:
+            log.info(
+                "aborted transaction %r (producer %d): timed out",
+                markers.transactional_id,
+                markers.producer_id,
+            )
+        self.apply(outcome, now_ms)
+
+
+@dataclass
+class _PendingMarkers:
+    markers: Markers
+    remaining: list[TP]
+    final: bytes | None = None  # the transaction's state record once every marker is written
+
+
+def _spans_several(outcome: TxnOutcome) -> bool:
+    return any(len(m.partitions) > 1 or m.offsets for m in outcome.markers)
+
+
+def abort_hanging_transactions(broker: Broker, coordinator: TransactionCoordinator, now_ms: int) -> int:
+    """Abort open transactions found in partitions that the coordinator does not know them to span.
+
+    Such data can only come from a crash: the partition was added to the transaction, its data reached the
+    disk but the record adding it did not (the record is fsynced first, so the data was never acknowledged
+    and the producer will hear INVALID_TXN_STATE). Left alone it would hold the LSO forever."""
+    aborted = 0
+    for (topic, index), state in list(broker.partitions.items()):
+        for producer_id in list(state.producers.ongoing):
+            meta = coordinator.by_producer.get(producer_id)
+            if (
+                meta is not None
+                and meta.state in (TxnState.ONGOING, *PREPARING)
+                and (topic, index) in meta.partitions
+            ):
+                continue  # open, or being ended: the coordinator writes its marker
+            producer = state.producers.producers.get(producer_id)
+            epoch = producer.epoch if producer is not None else 0
+            try:
+                broker.write_marker(
+                    state,
+                    producer_id,
+                    epoch,
+                    commit=False,
+                    coordinator_epoch=_COORDINATOR_EPOCH,
+                    now_ms=now_ms,
+                )
+            except (KafkaError, OSError) as exc:
+                log.error(
+                    "cannot abort a hanging transaction of producer %d in %s-%d: %s",
+                    producer_id,
+                    topic,
+                    index,
+                    exc,
+                )
+                continue
+            log.warning("aborted a hanging transaction of producer %d in %s-%d", producer_id, topic, index)
+            aborted += 1
+    return aborted
+
+
+def _read_state_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
+    log_ = broker.partition(TRANSACTION_STATE_TOPIC, 0).log
+    return read_internal_records(log_, TRANSACTION_STATE_TOPIC, READ_CHUNK_BYTES)
+
+
+def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionService:
+    config = broker.config
+    if broker.storage.topic(TRANSACTION_STATE_TOPIC) is None:
+        # Compacted by the log cleaner like __consumer_offsets: one record per transactional id survives,
+        # at its own offset.
+        broker.create_topic(
+            TRANSACTION_STATE_TOPIC,
+            1,
+            {"cleanup.policy": "compact", "segment.bytes": str(config.transaction_state_segment_bytes)},
+            internal=True,
+        )
+    coordinator = TransactionCoordinator(
+        TxnConfig(
+            max_timeout_ms=config.transaction_max_timeout_ms,
+            id_expiration_ms=config.transactional_id_expiration_ms,
+            # Kafka looks for expired ids hourly; a shorter expiration is looked at as often as it runs out.
+            expiration_check_interval_ms=min(3_600_000, max(1_000, config.transactional_id_expiration_ms)),
+        )
+    )
+    records = list(_read_state_topic(broker))
+    coordinator.load(records, now_ms)
+    service = TransactionService(broker, coordinator)
+    broker.transactions = service
+    broker.txn_verifier = service.verify
+    # The bounded start-up scan may have missed the first batch of a long open transaction.
+    for meta in coordinator.open_transactions():
+        for topic, index in meta.partitions:
+            broker.find_open_transaction(topic, index, meta.producer_id)
+    recovered = coordinator.recover(now_ms)
+    if recovered.markers:
+        log.info("finishing %d transaction(s) a crash left half ended", len(recovered.markers))
+    service.apply(recovered, now_ms)
+    abort_hanging_transactions(broker, coordinator, now_ms)
+    # Make what recovery wrote durable and visible now, before any client is served.
+    flushing = broker.begin_flush()
+    for state, _ in flushing:
+        state.log.flush()
+    broker.end_flush(flushing)
+    log.info("loaded %d transactional ids from %s", len(coordinator.txns), TRANSACTION_STATE_TOPIC)
+    return service

@@ -1,0 +1,207 @@
+"""The two facts a console needs that confluent-kafka does not expose: which API versions a broker serves
+(the protocol it speaks, shown as its version on the overview) and DescribeLogDirs (partition sizes on
+disk). Both are asked with sluice's own wire client, of each broker, through the same client settings as
+librdkafka's: TLS (`ssl.ca.location`, client certificates) and SASL PLAIN or SCRAM. When a cluster wants
+something else (OAUTHBEARER, GSSAPI), or a broker does not serve an API, the answer is None and the pages
+say "not reported" rather than guess.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+
+from sluice.client.wire import WireClient
+from sluice.protocol.messages import APIS_BY_KEY, APIS_BY_NAME
+
+log = logging.getLogger("sluice.console")
+DESCRIBE_LOG_DIRS = 35
+# A broker that does not serve DescribeLogDirs (or cannot be reached) is asked again only after this.
+NEGATIVE_CACHE_S = 60.0
+# The APIs whose top versions say most about a broker's protocol generation, in the overview's order.
+HEADLINE_APIS = ("Produce", "Fetch", "Metadata", "ListOffsets")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """ApiVersions of one broker: api key -> (min, max)."""
+
+    versions: dict[int, tuple[int, int]]
+
+    def summary(self) -> str:
+        heads = []
+        for name in HEADLINE_APIS:
+            api = APIS_BY_NAME.get(name)
+            if api is not None and api.key in self.versions:
+                heads.append(f"{name} v{self.versions[api.key][1]}")
+        return f"Kafka protocol, {len(self.versions)} APIs ({', '.join(heads)})"
+
+
+@dataclass
+class LogDirs:
+    """Bytes on disk per partition (summed over the brokers that hold a replica), and per log directory."""
+
+    sizes: dict[tuple[str, int], int]
+    dirs: list[tuple[int, str, int, int]]  # (broker id, path, total bytes or -1, usable bytes or -1)
+
+
+PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class WireError(Exception):
+    pass
+
+
+def mechanism(settings: dict[str, str]) -> str:
+    # librdkafka's default, and its older plural spelling of the key.
+    return (settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "GSSAPI").upper()
+
+
+def supported(settings: dict[str, str]) -> bool:
+    protocol = settings.get("security.protocol", "plaintext").lower()
+    if protocol not in PROTOCOLS:
+        return False
+    return not protocol.startswith("sasl") or mechanism(settings) in MECHANISMS
+
+
+def tls_context(settings: dict[str, str]) -> ssl.SSLContext:
+    """librdkafka's TLS settings, as Python's ssl reads them."""
+    context = ssl.create_default_context(cafile=settings.get("ssl.ca.location"))
+    if settings.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
+        context.check_hostname = False
+    if settings.get("enable.ssl.certificate.verification", "true").lower() == "false":
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    cert, key = settings.get("ssl.certificate.location"), settings.get("ssl.key.location")
+    if cert and key:
+        context.load_cert_chain(cert, key, password=settings.get("ssl.key.password"))
+    return context
+
+
+def authenticate(client: WireClient, mechanism: str, username: str, password: str) -> None:
+    """SaslHandshake, then SaslAuthenticate rounds: PLAIN's one, or SCRAM's two (RFC 5802, via scramp)."""
+    handshake = client.call("SaslHandshake", 1, client.request_class("SaslHandshake")(mechanism=mechanism))
+    if handshake.error_code != 0:
+        raise WireError(f"SaslHandshake {mechanism}: error {handshake.error_code}")
+
+    def step(data: bytes) -> bytes:
+        reply = client.call("SaslAuthenticate", 1, client.request_class("SaslAuthenticate")(auth_bytes=data))
+        if reply.error_code != 0:
+            raise WireError(f"SaslAuthenticate: {reply.error_message or reply.error_code}")
+        return bytes(reply.auth_bytes or b"")
+
+    if mechanism == "PLAIN":
+        step(b"\0" + username.encode() + b"\0" + password.encode())
+        return
+    from scramp import ScramClient
+
+    scram = ScramClient([mechanism], username, password)
+    scram.set_server_first(step(scram.get_client_first().encode()).decode())
+    scram.set_server_final(step(scram.get_client_final().encode()).decode())
+
+
+class WireFacts:
+    """Asks brokers over the wire; remembers which ones do not answer so a page never waits on them twice."""
+
+    def __init__(self, settings: dict[str, str], timeout_s: float) -> None:
+        self.settings = settings
+        self.enabled = supported(settings)
+        protocol = settings.get("security.protocol", "plaintext").lower()
+        self.tls = protocol.endswith("ssl")
+        self.sasl = protocol.startswith("sasl")
+        self.timeout_s = timeout_s
+        self._unserved: dict[tuple[str, int], float] = {}
+        self._lock = threading.Lock()
+
+    def _skip(self, address: tuple[str, int]) -> bool:
+        with self._lock:
+            since = self._unserved.get(address)
+            return since is not None and time.monotonic() - since < NEGATIVE_CACHE_S
+
+    def _remember_unserved(self, address: tuple[str, int]) -> None:
+        with self._lock:
+            self._unserved[address] = time.monotonic()
+
+    def connect(self, host: str, port: int) -> WireClient:
+        """A connection as librdkafka would make it with these settings: TLS, then SASL, when asked for."""
+        sock: socket.socket = socket.create_connection((host, port), timeout=self.timeout_s)
+        try:
+            if self.tls:
+                sock = tls_context(self.settings).wrap_socket(sock, server_hostname=host)
+            client = WireClient.over(sock, client_id="sluice-console")
+            if self.sasl:
+                authenticate(
+                    client,
+                    mechanism(self.settings),
+                    self.settings.get("sasl.username", ""),
+                    self.settings.get("sasl.password", ""),
+                )
+        except BaseException:
+            sock.close()
+            raise
+        return client
+
+    def protocol(self, host: str, port: int) -> Protocol | None:
+        if not self.enabled:
+            return None
+        try:
+            with self.connect(host, port) as client:
+                return _api_versions(client)
+        except Exception as exc:  # best effort: a page shows "not reported" instead
+            log.debug("ApiVersions of %s:%d failed: %s", host, port, exc)
+            return None
+
+    def log_dirs(self, brokers: list[tuple[int, str, int]]) -> LogDirs | None:
+        """DescribeLogDirs of every broker, or None when none of them serves it."""
+        if not self.enabled or not brokers:
+            return None
+        sizes: dict[tuple[str, int], int] = {}
+        dirs: list[tuple[int, str, int, int]] = []
+        answered = False
+        for node, host, port in brokers:
+            if self._skip((host, port)):
+                continue
+            try:
+                with self.connect(host, port) as client:
+                    served = _api_versions(client).versions.get(DESCRIBE_LOG_DIRS)
+                    ours = APIS_BY_KEY.get(DESCRIBE_LOG_DIRS)
+                    if served is None or ours is None:
+                        self._remember_unserved((host, port))
+                        continue
+                    version = min(served[1], ours.versions.high)
+                    request = client.request_class("DescribeLogDirs")(topics=None)
+                    response = client.call("DescribeLogDirs", version, request)
+            except Exception as exc:  # best effort, as above
+                log.debug("DescribeLogDirs of %s:%d failed: %s", host, port, exc)
+                self._remember_unserved((host, port))
+                continue
+            answered = True
+            for result in response.results:
+                if result.error_code != 0:
+                    continue
+                dirs.append(
+                    (
+                        node,
+                        result.log_dir,
+                        getattr(result, "total_bytes", -1),
+                        getattr(result, "usable_bytes", -1),
+                    )
+                )
+                for topic in result.topics:
+                    for part in topic.partitions:
+                        key = (topic.name, part.partition_index)
+                        sizes[key] = sizes.get(key, 0) + part.partition_size
+        return LogDirs(sizes, dirs) if answered else None
+
+
+def _api_versions(client: WireClient) -> Protocol:
+    # Version 0 is the one every broker answers, whatever it speaks (newer ones need a known request).
+    response = client.call("ApiVersions", 0, client.request_class("ApiVersions")())
+    if response.error_code != 0:
+        raise ValueError(f"ApiVersions error {response.error_code}")
+    return Protocol({k.api_key: (k.min_version, k.max_version) for k in response.api_keys})

@@ -1,0 +1,137 @@
+"""Connection limits (issue #15): idle connections are closed after connections_max_idle_ms, a client that
+sends part of a request and stalls is cut off after partial_request_timeout_ms, and idle connections cost
+a few KiB each, not a 64 KiB receive buffer."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from sluice.testing import BrokerProcess
+
+
+@pytest.fixture
+def strict_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    config = tmp_path / "broker.yaml"
+    config.write_text(
+        "connections_max_idle_ms: 600\npartial_request_timeout_ms: 600\nmax_connections: 3000\n"
+    )
+    proc = BrokerProcess(None, config=config).start()
+    yield proc
+    proc.stop()
+
+
+def api_versions(correlation_id: int) -> bytes:
+    body = struct.pack(">hhih", 18, 0, correlation_id, -1)
+    return struct.pack(">i", len(body)) + body
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_idle_connection_is_closed_and_a_busy_one_is_not(strict_broker: BrokerProcess) -> None:
+    idle = socket.create_connection(("127.0.0.1", strict_broker.port))
+    busy = socket.create_connection(("127.0.0.1", strict_broker.port))
+    started = time.monotonic()
+    for n in range(8):  # 2 s of one request every 250 ms: never idle for 600 ms
+        busy.sendall(api_versions(n))
+        assert busy.recv(4)
+        busy.recv(65536)
+        time.sleep(0.25)
+    assert closed_within(idle, 0.1), "the idle connection outlived connections_max_idle_ms"
+    assert time.monotonic() - started >= 0.6
+    busy.sendall(api_versions(99))
+    assert busy.recv(4), "the busy connection was closed"
+    assert "connections_max_idle_ms" in "".join(strict_broker.output)
+    # A real client reconnects after an idle close and carries on.
+    producer = Producer({"bootstrap.servers": strict_broker.bootstrap})
+    for round_ in range(2):
+        if round_:
+            time.sleep(1.0)
+        producer.produce("after-idle", b"x")
+        assert producer.flush(10) == 0
+
+
+def test_half_a_request_then_silence_is_cut_off(strict_broker: BrokerProcess) -> None:
+    sock = socket.create_connection(("127.0.0.1", strict_broker.port))
+    frame = api_versions(1)
+    sock.sendall(frame[:7])  # the size prefix and three bytes of a 10-byte request
+    started = time.monotonic()
+    assert closed_within(sock, 5)
+    assert 0.5 <= time.monotonic() - started < 4
+    assert "sent part of a request" in "".join(strict_broker.output)
+
+
+def test_idle_connections_cost_a_few_kib_each(strict_broker: BrokerProcess) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    count = 1000
+    if hard < count + 100:
+        pytest.skip(f"the descriptor limit ({hard}) is below {count} connections")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, count + 100), hard))
+    config = Path(strict_broker.config or "")
+    config.write_text("connections_max_idle_ms: 600000\nmax_connections: 3000\n")
+    strict_broker.stop()
+    strict_broker.restart()
+    time.sleep(0.5)
+    before = strict_broker.rss_bytes()
+    sockets = [socket.create_connection(("127.0.0.1", strict_broker.port)) for _ in range(count)]
+    try:
+        for n, sock in enumerate(sockets):  # each asks one thing, then stays quiet
+            sock.sendall(api_versions(n))
+        for sock in sockets:
+            sock.recv(65536)
+        time.sleep(2.5)  # a sweep gives quiet connections' receive buffers back
+        per_connection = (strict_broker.rss_bytes() - before) / count
+        assert per_connection < 16 * 1024, f"{per_connection / 1024:.1f} KiB per idle connection"
+    finally:
+        for sock in sockets:
+            sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def ask(sock: socket.socket, correlation_id: int) -> int:
+    """One ApiVersions round trip; the correlation id of the answer."""
+    sock.settimeout(5)
+    sock.sendall(api_versions(correlation_id))
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed"
+        data += chunk
+    return struct.unpack(">i", data[4:8])[0]
+
+
+def test_connections_past_max_connections_are_refused_and_the_others_keep_working(tmp_path: Path) -> None:
+    config = tmp_path / "broker.yaml"
+    config.write_text("max_connections: 3\n")
+    proc = BrokerProcess(None, config=config).start()
+    try:
+        time.sleep(0.3)  # BrokerProcess's own readiness probe has gone
+        held = [socket.create_connection(("127.0.0.1", proc.port)) for _ in range(3)]
+        assert [ask(sock, n) for n, sock in enumerate(held)] == [0, 1, 2]
+        extra = socket.create_connection(("127.0.0.1", proc.port))
+        assert closed_within(extra, 5), "the fourth connection was kept open"
+        assert "refusing connection" in "".join(proc.output)
+        assert ask(held[0], 10) == 10
+        held.pop().close()  # a slot frees up: a new connection is served again
+        time.sleep(0.3)
+        again = socket.create_connection(("127.0.0.1", proc.port))
+        assert ask(again, 11) == 11
+        for sock in [*held, extra, again]:
+            sock.close()
+    finally:
+        proc.stop()

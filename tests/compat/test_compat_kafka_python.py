@@ -1,0 +1,163 @@
+"""kafka-python's own integration expectations against sluice: its consumer group test (four members, a
+3 s session) and its offsets_for_times error path, plus DescribeTopicPartitions paging (KIP-966) and
+OffsetCommit for a topic that does not exist (UNKNOWN_TOPIC_OR_PARTITION, as KafkaApis answers).
+
+kafka-python's test broker runs with group.min.session.timeout.ms=1000 and group.initial.rebalance.delay.ms=0
+(its servers/resources/default/kafka.properties); with Kafka's default minimum of 6 s, Kafka and sluice both
+refuse a 3 s session with INVALID_SESSION_TIMEOUT, which is what made its group test wait for a stable group
+that never came."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import TopicPartition as CkPartition
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import InvalidSessionTimeoutError, KafkaTimeoutError
+
+from sluice.errors import ErrorCode
+from sluice.testing import BrokerProcess
+
+KAFKA_PYTHON_TEST_BROKER = "group_min_session_timeout_ms: 1000\ngroup_initial_rebalance_delay_ms: 0\n"
+
+
+@pytest.fixture(scope="module")
+def kp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    root = tmp_path_factory.mktemp("kp-broker")
+    config = root / "broker.yaml"
+    config.write_text(KAFKA_PYTHON_TEST_BROKER)
+    proc = BrokerProcess(root / "data", config=Path(config)).start()
+    yield proc
+    proc.stop()
+
+
+def test_four_member_group_becomes_stable(kp_broker: BrokerProcess, topic_name: str) -> None:
+    """kafka-python's test_group: four consumers with 3 s sessions share four partitions, one generation."""
+    KafkaAdminClient(bootstrap_servers=kp_broker.bootstrap).create_topics([NewTopic(topic_name, 4, 1)])
+    stop = threading.Event()
+    consumers: list[KafkaConsumer] = []
+
+    def run(index: int) -> None:
+        consumer = KafkaConsumer(
+            topic_name,
+            bootstrap_servers=kp_broker.bootstrap,
+            group_id=f"g-{topic_name}",
+            client_id=f"c{index}",
+            heartbeat_interval_ms=500,
+            session_timeout_ms=3000,
+            request_timeout_ms=4000,
+            auto_offset_reset="earliest",
+        )
+        consumers.append(consumer)
+        while not stop.is_set():
+            consumer.poll(timeout_ms=200)
+        consumer.close()
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            metas = [c.group_metadata() for c in list(consumers)]
+            stable = len(metas) == 4 and all(c.assignment() for c in consumers)
+            if stable and len({m.generation_id for m in metas}) == 1:
+                break
+            assert time.monotonic() < deadline, "timeout waiting for stable group"
+            time.sleep(0.2)
+        assignment = [tp for c in consumers for tp in c.assignment()]
+        assert sorted(assignment) == sorted(TopicPartition(topic_name, p) for p in range(4))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(10)
+
+
+def test_session_below_the_minimum_is_refused_at_once(bootstrap: str, topic_name: str) -> None:
+    """With Kafka's default group.min.session.timeout.ms (6 s) a 3 s session is INVALID_SESSION_TIMEOUT."""
+    consumer = KafkaConsumer(
+        topic_name,
+        bootstrap_servers=bootstrap,
+        group_id=f"g-{topic_name}",
+        session_timeout_ms=3000,
+        request_timeout_ms=4000,
+        heartbeat_interval_ms=500,
+    )
+    started = time.monotonic()
+    try:
+        with pytest.raises(InvalidSessionTimeoutError):
+            consumer.poll(timeout_ms=5000)
+        assert time.monotonic() - started < 5
+    finally:
+        consumer.close()
+
+
+def test_offsets_for_times_error_path_is_prompt(bootstrap: str, topic_name: str) -> None:
+    """kafka-python's test_kafka_consumer_offsets_for_times_errors: a negative timestamp is a ValueError, a
+    partition that does not exist times out after request_timeout_ms, not 60 s."""
+    KafkaAdminClient(bootstrap_servers=bootstrap).create_topics([NewTopic(topic_name, 1, 1)])
+    consumer = KafkaConsumer(
+        topic_name, bootstrap_servers=bootstrap, fetch_max_wait_ms=200, request_timeout_ms=500
+    )
+    try:
+        with pytest.raises(ValueError):
+            consumer.offsets_for_times({TopicPartition(topic_name, 0): -1})
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError):
+            consumer.offsets_for_times({TopicPartition(topic_name, 100): 0})
+        assert time.monotonic() - started < 5
+        assert consumer.offsets_for_times({TopicPartition(topic_name, 0): 0}) == {
+            TopicPartition(topic_name, 0): None
+        }
+    finally:
+        consumer.close()
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(kp_admin: KafkaAdminClient, topic_name: str) -> None:
+    """KIP-966: partitions in name order, at most ResponsePartitionLimit per response, a cursor for the rest."""
+    kp_admin.create_topics([NewTopic(topic_name, 5, 1), NewTopic(topic_name + "-b", 2, 1)])
+    names = [topic_name, topic_name + "-b", topic_name + "-missing"]
+    first = kp_admin.describe_topic_partitions(names, response_partition_limit=3)
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in first["topics"]] == [
+        (topic_name, [0, 1, 2])
+    ]
+    assert first["next_cursor"] == {"topic_name": topic_name, "partition_index": 3}
+    pages, cursor = [first], first["next_cursor"]
+    while cursor is not None:
+        assert len(pages) < 5
+        pages.append(kp_admin.describe_topic_partitions(names, response_partition_limit=3, cursor=cursor))
+        cursor = pages[-1]["next_cursor"]
+    seen: dict[str, list[int]] = {}
+    errors = {}
+    for page in pages:
+        assert sum(len(t["partitions"]) for t in page["topics"]) <= 3
+        for t in page["topics"]:
+            seen.setdefault(t["name"], []).extend(p["partition_index"] for p in t["partitions"])
+            errors[t["name"]] = t["error_code"]
+    assert seen == {topic_name: [0, 1, 2, 3, 4], topic_name + "-b": [0, 1], topic_name + "-missing": []}
+    assert errors[topic_name + "-missing"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_offset_commit_for_a_missing_topic_is_unknown(bootstrap: str, topic_name: str) -> None:
+    """KafkaApis answers UNKNOWN_TOPIC_OR_PARTITION for partitions that do not exist, before the coordinator;
+    the existing partitions of the same request are committed."""
+    KafkaAdminClient(bootstrap_servers=bootstrap).create_topics([NewTopic(topic_name, 1, 1)])
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic_name}"})
+    try:
+        with pytest.raises(KafkaException) as refused:
+            consumer.commit(offsets=[CkPartition(topic_name + "-missing", 0, 5)], asynchronous=False)
+        assert refused.value.args[0].code() == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(KafkaException):
+            consumer.commit(
+                offsets=[CkPartition(topic_name, 0, 3), CkPartition(topic_name, 7, 3)], asynchronous=False
+            )
+        (committed,) = consumer.committed([CkPartition(topic_name, 0)], timeout=10)
+        assert committed.offset == 3
+    finally:
+        consumer.close()

@@ -1,0 +1,234 @@
+"""Client quotas: DescribeClientQuotas/AlterClientQuotas (KIP-546) with Kafka's entity rules and matching,
+kept across a clean restart and a kill -9, and enforced on produce/fetch byte rates with throttle_time_ms and
+a muted connection (KIP-219: the broker answers at once, then reads nothing from the client for that long)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.client.wire import WireClient
+from sluice.errors import ErrorCode
+from sluice.protocol.records import Record, encode_batch
+from sluice.testing import BrokerProcess
+
+EXACT, DEFAULT, SPECIFIED = 0, 1, 2
+
+
+def alter(
+    wire: WireClient,
+    entity: list[tuple[str, str | None]],
+    ops: list[tuple[str, float, bool]],
+    validate_only: bool = False,
+) -> tuple[int, str | None]:
+    R = wire.request_class("AlterClientQuotas")
+    entry = R.EntryData(
+        entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+        ops=[R.OpData(key=k, value=v, remove=r) for k, v, r in ops],
+    )
+    (result,) = wire.call("AlterClientQuotas", 1, R(entries=[entry], validate_only=validate_only)).entries
+    return result.error_code, result.error_message
+
+
+def describe(wire: WireClient, components: list[tuple[str, int, str | None]], strict: bool = False) -> Any:
+    R = wire.request_class("DescribeClientQuotas")
+    request = R(
+        components=[R.ComponentData(entity_type=t, match_type=m, match=n) for t, m, n in components],
+        strict=strict,
+    )
+    return wire.call("DescribeClientQuotas", 1, request)
+
+
+def as_dict(response: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    assert response.error_code == 0, response.error_message
+    return {
+        tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)): {
+            v.key: v.value for v in entry.values
+        }
+        for entry in response.entries
+    }
+
+
+def test_alter_and_describe_follow_kafkas_rules(bootstrap: str, topic_name: str) -> None:
+    user = f"u-{topic_name}"
+    with WireClient.connect(bootstrap) as wire:
+        assert alter(wire, [("user", user)], [("producer_byte_rate", 1024.0, False)]) == (0, None)
+        assert (
+            alter(
+                wire,
+                [("user", user), ("client-id", "app")],
+                [("consumer_byte_rate", 2048.0, False), ("request_percentage", 12.5, False)],
+            )[0]
+            == 0
+        )
+        assert alter(wire, [("client-id", None)], [("producer_byte_rate", 4096.0, False)])[0] == 0
+        exact = as_dict(describe(wire, [("user", EXACT, user)]))
+        assert exact == {
+            (("user", user),): {"producer_byte_rate": 1024.0},
+            (("client-id", "app"), ("user", user)): {
+                "consumer_byte_rate": 2048.0,
+                "request_percentage": 12.5,
+            },
+        }
+        assert as_dict(describe(wire, [("user", EXACT, user)], strict=True)) == {
+            (("user", user),): {"producer_byte_rate": 1024.0}
+        }
+        assert (("client-id", None),) in as_dict(describe(wire, [("client-id", DEFAULT, None)]))
+        # Kafka's validation: unknown keys, non-whole byte rates, ip mixed with users, repeated types.
+        assert (
+            alter(wire, [("user", user)], [("bytes_per_fortnight", 1.0, False)])[0]
+            == ErrorCode.INVALID_REQUEST
+        )
+        assert (
+            alter(wire, [("user", user)], [("producer_byte_rate", 10.5, False)])[0]
+            == ErrorCode.INVALID_REQUEST
+        )
+        assert (
+            alter(wire, [("user", user)], [("producer_byte_rate", -1.0, False)])[0]
+            == ErrorCode.INVALID_REQUEST
+        )
+        assert alter(wire, [("user", user), ("ip", "1.2.3.4")], [("producer_byte_rate", 1.0, False)])[0] == (
+            ErrorCode.INVALID_REQUEST
+        )
+        assert alter(wire, [("user", user), ("user", "x")], [("producer_byte_rate", 1.0, False)])[0] == (
+            ErrorCode.INVALID_REQUEST
+        )
+        assert (
+            alter(wire, [("group", "g")], [("producer_byte_rate", 1.0, False)])[0]
+            == ErrorCode.UNSUPPORTED_VERSION
+        )
+        # validate_only changes nothing; removing the last value removes the entity.
+        assert alter(wire, [("user", user)], [("producer_byte_rate", 9.0, False)], validate_only=True)[0] == 0
+        assert as_dict(describe(wire, [("user", EXACT, user)], strict=True))[(("user", user),)] == {
+            "producer_byte_rate": 1024.0
+        }
+        assert alter(wire, [("user", user)], [("producer_byte_rate", 0.0, True)])[0] == 0
+        assert as_dict(describe(wire, [("user", EXACT, user)], strict=True)) == {}
+        assert alter(wire, [("client-id", None)], [("producer_byte_rate", 0.0, True)])[0] == 0
+        assert (
+            alter(
+                wire,
+                [("user", user), ("client-id", "app")],
+                [("consumer_byte_rate", 0, True), ("request_percentage", 0, True)],
+            )[0]
+            == 0
+        )
+        bad = describe(wire, [("user", EXACT, "a"), ("user", EXACT, "b")])
+        assert bad.error_code == ErrorCode.INVALID_REQUEST and bad.entries is None
+
+
+def test_quotas_survive_restart_and_kill(data_dir: Path) -> None:
+    broker = BrokerProcess(data_dir).start()
+    try:
+        with WireClient.connect(broker.bootstrap) as wire:
+            assert alter(wire, [("user", "alice")], [("consumer_byte_rate", 5000.0, False)])[0] == 0
+        broker.stop()
+        broker.start()
+        with WireClient.connect(broker.bootstrap) as wire:
+            assert as_dict(describe(wire, [("user", SPECIFIED, None)])) == {
+                (("user", "alice"),): {"consumer_byte_rate": 5000.0}
+            }
+            assert alter(wire, [("client-id", "bob")], [("producer_byte_rate", 7000.0, False)])[0] == 0
+        broker.kill()
+        broker.start()
+        with WireClient.connect(broker.bootstrap) as wire:
+            assert as_dict(describe(wire, [])) == {
+                (("user", "alice"),): {"consumer_byte_rate": 5000.0},
+                (("client-id", "bob"),): {"producer_byte_rate": 7000.0},
+            }
+    finally:
+        broker.stop()
+
+
+def _produce(wire: WireClient, topic: str, payload: int) -> tuple[Any, float]:
+    batch = encode_batch(
+        [Record(offset_delta=0, timestamp_delta=0, key=None, value=b"x" * payload)],
+        base_timestamp=int(time.time() * 1000),
+    )
+    R = wire.request_class("Produce")
+    request = R(
+        acks=1,
+        timeout_ms=10_000,
+        topic_data=[
+            R.TopicProduceData(name=topic, partition_data=[R.PartitionProduceData(index=0, records=batch)])
+        ],
+    )
+    started = time.monotonic()
+    response = wire.call("Produce", 9, request)
+    return response, time.monotonic() - started
+
+
+@pytest.mark.parametrize("entity", [("client-id", "throttled-app"), ("user", "ANONYMOUS")])
+def test_produce_over_its_byte_rate_is_throttled(
+    bootstrap: str, topic_name: str, entity: tuple[str, str]
+) -> None:
+    with WireClient.connect(bootstrap) as admin:
+        assert alter(admin, [entity], [("producer_byte_rate", 100_000.0, False)])[0] == 0
+    try:
+        with WireClient.connect(bootstrap, client_id="throttled-app") as wire:
+            R = wire.request_class("CreateTopics")
+            wire.call(
+                "CreateTopics",
+                7,
+                R(
+                    topics=[R.CreatableTopic(name=topic_name, num_partitions=1, replication_factor=1)],
+                    timeout_ms=10_000,
+                ),
+            )
+            first, _ = _produce(wire, topic_name, 300_000)
+            (part,) = first.responses[0].partition_responses
+            assert part.error_code == 0
+            # 300 kB in the first second against 100 kB/s: about two seconds of throttle, answered at once.
+            assert 1_000 <= first.throttle_time_ms <= 11_000
+            # The connection is muted meanwhile: the next request waits out the throttle time.
+            _, waited = _produce(wire, topic_name, 10)
+            assert waited * 1000 >= first.throttle_time_ms * 0.8
+        with WireClient.connect(bootstrap, client_id="another-app") as other:
+            response, _ = _produce(other, topic_name, 10)
+            expected_unthrottled = entity[0] == "client-id"
+            assert (response.throttle_time_ms == 0) == expected_unthrottled
+    finally:
+        with WireClient.connect(bootstrap) as admin:
+            assert alter(admin, [entity], [("producer_byte_rate", 0.0, True)])[0] == 0
+
+
+def test_fetch_over_its_byte_rate_is_throttled(bootstrap: str, topic_name: str) -> None:
+    with WireClient.connect(bootstrap) as wire:
+        R = wire.request_class("CreateTopics")
+        wire.call(
+            "CreateTopics",
+            7,
+            R(
+                topics=[R.CreatableTopic(name=topic_name, num_partitions=1, replication_factor=1)],
+                timeout_ms=10_000,
+            ),
+        )
+        _produce(wire, topic_name, 200_000)
+        assert alter(wire, [("client-id", "slow-reader")], [("consumer_byte_rate", 50_000.0, False)])[0] == 0
+    try:
+        with WireClient.connect(bootstrap, client_id="slow-reader") as reader:
+            F = reader.request_class("Fetch")
+            fetch = F(
+                replica_id=-1,
+                max_wait_ms=100,
+                min_bytes=1,
+                max_bytes=10_000_000,
+                isolation_level=0,
+                topics=[
+                    F.FetchTopic(
+                        topic=topic_name,
+                        partitions=[
+                            F.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1_000_000)
+                        ],
+                    )
+                ],
+            )
+            response = reader.call("Fetch", 12, fetch)
+            assert response.responses[0].partitions[0].records
+            assert response.throttle_time_ms >= 1_000
+    finally:
+        with WireClient.connect(bootstrap) as admin:
+            assert alter(admin, [("client-id", "slow-reader")], [("consumer_byte_rate", 0.0, True)])[0] == 0

@@ -1,0 +1,102 @@
+"""A Spark driver in its own process, for tests that kill it: an exactly-once topic-to-topic copy.
+
+Usage: python eos_driver.py CONFIG_JSON. The config names the broker, the topics, the checkpoint,
+the master, the guarantee, and the faults: a partition whose tasks sleep between Arrow batches
+(so a kill can land while a task holds an open transaction), and a partition whose first attempt
+fails after its first Arrow batch (a task failure mid-batch). A Python worker hands its output
+on when 64 KiB have piled up, so the tests use values big enough for one Arrow batch to pass. The process prints one
+``BATCH <id> <rows>`` line per finished micro-batch and exits 0 when the copy reached the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+
+def slow_and_failing(config: dict[str, Any]) -> Any:
+    slow_partition = config.get("slow_partition")
+    slow_seconds = float(config.get("slow_seconds", 0))
+    fail_partition = config.get("fail_partition")
+
+    def transform(batches: Iterator[Any]) -> Iterator[Any]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context else -1
+        for index, batch in enumerate(batches):
+            yield batch
+            if partition == fail_partition and context.attemptNumber() == 0 and index == 0:
+                time.sleep(1.0)  # the sink has produced the first batch into its transaction by now
+                raise RuntimeError("injected task failure after the first Arrow batch")
+            if partition == slow_partition:
+                time.sleep(slow_seconds)
+
+    return transform
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from sluice.pipeline import register
+
+    builder = (
+        SparkSession.builder.master(config.get("master", "local[2,3]"))
+        .appName("sluice-eos-driver")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        # Several Arrow batches per task, so a task can fail or sleep between two of them.
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(config.get("arrow_batch", 5)))
+    )
+    for name, value in config.get("spark_conf", {}).items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    frame = (
+        spark.readStream.format("sluice")
+        .option("kafka.bootstrap.servers", config["bootstrap"])
+        .option("subscribe", config["source"])
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(config.get("per_trigger", 1000000)))
+        .load()
+        .select("key", "value", "partition")
+    )
+    frame = frame.mapInArrow(slow_and_failing(config), frame.schema)
+    query = (
+        frame.writeStream.format("sluice")
+        .option("kafka.bootstrap.servers", config.get("sink_bootstrap", config["bootstrap"]))
+        .option("topic", config["target"])
+        .option("deliveryGuarantee", config.get("guarantee", "exactly-once"))
+        .option("checkpointLocation", config["checkpoint"])
+        .trigger(availableNow=True)
+        .start()
+    )
+    seen = -1
+    while query.isActive:
+        for progress in query.recentProgress:
+            if progress["batchId"] > seen:
+                seen = progress["batchId"]
+                print(f"BATCH {seen} {progress['numInputRows']}", flush=True)
+        time.sleep(0.2)
+    query.awaitTermination()
+    for progress in query.recentProgress:
+        if progress["batchId"] > seen:
+            seen = progress["batchId"]
+            print(f"BATCH {seen} {progress['numInputRows']}", flush=True)
+    print("DONE", flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
