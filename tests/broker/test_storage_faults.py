@@ -375,7 +375,7 @@ def test_full_disk_topic_admin_and_transactions_fail_cleanly_and_deleting_a_topi
     small_tmpfs: Path,
 ) -> None:
     """On a disk full to the last byte: CreateTopics and auto-creation answer KAFKA_STORAGE_ERROR and create
-    nothing, a transaction's commit is held off (COORDINATOR_NOT_AVAILABLE, retried by the client) without
+    nothing, a transaction's commit is held off (NOT_COORDINATOR, retried by the client) without
     the coordinator changing state, DeleteTopics still works and frees space, and then everything resumes:
     the commit goes through and every committed message is at its offset, also after a restart."""
     proc = BrokerProcess(small_tmpfs / "data", min_free_bytes=0).start()

@@ -253,3 +253,58 @@ def test_metadata_and_described_partitions_follow_growth_and_re_creation(
     assert _partitions(bootstrap, topic_name) == 5
     count, topic_id = described()
     assert count == 5 and topic_id != first_id
+
+
+def test_create_topics_answers_with_the_configs_describe_configs_reports(
+    bootstrap: str, topic_name: str
+) -> None:
+    """KIP-525: CreateTopics v5+ answers with the partitions, replication factor and every config of the new
+    topic, each with its source as DescribeConfigs reports it; validate_only answers the same, creating
+    nothing."""
+
+    def create(validate_only: bool) -> Any:
+        with WireClient.connect(bootstrap) as wire:
+            R = wire.request_class("CreateTopics")
+            topic = R.CreatableTopic(
+                name=topic_name,
+                num_partitions=3,
+                replication_factor=-1,
+                configs=[R.CreateableTopicConfig(name="retention.ms", value="3600000")],
+            )
+            request = R(topics=[topic], timeout_ms=10_000, validate_only=validate_only)
+            (result,) = wire.call("CreateTopics", 7, request).topics
+        assert result.error_code == 0, result.error_message
+        return result
+
+    def view(result: Any) -> dict[str, tuple[str | None, int]]:
+        return {c.name: (c.value, c.config_source) for c in result.configs}
+
+    checked = create(validate_only=True)
+    assert _partitions(bootstrap, topic_name) is None
+    created = create(validate_only=False)
+    assert (created.num_partitions, created.replication_factor) == (3, 1) == (checked.num_partitions, 1)
+    assert view(created) == view(checked)
+    assert view(created)["retention.ms"] == ("3600000", 1)  # DYNAMIC_TOPIC_CONFIG
+    assert view(created)["cleanup.policy"] == ("delete", 5)  # DEFAULT_CONFIG
+    with WireClient.connect(bootstrap) as wire:
+        R = wire.request_class("DescribeConfigs")
+        resource = R.DescribeConfigsResource(
+            resource_type=2, resource_name=topic_name, configuration_keys=None
+        )
+        (described,) = wire.call("DescribeConfigs", 4, R(resources=[resource])).results
+    assert {c.name: (c.value, c.config_source) for c in described.configs} == view(created)
+
+
+def test_delete_topics_naming_a_topic_twice_deletes_neither(bootstrap: str, topic_name: str) -> None:
+    """Kafka's ControllerApis.deleteTopics: a name (or id) given twice is answered once with INVALID_REQUEST and
+    that topic is not deleted; the rest of the request goes ahead."""
+    kept, gone = f"{topic_name}-kept", f"{topic_name}-gone"
+    assert {code for code, _ in _create(bootstrap, [{"name": kept}, {"name": gone}]).values()} == {0}
+    with WireClient.connect(bootstrap) as wire:
+        R = wire.request_class("DeleteTopics")
+        request = R(topic_names=[kept, gone, kept], timeout_ms=10_000)
+        results = {
+            r.name: (r.error_code, r.error_message) for r in wire.call("DeleteTopics", 5, request).responses
+        }
+    assert results == {kept: (ErrorCode.INVALID_REQUEST, "Duplicate topic name."), gone: (0, None)}
+    assert _partitions(bootstrap, kept) == 1 and _partitions(bootstrap, gone) is None

@@ -164,3 +164,65 @@ def test_producer_batches_may_not_claim_log_append_time(
     part = _produce_raw(bootstrap, topic_name, plain)
     assert part.error_code == ErrorCode.NONE and part.base_offset == 0  # type: ignore[attr-defined]
     assert _consume_all(bootstrap, topic_name, 1) == [b"plain"]
+
+
+def test_keyless_records_to_a_compacted_topic_fail_by_index(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """KIP-467 as Kafka's LogValidator.validateKey answers it: on a compacted topic each record without a key
+    is named in record_errors under INVALID_RECORD; nothing of the batch is stored, and librdkafka fails just
+    those records, so the keyed ones go through when sent again. (With a single record error librdkafka
+    reports the partition's error for every record of the batch, by its own design, so two are sent.)"""
+    ck_admin.create_topics([NewTopic(topic_name, 1, 1, config={"cleanup.policy": "compact"})])[
+        topic_name
+    ].result(10)
+    now = int(time.time() * 1000)
+    records = [
+        Record(offset_delta=i, timestamp_delta=0, key=key, value=b"v")
+        for i, key in enumerate([b"a", None, b"c", None])
+    ]
+    part = _produce_raw(bootstrap, topic_name, encode_batch(records, base_timestamp=now))
+    assert part.error_code == ErrorCode.INVALID_RECORD and part.error_message  # type: ignore[attr-defined]
+    assert [e.batch_index for e in part.record_errors] == [1, 3]  # type: ignore[attr-defined]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 100, "enable.idempotence": False})
+    reports: dict[bytes, int] = {}
+
+    def report(error: KafkaError | None, message: object) -> None:
+        reports[message.value()] = error.code() if error else 0  # type: ignore[attr-defined]
+
+    for key, value in [(b"k1", b"one"), (None, b"keyless"), (b"k3", b"three"), (None, b"keyless too")]:
+        producer.produce(topic_name, key=key, value=value, on_delivery=report)
+    assert producer.flush(20) == 0
+    assert reports == {
+        b"one": KafkaError._INVALID_DIFFERENT_RECORD,
+        b"keyless": ErrorCode.INVALID_RECORD,
+        b"three": KafkaError._INVALID_DIFFERENT_RECORD,
+        b"keyless too": ErrorCode.INVALID_RECORD,
+    }
+    for key, value in [(b"k1", b"one"), (b"k3", b"three")]:
+        producer.produce(topic_name, key=key, value=value, on_delivery=report)
+    assert producer.flush(20) == 0 and reports[b"one"] == reports[b"three"] == 0
+    assert _consume_all(bootstrap, topic_name, 2) == [b"one", b"three"]
+
+
+def test_a_batch_failing_both_checks_names_every_bad_record(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """LogValidator.processRecordErrors: a record keeps its first error (the key check comes before the
+    timestamp check), every bad record is listed, and INVALID_TIMESTAMP wins as the partition's error."""
+    config = {"cleanup.policy": "compact", "message.timestamp.before.max.ms": str(HOUR_MS)}
+    ck_admin.create_topics([NewTopic(topic_name, 1, 1, config=config)])[topic_name].result(10)
+    now = int(time.time() * 1000)
+    layout = [(None, 0), (b"k", -2 * HOUR_MS), (None, -2 * HOUR_MS), (b"ok", 0)]
+    records = [
+        Record(offset_delta=i, timestamp_delta=delta, key=key, value=b"v")
+        for i, (key, delta) in enumerate(layout)
+    ]
+    part = _produce_raw(bootstrap, topic_name, encode_batch(records, base_timestamp=now))
+    assert part.error_code == ErrorCode.INVALID_TIMESTAMP  # type: ignore[attr-defined]
+    errors = [(e.batch_index, e.batch_index_error_message) for e in part.record_errors]  # type: ignore[attr-defined]
+    assert [i for i, _ in errors] == [0, 1, 2]
+    assert "key" in errors[0][1] and "out of range" in errors[1][1] and "key" in errors[2][1]
+    keyless_only = [Record(offset_delta=0, timestamp_delta=0, key=None, value=b"v")]
+    part = _produce_raw(bootstrap, topic_name, encode_batch(keyless_only, base_timestamp=now))
+    assert part.error_code == ErrorCode.INVALID_RECORD  # type: ignore[attr-defined]

@@ -4,6 +4,9 @@ loggers, KIP-195 CreatePartitions), through confluent-kafka, kafka-python and sl
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (
@@ -20,6 +23,7 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
+from sluice.testing import BrokerProcess
 
 
 def _refused(admin: AdminClient, topic: NewTopic, validate_only: bool = False) -> int:
@@ -221,3 +225,77 @@ def test_alter_configs_refuses_unknown_names(ck_admin: AdminClient, topic_name: 
     with pytest.raises(KafkaException) as refused:
         ck_admin.incremental_alter_configs([change])[change].result(10)
     assert refused.value.args[0].code() == ErrorCode.INVALID_CONFIG
+
+
+def test_alter_requests_of_the_wrong_shape_change_nothing(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """Kafka's ConfigAdminManager.preprocess (KIP-339 IncrementalAlterConfigs and the legacy AlterConfigs): a
+    resource named twice refuses both, a key named twice or a null value outside DELETE refuses the resource,
+    all with INVALID_REQUEST, and the topic's configs stay as they were."""
+    ck_admin.create_topics([NewTopic(topic_name, 1, 1, config={"retention.ms": "1000"})])[topic_name].result(
+        10
+    )
+    with WireClient.connect(bootstrap) as wire:
+        IAC = wire.request_class("IncrementalAlterConfigs")
+
+        def resource(*configs: tuple[str, int, str | None]) -> Any:
+            return IAC.AlterConfigsResource(
+                resource_type=2,
+                resource_name=topic_name,
+                configs=[IAC.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in configs],
+            )
+
+        for resources, expected in [
+            ([resource(("retention.ms", 0, "2000")), resource(("retention.ms", 0, "3000"))], 2),
+            ([resource(("retention.ms", 0, "2000"), ("retention.ms", 1, None))], 1),
+            ([resource(("retention.ms", 0, None))], 1),
+        ]:
+            response = wire.call("IncrementalAlterConfigs", 1, IAC(resources=resources, validate_only=False))
+            codes = [(r.error_code, bool(r.error_message)) for r in response.responses]
+            assert codes == [(ErrorCode.INVALID_REQUEST, True)] * expected
+        AC = wire.request_class("AlterConfigs")
+        legacy = AC.AlterConfigsResource(
+            resource_type=2,
+            resource_name=topic_name,
+            configs=[AC.AlterableConfig(name="retention.ms", value=None)],
+        )
+        (refused,) = wire.call("AlterConfigs", 2, AC(resources=[legacy], validate_only=False)).responses
+        assert refused.error_code == ErrorCode.INVALID_REQUEST and "Null value" in refused.error_message
+        deleted = resource(("retention.ms", 1, None))
+        (ok,) = wire.call(
+            "IncrementalAlterConfigs", 1, IAC(resources=[deleted], validate_only=True)
+        ).responses
+        assert ok.error_code == 0
+    assert _describe(bootstrap, 2, topic_name)["retention.ms"].value == "1000"
+
+
+def test_altered_configs_survive_a_clean_restart_and_a_kill(data_dir: Path) -> None:
+    """An acknowledged IncrementalAlterConfigs (KIP-339) is durable: after a clean stop and after a kill -9 the
+    topic describes the value with its DYNAMIC_TOPIC_CONFIG source; a deleted override is back to the default."""
+    broker = BrokerProcess(data_dir).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("kept", 1, 1, config={"segment.ms": "600000"})])["kept"].result(10)
+        resource = ConfigResource("topic", "kept")
+        resource.add_incremental_config(
+            ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)
+        )
+        admin.incremental_alter_configs([resource])[resource].result(10)
+        broker.stop()
+        broker.start()
+        configs = _describe(broker.bootstrap, 2, "kept")
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("7200000", 1)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        resource = ConfigResource("topic", "kept")
+        resource.add_incremental_config(
+            ConfigEntry("segment.ms", None, incremental_operation=AlterConfigOpType.DELETE)
+        )
+        admin.incremental_alter_configs([resource])[resource].result(10)
+        broker.kill()
+        broker.start()
+        configs = _describe(broker.bootstrap, 2, "kept")
+        assert (configs["retention.ms"].value, configs["retention.ms"].config_source) == ("7200000", 1)
+        assert configs["segment.ms"].config_source == 5 and configs["segment.ms"].value == "604800000"
+    finally:
+        broker.stop()

@@ -104,6 +104,49 @@ def test_off_loopback_a_login_is_required(bootstrap: str) -> None:
         basic.stop()
 
 
+def test_a_browser_logs_in_by_token_link_or_basic_auth_and_its_writes_go_through(
+    browser: Any, bootstrap: str, topic_name: str
+) -> None:
+    topic = create_topic(bootstrap, partitions=1, name=topic_name)
+    token = ConsoleThread(
+        ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port(), token="t0k3n")
+    ).start()
+    basic = ConsoleThread(
+        ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port(), basic_auth=("ops", "s3cret"))
+    ).start()
+    contexts = []
+    try:
+        # Opened once with ?token=, the browser is logged in: later pages and htmx writes need no token.
+        tab = browser.new_context().new_page()
+        contexts.append(tab.context)
+        assert tab.goto(token.url + f"/topics/{topic}").status == 401
+        assert tab.goto(token.url + "/?token=t0k3n").status == 200
+        assert tab.goto(token.url + f"/topics/{topic}").status == 200
+        tab.fill("form.produce textarea[name=value]", "sent by a logged-in browser")
+        tab.click("form.produce button[type=submit]")
+        tab.wait_for_selector("#produced")
+        assert "at offset 0" in tab.inner_text("#produced")
+
+        # Basic auth: without credentials the browser is refused; with them it browses and writes.
+        refused = browser.new_context().new_page()
+        contexts.append(refused.context)
+        # (headless Chromium has no login prompt to show: it gives up on the 401 with an auth error)
+        with pytest.raises(Exception, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            refused.goto(basic.url + "/topics")
+        tab = browser.new_context(http_credentials={"username": "ops", "password": "s3cret"}).new_page()
+        contexts.append(tab.context)
+        assert tab.goto(basic.url + f"/topics/{topic}").status == 200
+        tab.fill("form.produce textarea[name=value]", "sent with basic auth")
+        tab.click("form.produce button[type=submit]")
+        tab.wait_for_selector("#produced")
+        assert "at offset 1" in tab.inner_text("#produced")
+    finally:
+        for context in contexts:
+            context.close()
+        token.stop()
+        basic.stop()
+
+
 def test_writes_come_only_from_the_consoles_own_pages(
     sluice_console: Any, bootstrap: str, topic_name: str
 ) -> None:
@@ -295,6 +338,59 @@ def test_sluice_serve_serves_the_console_with_the_gateways_in_flight_messages(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+    assert proc.returncode == 0
+
+
+def _serve(data: Path, console_listen: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """`sluice serve` on free ports; returns the process and its output up to the console's line."""
+    ports = [free_port() for _ in range(4)]
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "sluice", "serve", "--data-dir", str(data)),
+            *("--kafka-listen", f"127.0.0.1:{ports[0]}", "--grpc-listen", f"127.0.0.1:{ports[1]}"),
+            *("--http-listen", f"127.0.0.1:{ports[2]}", "--metrics-listen", f"127.0.0.1:{ports[3]}"),
+            *("--console-listen", console_listen),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+    )
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if "sluice console" in line or len(lines) > 50:
+            break
+    return proc, "".join(lines)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_sluice_serve_opens_its_console_beyond_loopback_only_with_a_login(tmp_path: Path) -> None:
+    port = free_port()
+    proc, output = _serve(tmp_path / "open", f"0.0.0.0:{port}", {})
+    try:
+        assert "sluice console not started" in output and "configure a login" in output, output
+        assert proc.poll() is None  # the broker and gateway serve on without it
+    finally:
+        _stop(proc)
+
+    proc, output = _serve(tmp_path / "login", f"0.0.0.0:{port}", {"SLUICE_CONSOLE_TOKEN": "serve-t0k3n"})
+    try:
+        assert f"sluice console on http://0.0.0.0:{port}/" in output, output
+        assert fetch(f"http://127.0.0.1:{port}/topics")[0] == 401
+        bearer = {"Authorization": "Bearer serve-t0k3n"}
+        assert fetch(f"http://127.0.0.1:{port}/topics", headers=bearer)[0] == 200
+    finally:
+        _stop(proc)
     assert proc.returncode == 0
 
 

@@ -49,6 +49,15 @@ def test_users_offline_store_salted_credentials_never_the_password(tmp_path) -> 
     assert json.loads(sluice_cli("users", "list", "--data-dir", str(tmp_path), "--json").stdout) == {}
 
 
+def test_the_credential_file_is_readable_by_its_owner_only(tmp_path) -> None:
+    sluice_cli(
+        "users", "create", "eve", "--password-stdin", "--data-dir", str(tmp_path), stdin="eves-password\n"
+    )
+    path = tmp_path / "security" / "credentials.json"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o077 == 0
+
+
 def test_users_cli_refuses_bad_input(tmp_path) -> None:
     no_stdin = sluice_cli("users", "create", "x", "--data-dir", str(tmp_path), check=False)
     assert no_stdin.returncode == 1 and "--password-stdin" in no_stdin.stderr

@@ -169,3 +169,28 @@ def test_a_broken_certificate_on_sighup_keeps_the_old_one(tmp_path) -> None:
             assert login(client, ADMIN, ADMIN_PASSWORD).error_code == 0
     finally:
         broker.process.kill()
+
+
+def test_client_auth_none_ignores_a_client_certificate(tmp_path) -> None:
+    broker = start_secure_broker(tmp_path, ssl_client_auth="none")
+    try:
+        admin = AdminClient(broker.admin_settings())
+        for future in admin.create_acls(
+            [
+                AclBinding(
+                    ResourceType.TOPIC,
+                    "carol-topic",
+                    ResourcePatternType.LITERAL,
+                    "User:carol",
+                    "*",
+                    AclOperation.ALL,
+                    AclPermissionType.ALLOW,
+                )
+            ]
+        ).values():
+            future.result(timeout=10)
+        admin.create_topics([NewTopic("carol-topic", 1, 1)])["carol-topic"].result(timeout=10)
+        # The certificate is not asked for, so it names nobody: the connection is User:ANONYMOUS.
+        assert deliver(broker.mtls("carol"), "carol-topic").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        broker.process.kill()

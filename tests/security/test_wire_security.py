@@ -215,3 +215,45 @@ def test_sasl_authenticate_every_version_and_mechanism(
         # v1+ tells the client when to re-authenticate (KIP-368); v0 has no such field.
         assert answer.session_lifetime_ms == (1500 if version >= 1 else 0)
         assert metadata(client).brokers
+
+
+@pytest.fixture(scope="module")
+def unthrottled_broker(tmp_path_factory: pytest.TempPathFactory):
+    broker = start_secure_broker(
+        tmp_path_factory.mktemp("unthrottled"), connection_failed_authentication_delay_ms=0
+    )
+    yield broker
+    broker.process.kill()
+
+
+GARBAGE_TOKENS = [
+    b"",
+    b"\x00",
+    bytes(range(256)) * 1000,  # 256 KB, not UTF-8
+    b"n,,n=admin,r=" + b"\xff" * 50,
+    b"n,,n=,r=abc",
+    b"\x00admin",
+    b"a\x00b\x00c\x00d",
+    b"n,,n=admin,r=abc,m=ext",
+]
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_garbage_sasl_tokens_fail_the_login_with_a_message(
+    unthrottled_broker: SecureBroker, mechanism: str
+) -> None:
+    for token in GARBAGE_TOKENS:
+        with connect(unthrottled_broker.address("SASL_PLAINTEXT")) as client:
+            handshake = client.call(
+                "SaslHandshake", 1, client.request_class("SaslHandshake")(mechanism=mechanism)
+            )
+            assert handshake.error_code == 0
+            answer = client.call(
+                "SaslAuthenticate", 2, client.request_class("SaslAuthenticate")(auth_bytes=token)
+            )
+            assert answer.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED, token[:20]
+            assert answer.error_message
+            assert closed_by_broker(client.sock)
+    assert not [line for line in unthrottled_broker.process.output if "Traceback" in line]
+    with connect(unthrottled_broker.address("SASL_PLAINTEXT")) as client:  # the broker is still fine
+        assert login(client, ADMIN, ADMIN_PASSWORD, mechanism).error_code == 0

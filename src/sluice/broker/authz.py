@@ -96,6 +96,8 @@ def _item_allowed(access: Access, spec: Items, item: Any) -> tuple[bool, Resourc
 
 def _whole_allowed(access: Access, check: Whole, request: Any) -> bool | None:
     """None when the check does not apply to this request."""
+    if check.unless_set is not None and getattr(request, check.unless_set, None) is not None:
+        return None
     if check.resource is CLUSTER:
         name = CLUSTER_NAME
     else:
@@ -107,12 +109,19 @@ def _whole_allowed(access: Access, check: Whole, request: Any) -> bool | None:
     return access.allows(check.op, check.resource, name or "")
 
 
+def _has_top_level_error(api_key: int, version: int) -> bool:
+    """Does this response version carry a top-level error_code? (AddPartitionsToTxn's arrived in v4.)"""
+    root = response_codecs(api_key).message.root
+    return any(f.attr == "error_code" and version in f.versions for f in root.fields)
+
+
 def _deny_whole(api_key: int, version: int, rule: Rule, request: Any, code: ErrorCode) -> Any:
     response = blank_response(api_key)
-    if hasattr(response, "error_code"):
+    if _has_top_level_error(api_key, version):
         set_error(response, code)
         return response
-    # No top-level error: every item of the request carries the code (OffsetCommit, TxnOffsetCommit...).
+    # No top-level error at this version: every item of the request carries the code (OffsetCommit,
+    # TxnOffsetCommit, AddPartitionsToTxn v0-3...).
     for spec in rule.checks:
         if isinstance(spec, Items) and (spec.versions is None or version in spec.versions):
             items = getattr(request, spec.req_list, None) or []
@@ -129,7 +138,11 @@ def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, F
     if rule is None:
         return None, None
     for check in rule.checks:
-        if isinstance(check, Whole) and _whole_allowed(access, check, request) is False:
+        if (
+            isinstance(check, Whole)
+            and (check.versions is None or ctx.api_version in check.versions)
+            and _whole_allowed(access, check, request) is False
+        ):
             return _deny_whole(ctx.api_key, ctx.api_version, rule, request, DENIED[check.resource]), None
     denied: list[tuple[Items, Any, ErrorCode]] = []
     for check in rule.checks:

@@ -49,6 +49,10 @@ class Whole:
     when_set: bool = False
     # Also allowed when this (resource type, op) is allowed on any resource (InitProducerId: Write on some topic).
     or_any: tuple[ResourceType, Operation] | None = None
+    # The API versions the check applies to (None: all).
+    versions: range | None = None
+    # The check does not apply when this request attribute is set.
+    unless_set: str | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +154,20 @@ def _list_groups(access: Access, ctx: RequestContext, request: Any) -> tuple[Any
 
     def finish(response: Any) -> Any:
         response.groups = [g for g in response.groups if access.allows(Operation.DESCRIBE, GROUP, g.group_id)]
+        return response
+
+    return None, finish
+
+
+def _list_transactions(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, Finish | None]:
+    """Kafka lists only the transactional ids the principal may Describe (no cluster-wide check)."""
+
+    def finish(response: Any) -> Any:
+        response.transaction_states = [
+            t
+            for t in response.transaction_states
+            if access.allows(Operation.DESCRIBE, TXN, t.transactional_id)
+        ]
         return response
 
     return None, finish
@@ -294,6 +312,92 @@ def _fill_alter_scram(response: Any, request: Any, code: ErrorCode) -> None:
         )
         for u in users
     ]
+
+
+def _fill_write_txn_markers(response: Any, request: Any, code: ErrorCode) -> None:
+    """Every partition of every marker carries the code (the response has no top-level error)."""
+    R = type(response)
+    response.markers = [
+        R.WritableTxnMarkerResult(
+            producer_id=marker.producer_id,
+            topics=[
+                R.WritableTxnMarkerTopicResult(
+                    name=topic.name,
+                    partitions=[
+                        R.WritableTxnMarkerPartitionResult(partition_index=index, error_code=int(code))
+                        for index in topic.partition_indexes
+                    ],
+                )
+                for topic in marker.topics
+            ],
+        )
+        for marker in request.markers
+    ]
+
+
+def _fill_alter_client_quotas(response: Any, request: Any, code: ErrorCode) -> None:
+    R = type(response)
+    response.entries = [
+        R.EntryData(
+            error_code=int(code),
+            error_message="not authorized: needs AlterConfigs on the cluster",
+            entity=[R.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity],
+        )
+        for entry in request.entries
+    ]
+
+
+def _fill_alter_replica_log_dirs(response: Any, request: Any, code: ErrorCode) -> None:
+    R = type(response)
+    response.results = [
+        R.AlterReplicaLogDirTopicResult(
+            topic_name=topic.name,
+            partitions=[
+                R.AlterReplicaLogDirPartitionResult(partition_index=index, error_code=int(code))
+                for index in topic.partitions
+            ],
+        )
+        for log_dir in request.dirs
+        for topic in log_dir.topics
+    ]
+
+
+def _fill_elect_leaders(response: Any, request: Any, code: ErrorCode) -> None:
+    """The top-level error (v1+) and every named partition's, as Kafka answers."""
+    R = type(response)
+    set_error(response, code)
+    response.replica_election_results = [
+        R.ReplicaElectionResult(
+            topic=tp.topic,
+            partition_result=[
+                R.PartitionResult(
+                    partition_id=index,
+                    error_code=int(code),
+                    error_message="not authorized: needs Alter on the cluster",
+                )
+                for index in tp.partition_id
+            ],
+        )
+        for tp in request.topic_partitions or []
+    ]
+
+
+def _describe_topic_partitions(
+    access: Access, ctx: RequestContext, request: Any
+) -> tuple[Any, Finish | None]:
+    """Named topics are checked one by one (the Items rule, which runs first and may leave the list empty);
+    all topics lists only the describable ones. Denied named topics keep their error entry."""
+    denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+    def finish(response: Any) -> Any:
+        response.topics = [
+            t
+            for t in response.topics
+            if t.error_code == denied or access.allows(Operation.DESCRIBE, TOPIC, t.name or "")
+        ]
+        return response
+
+    return None, finish
 
 
 def _topics(
@@ -513,12 +617,15 @@ RULES: dict[str, Rule] = {
     "InitProducerId": Rule(
         (
             Whole(TXN, W, "transactional_id", when_set=True),
-            Whole(CLUSTER, Operation.IDEMPOTENT_WRITE, or_any=(TOPIC, W)),
+            # Only an idempotent producer (no transactional id) needs this, as in Kafka.
+            Whole(CLUSTER, Operation.IDEMPOTENT_WRITE, or_any=(TOPIC, W), unless_set="transactional_id"),
         )
     ),
     "AddPartitionsToTxn": Rule(
         (
-            Whole(TXN, W, "v3_and_below_transactional_id", when_set=True),
+            Whole(TXN, W, "v3_and_below_transactional_id", versions=range(0, 4)),
+            # v4+ is the brokers' own batched verification (KIP-890): cluster action, as Kafka requires.
+            Whole(CLUSTER, Operation.CLUSTER_ACTION, versions=range(4, 100)),
             _topics(
                 W,
                 "v3_and_below_topics",
@@ -551,7 +658,7 @@ RULES: dict[str, Rule] = {
             ),
         )
     ),
-    "WriteTxnMarkers": Rule((Whole(CLUSTER, Operation.CLUSTER_ACTION),)),
+    "WriteTxnMarkers": Rule(custom=_cluster_wide(Operation.CLUSTER_ACTION, _fill_write_txn_markers)),
     "DescribeTransactions": Rule(
         (
             Items(
@@ -565,7 +672,22 @@ RULES: dict[str, Rule] = {
             ),
         )
     ),
-    "ListTransactions": Rule((Whole(CLUSTER, D),)),
+    "ListTransactions": Rule(custom=_list_transactions),
+    # Cluster administration (KafkaApis / ControllerApis rules).
+    "DescribeClientQuotas": Rule((Whole(CLUSTER, Operation.DESCRIBE_CONFIGS),)),
+    "AlterClientQuotas": Rule(custom=_cluster_wide(Operation.ALTER_CONFIGS, _fill_alter_client_quotas)),
+    "AlterPartitionReassignments": Rule((Whole(CLUSTER, Operation.ALTER),)),
+    "ListPartitionReassignments": Rule((Whole(CLUSTER, D),)),
+    "AlterReplicaLogDirs": Rule(custom=_cluster_wide(Operation.ALTER, _fill_alter_replica_log_dirs)),
+    # v0-2 have no error field: a denied principal gets no log dirs, as from Kafka.
+    "DescribeLogDirs": Rule((Whole(CLUSTER, D),)),
+    "DescribeQuorum": Rule((Whole(CLUSTER, D),)),
+    "ElectLeaders": Rule(custom=_cluster_wide(Operation.ALTER, _fill_elect_leaders)),
+    "UpdateFeatures": Rule((Whole(CLUSTER, Operation.ALTER),)),
+    "DescribeTopicPartitions": Rule(
+        (Items(TOPIC, D, "topics", "name", "topics", "DescribeTopicPartitionsResponseTopic", "name"),),
+        custom=_describe_topic_partitions,
+    ),
     "DescribeProducers": Rule(
         (
             _topics(

@@ -20,7 +20,13 @@ from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
 from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.quotas import ClientQuotas
-from sluice.broker.record_checks import NO_CHECKS, RecordChecks, check_records, parse_checks
+from sluice.broker.record_checks import (
+    NO_CHECKS,
+    RecordChecks,
+    check_records,
+    merge_record_errors,
+    parse_checks,
+)
 from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
 from sluice.protocol.records import (
     BatchHeader,
@@ -281,9 +287,19 @@ class Broker:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
             max_batch_bytes, compacted = self._topic_limits(topic)
             headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
+            # KIP-467: every bad record of the batch is named, whichever check it failed.
+            failed: list[RecordErrors] = []
             if compacted:
-                check_keys_for_compaction(records, headers)
-            check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
+                try:
+                    check_keys_for_compaction(records, headers)
+                except RecordErrors as exc:
+                    failed.append(exc)
+            try:
+                check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
+            except RecordErrors as exc:
+                failed.append(exc)
+            if failed:
+                raise merge_record_errors(failed)
             return self._append_validated(state, records, headers, now_ms)
         except RecordErrors as exc:
             return AppendResult(exc.code, message=exc.message, record_errors=exc.record_errors)

@@ -239,7 +239,9 @@ def throttled(broker: Broker, ctx: RequestContext, response: Any, key: str, amou
     quotas = broker.quotas
     if not quotas.configs:
         return response
-    user = getattr(ctx, "principal", None) or ANONYMOUS
+    # Quotas name the principal without its type ("User:alice" is user "alice"), as Kafka's KafkaPrincipal.getName.
+    principal = getattr(ctx, "principal", None) or ANONYMOUS
+    user = principal.split(":", 1)[1] if ":" in principal else principal
     throttle = quotas.record(user, ctx.client_id or "", key, amount, now_ms)
     if throttle:
         response.throttle_time_ms = throttle

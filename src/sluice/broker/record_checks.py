@@ -100,6 +100,20 @@ def _out_of_range(
     return errors
 
 
+def merge_record_errors(found: list[RecordErrors]) -> RecordErrors:
+    """One answer for a batch that failed several checks, as Kafka's LogValidator.processRecordErrors gives it:
+    a record keeps its first error (the key check runs before the timestamp check), and the partition's error
+    is INVALID_TIMESTAMP if any record failed on its timestamp, else the first check's."""
+    by_index: dict[int, tuple[ErrorCode, str]] = {}
+    for failure in found:
+        for index, message in failure.record_errors:
+            by_index.setdefault(index, (failure.code, message))
+    codes = {code for code, _ in by_index.values()}
+    code = ErrorCode.INVALID_TIMESTAMP if ErrorCode.INVALID_TIMESTAMP in codes else found[0].code
+    message = "; ".join(failure.message for failure in found)
+    return RecordErrors(code, message, [(i, m) for i, (_, m) in sorted(by_index.items())])
+
+
 def parse_checks(configs: Mapping[str, str]) -> RecordChecks:
     try:
         return RecordChecks.from_configs(configs)

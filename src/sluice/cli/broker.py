@@ -112,12 +112,21 @@ def serve(
     data_dir: Annotated[str, typer.Option(help="Where logs live.")] = "./sluice-data",
     config: Annotated[Path | None, typer.Option(help="YAML file of broker settings.")] = None,
     console_listen: Annotated[
-        str, typer.Option(help="Web console address ('off' for none); loopback only, it has no login here.")
+        str, typer.Option(help="Web console address ('off' for none); beyond loopback it needs a login.")
     ] = "127.0.0.1:8080",
+    console_token: Annotated[
+        str | None,
+        typer.Option(envvar="SLUICE_CONSOLE_TOKEN", help="A token the console requires (Bearer or ?token=)."),
+    ] = None,
+    console_basic_auth: Annotated[
+        str | None,
+        typer.Option(envvar="SLUICE_CONSOLE_BASIC_AUTH", help="USER:PASSWORD the console requires."),
+    ] = None,
     metrics_listen: MetricsListen = "127.0.0.1:9644",
     verbose: bool = False,
 ) -> None:
     """Run the broker, the gateway and the web console beside it, on loopback by default."""
+    from sluice.cli.console import parse_basic_auth
     from sluice.eventloop import run_event_loop
     from sluice.security.acl import StoreDamaged
     from sluice.server.serve import serve_all
@@ -132,7 +141,11 @@ def serve(
     try:
         run_event_loop(
             serve_all(
-                broker_config, grpc_listen=grpc_listen, http_listen=http_listen, console_listen=console_address
+                broker_config,
+                grpc_listen=grpc_listen,
+                http_listen=http_listen,
+                console_listen=console_address,
+                console_login=(console_token, parse_basic_auth(console_basic_auth)),
             )
         )
     except StoreDamaged as exc:

@@ -269,7 +269,7 @@ class AclStore:
             return
         from sluice.storage.metadata import write_atomically
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data = {"version": 1, "bindings": [b.to_json() for b in self.bindings()]}
         write_atomically(self.path, json.dumps(data, indent=1).encode())
 

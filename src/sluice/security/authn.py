@@ -148,14 +148,15 @@ class CredentialStore:
             return
         from sluice.storage.metadata import write_atomically
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data = {
             "version": 1,
             "users": {
                 u: {m: c.to_json() for m, c in sorted(ms.items())} for u, ms in sorted(self.users.items())
             },
         }
-        write_atomically(self.path, json.dumps(data, indent=1).encode())
+        # Salted keys are not passwords, but they allow an offline guessing attack: owner only.
+        write_atomically(self.path, json.dumps(data, indent=1).encode(), mode=0o600)
 
     def check_password(self, user: str, password: str) -> bool:
         """PLAIN: does the password reproduce the user's StoredKey for any of their SCRAM mechanisms?"""

@@ -187,6 +187,12 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
     running = RunningBroker(broker, server, host, port, retention, cleaner)
     if config.admin_listen:
         admin_host, _, admin_port = config.admin_listen.rpartition(":")
+        if config.authorizer is not None and admin_host.strip("[]") not in ("127.0.0.1", "::1", "localhost"):
+            # The admin HTTP API (group delete/rewind) has no SASL and no ACLs.
+            log.warning(
+                "admin_listen %s is not loopback: its /v1 API is not covered by the authorizer",
+                config.admin_listen,
+            )
         running.admin = AdminApp(server)
         try:
             await running.admin.start(admin_host.strip("[]"), int(admin_port))

@@ -18,6 +18,7 @@ async def serve_all(
     grpc_listen: str,
     http_listen: str,
     console_listen: tuple[str, int] | None = None,
+    console_login: tuple[str | None, tuple[str, str] | None] = (None, None),
 ) -> None:
     stop = asyncio.Event()
     install_stop_signals(stop)
@@ -48,6 +49,8 @@ async def serve_all(
                     gateway_url=gateway.http_url,
                     # The broker's admin API, where it runs one: live rewind of running groups.
                     admin_url=running.admin_url,
+                    token=console_login[0],
+                    basic_auth=console_login[1],
                 )
             )
         except (OSError, ValueError) as exc:

@@ -36,11 +36,11 @@ def topic_name_problem(name: str) -> str | None:
     return None
 
 
-def write_atomically(path: Path, data: bytes) -> None:
+def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new content."""
     temporary = path.with_name(path.name + ".tmp")
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:
             view = memoryview(data)
             while view:

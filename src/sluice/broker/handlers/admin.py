@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, errors_into, handles, response_class
-from sluice.broker.broker import OFFSETS_TOPIC, Broker, check_topic_name
+from sluice.broker.broker import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Broker, check_topic_name
 from sluice.broker.config_defs import topic_config_problem
+from sluice.broker.handlers.configs import topic_config_view
 from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.api import TopicMeta
 from sluice.storage.config import validate_topic_configs
 
 CreateTopicsResponse = response_class("CreateTopics")
@@ -24,7 +27,7 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 DUPLICATE_NAME = "Duplicate topic name."
 # Names the broker creates for itself when first needed; a user topic by that name would take their place.
-RESERVED_TOPICS = frozenset({"__transaction_state", "__cluster_metadata"})
+RESERVED_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, "__cluster_metadata"})
 
 
 def _duplicates(names: list[Any]) -> set[Any]:
@@ -144,14 +147,15 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
         partitions = _partition_count(broker, topic)
         clean = {k: v for k, v in configs.items() if v is not None}
         if validate_only:
-            result.num_partitions, result.replication_factor = partitions, 1
-            return result
-        meta = broker.create_topic(topic.name, partitions, clean)
-        result.topic_id = meta.topic_id
+            # The topic as it would be: Kafka answers validate_only with the same partitions and configs.
+            meta = TopicMeta(topic.name, uuid.UUID(int=0), partitions, {**broker.config.topic_defaults, **clean})
+        else:
+            meta = broker.create_topic(topic.name, partitions, clean)
+            result.topic_id = meta.topic_id
         result.num_partitions, result.replication_factor = meta.partitions, 1
         result.configs = [
-            R.CreatableTopicConfigs(name=name, value=value, config_source=1)
-            for name, value in sorted(meta.configs.items())
+            R.CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source, is_sensitive=secret)
+            for name, value, source, secret in topic_config_view(broker, meta)
         ]
     return result
 
@@ -197,8 +201,22 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     wanted = (
         [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 else [(n, None) for n in request.topic_names]
     )
-    results = []
+    # Kafka's ControllerApis deletes nothing named twice, by name or by id, and answers it once.
+    twice = _duplicates([name for name, _ in wanted if name is not None])
+    twice_ids = _duplicates([topic_id for name, topic_id in wanted if name is None])
+    results = [
+        R.DeletableTopicResult(name=n, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE_NAME)
+        for n in sorted(twice)
+    ]
+    results += [
+        R.DeletableTopicResult(
+            name=None, topic_id=i, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic id."
+        )
+        for i in sorted(twice_ids, key=str)
+    ]
     for name, topic_id in wanted:
+        if name in twice or (name is None and topic_id in twice_ids):
+            continue
         meta = broker.storage.topic(name) if name is not None else broker.storage.topic_by_id(topic_id)
         result = R.DeletableTopicResult(name=name if name is not None else (meta.name if meta else None))
         if meta is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, handles, response_class
@@ -18,6 +19,7 @@ from sluice.broker.config_defs import (
     topic_config_problem,
 )
 from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.api import TopicMeta
 from sluice.storage.cleaner import plan_cleaning
 from sluice.storage.config import (
     CLEANER_DIRTY_RATIO,
@@ -182,15 +184,11 @@ def _entry(
     )
 
 
-def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
-    meta = broker.storage.topic(result.resource_name)
-    if meta is None:
-        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        result.error_message = f"topic {result.resource_name!r} does not exist"
-        return
-    names = sorted(set(TOPIC_CONFIGS) | set(meta.configs))
-    configs = []
-    for name in names:
+def _topic_rows(
+    broker: Broker, meta: TopicMeta, keys: Any
+) -> Iterator[tuple[str, str | None, int, Any, list[Any]]]:
+    """(name, value, source, definition or None, synonyms) of each of the topic's configs, in name order."""
+    for name in sorted(set(TOPIC_CONFIGS) | set(meta.configs)):
         if keys is not None and name not in keys:
             continue
         override = meta.configs.get(name)
@@ -198,21 +196,38 @@ def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any
         value, source = (synonyms[0][1], synonyms[0][2]) if synonyms else (override, DYNAMIC_TOPIC_CONFIG)
         if name in BROKER_DEFAULT_SYNONYMS and override is None and source == DEFAULT_CONFIG:
             value = TOPIC_CONFIGS[name].default
-        d = TOPIC_CONFIGS.get(name)
-        configs.append(
-            _entry(
-                R,
-                name,
-                value,
-                source,
-                d.type if d else STRING,
-                d.doc if d else None,
-                synonyms,
-                False,
-                request,
-            )
+        yield name, value, source, TOPIC_CONFIGS.get(name), synonyms
+
+
+def topic_config_view(broker: Broker, meta: TopicMeta) -> list[tuple[str, str | None, int, bool]]:
+    """(name, value, source, sensitive) of every config of the topic, as DescribeConfigs reports them; what a
+    CreateTopics v5+ answer carries (KIP-525)."""
+    return [
+        (name, value, source, d is not None and d.type == PASSWORD)
+        for name, value, source, d, _ in _topic_rows(broker, meta, None)
+    ]
+
+
+def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
+    meta = broker.storage.topic(result.resource_name)
+    if meta is None:
+        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result.error_message = f"topic {result.resource_name!r} does not exist"
+        return
+    result.configs = [
+        _entry(
+            R,
+            name,
+            value,
+            source,
+            d.type if d else STRING,
+            d.doc if d else None,
+            synonyms,
+            False,
+            request,
         )
-    result.configs = configs
+        for name, value, source, d, synonyms in _topic_rows(broker, meta, keys)
+    ]
 
 
 def _describe_broker(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
@@ -346,11 +361,41 @@ def _resource_response(response_cls: Any, resource: Any, code: ErrorCode, messag
     )
 
 
+def _shape_problems(resources: list[Any], incremental: bool) -> dict[int, tuple[ErrorCode, str]]:
+    """Kafka's ConfigAdminManager.preprocess: refusals by the request's shape alone, before any resource is
+    read or changed (a resource named twice refuses both)."""
+    problems: dict[int, tuple[ErrorCode, str]] = {}
+    first: dict[tuple[int, str], int] = {}
+    for i, resource in enumerate(resources):
+        key = (resource.resource_type, resource.resource_name)
+        if key in first:
+            for j in (first[key], i):
+                problems[j] = (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            continue
+        first[key] = i
+        names = [c.name for c in resource.configs]
+        if len(set(names)) != len(names):
+            problems[i] = (ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            continue
+        nulls = [
+            c.name
+            for c in resource.configs
+            if c.value is None and not (incremental and c.config_operation == DELETE)
+        ]
+        if nulls:
+            problems[i] = (ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+    return problems
+
+
 @handles("AlterConfigs")
 def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = AlterConfigsResponse
     responses = []
-    for resource in request.resources:
+    problems = _shape_problems(request.resources, incremental=False)
+    for i, resource in enumerate(request.resources):
+        if i in problems:
+            responses.append(_resource_response(R, resource, *problems[i]))
+            continue
         meta = broker.storage.topic(resource.resource_name) if resource.resource_type == TOPIC else None
         # AlterConfigs replaces the whole set: keys not named go back to their defaults.
         changes: dict[str, str | None] = dict.fromkeys(meta.configs if meta else ())
@@ -391,7 +436,11 @@ def _incremental_changes(current: dict[str, str], configs: list[Any]) -> dict[st
 def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = IncrementalAlterConfigsResponse
     responses = []
-    for resource in request.resources:
+    problems = _shape_problems(request.resources, incremental=True)
+    for i, resource in enumerate(request.resources):
+        if i in problems:
+            responses.append(_resource_response(R, resource, *problems[i]))
+            continue
         if resource.resource_type == BROKER_LOGGER:
             responses.append(
                 _resource_response(R, resource, *_alter_loggers(broker, resource, request.validate_only))

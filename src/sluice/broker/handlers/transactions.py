@@ -51,10 +51,8 @@ def _answer(
 
 
 def _no_coordinator(broker: Broker, ctx: RequestContext) -> bool:
-    """No coordinator to answer, or it could not persist what it decides: the data dir is below
-    min_free_bytes or full. Refused before the coordinator changes state, so memory never runs ahead of
-    __transaction_state; clients retry COORDINATOR_NOT_AVAILABLE until space is back."""
-    return broker.transactions is None or broker.write_refusal(ctx.now_ms) is not None
+    """This broker runs no transaction coordinator (clients retry COORDINATOR_NOT_AVAILABLE)."""
+    return broker.transactions is None
 
 
 def _cannot_write(broker: Broker, ctx: RequestContext) -> bool:
