@@ -303,11 +303,16 @@ def test_kill_9_of_the_driver_mid_batch_at_several_points_loses_and_duplicates_n
     driver = _start_driver(config)
     _wait_for(open_transaction_written, 180, "records of an open transaction")
     _kill_9(driver)
-    # 2. After partition 0's task of a batch committed, before partition 1's did (so before
-    #    Spark could log the batch): the window where an at-least-once sink duplicates.
+
+    # 2. After partition 0's task of a batch wrote all its records (prepared, 30 of them), while
+    #    partition 1's still writes, so before the batch commits: the window where an
+    #    at-least-once sink duplicates.
+    def written_not_visible() -> int:
+        return len(_read(eos.sink.bootstrap, target, 2, "read_uncommitted", 2)) - visible()
+
     driver = _start_driver(config)
-    at_start = visible()
-    _wait_for(lambda: (seen := visible()) > at_start and seen % 60 == 30, 180, "half a batch committed")
+    garbage = written_not_visible()  # aborted records the first kill left
+    _wait_for(lambda: written_not_visible() - garbage >= 30, 180, "one task's share written, uncommitted")
     _kill_9(driver)
     # 3. Right after Spark logged a batch, while the next batch's tasks are writing.
     driver = _start_driver(config)

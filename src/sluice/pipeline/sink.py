@@ -11,10 +11,11 @@ Option ``deliveryGuarantee`` (Flink's name) picks how:
 
 - ``at-least-once`` (default): each task flushes its producer before reporting success, and a
   failed task is retried by Spark, which may produce some records twice.
-- ``exactly-once``: each task writes its share of a micro-batch in one Kafka transaction that
-  also records "task k of batch B is done" (see ``transactional.py``); retries, speculative
-  copies and batches replayed after a driver crash never make a record visible twice to
-  read_committed readers.
+- ``exactly-once``: each task writes its share in one Kafka transaction (for streams with the
+  marker "task k of batch B is done") and leaves it prepared; the driver's commit ends them
+  all (see ``transactional.py``). Retries, speculative copies and batches replayed after a
+  driver crash never make a record visible twice to read_committed readers, and a batch
+  ``df.write`` is all-or-nothing.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from sluice.pipeline.transactional import (
     PreparedTransaction,
     TransactionalTask,
     abort_job,
+    abort_prepared,
     batch_job_prefix,
     check_transactions_supported,
     commit_prepared,
@@ -114,7 +116,7 @@ class _KafkaWriting:
         metadata = KafkaMetadata(options.bootstrap_servers, options.kafka_config, options.metadata_timeout_s)
         metadata.topic_partitions()
         if options.exactly_once:
-            check_transactions_supported(options, driver_commits=self.job_prefix is not None)
+            check_transactions_supported(options, markers=self.job_prefix is None)
         self.options = options
         self.column_names = set(schema.fieldNames())
 
@@ -158,10 +160,8 @@ class _KafkaWriting:
             produced = self._produce_batch(task.tracker, first)
             for batch in batches:
                 produced += self._produce_batch(task.tracker, batch)
-            if driver_commits:
-                return ProducedCount(produced, prepared=task.prepare())
-            task.commit()
-            return ProducedCount(produced)
+            # The driver commits (see TransactionalTask.prepare for why the task must not).
+            return ProducedCount(produced, prepared=task.prepare())
         finally:
             task.close()
 
@@ -235,12 +235,13 @@ class KafkaStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
     """df.writeStream.format("sluice"): at-least-once or exactly-once per micro-batch."""
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records are already visible (flushed, or committed with their task's marker).
+        """Exactly-once: commit every task's prepared transaction (records and marker).
 
-        With exactly-once, Spark writing this batch to its commit log after this returns is the
-        batch's commit: a replay of it would find every task's marker and write nothing.
+        Spark logs the batch only after this returns; a replay of a batch whose commit was cut
+        short finds the markers of the shares committed and rewrites only the others.
         """
         if self.options.exactly_once:
+            commit_prepared(self.options, _prepared(messages))
             counts = [m for m in messages if isinstance(m, ProducedCount)]
             log.info(
                 "batch %d: %d records committed, %d task(s) already committed by an earlier attempt",
@@ -250,4 +251,6 @@ class KafkaStreamWriter(_KafkaWriting, DataSourceStreamArrowWriter):
             )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Kafka cannot take back what tasks committed; with exactly-once a replay skips it."""
+        """Exactly-once: abort the prepared transactions now (a replay would fence them anyway)."""
+        if self.options.exactly_once:
+            abort_prepared(self.options, _prepared(messages))

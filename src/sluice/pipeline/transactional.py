@@ -1,4 +1,4 @@
-"""The exactly-once sink's Kafka side: one transaction per (batch, task), committed with a marker.
+"""The exactly-once sink's Kafka side: a two-phase commit the driver finishes with EndTxn.
 
 Design (the proof sketch is in README.md, "Exactly-once writes"):
 
@@ -6,22 +6,16 @@ Design (the proof sketch is in README.md, "Exactly-once writes"):
   ``<prefix>-<k>``. ``init_transactions`` bumps the id's epoch, which aborts whatever an earlier
   attempt of the same task left open and fences it: a zombie (speculative copy, retried task,
   a task of a driver that was killed) can no longer produce or commit.
-- Still inside the transaction the task commits the offset ``B + 1`` for the consumer group
-  ``<prefix>-<k>`` on partition 0 of the commit topic (``send_offsets_to_transaction``). The
-  records and this marker become visible together or not at all.
-- Before writing, after fencing, the task reads that group's offset (a read_committed fetch,
-  which waits for a pending commit to settle). If it is already past ``B``, an earlier attempt
-  committed this task's share of the batch and the task writes nothing.
-
-So each (batch, task) share of the output is committed at most once, and Spark's own retries
-and replays make sure at least once.
-
-A batch ``df.write`` is all-or-nothing instead, as a true two-phase commit: every task leaves its
-transaction open (flushed, "prepared") and reports its producer id and epoch; the driver's
-``commit`` ends all of them with EndTxn, and its ``abort`` aborts them (and fences every task's
-id, so no attempt's transaction stays open). librdkafka cannot finish another process's
-transaction, so the driver speaks EndTxn through sluice's wire client, as Flink's Kafka sink does
-through the Java client by reflection.
+- Streams: after fencing, the task reads the offset the consumer group ``<prefix>-<k>`` has
+  committed on partition 0 of the commit topic (read_committed). Past ``B`` means this share
+  was committed before: the task writes nothing. Otherwise it writes its records and, in the
+  same transaction, the offset ``B + 1`` for that group (the marker).
+- The task flushes and returns its producer id and epoch without committing ("prepared"); the
+  driver's commit checks every transaction is still open under that epoch and sends EndTxn.
+  librdkafka cannot finish another process's transaction, so the driver speaks EndTxn through
+  sluice's wire client, as Flink's Kafka sink does through the Java client by reflection.
+- Batch writes (no checkpoint, no replay) skip the marker; their abort also fences every
+  task's id, so no attempt's transaction stays open: the job is all-or-nothing.
 """
 
 from __future__ import annotations
@@ -76,7 +70,9 @@ def batch_job_prefix(user_prefix: str | None) -> str:
     return f"{user_prefix or 'sluice-job'}-{uuid.uuid4().hex}"
 
 
-def check_transactions_supported(options: SinkOptions, driver_commits: bool = False) -> None:
+def check_transactions_supported(
+    options: SinkOptions, driver_commits: bool = True, markers: bool = True
+) -> None:
     """Driver side, at query start: fail now, with a clear message, if transactions cannot work.
 
     Initializing a transactional producer exercises FindCoordinator(TRANSACTION) and a
@@ -88,9 +84,9 @@ def check_transactions_supported(options: SinkOptions, driver_commits: bool = Fa
         protocol = str(options.kafka_config.get("security.protocol", "plaintext")).lower()
         if protocol != "plaintext":
             raise TransactionsUnsupportedError(
-                "deliveryGuarantee=exactly-once for a batch write commits the tasks' transactions from the "
+                "deliveryGuarantee=exactly-once commits the tasks' transactions from the "
                 f"driver over a plaintext connection, and kafka.security.protocol is {protocol}. "
-                "Use a streaming query (writeStream, which commits from the tasks) or at-least-once."
+                "Use deliveryGuarantee=at-least-once with this cluster."
             )
     settings = {
         **client_config(options.bootstrap_servers, options.kafka_config),
@@ -121,8 +117,8 @@ def check_transactions_supported(options: SinkOptions, driver_commits: bool = Fa
                 f"deliveryGuarantee=exactly-once: the driver cannot reach the transaction coordinator of "
                 f"{options.bootstrap_servers}: {error}"
             ) from None
-        return
-    _ensure_commit_topic(options)
+    if markers:
+        _ensure_commit_topic(options)
 
 
 def _ensure_commit_topic(options: SinkOptions) -> None:
@@ -154,10 +150,9 @@ class PreparedTransaction:
 
 
 class TransactionalTask:
-    """Executor side: one task's share of one batch, in one transaction.
+    """Executor side: one task's share of one batch, in one transaction the driver commits.
 
-    With ``markers`` (streams) the task commits it together with its marker; without (batch
-    writes) it leaves it prepared for the driver (``prepare``).
+    With ``markers`` (streams) the transaction also carries the marker "batch B done".
     """
 
     def __init__(
@@ -173,9 +168,8 @@ class TransactionalTask:
             "transactional.id": self.txn_id,
             "transaction.timeout.ms": options.transaction_timeout_ms,
         }
-        if not markers:
-            overrides["statistics.interval.ms"] = _STATS_INTERVAL_MS
-            overrides["stats_cb"] = self._on_stats
+        overrides["statistics.interval.ms"] = _STATS_INTERVAL_MS
+        overrides["stats_cb"] = self._on_stats
         self.tracker = DeliveryTracker(options.bootstrap_servers, options.kafka_config, overrides)
         self._marker_reader: Consumer | None = None
         if markers:
@@ -221,9 +215,26 @@ class TransactionalTask:
         return 0 if committed.offset == _NO_COMMITTED_OFFSET else committed.offset
 
     def prepare(self) -> PreparedTransaction:
-        """Flush and leave the transaction open; the driver ends it (no marker: batch writes)."""
+        """Flush (with the marker, for streams) and leave the transaction open for the driver.
+
+        The task must not commit on its own: when something upstream of the sink fails, Spark
+        closes the sink's input as if it had ended, so a task cannot tell a complete share from
+        a truncated one. Only the driver knows the task succeeded.
+        """
         try:
             self.tracker.flush(self.options.transaction_timeout_ms / 1000.0)
+            if self._marker_reader is not None:
+                marker = TopicPartition(self.options.commit_topic, _MARKER_PARTITION, self.batch_id + 1)
+                self.tracker.producer.send_offsets_to_transaction(
+                    [marker],
+                    self._marker_reader.consumer_group_metadata(),
+                    max(self.options.metadata_timeout_s, 60.0),
+                )
+        except KafkaException as error:
+            self.abort_quietly()
+            raise ProduceFailedError(
+                f"{self.txn_id}: cannot prepare batch {self.batch_id}: {error.args[0].str()}"
+            ) from None
         except ProduceFailedError:
             self.abort_quietly()
             raise
@@ -240,27 +251,6 @@ class TransactionalTask:
         return PreparedTransaction(
             self.txn_id, int(self._stats["producer_id"]), int(self._stats["producer_epoch"])
         )
-
-    def commit(self) -> None:
-        """Flush, add the marker, commit. A fenced task fails; nothing it wrote becomes visible."""
-        assert self._marker_reader is not None
-        producer = self.tracker.producer
-        timeout = max(self.options.metadata_timeout_s, 60.0)
-        try:
-            self.tracker.flush(self.options.transaction_timeout_ms / 1000.0)
-            marker = TopicPartition(self.options.commit_topic, _MARKER_PARTITION, self.batch_id + 1)
-            producer.send_offsets_to_transaction(
-                [marker], self._marker_reader.consumer_group_metadata(), timeout
-            )
-            producer.commit_transaction(timeout)
-        except KafkaException as error:
-            self.abort_quietly()
-            raise ProduceFailedError(
-                f"{self.txn_id}: batch {self.batch_id} not committed: {error.args[0].str()}"
-            ) from None
-        except ProduceFailedError:
-            self.abort_quietly()
-            raise
 
     def abort_quietly(self) -> None:
         """Take back what this attempt wrote now, rather than when the next attempt fences it."""
@@ -381,6 +371,16 @@ def commit_prepared(options: SinkOptions, prepared: Sequence[PreparedTransaction
                 raise ProduceFailedError(
                     f"{txn.transactional_id}: EndTxn(commit) failed: {ErrorCode(error).name}"
                 )
+
+
+def abort_prepared(options: SinkOptions, prepared: Sequence[PreparedTransaction]) -> None:
+    """Driver side: EndTxn(abort) for each prepared transaction, best effort."""
+    try:
+        with _Coordinators(options) as coordinators:
+            for txn in prepared:
+                coordinators.end(txn, commit=False)
+    except (OSError, ProduceFailedError) as error:
+        log.warning("aborting prepared transactions: %s (the next attempt fences them)", error)
 
 
 def abort_job(options: SinkOptions, prefix: str, tasks: int, prepared: Sequence[PreparedTransaction]) -> None:
