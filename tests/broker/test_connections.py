@@ -125,6 +125,9 @@ def test_connections_past_max_connections_are_refused_and_the_others_keep_workin
         assert [ask(sock, n) for n, sock in enumerate(held)] == [0, 1, 2]
         extra = socket.create_connection(("127.0.0.1", proc.port))
         assert closed_within(extra, 5), "the fourth connection was kept open"
+        deadline = time.monotonic() + 5  # the output is read by another thread
+        while "refusing connection" not in "".join(proc.output) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert "refusing connection" in "".join(proc.output)
         assert ask(held[0], 10) == 10
         held.pop().close()  # a slot frees up: a new connection is served again
