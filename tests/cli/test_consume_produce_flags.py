@@ -107,16 +107,28 @@ def test_bootstrap_from_environment_and_x_settings(bootstrap: str, two_partition
     assert malformed.returncode != 0 and "KEY=VALUE" in malformed.stderr
 
 
-def test_isolation_levels_are_accepted_and_validated(bootstrap: str) -> None:
-    """Both levels read plain records; an unknown level is refused. (Open transactions need the
-    transaction coordinator, which lands in parallel; then this test should add one.)"""
+def test_isolation_levels_with_an_open_transaction(bootstrap: str) -> None:
+    """read_committed (the default) stops before an open transaction's records and -e still exits;
+    read_uncommitted shows them; after the commit both levels read everything; an unknown level is
+    refused."""
     topic = create_topic(bootstrap, prefix="iso")
     plain = Producer({"bootstrap.servers": bootstrap})
     plain.produce(topic, b"committed")
     assert plain.flush(30) == 0
-    for level, expected in (("read_committed", ["committed"]), ("read_uncommitted", ["committed"])):
+    txn = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-txn"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"pending")
+    assert txn.flush(30) == 0  # written, not committed
+    assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e")) == ["committed"]
+    assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e",
+                         "--isolation", "read_committed")) == ["committed"]
+    assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e",
+                         "--isolation", "read_uncommitted")) == ["committed", "pending"]
+    txn.commit_transaction(30)
+    for level in ("read_committed", "read_uncommitted"):
         assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e",
-                             "--isolation", level)) == expected
+                             "--isolation", level)) == ["committed", "pending"]
     bad = sluice("consume", topic, "-b", bootstrap, "-e", "--isolation", "dirty")
     assert bad.returncode != 0 and "isolation" in bad.stderr
 

@@ -387,6 +387,21 @@ def test_idle_classic_group_converts_and_keeps_its_offsets() -> None:
     assert fetched.groups[0].topics[0].partitions[0].committed_offset == 42
 
 
+def test_a_member_from_before_a_restart_is_told_to_rejoin_not_that_the_group_is_gone() -> None:
+    """After a restart a KIP-848 group's offsets come back as an idle classic group and its members keep
+    heartbeating with their old epochs: UNKNOWN_MEMBER_ID (rejoin with epoch 0), which the client
+    handles, rather than GROUP_ID_NOT_FOUND, which librdkafka treats as fatal."""
+    clock = Clock()
+    assert commit(clock, "", -1, offset=42) is ErrorCode.NONE
+    stale = clock.beat("a", 7)
+    assert stale.error_code is ErrorCode.UNKNOWN_MEMBER_ID
+    assert GROUP in clock.coordinator.groups  # nothing converted by the stale heartbeat
+    assert Member(clock, "a").beat().error_code is ErrorCode.NONE
+    fetched = clock.call("offset_fetch", OffsetFetch([OffsetFetchGroup(GROUP, None)]))
+    assert isinstance(fetched, OffsetFetchResult)
+    assert fetched.groups[0].topics[0].partitions[0].committed_offset == 42
+
+
 def test_list_and_describe() -> None:
     clock = Clock()
     a = Member(clock, "a")

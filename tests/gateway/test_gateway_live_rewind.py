@@ -127,11 +127,14 @@ async def test_offsets_set_through_the_gateway_rewind_members_elsewhere_live(
     topic, group = create_topic(bootstrap, partitions=2, prefix="gw-rewind"), unique_group("gw-rewind")
     fill(bootstrap, topic)
     gateway = await start_gateway(gateway_document(bootstrap, admin_url.removeprefix("http://")))
-    other = PollingMember(bootstrap, group, topic)
+    other: PollingMember | None = None
     try:
         async with aiohttp.ClientSession(gateway.http_url) as http:
+            # The gateway first, so that the other member cannot have read (and committed) everything.
             await join_through_gateway(http, topic, group)
-            await until(lambda: len(other.since(0)) > 0, "the other member to read")
+            other = PollingMember(bootstrap, group, topic)
+            # It reads its partition to the end (so nothing it reads later is from before the rewind).
+            await until(lambda: any(o == PER_PARTITION - 1 for _, o in other.since(0)), "the other member to read")
             mark = len(other.since(0))
             async with http.post(f"/topics/{topic}/offsets", params={"group": group},
                                  json=[{"partition": 0, "offset": 5}, {"partition": 1, "offset": 99}]) as response:
@@ -148,7 +151,8 @@ async def test_offsets_set_through_the_gateway_rewind_members_elsewhere_live(
             assert sorted(o for p, o in again if p == 0) == expected, again
             assert [o for p, o in again if p == 1] == []
     finally:
-        await asyncio.to_thread(other.stop)
+        if other is not None:
+            await asyncio.to_thread(other.stop)
 
 
 async def test_without_the_admin_listener_members_elsewhere_are_a_clear_refusal(

@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from group_helpers import RawMember, committed_offsets, create_topic, fast_config, produce, wait_for
+from group_helpers import (
+    CONSUMER_GROUP_SESSION_MS,
+    RawMember,
+    committed_offsets,
+    create_topic,
+    fast_config,
+    group_state,
+    produce,
+    wait_for,
+)
 
 from sluice.errors import ErrorCode
 from sluice.testing import BrokerProcess
@@ -96,7 +105,16 @@ def test_an_ephemeral_group_goes_with_its_offsets_when_the_last_member_leaves(
                  for _ in range(2)]
     for consumer in consumers:
         consumer.subscribe([topic_name])
-    wait_for(lambda: any(c.poll(0.1) is not None for c in consumers), TIMEOUT, "a message")
+
+    read: list[object] = []
+
+    def both_in_and_reading() -> bool:
+        # Poll every consumer each time: one left unpolled holds the rebalance (and the commit behind it).
+        read.extend(m for m in (c.poll(0.1) for c in consumers) if m is not None)
+        state, members = group_state(bootstrap, group_name)
+        return bool(read) and (state.upper(), members) == ("STABLE", 2)
+
+    wait_for(both_in_and_reading, TIMEOUT, "both members in and a message read")
     consumers[0].commit(offsets=[TopicPartition(topic_name, 0, 3)], asynchronous=False)
     assert committed_offsets(bootstrap, group_name) == {(topic_name, 0): 3}
     consumers[0].close()
@@ -107,6 +125,79 @@ def test_an_ephemeral_group_goes_with_its_offsets_when_the_last_member_leaves(
     wait_for(lambda: group_name not in listed(admin_broker), TIMEOUT, "the ephemeral group to go")
     assert committed_offsets(bootstrap, group_name) == {}
     assert group_name not in kafka_listed(bootstrap)
+
+
+def test_an_ephemeral_group_goes_when_its_last_member_expires_or_the_broker_restarts_without_it(
+        tmp_path: Path, topic_name: str, group_name: str) -> None:
+    """A member that vanishes without leaving (its process killed) expires at its session timeout, and
+    the ephemeral group goes with its offsets; so does one whose member was lost with a broker kill -9."""
+    proc = BrokerProcess(tmp_path / "data", config=fast_config(tmp_path), admin=True).start()
+    try:
+        create_topic(proc.bootstrap, topic_name, 1)
+
+        def vanishing_member(group: str) -> RawMember:
+            made = sluice("groups", "create", group, "--ephemeral", "-b", proc.bootstrap, "--admin", admin_of(proc))
+            assert made.returncode == 0, made.stderr
+            member = RawMember(proc.bootstrap, group)
+            member.join_fully([topic_name], session_timeout_ms=1000)
+            assert member.sync({member.member_id: b""}).error_code == 0
+            assert member.commit(topic_name, 0, 1) == 0
+            assert committed_offsets(proc.bootstrap, group) == {(topic_name, 0): 1}
+            return member
+
+        vanishing_member(group_name).close()  # gone without a LeaveGroup, as a killed process
+        wait_for(lambda: group_name not in listed(proc), TIMEOUT, "the expired ephemeral group to go")
+        assert committed_offsets(proc.bootstrap, group_name) == {}
+
+        second = f"{group_name}-2"
+        member = vanishing_member(second)
+        proc.kill()
+        member.close()
+        proc.restart()
+        wait_for(lambda: second not in listed(proc), TIMEOUT, "the ephemeral group to go after the restart")
+        assert committed_offsets(proc.bootstrap, second) == {}
+    finally:
+        proc.stop()
+
+
+def test_an_ephemeral_kip848_group_after_a_restart_keeps_members_that_come_back_and_goes_without(
+        tmp_path: Path, topic_name: str) -> None:
+    """KIP-848 membership is not persisted: after a restart an ephemeral group waits a session timeout
+    for its members. A live consumer rejoins and keeps it (and its offsets) until it leaves; a group
+    whose consumer went away while the broker was down goes at the end of the wait."""
+    proc = BrokerProcess(tmp_path / "data", config=fast_config(tmp_path), admin=True).start()
+    kept, lost = "eph-kept", "eph-lost"
+    consumers: dict[str, Consumer] = {}
+    try:
+        create_topic(proc.bootstrap, topic_name, 1)
+        produce(proc.bootstrap, topic_name, 1, 5)
+        for group in (kept, lost):
+            made = sluice("groups", "create", group, "--ephemeral", "-b", proc.bootstrap, "--admin", admin_of(proc))
+            assert made.returncode == 0, made.stderr
+            consumer = consumers[group] = Consumer({
+                "bootstrap.servers": proc.bootstrap, "group.id": group, "group.protocol": "consumer",
+                "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            consumer.subscribe([topic_name])
+            wait_for(lambda c=consumer: c.poll(0.1) is not None, TIMEOUT, "a message")
+            consumer.commit(offsets=[TopicPartition(topic_name, 0, 2)], asynchronous=False)
+        assert proc.stop() == 0
+        consumers.pop(lost).close()  # its leave cannot reach the broker
+        proc.restart()
+        # Past the wait (the fast config's consumer session timeout) with the other consumer polling on.
+        deadline = time.monotonic() + CONSUMER_GROUP_SESSION_MS / 1000 * 2
+        while time.monotonic() < deadline:
+            consumers[kept].poll(0.1)
+        groups = listed(proc)
+        assert kept in groups and lost not in groups
+        assert committed_offsets(proc.bootstrap, kept) == {(topic_name, 0): 2}
+        assert committed_offsets(proc.bootstrap, lost) == {}
+        consumers.pop(kept).close()
+        wait_for(lambda: kept not in listed(proc), TIMEOUT, "the ephemeral group to go")
+        assert committed_offsets(proc.bootstrap, kept) == {}
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+        proc.stop()
 
 
 def test_delete_refuses_a_group_with_members_unless_forced(

@@ -19,6 +19,7 @@ from __future__ import annotations
 from sluice.cli import broker, clients, console, storage, topics  # noqa: F401  (each registers its commands on `app`)
 from sluice.cli.acls import app as acls_app
 from sluice.cli.app import app
+from sluice.cli.common import err_console
 from sluice.cli.groups import app as groups_app
 from sluice.cli.pipeline import app as pipeline_app
 from sluice.cli.transactions import app as transactions_app
@@ -32,7 +33,20 @@ app.add_typer(acls_app, name="acls")
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except Exception as exc:
+        # A Kafka client's failure (broker unreachable, authentication refused, ...) that a command did not
+        # handle itself: one error line, not a traceback. confluent_kafka is imported only here, so
+        # commands that never load it do not pay for it at start-up.
+        from confluent_kafka import KafkaException
+
+        if not isinstance(exc, KafkaException):
+            raise
+        error = exc.args[0] if exc.args else exc
+        reason = error.str() if hasattr(error, "str") else str(error)
+        err_console.print(f"[red]error:[/red] {reason}")
+        raise SystemExit(1) from None
 
 
 __all__ = ["app", "main"]

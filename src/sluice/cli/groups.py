@@ -64,6 +64,9 @@ def list_groups(
     _use(setting)
     admin = _admin(bootstrap)  # held until the future resolves: a collected client cancels its requests
     result = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
+    if result.errors and not result.valid:
+        # No broker answered (unreachable, authentication refused...): an empty table would be a lie.
+        _fail("could not list consumer groups: " + "; ".join(str(e) for e in result.errors))
     for error in result.errors:
         err_console.print(f"[yellow]warning:[/yellow] {error}")
     rows = sorted(

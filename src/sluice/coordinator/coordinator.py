@@ -122,6 +122,8 @@ class GroupCoordinator(GroupManagement):
         self.settings: dict[str, GroupSettings] = {}
         self.rewinds: dict[str, ClassicRewind] = {}
         self._ephemeral_joined: set[str] = set()
+        # Ephemeral groups whose members a restart lost: deleted unless a member is back by the deadline.
+        self._ephemeral_grace: dict[str, int] = {}
 
     # --- introspection -------------------------------------------------------------------------
 
@@ -606,9 +608,17 @@ class GroupCoordinator(GroupManagement):
         classic = self.groups.get(request.group_id)
         if classic is not None:
             idle = classic.is_in(_S.EMPTY) and not classic.members and not classic.pending_members
-            if not idle or request.member_epoch != JOIN_EPOCH:
+            if not idle:
                 out.reply(reply_to, ConsumerGroupHeartbeatResult(
                     ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.",
+                    member_epoch=request.member_epoch))
+                return out
+            if request.member_epoch != JOIN_EPOCH:
+                # A member from before a restart: KIP-848 membership is not persisted and the group's
+                # offsets came back as an idle classic group. UNKNOWN_MEMBER_ID makes it rejoin with
+                # epoch 0 (GROUP_ID_NOT_FOUND would be fatal to the client).
+                out.reply(reply_to, ConsumerGroupHeartbeatResult(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in the group",
                     member_epoch=request.member_epoch))
                 return out
             # An idle classic group (or one that only has offsets) becomes a consumer group, keeping
@@ -780,6 +790,7 @@ class GroupCoordinator(GroupManagement):
             deadlines.append(consumer_deadline)
         if (self.groups or self.consumer.groups) and self._next_offsets_check_ms is not None:
             deadlines.append(self._next_offsets_check_ms)
+        deadlines += self._ephemeral_grace.values()
         return min(deadlines, default=None)
 
     def tick(self, now_ms: int) -> Outcome:
@@ -826,6 +837,7 @@ class GroupCoordinator(GroupManagement):
         self.settings = load_settings(records)
         self._keep_created_groups(now_ms)
         self._sync_session_timeouts()
+        self._resume_ephemeral(now_ms)
         # KIP-848 membership is not persisted (yet): their offsets come back as classic "simple"
         # groups, converted again when the members rejoin.
         self.consumer.groups = {}

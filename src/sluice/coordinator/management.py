@@ -171,6 +171,7 @@ class GroupManagement:
     settings: dict[str, GroupSettings]
     rewinds: dict[str, ClassicRewind]
     _ephemeral_joined: set[str]
+    _ephemeral_grace: dict[str, int]
 
     if TYPE_CHECKING:
 
@@ -292,6 +293,7 @@ class GroupManagement:
     def _forget_group(self, group_id: str) -> list[PersistRecord]:
         self.rewinds.pop(group_id, None)
         self._ephemeral_joined.discard(group_id)
+        self._ephemeral_grace.pop(group_id, None)
         if self.settings.pop(group_id, None) is None:
             return []
         self._sync_session_timeouts()
@@ -308,6 +310,23 @@ class GroupManagement:
             gid: s.session_timeout_ms for gid, s in self.settings.items() if s.session_timeout_ms is not None
         }
 
+    def _resume_ephemeral(self, now_ms: int) -> None:
+        """After a restart. Classic members come back from their records and expire as usual, so such a
+        group counts as joined. KIP-848 membership is not persisted, and a group left with only offsets
+        may have lost its members with the broker: it waits one session timeout for a member to return
+        (live consumers rejoin within a heartbeat) and is deleted if none does."""
+        self._ephemeral_joined = set()
+        self._ephemeral_grace = {}
+        for group_id, settings in self.settings.items():
+            group = self.groups.get(group_id)
+            if not settings.ephemeral or group is None:
+                continue
+            if group.members:
+                self._ephemeral_joined.add(group_id)
+            elif group.offsets:
+                wait = settings.session_timeout_ms or self.config.consumer_group_session_timeout_ms
+                self._ephemeral_grace[group_id] = now_ms + wait
+
     def _reap_ephemeral(self, now_ms: int, out: Outcome) -> None:
         """Delete each ephemeral group, with its offsets, once the last member that joined has left."""
         for group_id, settings in list(self.settings.items()):
@@ -315,12 +334,13 @@ class GroupManagement:
                 continue
             group = self.groups.get(group_id)
             consumer_group = self.consumer.groups.get(group_id)
-            if group is not None:
-                occupied = bool(group.members or group.pending_members)
-            else:
-                occupied = consumer_group is not None and not consumer_group.is_empty()
+            occupied = (group is not None and bool(group.members or group.pending_members)) or (
+                consumer_group is not None and not consumer_group.is_empty()
+            )
+            grace = self._ephemeral_grace.get(group_id)
             if occupied:
                 self._ephemeral_joined.add(group_id)
-            elif group_id in self._ephemeral_joined:
+                self._ephemeral_grace.pop(group_id, None)
+            elif group_id in self._ephemeral_joined or (grace is not None and grace <= now_ms):
                 out.records += self.delete_group(group_id, False, now_ms).records
 
