@@ -5,9 +5,9 @@ ACLs vs no authorizer, side by side in one run, with confluent-kafka and 1 KiB m
     .venv/bin/python bench/security_bench.py --count 20000 --rounds 2 --json-out /tmp/security.json
 
 Part 1 runs one broker with a PLAINTEXT and a SASL_SSL listener (authorizer off) and alternates the two
-listeners, so both share whatever else the machine is doing. Part 2 runs, in turn, a broker without an
+listeners, so both share whatever else the machine is doing. Part 2 runs side by side a broker without an
 authorizer and one with `authorizer: acl` holding 1,000 ACLs (one of which lets the benchmark's principal in),
-both over PLAINTEXT. Figures are medians over rounds: throughput (messages/s, wall clock) and the broker's
+both over PLAINTEXT, taking turns. Figures are medians over rounds: throughput (messages/s, wall clock) and the broker's
 CPU per message (from /proc, the steadier figure on a shared machine), both in the steady state: the
 producer's connection set-up (TCP, TLS handshake, SCRAM) is timed apart as connect_ms, and the consumer is
 assigned its partition rather than joining a group. Targets (issue #16): TLS throughput at
@@ -299,14 +299,21 @@ def main() -> None:
             "SASL_SSL",
             tls,
         )
+        # Both brokers run side by side and take turns (the order flips every round), so each pair of runs
+        # shares whatever else the machine is doing.
         open_runs, acl_runs = [], []
-        for i in range(args.rounds):
-            for name, acls, runs in (("open", 0, open_runs), ("acl", args.acls, acl_runs)):
-                broker, clients = start_broker(root / f"{name}-{i}", tls=False, acls=acls)
-                try:
+        pair = [
+            start_broker(root / "open", tls=False, acls=0),
+            start_broker(root / "acl", tls=False, acls=args.acls),
+        ]
+        try:
+            for i in range(args.rounds):
+                turns = [(pair[0], open_runs), (pair[1], acl_runs)]
+                for (broker, clients), runs in turns if i % 2 == 0 else reversed(turns):
                     runs.append(run_scenario(broker, clients["PLAINTEXT"], args.count))
-                finally:
-                    broker.stop()
+        finally:
+            for broker, _ in pair:
+                broker.stop()
         opened, guarded = medians(open_runs), medians(acl_runs)
         table(f"authorizer with {args.acls} ACLs vs none, PLAINTEXT", "no authorizer", opened, "acl", guarded)
         results |= {"plaintext": plain, "sasl_ssl": tls, "no_authorizer": opened, "authorizer": guarded}

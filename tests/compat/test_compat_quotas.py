@@ -232,3 +232,61 @@ def test_fetch_over_its_byte_rate_is_throttled(bootstrap: str, topic_name: str) 
     finally:
         with WireClient.connect(bootstrap) as admin:
             assert alter(admin, [("client-id", "slow-reader")], [("consumer_byte_rate", 0.0, True)])[0] == 0
+
+
+def _create(
+    wire: WireClient, version: int, topics: list[tuple[str, int]], validate_only: bool = False
+) -> Any:
+    R = wire.request_class("CreateTopics")
+    request = R(
+        topics=[R.CreatableTopic(name=n, num_partitions=p, replication_factor=1) for n, p in topics],
+        timeout_ms=10_000,
+        validate_only=validate_only,
+    )
+    return wire.call("CreateTopics", version, request)
+
+
+def test_controller_mutation_rate_refuses_topics_once_the_bucket_is_spent(
+    bootstrap: str, topic_name: str
+) -> None:
+    """KIP-599: controller_mutation_rate is a token bucket of partitions per second holding eleven seconds'
+    worth. With CreateTopics v6+ and DeleteTopics v5+ a topic is refused with THROTTLING_QUOTA_EXCEEDED while
+    the bucket is below zero (a request may take it there), with the time to recover in throttle_time_ms;
+    validate_only costs nothing; older versions create everything and only report the throttle time."""
+    strict, permissive = f"strict-{topic_name}"[:80], f"permissive-{topic_name}"[:80]
+    with WireClient.connect(bootstrap) as admin:
+        for client in (strict, permissive):
+            assert alter(admin, [("client-id", client)], [("controller_mutation_rate", 2.0, False)])[0] == 0
+    try:
+        with WireClient.connect(bootstrap, client_id=strict) as wire:
+            checked = _create(wire, 7, [(f"{topic_name}-v", 22)], validate_only=True)
+            assert checked.topics[0].error_code == 0 and checked.throttle_time_ms == 0
+            # 22 tokens: 20 leave 2, the next 5 take the bucket to -3, the third topic is refused.
+            first = _create(
+                wire, 7, [(f"{topic_name}-a", 20), (f"{topic_name}-b", 5), (f"{topic_name}-c", 1)]
+            )
+            codes = {t.name: t.error_code for t in first.topics}
+            assert codes == {
+                f"{topic_name}-a": 0,
+                f"{topic_name}-b": 0,
+                f"{topic_name}-c": ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+            }
+            assert 1_000 <= first.throttle_time_ms <= 1_600  # 3 tokens at 2 a second
+        with WireClient.connect(bootstrap, client_id=strict) as wire:
+            R = wire.request_class("DeleteTopics")
+            request = R(topics=[R.DeleteTopicState(name=f"{topic_name}-a")], timeout_ms=10_000)
+            (refused,) = wire.call("DeleteTopics", 6, request).responses
+            assert refused.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+            M = wire.request_class("Metadata")
+            names = [M.MetadataRequestTopic(name=f"{topic_name}-{s}") for s in "abc"]
+            metadata = wire.call("Metadata", 12, M(topics=names, allow_auto_topic_creation=False))
+            assert [t.error_code for t in metadata.topics] == [0, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        with WireClient.connect(bootstrap, client_id=permissive) as wire:
+            old = _create(wire, 5, [(f"{topic_name}-d", 20), (f"{topic_name}-e", 5), (f"{topic_name}-f", 1)])
+            assert [t.error_code for t in old.topics] == [0, 0, 0] and old.throttle_time_ms >= 1_000
+    finally:
+        with WireClient.connect(bootstrap) as admin:
+            for client in (strict, permissive):
+                assert (
+                    alter(admin, [("client-id", client)], [("controller_mutation_rate", 0.0, True)])[0] == 0
+                )

@@ -113,3 +113,37 @@ def test_topic_column_routes_rows_and_option_overrides_it(spark: Any, kafka: Any
     assert sorted(m.value() for m in kafka.consume_all(second, 1)) == [b"2", b"3"]
     writer.option("topic", first).mode("append").save()
     assert sorted(m.value() for m in kafka.consume_all(first, 1)) == [b"1", b"1", b"2", b"3"]
+
+
+def test_reads_default_to_read_committed_and_stop_at_an_open_transaction(spark: Any, kafka: Any) -> None:
+    from confluent_kafka import Producer
+
+    topic = kafka.new_topic("isolation")
+    kafka.produce(topic, [{"value": b"plain"}])
+    txn = Producer({"bootstrap.servers": kafka.bootstrap, "transactional.id": f"{topic}-writer"})
+    txn.init_transactions(10)
+    for value, commit in ((b"committed", True), (b"aborted", False)):
+        txn.begin_transaction()
+        txn.produce(topic, value=value)
+        txn.commit_transaction(10) if commit else (txn.flush(10), txn.abort_transaction(10))
+    kafka.produce(topic, [{"value": b"after"}])
+    # Left open: "latest" is the last stable offset, so the read ends before it instead of waiting.
+    txn.begin_transaction()
+    txn.produce(topic, value=b"open")
+    assert txn.flush(10) == 0
+
+    def values(**options: str) -> list[bytes]:
+        rows = _read(spark, kafka, subscribe=topic, **options).orderBy("offset").collect()
+        return [bytes(r.value) for r in rows]
+
+    try:
+        assert values() == [b"plain", b"committed", b"after"]
+        assert values(**{"kafka.isolation.level": "read_uncommitted"}) == [
+            b"plain",
+            b"committed",
+            b"aborted",
+            b"after",
+            b"open",
+        ]
+    finally:
+        txn.abort_transaction(10)

@@ -251,8 +251,7 @@ def test_bad_acls_and_credentials_get_error_codes(secure_broker: SecureBroker, a
     assert missing.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
 
 
-@pytest.mark.parametrize("damaged", ["acls.json", "credentials.json"])
-def test_a_damaged_security_file_stops_the_start_with_its_name(tmp_path, damaged: str) -> None:
+def test_a_damaged_security_file_stops_the_start_with_its_name(tmp_path) -> None:
     from secure_broker import sluice_cli
 
     broker = start_secure_broker(tmp_path)
@@ -262,18 +261,79 @@ def test_a_damaged_security_file_stops_the_start_with_its_name(tmp_path, damaged
         user = make_user(admin, "pw-d")
         allow(admin, user, ResourceType.TOPIC, topic, AclOperation.WRITE)
         broker.process.stop()
-        path = broker.data_dir / "security" / damaged
-        good = path.read_bytes()
-        path.write_bytes(good[: len(good) // 2])  # damage from outside: sluice only replaces it whole
-        refused = sluice_cli(
-            "broker", "--config", str(broker.config_path), "--data-dir", str(broker.data_dir), check=False
-        )
-        assert refused.returncode != 0
-        said = "".join(refused.stderr.split())  # the console wraps long lines
-        assert str(path) in said and "cannotberead" in said and "Traceback" not in said
-        # Running on with fewer ACLs or users than were created would be worse than not running.
-        path.write_bytes(good)
+        for damaged in ("acls.json", "credentials.json"):
+            path = broker.data_dir / "security" / damaged
+            good = path.read_bytes()
+            path.write_bytes(good[: len(good) // 2])  # damage from outside: sluice only replaces it whole
+            refused = sluice_cli(
+                "broker", "--config", str(broker.config_path), "--data-dir", str(broker.data_dir), check=False
+            )
+            assert refused.returncode != 0
+            said = "".join(refused.stderr.split())  # the console wraps long lines
+            assert str(path) in said and "cannotberead" in said and "Traceback" not in said
+            # Running on with fewer ACLs or users than were created would be worse than not running.
+            path.write_bytes(good)
         broker.process.restart()
         assert produce_error(broker.sasl(user, "pw-d"), topic) is None
+    finally:
+        broker.process.kill()
+
+
+def test_kill_during_acl_and_user_writes_loses_nothing_acknowledged(tmp_path) -> None:
+    import threading
+
+    broker = start_secure_broker(tmp_path)
+    try:
+        admin = AdminClient({**broker.admin_settings(), "socket.timeout.ms": 3000})
+        acked_acls: list[str] = []
+        acked_users: list[str] = []
+        stop = threading.Event()
+
+        def write() -> None:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                name = f"kill-{i}"
+                binding = AclBinding(
+                    ResourceType.TOPIC, name, LITERAL, "User:k", "*", AclOperation.READ, ALLOW
+                )
+                upsert = UserScramCredentialUpsertion(
+                    name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw"
+                )
+                try:
+                    [future] = admin.create_acls([binding]).values()
+                    future.result(timeout=5)
+                    acked_acls.append(name)
+                    admin.alter_user_scram_credentials([upsert])[name].result(timeout=5)
+                    acked_users.append(name)
+                except KafkaException:
+                    return  # the broker is gone
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        deadline = time.monotonic() + 20
+        while len(acked_users) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        broker.process.kill()
+        stop.set()
+        writer.join(timeout=30)
+        assert len(acked_users) >= 5
+        broker.process.restart()
+        admin = AdminClient(broker.admin_settings())
+        found = admin.describe_acls(
+            AclBindingFilter(
+                ResourceType.TOPIC,
+                None,
+                ResourcePatternType.ANY,
+                "User:k",
+                None,
+                AclOperation.ANY,
+                AclPermissionType.ANY,
+            )
+        ).result(timeout=10)
+        assert set(acked_acls) <= {b.name for b in found}
+        described = admin.describe_user_scram_credentials(acked_users)
+        for user in acked_users:
+            assert described[user].result(timeout=10).scram_credential_infos
     finally:
         broker.process.kill()

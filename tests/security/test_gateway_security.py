@@ -177,3 +177,35 @@ def test_bad_auth_sections_fail_the_config_load(secure_broker: SecureBroker) -> 
     for bad in ({"basic": ["alice"]}, {"bearer_tokens": [""]}, {"tokens": ["x"]}, {"basic": {"a:b": "c"}}):
         with pytest.raises(ConfigError):
             config_from_dict({**document, "auth": bad})
+
+
+async def test_wrong_kafka_credentials_answer_an_error_not_a_hang(secure_broker: SecureBroker) -> None:
+    import time
+
+    gw = Gateway(
+        config_from_dict(gateway_document(secure_broker, password="not-the-password")),
+        grpc_listen="127.0.0.1:0",
+        http_listen="127.0.0.1:0",
+        shutdown_grace=1.0,
+    )
+    await gw.start()
+    try:
+        topic = topic_on(secure_broker)
+        context = client_context(secure_broker, "http-client")
+        started = time.monotonic()
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                f"{gw.http_url}/topics/{topic}/messages",
+                data=b"hello",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                ssl=context,
+                timeout=aiohttp.ClientTimeout(total=60),
+            ) as response,
+        ):
+            body = await response.text()
+        assert response.status >= 500, body
+        assert "Authentication failed" in body  # the cause, not just "transport failure"
+        assert time.monotonic() - started < 30
+    finally:
+        await gw.stop()

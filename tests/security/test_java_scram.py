@@ -125,3 +125,30 @@ def test_java_client_with_a_wrong_password_is_refused(
         assert "SaslAuthentication" in refused.value.error
     finally:
         client.close()
+
+
+def test_java_client_without_acls_is_denied_and_sees_no_topics(
+    java_admin: JavaClient, secure_broker: SecureBroker, classpaths: dict[str, str], tmp_path: Path
+) -> None:
+    user = f"javano{uuid.uuid4().hex[:6]}"
+    topic = f"java-denied-{user}"
+    assert java_admin.call("scram-upsert", user, "SCRAM-SHA-512", 4096, "n-secret") is True
+    java_admin.call("create-topic", topic, 1)
+    version = VERSIONS[-1]
+    as_user = JavaClient(
+        version,
+        classpaths[version],
+        secure_broker.address("SASL_SSL"),
+        tmp_path / "denied.log",
+        scram_settings(secure_broker, user, "n-secret", "SCRAM-SHA-512"),
+    )
+    try:
+        assert topic in java_admin.call("list-topics", timeout=60)
+        assert topic not in as_user.call("list-topics", timeout=60)
+        lines = tmp_path / "one.txt"
+        lines.write_text(f"0 - {b'k'.hex()} {b'v'.hex()} -\n")
+        with pytest.raises(JavaError) as denied:
+            as_user.call("produce", topic, str(lines), timeout=60)
+        assert "TopicAuthorization" in denied.value.error
+    finally:
+        as_user.close()

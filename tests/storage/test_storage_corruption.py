@@ -51,7 +51,9 @@ def _header(data: bytes, position: int):  # type: ignore[no-untyped-def]
     return parse_batch_header(data, position)
 
 
-def make_partition(data_dir: Path, batches: int, segment_bytes: int = 50_000) -> tuple[dict[int, bytes], Path]:
+def make_partition(
+    data_dir: Path, batches: int, segment_bytes: int = 50_000
+) -> tuple[dict[int, bytes], Path]:
     storage = DiskStorage(data_dir)
     storage.create_topic("t", 1, {"segment.bytes": str(segment_bytes)})
     log = storage.log("t", 0)
@@ -96,7 +98,9 @@ def test_issue_scenario_one_flipped_byte_with_indexes_removed_costs_one_batch(
     before = log.read(lost[0] - 5, 1 << 20)
     assert _header(before, 0).base_offset == lost[0] - 5 and len(before) == len(contents[lost[0] - 5])
     recorded = json.loads((partition / DAMAGE_FILE).read_text())["ranges"]
-    assert [(r["segment"], r["first_offset"], r["end_offset"]) for r in recorded] == [(0, lost[0], lost[0] + 5)]
+    assert [(r["segment"], r["first_offset"], r["end_offset"]) for r in recorded] == [
+        (0, lost[0], lost[0] + 5)
+    ]
     # The ERROR line names the byte range too, and it is the one recorded.
     byte_range = f"bytes {recorded[0]['start']}..{recorded[0]['end']}"
     assert any(str(first) in m and byte_range in m for m in errors), errors
@@ -202,7 +206,9 @@ def write_gapped_segments(partition: Path) -> list[tuple[int, bytes]]:
     for base, offsets in layout.items():
         data = b""
         for offset in offsets:
-            batch, _ = make_batch(values_of(2, 50, prefix=f"o{offset}-"), [NOW + offset] * 2, base_offset=offset)
+            batch, _ = make_batch(
+                values_of(2, 50, prefix=f"o{offset}-"), [NOW + offset] * 2, base_offset=offset
+            )
             data += batch
             written.append((offset, batch))
         (partition / segment_file_name(base, ".log")).write_bytes(data)
@@ -268,4 +274,47 @@ def test_after_a_crash_only_the_active_segment_past_its_checkpoint_is_checked(
     assert log.log_end_offset == 265
     assert len(readable(log)) == len(contents)
     assert log.segments[-1].size_bytes > durable
+    storage.close()
+
+
+def test_the_cleaner_leaves_a_damaged_segment_alone_until_it_is_repaired(tmp_path: Path) -> None:
+    """Compaction rewrites segments, and damaged.json's byte ranges would not describe the rewritten file:
+    cleaning stops before the first damaged segment until `repair` has quarantined the damage."""
+    from cleaner_helpers import all_records, append_keyed, compacted_log
+
+    from sluice.storage.cleaner import clean_partition
+    from sluice.storage.verify import repair_data_dir
+
+    data_dir = tmp_path / "data"
+    storage = DiskStorage(data_dir)
+    log = compacted_log(storage, segment_bytes="1500")
+    for n in range(60):
+        append_keyed(log, [(f"k{n % 3}".encode(), f"v{n}".encode().ljust(60, b"."))])
+    storage.close()
+    logs = sorted((data_dir / "table-0").glob("*.log"))
+    assert len(logs) > 4
+    flip(logs[1], 100)
+    for suffix in (".index", ".timeindex"):  # so the start scans that segment, as after a crash
+        logs[1].with_suffix(suffix).unlink()
+    storage = DiskStorage(data_dir)
+    log = storage.log("table", 0)
+    assert [d.segment for d in log.damaged] == [int(logs[1].stem)]
+    before = {path.name: path.read_bytes() for path in logs[:2]}
+    clean_partition(log, log.config, NOW)
+    # Nothing at or after the damaged segment was rewritten: its bytes, and the reads they give, are as they were.
+    assert logs[1].read_bytes() == before[logs[1].name]
+    with pytest.raises(KafkaError) as raised:
+        log.read(log.damaged[0].first_offset, 1000)
+    assert raised.value.code == ErrorCode.CORRUPT_MESSAGE
+    storage.close()
+    repair_data_dir(data_dir)
+    storage = DiskStorage(data_dir)
+    log = storage.log("table", 0)
+    assert log.damaged == []
+    assert clean_partition(log, log.config, NOW)
+    latest = {key: (offset, value) for offset, _, key, value, _ in all_records(log)}
+    assert {key: value for key, (_, value) in latest.items()} == {
+        f"k{n % 3}".encode(): f"v{n}".encode().ljust(60, b".") for n in range(57, 60)
+    }
+    assert sorted(offset for offset, _ in latest.values()) == [57, 58, 59]
     storage.close()

@@ -74,8 +74,9 @@ def test_full_disk_mid_transaction_refuses_commit_until_space_is_back(small_tmpf
             producer.commit_transaction(3)
         assert refused.value.args[0].retriable(), refused.value.args[0]
         assert time.monotonic() - started < 10
-        # Straight on the wire: EndTxn and InitProducerId are refused at once with NOT_COORDINATOR, and the
-        # coordinator changed nothing (the same EndTxn goes through once space is back).
+        # Straight on the wire: InitProducerId is refused at once with NOT_COORDINATOR (Kafka's answer when the
+        # coordinator cannot write its log; retriable), and the coordinator changed nothing (the same commit
+        # goes through once space is back).
         with WireClient.connect(bootstrap) as client:
             assert init(client, "other-txn").error_code == ErrorCode.NOT_COORDINATOR
         time.sleep(2.5)  # past late-txn's timeout: its abort must wait for space too
@@ -268,6 +269,8 @@ def test_a_partition_refusing_its_marker_holds_the_transaction_whole(tmp_path: P
             producer.commit_transaction(3)
         assert blocked.value.args[0].retriable() or blocked.value.args[0].txn_requires_abort()
         assert describe_state(bootstrap, "held") == "PrepareCommit"
+        # Retried every second, said once.
+        assert "".join(proc.output).count("cannot write its COMMIT marker") == 1
     finally:
         proc.stop()
     trigger.unlink()

@@ -151,6 +151,8 @@ def test_an_idle_transactional_id_expires_and_stays_gone_after_restart(tmp_path:
         fresh.commit_transaction(30)
     finally:
         proc.stop()
+
+
 def state_offsets(log) -> list[int]:
     offsets: list[int] = []
     offset = log.log_start_offset

@@ -112,11 +112,54 @@ class _Rate:
         return sum(self.samples.values()) * 1000.0 / self.window_ms(now_ms)
 
 
+@dataclass
+class _Bucket:
+    """KIP-599's token bucket: `rate` partition mutations a second, holding at most WINDOW_SAMPLES seconds'
+    worth; a request may take it below zero, and the next one waits until it is back at zero."""
+
+    rate: float
+    tokens: float
+    last_ms: int
+
+    def refill(self, now_ms: int, rate: float) -> None:
+        self.rate = rate
+        elapsed = max(0, now_ms - self.last_ms)
+        self.tokens = min(rate * WINDOW_SAMPLES, self.tokens + elapsed * rate / 1000.0)
+        self.last_ms = now_ms
+
+
+class MutationQuota:
+    """One request's controller_mutation_rate (KIP-599). Strict (CreateTopics v6+, CreatePartitions v3+,
+    DeleteTopics v5+): a topic is refused with THROTTLING_QUOTA_EXCEEDED while the bucket is below zero.
+    Permissive (older versions): every topic goes ahead and only the throttle time tells the client."""
+
+    def __init__(self, bucket: _Bucket | None, strict: bool) -> None:
+        self.bucket = bucket
+        self.strict = strict
+
+    def exceeded(self) -> bool:
+        return self.strict and self.bucket is not None and self.bucket.tokens < 0
+
+    def record(self, partitions: int) -> None:
+        if self.bucket is not None:
+            self.bucket.tokens -= partitions
+
+    def throttle_ms(self) -> int:
+        bucket = self.bucket
+        if bucket is None or bucket.tokens >= 0:
+            return 0
+        return int(min(MAX_THROTTLE_MS, -bucket.tokens / bucket.rate * 1000))
+
+
+UNLIMITED = MutationQuota(None, strict=False)
+
+
 class ClientQuotas:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self.configs: dict[Entity, dict[str, float]] = {}
         self._rates: dict[tuple[str, Entity], _Rate] = {}
+        self._buckets: dict[Entity, _Bucket] = {}
 
     @classmethod
     def open(cls, data_dir: Path | None) -> ClientQuotas:
@@ -203,6 +246,18 @@ class ClientQuotas:
                 return entity, value
         return None
 
+    def mutation_quota(self, user: str, client_id: str, now_ms: int, strict: bool) -> MutationQuota:
+        found = self.quota_for(user, client_id, CONTROLLER_MUTATION_RATE)
+        if found is None or found[1] <= 0:
+            return UNLIMITED
+        entity, rate = found
+        concrete = tuple((t, n if n is not None else (user if t == USER else client_id)) for t, n in entity)
+        bucket = self._buckets.get(concrete)
+        if bucket is None:
+            bucket = self._buckets[concrete] = _Bucket(rate, rate * WINDOW_SAMPLES, now_ms)
+        bucket.refill(now_ms, rate)
+        return MutationQuota(bucket, strict)
+
     def record(self, user: str, client_id: str, key: str, amount: float, now_ms: int) -> int:
         """Count `amount` against the quota that applies; the throttle time in ms (0 when within quota)."""
         if not self.configs:
@@ -220,6 +275,16 @@ class ClientQuotas:
             return 0
         throttle = (observed - bound) / bound * rate.window_ms(now_ms)
         return int(min(MAX_THROTTLE_MS, throttle))
+
+
+def mutation_quota(broker: Broker, ctx: RequestContext, strict: bool) -> MutationQuota:
+    """The controller_mutation_rate quota of this request's user and client id, if one is set."""
+    quotas = broker.quotas
+    if not quotas.configs:
+        return UNLIMITED
+    principal = getattr(ctx, "principal", None) or ANONYMOUS
+    user = principal.split(":", 1)[1] if ":" in principal else principal
+    return quotas.mutation_quota(user, ctx.client_id or "", ctx.now_ms, strict)
 
 
 def _matches(names: dict[str, str | None], entity_type: str, match_type: int, match: str | None) -> bool:

@@ -34,7 +34,6 @@ log = logging.getLogger("sluice.transactions")
 
 READ_CHUNK_BYTES = 1 << 20
 MARKER_RETRY_MS = 1000
-WRITE_REFUSED_RETRY_MS = 1000
 # One coordinator forever: its epoch in every marker is 0.
 _COORDINATOR_EPOCH = 0
 
@@ -43,9 +42,6 @@ class TransactionService:
     def __init__(self, broker: Broker, coordinator: TransactionCoordinator) -> None:
         self.broker = broker
         self.coordinator = coordinator
-        # While the disk refuses writes, timeouts are not acted on (an abort writes markers and state);
-        # the timer looks again at this time instead of spinning on a deadline already past.
-        self._postponed_until: int | None = None
         # Transactions whose markers some partition refused (I/O error, full disk): tried again on the timer.
         self.pending_markers: dict[str, _PendingMarkers] = {}
         self._marker_retry_at: int | None = None
@@ -75,7 +71,9 @@ class TransactionService:
             self._persist(records, now_ms)
         return bool(outcome.prepare or outcome.records or outcome.markers)
 
-    def _write_markers(self, markers: Markers, partitions: list[TP], now_ms: int) -> list[TP]:
+    def _write_markers(
+        self, markers: Markers, partitions: list[TP], now_ms: int, *, retry: bool = False
+    ) -> list[TP]:
         """Write `markers` into `partitions`; the partitions whose log refused the write (offline after an
         I/O error, disk full) are returned, to be tried again."""
         failed: list[TP] = []
@@ -93,7 +91,8 @@ class TransactionService:
                     now_ms=now_ms,
                 )
             except (KafkaError, OSError) as exc:
-                log.error(
+                # Said once; the retries every second would only repeat it.
+                (log.debug if retry else log.error)(
                     "transaction %r: cannot write its %s marker into %s-%d yet: %s",
                     markers.transactional_id,
                     "COMMIT" if markers.commit else "ABORT",
@@ -144,7 +143,7 @@ class TransactionService:
 
     def _retry_markers(self, now_ms: int) -> None:
         for transactional_id, pending in list(self.pending_markers.items()):
-            pending.remaining = self._write_markers(pending.markers, pending.remaining, now_ms)
+            pending.remaining = self._write_markers(pending.markers, pending.remaining, now_ms, retry=True)
             if pending.remaining:
                 continue
             self._write_offsets(pending.markers, now_ms)
@@ -182,17 +181,11 @@ class TransactionService:
 
     def next_deadline(self) -> int | None:
         deadline = self.coordinator.next_deadline()
-        if deadline is not None and self._postponed_until is not None:
-            deadline = max(deadline, self._postponed_until)
         if self._marker_retry_at is not None:
             deadline = min(deadline, self._marker_retry_at) if deadline is not None else self._marker_retry_at
         return deadline
 
     def tick(self, now_ms: int) -> None:
-        if self.broker.write_refusal(now_ms) is not None:
-            self._postponed_until = now_ms + WRITE_REFUSED_RETRY_MS
-            return
-        self._postponed_until = None
         if self.pending_markers:
             self._retry_markers(now_ms)
         outcome = self.coordinator.tick(now_ms, self.new_producer_id(now_ms))

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 _METADATA_TTL_SECONDS = 30.0
 _ADMIN_TIMEOUT_SECONDS = 10.0
+# How long a TLS/SASL failure towards a cluster is offered as the cause of requests that fail.
+_SECURITY_ERROR_MEMORY_SECONDS = 60.0
 # Freshly auto-created topics report "leader not available" for a moment.
 _TOPIC_APPEAR_RETRIES = 10
 
@@ -93,7 +95,12 @@ class ClusterClient:
         self.config = config
         self.metrics = metrics
         self.client_id = config.client_id or f"sluice-gateway-{uuid.uuid4().hex[:8]}"
-        self._producer = Producer(config.producer_config(self.client_id))
+        # The last TLS or SASL failure towards the cluster, with when (librdkafka reports it through error_cb
+        # only; the request that then times out just says "transport failure").
+        self._security_error: tuple[KafkaError, float] | None = None
+        self._producer = Producer(
+            {**config.producer_config(self.client_id), "error_cb": self._on_client_error}
+        )
         self._partitioner = Partitioner(config.producer.partitioner)
         self._admin = AdminClient({**config.client_config(), "client.id": self.client_id})
         self._partition_counts: dict[str, tuple[int, float]] = {}
@@ -104,6 +111,19 @@ class ClusterClient:
             target=self._poll_deliveries, name=f"gw-producer-{config.name}", daemon=True
         )
         self._poller.start()
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+            self._security_error = (error, time.monotonic())
+            log.error("cluster %s: %s", self.config.name, error.str())
+
+    def _failure(self, error: KafkaError, what: str) -> GatewayError:
+        """`_kafka_failure`, naming a recent TLS/SASL failure towards the cluster as the likely cause."""
+        failure = _kafka_failure(error, what)
+        recent = self._security_error
+        if recent is not None and time.monotonic() - recent[1] < _SECURITY_ERROR_MEMORY_SECONDS:
+            failure = GatewayError(failure.failure, f"{failure.message} (cause: {recent[0].str()})")
+        return failure
 
     # -- lifecycle -------------------------------------------------------------
     def _poll_deliveries(self) -> None:
@@ -135,7 +155,7 @@ class ClusterClient:
             try:
                 metadata = self._producer.list_topics(topic, timeout=_ADMIN_TIMEOUT_SECONDS)
             except KafkaException as exc:
-                raise _kafka_failure(exc.args[0], f"metadata of {topic}") from exc
+                raise self._failure(exc.args[0], f"metadata of {topic}") from exc
             found = metadata.topics.get(topic)
             if found is not None and found.error is None and found.partitions:
                 return len(found.partitions)
@@ -186,7 +206,7 @@ class ClusterClient:
         except BufferError as exc:
             raise GatewayError(Failure.TOO_MANY_REQUESTS, "producer queue is full, retry later") from exc
         except KafkaException as exc:
-            raise _kafka_failure(exc.args[0], f"produce to {topic}") from exc
+            raise self._failure(exc.args[0], f"produce to {topic}") from exc
         self.metrics.produced.labels(self.config.name, "sync" if wait else "async").inc()
         if delivered is None:
             return -1, -1
@@ -254,7 +274,7 @@ class ClusterClient:
         try:
             return await asyncio.to_thread(fetch)
         except KafkaException as exc:
-            raise _kafka_failure(exc.args[0], f"offsets of group {group}") from exc
+            raise self._failure(exc.args[0], f"offsets of group {group}") from exc
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         # An AdminClient cannot query watermarks; a throwaway Consumer's ListOffsets can.
@@ -315,13 +335,16 @@ class ClusterClient:
                     f"set offsets of group {group}: it has members outside this gateway ({error.str()}); "
                     "a sluice broker rewinds them live when the cluster's kafka.sluice_admin is set",
                 ) from exc
-            raise _kafka_failure(error, f"set offsets of group {group}") from exc
+            raise self._failure(error, f"set offsets of group {group}") from exc
         return None
 
     async def _rewind_live(
         self, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]
     ) -> list[tuple[int, int, int]]:
-        body = {"live": True, "offsets": [{"topic": topic, "partition": p, "offset": o} for p, o, _ in offsets]}
+        body = {
+            "live": True,
+            "offsets": [{"topic": topic, "partition": p, "offset": o} for p, o, _ in offsets],
+        }
         url = f"{self.config.admin_url}/v1/groups/{quote(group, safe='')}/rewind"
         timeout = aiohttp.ClientTimeout(total=_ADMIN_TIMEOUT_SECONDS)
         try:
@@ -333,16 +356,22 @@ class ClusterClient:
                 status = response.status
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise GatewayError(
-                Failure.UNAVAILABLE, f"set offsets of group {group}: the broker's admin API at "
-                f"{self.config.admin_url} did not answer ({exc or type(exc).__name__})"
+                Failure.UNAVAILABLE,
+                f"set offsets of group {group}: the broker's admin API at "
+                f"{self.config.admin_url} did not answer ({exc or type(exc).__name__})",
             ) from exc
         if status != 200 or not isinstance(answer, dict):
             error = answer.get("error", "") if isinstance(answer, dict) else ""
             message = answer.get("message", "") if isinstance(answer, dict) else str(answer)
-            failure = Failure.NOT_FOUND if status == 404 else (
-                Failure.INVALID_ARGUMENT if 400 <= status < 500 else Failure.INTERNAL)
+            failure = (
+                Failure.NOT_FOUND
+                if status == 404
+                else (Failure.INVALID_ARGUMENT if 400 <= status < 500 else Failure.INTERNAL)
+            )
             raise GatewayError(failure, f"set offsets of group {group}: {error} {message}".strip())
-        return [(int(row["partition"]), int(row["requested"]), int(row["actual"])) for row in answer["offsets"]]
+        return [
+            (int(row["partition"]), int(row["requested"]), int(row["actual"])) for row in answer["offsets"]
+        ]
 
     async def topic_consumers(self, topic: str, group: str = "") -> dict[str, dict[str, list[int]]]:
         """group -> member -> partitions of `topic` it holds, from the brokers' group descriptions."""
@@ -376,7 +405,7 @@ class ClusterClient:
         try:
             return await asyncio.to_thread(describe)
         except KafkaException as exc:
-            raise _kafka_failure(exc.args[0], "list consumers") from exc
+            raise self._failure(exc.args[0], "list consumers") from exc
 
     def close_admin(self) -> None:
         with self._watermark_lock:

@@ -153,13 +153,11 @@ class _KafkaWriting:
                 for _ in batches:
                     pass  # Spark expects the input consumed
                 return ProducedCount(0, skipped=True)
-            try:
-                produced = self._produce_batch(task.tracker, first)
-                for batch in batches:
-                    produced += self._produce_batch(task.tracker, batch)
-            except BaseException:
-                task.abort_quietly()
-                raise
+            # A failure here leaves the transaction open: the retry's init_transactions (or, for
+            # a batch job that fails, the driver's abort) fences and aborts it.
+            produced = self._produce_batch(task.tracker, first)
+            for batch in batches:
+                produced += self._produce_batch(task.tracker, batch)
             if driver_commits:
                 return ProducedCount(produced, prepared=task.prepare())
             task.commit()

@@ -122,6 +122,8 @@ class BrokerCollector(Collector):
                 lag.add_metric(label, max(state.high_watermark - offset, 0))
         yield from (committed, lag)
 
+        yield from _cleaner_metrics(broker)
+
         data_dir = broker.config.data_dir
         if data_dir is not None:
             try:
@@ -130,6 +132,56 @@ class BrokerCollector(Collector):
                 return
             yield GaugeMetricFamily("sluice_storage_free_bytes", "Free bytes on the data directory's file system",
                                     value=free)
+
+
+def _cleaner_metrics(broker: Any) -> Iterator[Any]:
+    """The log cleaner's totals and Kafka's cleaner gauges (max-dirty-percent, max-compaction-delay-secs),
+    plus each compacted partition's dirty ratio."""
+    cleaner = broker.cleaner
+    if cleaner is None:
+        return
+    stats = cleaner.stats
+    for name, help_, value in (
+        ("passes", "Cleaning passes completed", stats.passes),
+        ("bytes_read", "Segment bytes the cleaner read", stats.bytes_read),
+        ("bytes_written", "Bytes of cleaned segments swapped in", stats.bytes_written),
+        ("records_removed", "Records (and markers) the cleaner removed", stats.records_removed),
+        ("failures", "Cleaning passes that failed (logged)", stats.failures),
+    ):
+        counter = CounterMetricFamily(f"sluice_log_cleaner_{name}", help_)
+        counter.add_metric([], value)
+        yield counter
+    yield GaugeMetricFamily(
+        "sluice_log_cleaner_uncleanable_partitions",
+        "Partitions the cleaner gave up on until restart (a batch failed its CRC)",
+        value=stats.uncleanable_partitions,
+    )
+    yield GaugeMetricFamily(
+        "sluice_log_cleaner_last_pass_seconds",
+        "Duration of the last pass",
+        value=stats.last_pass_duration_ms / 1000,
+    )
+    yield GaugeMetricFamily(
+        "sluice_log_cleaner_max_dirty_ratio",
+        "Dirtiest compacted partition at the last look",
+        value=stats.max_dirty_ratio,
+    )
+    yield GaugeMetricFamily(
+        "sluice_log_cleaner_max_compaction_delay_seconds",
+        "Wait since its last pass of the most overdue partition (max.compaction.lag.ms, tombstones due)",
+        value=stats.max_compaction_delay_ms / 1000,
+    )
+    dirty = GaugeMetricFamily(
+        "sluice_partition_dirty_ratio",
+        "A compacted partition's dirty bytes over its cleanable bytes",
+        labels=["topic", "partition"],
+    )
+    for (topic, index), state in sorted(broker.partitions.items()):
+        ratio = getattr(state.log, "cleaner_dirty_ratio", None)
+        meta = broker.storage.topic(topic)
+        if ratio is not None and meta is not None and meta.config.compacts:
+            dirty.add_metric([topic, str(index)], ratio)
+    yield dirty
 
 
 def broker_registry(server: KafkaServer) -> CollectorRegistry:

@@ -198,8 +198,10 @@ class DiskPartitionLog(SegmentedLog):
     # --- the cleaner's side (storage/cleaner.py) -----------------------------------------------------
 
     def cleanable_segments(self) -> list[FileSegment]:
-        """The sealed segments already made durable, oldest first: the only ones the cleaner touches.
-        Safe from any thread.
+        """The sealed segments already made durable, oldest first, up to the first with recorded damage:
+        the only ones the cleaner touches. A damaged segment stays as it is (its damaged.json byte ranges
+        would not describe a rewritten file, and the cleaner reads batches without resynchronising) until
+        `sluice storage repair` quarantines the damage. Safe from any thread.
         """
         with self._segments_lock:
             if self._closed or self._failure:

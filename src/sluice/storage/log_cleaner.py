@@ -8,9 +8,13 @@ Also the produce-side rule of compacted topics: every record needs a key (KIP-46
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +95,41 @@ def _worker_init(nice: int) -> None:
         os.nice(nice)
 
 
+class _Worker:
+    """One cleaner thread's worker process. spawn, not fork: the broker has threads (fsync, event loop)
+    that a fork would copy mid-flight. A worker that dies (killed, out of memory) fails that pass and is
+    replaced for the next one; it never leaves its thread waiting."""
+
+    def __init__(self, nice: int, stop: threading.Event) -> None:
+        self._nice = nice
+        self._stop = stop
+        self._executor: ProcessPoolExecutor | None = None
+
+    def run(self, job: CleaningJob) -> Prepared:
+        if self._executor is None:
+            context = multiprocessing.get_context("spawn")
+            self._executor = ProcessPoolExecutor(1, context, _worker_init, (self._nice,))
+        pending = self._executor.submit(prepare_cleaning, job)
+        while True:
+            if self._stop.is_set():
+                raise CleaningAborted("the cleaner is stopping")
+            try:
+                return pending.result(timeout=0.2)
+            except FuturesTimeout:
+                continue
+            except BrokenProcessPool:
+                self.close()
+                raise RuntimeError("the cleaner's worker process died during a pass") from None
+
+    def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        for process in list(getattr(executor, "_processes", {}).values()):
+            process.kill()
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
 class LogCleaner:
     """`threads` worker threads; each repeatedly picks the dirtiest due partition nobody else is cleaning
     (Kafka's LogCleanerManager.grabFilthiestCompactedLog), cleans it, and backs off when none is due.
@@ -123,7 +162,7 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._in_progress: set[tuple[str, int]] = set()
         self._threads: list[threading.Thread] = []
-        self._pools: list[Any] = []
+        self._workers: list[_Worker] = []
 
     def start(self) -> None:
         if not self.settings.enable:
@@ -140,9 +179,9 @@ class LogCleaner:
         self._stop.set()
         self._wake.set()
         with self._lock:
-            pools, self._pools = self._pools, []
-        for pool in pools:
-            pool.terminate()  # a pass in progress is abandoned; its files in .cleaning are discarded later
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()  # a pass in progress is abandoned; its files in .cleaning are discarded later
         for thread in self._threads:
             thread.join(timeout)
         self._threads = []
@@ -163,22 +202,10 @@ class LogCleaner:
                 self._wake.clear()
 
     def _pool_prepare(self) -> Prepare:
-        import multiprocessing
-
-        # spawn, not fork: the broker has threads (fsync, event loop) that a fork would copy mid-flight.
-        pool = multiprocessing.get_context("spawn").Pool(1, _worker_init, (self.settings.worker_nice,))
+        worker = _Worker(self.settings.worker_nice, self._stop)
         with self._lock:
-            self._pools.append(pool)
-
-        def prepare(job: CleaningJob) -> Prepared:
-            pending = pool.apply_async(prepare_cleaning, (job,))
-            while not pending.ready():
-                if self._stop.is_set():
-                    raise CleaningAborted("the cleaner is stopping")
-                pending.wait(0.2)
-            return pending.get()
-
-        return prepare
+            self._workers.append(worker)
+        return worker.run
 
     def clean_once(self, prepare: Prepare = prepare_cleaning) -> bool:
         """Clean the dirtiest due partition, if any; True when one was cleaned."""

@@ -10,6 +10,7 @@ from sluice.broker.api import RequestContext, Respond, errors_into, handles, res
 from sluice.broker.broker import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Broker, check_topic_name
 from sluice.broker.config_defs import topic_config_problem
 from sluice.broker.handlers.configs import topic_config_view
+from sluice.broker.quotas import MutationQuota, mutation_quota
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 from sluice.storage.config import validate_topic_configs
@@ -26,6 +27,7 @@ DeleteRecordsResponse = response_class("DeleteRecords")
 MAX_PARTITIONS_PER_REQUEST = 10_000
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 DUPLICATE_NAME = "Duplicate topic name."
+THROTTLED = "The throttling quota has been exceeded."
 # Names the broker creates for itself when first needed; a user topic by that name would take their place.
 RESERVED_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, "__cluster_metadata"})
 
@@ -121,7 +123,15 @@ def _colliding(broker: Broker, name: str) -> str | None:
     return None
 
 
-def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
+def _charge(quota: MutationQuota, partitions: int, validate_only: bool) -> None:
+    """KIP-599: refuse the topic while the controller_mutation_rate bucket is below zero, else count it."""
+    if quota.exceeded():
+        raise KafkaError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+    if not validate_only:
+        quota.record(partitions)
+
+
+def _create_one(broker: Broker, topic: Any, validate_only: bool, quota: MutationQuota) -> Any:
     R = CreateTopicsResponse
     result = R.CreatableTopicResult(name=topic.name, error_message=None)  # Kafka sends null on success
     # Kafka's order: the name, then existence, then configs, then partitions and replicas.
@@ -145,6 +155,7 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> Any:
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         partitions = _partition_count(broker, topic)
+        _charge(quota, partitions, validate_only)
         clean = {k: v for k, v in configs.items() if v is not None}
         if validate_only:
             # The topic as it would be: Kafka answers validate_only with the same partitions and configs.
@@ -189,10 +200,11 @@ def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         R.CreatableTopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE_NAME)
         for name in sorted(duplicates)
     ]
+    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 6)
     for topic in request.topics:
         if topic.name not in duplicates:
-            results.append(_create_one(broker, topic, request.validate_only))
-    return Respond(R(topics=results))
+            results.append(_create_one(broker, topic, request.validate_only, quota))
+    return Respond(R(topics=results, throttle_time_ms=quota.throttle_ms()))
 
 
 @handles("DeleteTopics", "1-6")
@@ -214,6 +226,7 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         )
         for i in sorted(twice_ids, key=str)
     ]
+    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 5)
     for name, topic_id in wanted:
         if name in twice or (name is None and topic_id in twice_ids):
             continue
@@ -227,9 +240,10 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
                 raise KafkaError(code, f"topic {name or topic_id} does not exist")
             if meta.name == OFFSETS_TOPIC:
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "the internal offsets topic cannot be deleted")
+            _charge(quota, meta.partitions, validate_only=False)
             broker.delete_topic(meta.name)
         results.append(result)
-    return Respond(R(responses=results))
+    return Respond(R(responses=results, throttle_time_ms=quota.throttle_ms()))
 
 
 @handles("CreatePartitions")
@@ -243,6 +257,7 @@ def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
         for name in sorted(duplicates)
     ]
     budget = MAX_PARTITIONS_PER_REQUEST
+    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 3)
     for topic in request.topics:
         if topic.name in duplicates:
             continue
@@ -273,10 +288,11 @@ def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
             if added > budget:
                 raise KafkaError(ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS)
             budget -= added
+            _charge(quota, added, request.validate_only)
             if not request.validate_only:
                 broker.create_partitions(topic.name, topic.count)
         results.append(result)
-    return Respond(R(results=results))
+    return Respond(R(results=results, throttle_time_ms=quota.throttle_ms()))
 
 
 @handles("DeleteRecords")
