@@ -43,7 +43,9 @@ def _tansu_binary() -> Path | None:
     return found if found.exists() else None
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in the main thread while
+# it is open, and every pytest-asyncio test after the console's would then fail to start its own loop.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed (make tools installs it)")
