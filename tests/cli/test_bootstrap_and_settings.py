@@ -39,8 +39,12 @@ def test_every_client_command_takes_the_environment_bootstrap_and_x_settings(boo
     assert topic_name in ok("topics", "list")
     assert topic_name in ok("topics", "describe", topic_name)
     produced = subprocess.run(
-        [sys.executable, "-m", "sluice", "produce", topic_name, *GOOD], input="a\nb\n", text=True,
-        capture_output=True, timeout=60, env={**os.environ, "SLUICE_BOOTSTRAP": bootstrap},
+        [sys.executable, "-m", "sluice", "produce", topic_name, *GOOD],
+        input="a\nb\n",
+        text=True,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "SLUICE_BOOTSTRAP": bootstrap},
     )
     assert produced.returncode == 0 and "produced 2" in produced.stderr, produced.stderr
     ok("groups", "reset-offsets", group_name, "--topic", topic_name, "--to-latest")

@@ -187,3 +187,26 @@ def test_null_values_print_as_empty_lines_in_the_plain_dump(bootstrap: str) -> N
         producer.produce(topic, value=value, key=b"k")
     assert producer.flush(30) == 0
     assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e")) == ["a", "", "c"]
+
+
+def test_offset_end_waits_for_new_messages_only(bootstrap: str, two_partitions: str) -> None:
+    """-o end without -e: nothing already there, the first message produced afterwards (kcat -o end)."""
+    proc = subprocess.Popen([sys.executable, "-m", "sluice", "consume", two_partitions, "-b", bootstrap, "-p", "0",
+                             "-o", "end", "-c", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    try:
+        deadline = time.monotonic() + 60
+        sent = 0
+        # Keep producing until the consumer, positioned at the end at some point, takes one and exits.
+        while proc.poll() is None and time.monotonic() < deadline:
+            producer.produce(two_partitions, value=f"new{sent}".encode(), partition=0)
+            producer.flush(10)
+            sent += 1
+            time.sleep(0.2)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    [line] = out.splitlines()
+    assert line.startswith("new") and int(line[3:]) < sent

@@ -33,7 +33,11 @@ def run_pytest(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.Co
     project.mkdir(exist_ok=True)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(project), *args],
-        capture_output=True, text=True, timeout=300, cwd=project, env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=project,
+        env=env,
     )
 
 
@@ -56,6 +60,11 @@ def test_installed_the_fixtures_are_simply_there_and_naming_the_plugin_too(tmp_p
 
 def test_without_the_plugin_the_fixtures_are_missing(tmp_path: Path) -> None:
     env = installed_entry_point(tmp_path)
-    result = run_pytest(tmp_path, env, "-p", "no:sluice.pytest_plugin",
-                        str(EXAMPLES / "test_orders.py") + "::test_an_order_is_published")
+    result = run_pytest(
+        tmp_path,
+        env,
+        "-p",
+        "no:sluice.pytest_plugin",
+        str(EXAMPLES / "test_orders.py") + "::test_an_order_is_published",
+    )
     assert result.returncode != 0 and "fixture 'kafka_bootstrap' not found" in result.stdout

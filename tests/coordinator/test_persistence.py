@@ -219,3 +219,23 @@ def test_tick_with_nothing_due_changes_nothing() -> None:
     outcome = driver.coordinator.tick(deadline - 1)
     assert (outcome.replies, outcome.records) == ([], [])
     assert driver.state() == "Stable"
+
+
+def test_an_ephemeral_group_that_a_restart_left_with_only_offsets_goes_after_a_session_timeout() -> None:
+    """Its members may have been KIP-848 ones (membership is not persisted): after one session timeout
+    without a member it goes, offsets included; a created group that is not ephemeral stays."""
+    driver = Driver()
+    for name, ephemeral in (("brief", True), ("kept", False)):
+        created = driver.coordinator.create_group(name, 8_000, ephemeral, driver.now)
+        assert created is not None
+        driver.records += created.records
+        partitions = [OffsetCommitPartition(0, 7, -1, "")]
+        driver.call("offset_commit", OffsetCommit(name, [OffsetCommitTopic("t", partitions)]))
+    restarted = _restart(driver, driver.now)
+    assert restarted.next_deadline() == driver.now + 8_000
+    assert not restarted.tick(driver.now + 7_999).records
+    assert {"brief", "kept"} <= set(restarted.groups)
+    gone = restarted.tick(driver.now + 8_000)
+    assert gone.records  # the deletion is persisted
+    assert "brief" not in restarted.groups and "kept" in restarted.groups
+    assert restarted.groups["kept"].offsets[("t", 0)].offset == 7

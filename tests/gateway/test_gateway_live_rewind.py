@@ -47,8 +47,12 @@ async def start_gateway() -> AsyncIterator[Any]:
     started: list[Gateway] = []
 
     async def start(document: dict[str, Any]) -> Gateway:
-        gateway = Gateway(config_from_dict(document), grpc_listen="127.0.0.1:0", http_listen="127.0.0.1:0",
-                          shutdown_grace=1.0)
+        gateway = Gateway(
+            config_from_dict(document),
+            grpc_listen="127.0.0.1:0",
+            http_listen="127.0.0.1:0",
+            shutdown_grace=1.0,
+        )
         await gateway.start()
         started.append(gateway)
         return gateway
@@ -62,11 +66,17 @@ class PollingMember:
     """A confluent-kafka consumer of the same group, polling and auto-committing in its own thread."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": True, "auto.commit.interval.ms": 100,
-            "session.timeout.ms": 3000, "heartbeat.interval.ms": 300,
-        })
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 100,
+                "session.timeout.ms": 3000,
+                "heartbeat.interval.ms": 300,
+            }
+        )
         self.consumer.subscribe([topic])
         self.seen: list[tuple[int, int]] = []
         self.lock = threading.Lock()
@@ -134,19 +144,30 @@ async def test_offsets_set_through_the_gateway_rewind_members_elsewhere_live(
             await join_through_gateway(http, topic, group)
             other = PollingMember(bootstrap, group, topic)
             # It reads its partition to the end (so nothing it reads later is from before the rewind).
-            await until(lambda: any(o == PER_PARTITION - 1 for _, o in other.since(0)), "the other member to read")
+            await until(
+                lambda: any(o == PER_PARTITION - 1 for _, o in other.since(0)), "the other member to read"
+            )
             mark = len(other.since(0))
-            async with http.post(f"/topics/{topic}/offsets", params={"group": group},
-                                 json=[{"partition": 0, "offset": 5}, {"partition": 1, "offset": 99}]) as response:
+            async with http.post(
+                f"/topics/{topic}/offsets",
+                params={"group": group},
+                json=[{"partition": 0, "offset": 5}, {"partition": 1, "offset": 99}],
+            ) as response:
                 assert response.status == 200, await response.text()
                 answer = await response.json()
-            assert answer == {"offsets": [{"partition": 0, "requested": 5, "actual": 5},
-                                          {"partition": 1, "requested": 99, "actual": PER_PARTITION}]}
+            assert answer == {
+                "offsets": [
+                    {"partition": 0, "requested": 5, "actual": 5},
+                    {"partition": 1, "requested": 99, "actual": PER_PARTITION},
+                ]
+            }
             # The gateway left the group; the other member now holds both partitions and re-reads
             # partition 0 exactly from 5 (partition 1 was set to its end: nothing to re-read).
             expected = list(range(5, PER_PARTITION))
-            await until(lambda: sorted(o for p, o in other.since(mark) if p == 0)[-1:] == [PER_PARTITION - 1],
-                        "the other member to re-read partition 0")
+            await until(
+                lambda: sorted(o for p, o in other.since(mark) if p == 0)[-1:] == [PER_PARTITION - 1],
+                "the other member to re-read partition 0",
+            )
             again = other.since(mark)
             assert sorted(o for p, o in again if p == 0) == expected, again
             assert [o for p, o in again if p == 1] == []
@@ -165,23 +186,30 @@ async def test_without_the_admin_listener_members_elsewhere_are_a_clear_refusal(
     other = PollingMember(bootstrap, group, topic)
     try:
         await until(lambda: len(other.since(0)) > 0, "the other member to read")
-        async with aiohttp.ClientSession(gateway.http_url) as http, http.post(
-            f"/topics/{topic}/offsets", params={"group": group}, json=[{"partition": 0, "offset": 5}]
-        ) as response:
+        async with (
+            aiohttp.ClientSession(gateway.http_url) as http,
+            http.post(
+                f"/topics/{topic}/offsets", params={"group": group}, json=[{"partition": 0, "offset": 5}]
+            ) as response,
+        ):
             assert response.status == 400
             assert "members outside this gateway" in (await response.json())["error"]
     finally:
         await asyncio.to_thread(other.stop)
 
 
-async def test_an_admin_listener_that_does_not_answer_is_503(admin_kafka: BrokerProcess, start_gateway: Any,
-                                                               tmp_path: Path) -> None:
+async def test_an_admin_listener_that_does_not_answer_is_503(
+    admin_kafka: BrokerProcess, start_gateway: Any, tmp_path: Path
+) -> None:
     bootstrap = admin_kafka.bootstrap
     topic = create_topic(bootstrap, prefix="gw-noadmin")
     gateway = await start_gateway(gateway_document(bootstrap, "127.0.0.1:1"))
-    async with aiohttp.ClientSession(gateway.http_url) as http, http.post(
-        f"/topics/{topic}/offsets", params={"group": unique_group()}, json=[{"partition": 0, "offset": 0}]
-    ) as response:
+    async with (
+        aiohttp.ClientSession(gateway.http_url) as http,
+        http.post(
+            f"/topics/{topic}/offsets", params={"group": unique_group()}, json=[{"partition": 0, "offset": 0}]
+        ) as response,
+    ):
         assert response.status == 503
         assert "did not answer" in (await response.json())["error"]
 

@@ -38,8 +38,13 @@ def two_topics(bootstrap: str, topic_name: str, group_name: str) -> tuple[str, s
     now_ms = int(time.time() * 1000)
     for name, partitions in ((a, 2), (b, 1)):
         create_topic(bootstrap, name, partitions)
-        produce(bootstrap, name, partitions, PER_PARTITION,
-                timestamp_of=lambda _p, seq: now_ms - (PER_PARTITION - seq) * HOUR_MS)
+        produce(
+            bootstrap,
+            name,
+            partitions,
+            PER_PARTITION,
+            timestamp_of=lambda _p, seq: now_ms - (PER_PARTITION - seq) * HOUR_MS,
+        )
     reset(bootstrap, group_name, "--topic", a, "--topic", b, "--to-offset", "3")
     assert committed_offsets(bootstrap, group_name) == {(a, 0): 3, (a, 1): 3, (b, 0): 3}
     return a, b
@@ -69,7 +74,9 @@ def test_topic_partition_lists_all_topics_export_and_from_file(
     rows = json.loads(reset(bootstrap, group_name, "--from-file", str(beyond), "--json"))["partitions"]
     assert [(r["topic"], r["requested_offset"], r["new_offset"]) for r in rows] == [(b, 500, 10)]
     # T:P,P with both partitions, shifting from what is committed.
-    rows = json.loads(reset(bootstrap, group_name, "--topic", f"{a}:0,1", "--shift-by", "-2", "--json"))["partitions"]
+    rows = json.loads(reset(bootstrap, group_name, "--topic", f"{a}:0,1", "--shift-by", "-2", "--json"))[
+        "partitions"
+    ]
     assert {r["partition"]: (r["current_offset"], r["new_offset"]) for r in rows} == {0: (3, 1), 1: (7, 5)}
 
 

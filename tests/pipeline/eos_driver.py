@@ -3,7 +3,7 @@
 Usage: python eos_driver.py CONFIG_JSON. The config names the broker, the topics, the checkpoint,
 the master, the guarantee, and the faults: a partition whose tasks sleep between Arrow batches
 (so a kill can land while a task holds an open transaction), and a partition whose first attempt
-fails after its first Arrow batch (a task failure mid-batch). A Python worker hands its output
+fails once the sink has written some of its records (a task failure mid-batch). A Python worker hands its output
 on when 64 KiB have piled up, so the tests use values big enough for one Arrow batch to pass. The process prints one
 ``BATCH <id> <rows>`` line per finished micro-batch and exits 0 when the copy reached the end.
 """
@@ -18,6 +18,28 @@ from collections.abc import Iterator
 from typing import Any
 
 
+def wait_until_written(config: dict[str, Any], target_partition: int) -> None:
+    """Until the sink's open transaction holds records in the target partition (a fixed sleep
+    is not enough on a loaded machine); this task is the only writer there."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    bootstrap = config.get("sink_bootstrap", config["bootstrap"])
+    # read_uncommitted: the high watermark, not the last stable offset, which the open
+    # transaction holds back.
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "eos-driver-wait", "isolation.level": "read_uncommitted"}
+    )
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            where = TopicPartition(config["target"], target_partition)
+            if consumer.get_watermark_offsets(where, timeout=10)[1] > 0:
+                return
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+
+
 def slow_and_failing(config: dict[str, Any]) -> Any:
     slow_partition = config.get("slow_partition")
     slow_seconds = float(config.get("slow_seconds", 0))
@@ -30,9 +52,11 @@ def slow_and_failing(config: dict[str, Any]) -> Any:
         partition = context.partitionId() if context else -1
         for index, batch in enumerate(batches):
             yield batch
-            if partition == fail_partition and context.attemptNumber() == 0 and index == 0:
-                time.sleep(1.0)  # the sink has produced the first batch into its transaction by now
-                raise RuntimeError("injected task failure after the first Arrow batch")
+            # Batches travel on in 64 KiB writes, into and out of the JVM: the first is in the sink
+            # once two more have followed it.
+            if partition == fail_partition and context.attemptNumber() == 0 and index == 2:
+                wait_until_written(config, batch.column("partition")[0].as_py())
+                raise RuntimeError("injected task failure after the sink wrote some records")
             if partition == slow_partition:
                 time.sleep(slow_seconds)
 

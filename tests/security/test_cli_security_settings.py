@@ -14,8 +14,14 @@ from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker
 
 def sluice(*args: str, stdin: str | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "1000"}
-    return subprocess.run([sys.executable, "-m", "sluice", *args], input=stdin, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "sluice", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def x_settings(broker: SecureBroker, password: str = ADMIN_PASSWORD) -> list[str]:
@@ -36,8 +42,9 @@ def test_client_commands_over_sasl_ssl_with_x_settings(secure_broker: SecureBrok
     assert consumed.stdout.splitlines() == ["1 k1 one", "1 k2 two"]
     grouped = sluice("consume", topic, "-g", group, "-p", "1", "-o", "beginning", "-c", "1", *secured)
     assert grouped.returncode == 0 and grouped.stdout.splitlines() == ["one"], grouped.stderr
-    reset = sluice("groups", "reset-offsets", group, "--topic", f"{topic}:1", "--to-offset", "2", "--json",
-                   *secured)
+    reset = sluice(
+        "groups", "reset-offsets", group, "--topic", f"{topic}:1", "--to-offset", "2", "--json", *secured
+    )
     assert reset.returncode == 0, reset.stderr
     assert [row["new_offset"] for row in json.loads(reset.stdout)["partitions"]] == [2]
     described = sluice("groups", "describe", group, "--json", *secured)

@@ -20,7 +20,6 @@ from sluice.cli.common import (
     fail,
     new_client,
 )
-from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS
 
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
@@ -97,6 +96,10 @@ def topics_describe(
             )
     finally:
         consumer.close()
+    # Here, not at the top: importing sluice.storage loads the whole storage engine, which every other
+    # command (consume included) would pay for at start-up.
+    from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS
+
     resource = ConfigResource("topic", name)
     configs = {k: v.value for k, v in admin.describe_configs([resource])[resource].result().items()}
     # A sluice broker reports compaction per partition in read-only entries; other brokers do not.

@@ -195,7 +195,13 @@ class SegmentedLog:
             raise _out_of_range(offset, self._log_start_offset, end)
         if offset == end:
             return b""
-        return self._segment_for(offset).read(offset, max_bytes)
+        segment = self._segment_for(offset)
+        if not segment.size_bytes:
+            # A gap at the tail: nothing at or after `offset` below the log end. The cleaner removed the
+            # last records before an empty active segment, or a crash lost unflushed batches after a roll
+            # (their offsets are not reused). Kafka answers such a fetch with no records, too.
+            return b""
+        return segment.read(offset, max_bytes)
 
     def _segment_for(self, offset: int) -> Segment:
         index = bisect_right(self._bases, offset) - 1
