@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice.protocol.framing import FrameBuffer, FrameError
+from sluice.protocol.framing import TLS_JOIN_BYTES, FrameBuffer, FrameError, coalesce, frame
 
 
 @given(st.lists(st.binary(min_size=1, max_size=300), max_size=20), st.lists(st.integers(1, 97), min_size=1))
@@ -36,3 +36,22 @@ def test_a_claimed_size_costs_nothing_until_bytes_arrive() -> None:
     buffer = FrameBuffer(100 * 1024 * 1024)
     buffer.feed(struct.pack(">i", 100 * 1024 * 1024) + b"x" * 10)
     assert len(buffer.writable()) < 1024 * 1024
+
+
+def test_coalesce_joins_small_parts_and_passes_big_ones_through_in_order() -> None:
+    big = memoryview(b"B" * TLS_JOIN_BYTES)
+    parts = frame([b"ab", bytearray(b"c"), memoryview(b"de"), big, b"f", b"g"])
+    joined = coalesce(parts)
+    # The header parts become one buffer, the record batch is not copied, the tail is one buffer.
+    assert [len(p) for p in joined] == [4 + 5, TLS_JOIN_BYTES, 2]
+    assert joined[1] is big
+    assert b"".join(joined) == b"".join(parts)
+
+
+def test_coalesce_never_builds_a_buffer_over_the_join_limit() -> None:
+    parts = [b"x" * (TLS_JOIN_BYTES // 3 + 1) for _ in range(7)]
+    joined = coalesce(parts)
+    assert all(len(p) <= TLS_JOIN_BYTES for p in joined)
+    assert len(joined) < len(parts)
+    assert b"".join(joined) == b"".join(parts)
+    assert coalesce([]) == []

@@ -106,3 +106,31 @@ def frame(parts: list[bytes | bytearray | memoryview]) -> list[bytes | bytearray
     """Prefix an encoded message (a list of parts) with its size, ready for `transport.writelines`."""
     size = sum(len(part) for part in parts)
     return [size.to_bytes(4, "big"), *parts]
+
+
+# TLS seals each buffer handed to it as a record of its own (uvloop's and asyncio's SSL transports call
+# SSLObject.write once per `writelines` item), and a record costs a cipher call plus 22 bytes however small it
+# is. Small parts are therefore joined up to this size before a TLS write; bigger ones (record batches) go on
+# as they are, since OpenSSL cuts them into full 16 KiB records anyway and joining them would only copy.
+TLS_JOIN_BYTES = 16 * 1024
+
+
+def coalesce(parts: list[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
+    """Join runs of small parts, so a TLS transport writes one record for them instead of one per part."""
+    out: list[bytes | bytearray | memoryview] = []
+    run: list[bytes | bytearray | memoryview] = []
+    run_bytes = 0
+    for part in parts:
+        size = len(part)
+        if size >= TLS_JOIN_BYTES or run_bytes + size > TLS_JOIN_BYTES:
+            if run:
+                out.append(b"".join(run) if len(run) > 1 else run[0])
+                run, run_bytes = [], 0
+            if size >= TLS_JOIN_BYTES:
+                out.append(part)
+                continue
+        run.append(part)
+        run_bytes += size
+    if run:
+        out.append(b"".join(run) if len(run) > 1 else run[0])
+    return out

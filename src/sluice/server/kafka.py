@@ -29,7 +29,7 @@ from sluice.broker.broker import OFFSETS_TOPIC, Broker
 from sluice.broker.handlers.metadata import api_versions_body
 from sluice.broker.handlers.produce import refuse_unflushed
 from sluice.errors import ErrorCode, KafkaError, ProtocolError
-from sluice.protocol.framing import FrameBuffer, frame
+from sluice.protocol.framing import FrameBuffer, coalesce, frame
 from sluice.protocol.headers import (
     API_VERSIONS_KEY,
     parse_request_header,
@@ -104,6 +104,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_received = time.monotonic()
         # A client over its quota: no request is read until the throttle time has passed (KIP-219).
         self.muted = False
+        self.tls = False  # set in connection_made: responses then go out through coalesce()
 
     # ----- asyncio callbacks -----
 
@@ -112,6 +113,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer_host = peer[0] if peer else ""
+        self.tls = transport.get_extra_info("ssl_object") is not None
         if len(self.server.connections) >= self.server.broker.config.max_connections:
             log.warning("refusing connection from %s: %d connections open", self.peer_host, len(self.server.connections))
             self.server.broker.metrics.connections_refused += 1
@@ -233,9 +235,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.closed or self.transport is None:
             return
         pending = self.pending
-        while pending and pending[0].parts is not None:
-            slot = pending.popleft()
-            self.transport.writelines(frame(slot.parts or []))
+        if self.tls:
+            # One write of joined small parts: see framing.coalesce (a TLS record per part otherwise).
+            out: list[bytes | bytearray | memoryview] = []
+            while pending and pending[0].parts is not None:
+                out += frame(pending.popleft().parts or [])
+            if out:
+                self.transport.writelines(coalesce(out))
+        else:
+            while pending and pending[0].parts is not None:
+                slot = pending.popleft()
+                self.transport.writelines(frame(slot.parts or []))
         self._update_reading()
 
     def mute(self, throttle_ms: int) -> None:
