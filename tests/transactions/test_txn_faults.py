@@ -287,3 +287,35 @@ def test_a_partition_refusing_its_marker_holds_the_transaction_whole(tmp_path: P
         assert consume_all(proc.bootstrap, "victim", "read_committed", expect=6)[-1] == b"after"
     finally:
         proc.stop()
+
+
+def test_a_single_partition_commit_is_complete_on_disk_soon_after_its_answer(tmp_path: Path) -> None:
+    """EndTxn of a one-partition transaction waits for its marker only; its CompleteCommit record rides
+    with the next flush or, on an idle broker, a timer within milliseconds. Killed after that, and stopped
+    cleanly right after a commit, the broker comes back with the transaction CompleteCommit."""
+    proc = BrokerProcess(tmp_path / "data").start()
+    try:
+        create_topic(proc.bootstrap, "one")
+        producer = txn_producer(proc.bootstrap, "solo")
+        producer.begin_transaction()
+        producer.produce("one", b"first")
+        producer.commit_transaction(30)
+        time.sleep(0.5)
+        proc.kill()
+        del producer
+        proc.restart()
+        assert describe_state(proc.bootstrap, "solo") == "CompleteCommit"
+        assert consume_all(proc.bootstrap, "one", "read_committed", expect=1) == [b"first"]
+        again = txn_producer(proc.bootstrap, "solo")
+        again.begin_transaction()
+        again.produce("one", b"second")
+        again.commit_transaction(30)
+        del again
+    finally:
+        proc.stop()
+    proc.restart()
+    try:
+        assert describe_state(proc.bootstrap, "solo") == "CompleteCommit"
+        assert consume_all(proc.bootstrap, "one", "read_committed", expect=2) == [b"first", b"second"]
+    finally:
+        proc.stop()

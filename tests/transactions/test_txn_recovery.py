@@ -162,3 +162,75 @@ def state_offsets(log) -> list[int]:
             offsets += [header.base_offset + r.offset_delta for r in decode_batch(data, pos)[1]]
             offset = header.last_offset + 1
     return offsets
+
+
+def test_a_single_partition_commit_waits_only_for_its_marker(tmp_path: Path) -> None:
+    broker = open_broker(tmp_path)
+    broker.create_topic("a", 1, {})
+    tc = broker.transactions.coordinator
+    init = tc.init_producer_id("t", 60_000, -1, -1, now(), broker.new_producer_id(now()))
+    broker.transactions.apply(init, now())
+    pid, epoch = init.producer_id, init.epoch
+    broker.transactions.apply(tc.add_partitions("t", pid, epoch, [("a", 0)], now()), now())
+    assert broker.append("a", 0, txn_batch(pid, epoch, 0, b"kept"), now()).error == 0
+    broker.end_flush(broker.begin_flush())
+    assert broker.transactions.apply(tc.end_txn("t", pid, epoch, True, now()), now(), ending=True)
+    # The EndTxn answer waits for the marker's partition only; the state records ride with a later flush.
+    assert set(broker.unflushed) == {("a", 0)}
+    assert set(broker.deferred) == {("__transaction_state", 0)}
+    flushing = broker.begin_flush()
+    assert [(s.topic, s.index) for s, _ in flushing] == [("a", 0)]
+    broker.end_flush(flushing)
+    # The next transaction's first record makes the state partition due: that flush covers both.
+    broker.transactions.apply(tc.add_partitions("t", pid, epoch, [("a", 0)], now()), now())
+    flushing = broker.begin_flush()
+    assert [(s.topic, s.index) for s, _ in flushing] == [("__transaction_state", 0)]
+    assert not broker.deferred
+    broker.close()
+
+
+def test_a_commit_whose_complete_record_a_crash_lost_stays_committed(tmp_path: Path) -> None:
+    broker = open_broker(tmp_path)
+    broker.create_topic("a", 1, {})
+    tc = broker.transactions.coordinator
+    init = tc.init_producer_id("t", 60_000, -1, -1, now(), broker.new_producer_id(now()))
+    broker.transactions.apply(init, now())
+    pid, epoch = init.producer_id, init.epoch
+    broker.transactions.apply(tc.add_partitions("t", pid, epoch, [("a", 0)], now()), now())
+    assert broker.append("a", 0, txn_batch(pid, epoch, 0, b"kept"), now()).error == 0
+    # The crash: the COMMIT marker reached the disk, the deferred Prepare/Complete records did not.
+    ended = tc.end_txn("t", pid, epoch, True, now())
+    for markers in ended.markers:
+        broker.transactions._write_markers(markers, markers.partitions, now())
+    broker.close()
+
+    again = open_broker(tmp_path)
+    assert again.transactions.coordinator.txns["t"].state.value == "Ongoing"
+    assert committed_values(again, "a") == [b"kept"]
+    # The producer comes back: the transaction the coordinator still thinks open is aborted, and that
+    # ABORT marker, ending nothing, leaves the committed data committed.
+    tc2 = again.transactions.coordinator
+    again.transactions.apply(
+        tc2.init_producer_id("t", 60_000, -1, -1, now(), again.new_producer_id(now())), now()
+    )
+    again.end_flush(again.begin_flush())
+    assert committed_values(again, "a") == [b"kept"]
+    again.close()
+
+
+def test_an_end_txn_spanning_two_partitions_flushes_its_state_with_the_markers(tmp_path: Path) -> None:
+    broker = open_broker(tmp_path)
+    broker.create_topic("a", 1, {})
+    broker.create_topic("b", 1, {})
+    tc = broker.transactions.coordinator
+    init = tc.init_producer_id("t", 60_000, -1, -1, now(), broker.new_producer_id(now()))
+    broker.transactions.apply(init, now())
+    pid, epoch = init.producer_id, init.epoch
+    broker.transactions.apply(tc.add_partitions("t", pid, epoch, [("a", 0), ("b", 0)], now()), now())
+    for topic in ("a", "b"):
+        assert broker.append(topic, 0, txn_batch(pid, epoch, 0, topic.encode()), now()).error == 0
+    broker.end_flush(broker.begin_flush())
+    broker.transactions.apply(tc.end_txn("t", pid, epoch, True, now()), now(), ending=True)
+    assert not broker.deferred
+    assert ("__transaction_state", 0) in broker.unflushed
+    broker.close()

@@ -100,6 +100,9 @@ class Broker:
         self.partitions: dict[tuple[str, int], PartitionState] = {}
         # Partitions appended to since the last flush started: the next group commit covers them.
         self.unflushed: dict[tuple[str, int], PartitionState] = {}
+        # Appends that must reach the disk with the next group commit, but that no answer waits for: they
+        # ride along with the next flush (or the server's short timer) instead of paying one of their own.
+        self.deferred: dict[tuple[str, int], PartitionState] = {}
         self.ready_replies: list[tuple[Hashable, Any, bool]] = []
         # The shell registers this to wake long polls waiting on a partition.
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
@@ -252,11 +255,13 @@ class Broker:
                 if state is not None and state.log is not self.storage.log(name, index):
                     del self.partitions[(name, index)]
                     self.unflushed.pop((name, index), None)
+                    self.deferred.pop((name, index), None)
             self._open_partitions(meta)
             raise
         for index in range(meta.partitions):
             self.partitions.pop((name, index), None)
             self.unflushed.pop((name, index), None)
+            self.deferred.pop((name, index), None)
 
     def create_partitions(self, name: str, total: int) -> TopicMeta:
         meta = self.storage.create_partitions(name, total)
@@ -406,9 +411,26 @@ class Broker:
 
     # ----- group commit -----
 
+    def defer_flush(self, topic: str, index: int) -> None:
+        """What `topic`-`index` holds needs no flush of its own: the next flush that takes the partition
+        covers it (a flush makes the whole log durable), else the server's timer (undefer_flushes).
+
+        The caller must have made every append there since the last flush itself, so no answer that
+        waits for a flush counts on this partition."""
+        state = self.unflushed.pop((topic, index), None)
+        if state is not None:
+            self.deferred[(topic, index)] = state
+
+    def undefer_flushes(self) -> None:
+        self.unflushed.update(self.deferred)
+        self.deferred = {}
+
     def begin_flush(self) -> list[tuple[PartitionState, int]]:
         """Take the partitions that need an fsync, with the log end each flush will make durable."""
         pending = [(state, state.log.log_end_offset) for state in self.unflushed.values()]
+        if self.deferred:
+            for key in self.unflushed:
+                self.deferred.pop(key, None)
         self.unflushed = {}
         if len(pending) > 1:
             # Transaction state first: the fsync thread works in this order, so a record that allows writes

@@ -48,8 +48,17 @@ class TransactionService:
 
     # ----- applying outcomes -----
 
-    def apply(self, outcome: TxnOutcome, now_ms: int) -> bool:
-        """Persist and write what `outcome` asks; True when something must become durable first."""
+    def apply(self, outcome: TxnOutcome, now_ms: int, *, ending: bool = False) -> bool:
+        """Persist and write what `outcome` asks; True when something must become durable first.
+
+        `ending` (EndTxn): when every transaction it ends has one partition and no offsets, its marker is
+        the whole decision, so only the marker must be durable before the answer; the Prepare/Complete
+        records ride along with the next group commit. If a crash takes them first, the transaction is
+        found Ongoing at start and later aborted, which writes an ABORT marker after the durable COMMIT
+        one: that marker ends no open transaction, so the committed data stays committed."""
+        state_key_ = (TRANSACTION_STATE_TOPIC, 0)
+        # Only this call's own records may be deferred: an earlier append there has an answer waiting on it.
+        deferrable = ending and state_key_ not in self.broker.unflushed and state_key_ not in self.broker.deferred
         if outcome.prepare:
             self._persist(outcome.prepare, now_ms)
             if self.broker.config.fsync_before_ack and _spans_several(outcome):
@@ -69,6 +78,8 @@ class TransactionService:
             records = self._hold(unfinished, outcome, now_ms)
         if records:
             self._persist(records, now_ms)
+        if deferrable and outcome.markers and not unfinished and not _spans_several(outcome):
+            self.broker.defer_flush(*state_key_)
         return bool(outcome.prepare or outcome.records or outcome.markers)
 
     def _write_markers(

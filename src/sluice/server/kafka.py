@@ -45,6 +45,8 @@ log = logging.getLogger("sluice.kafka")
 
 # Pause reading from a client whose unsent responses exceed this (a consumer that stopped reading).
 WRITE_BUFFER_HIGH = 64 * 1024 * 1024
+# How long a deferred append (a transaction's Complete record) may wait for a flush to ride along with.
+DEFERRED_FLUSH_S = 0.05
 
 
 def now_ms() -> int:
@@ -288,6 +290,7 @@ class GroupCommit:
         self._jobs: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._idle: asyncio.Future[None] | None = None
+        self._deferred_timer: asyncio.TimerHandle | None = None
 
     def wait(self, slot: ResponseSlot, response: Any) -> None:
         """Fill `slot` with `response` once everything appended so far is on disk."""
@@ -301,6 +304,15 @@ class GroupCommit:
         """
         if self.flushing is None and (self.waiting or self.server.broker.unflushed):
             self._start()
+        elif self.server.broker.deferred and self._deferred_timer is None:
+            self._deferred_timer = asyncio.get_running_loop().call_later(
+                DEFERRED_FLUSH_S, self._flush_deferred
+            )
+
+    def _flush_deferred(self) -> None:
+        self._deferred_timer = None
+        self.server.broker.undefer_flushes()
+        self.kick()
 
     def _start(self) -> None:
         batch, self.waiting = self.waiting, []
@@ -350,11 +362,16 @@ class GroupCommit:
 
     async def drain(self) -> None:
         """Wait until no flush runs or is needed."""
+        self.server.broker.undefer_flushes()
+        self.kick()
         while self.flushing is not None:
             self._idle = asyncio.get_running_loop().create_future()
             await self._idle
 
     def close(self) -> None:
+        if self._deferred_timer is not None:
+            self._deferred_timer.cancel()
+            self._deferred_timer = None
         if self._thread is not None:
             self._jobs.put(None)
             self._thread.join()

@@ -37,14 +37,20 @@ MAX_PATTERN_CHARS = 1_000
 
 
 def _answer(
-    broker: Broker, outcome: TxnOutcome, response: Any, now_ms: int, *, durable: bool = True
+    broker: Broker,
+    outcome: TxnOutcome,
+    response: Any,
+    now_ms: int,
+    *,
+    durable: bool = True,
+    ending: bool = False,
 ) -> Outcome:
     """Apply the outcome; answer once it is durable unless `durable` is False.
 
     Adding partitions or a group to a transaction is answered at once: its record is appended before any
     write it allows, and every group commit fsyncs transaction state first, so no acknowledged write
     can outlive it in a crash (and an unacknowledged one is aborted at start, as a hanging transaction)."""
-    changed = broker.transactions.apply(outcome, now_ms)
+    changed = broker.transactions.apply(outcome, now_ms, ending=ending)
     if changed and durable and broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
@@ -299,7 +305,7 @@ def end_txn(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     response = EndTxnResponse(
         error_code=outcome.error, producer_id=outcome.producer_id, producer_epoch=outcome.epoch
     )
-    return _answer(broker, outcome, response, ctx.now_ms)
+    return _answer(broker, outcome, response, ctx.now_ms, ending=True)
 
 
 @handles("DescribeTransactions")
