@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -63,3 +64,27 @@ def started() -> Iterator[list[StoppableMember]]:
     for member in members:
         if not member.closed.is_set():
             member.stop()
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """Mount a small tmpfs (`mount_tmpfs("24m")`): a disk that really fills up, ENOSPC included. Skips the
+    test where mounting is not allowed (not root, or no mount in this container)."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> Path:
+        if os.geteuid() != 0:
+            pytest.skip("mounting a tmpfs to fill needs root")
+        point = tmp_path / f"tmpfs-{len(mounted)}"
+        point.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], capture_output=True
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:
+        subprocess.run(["umount", "-l", str(point)], check=False)

@@ -12,11 +12,10 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -170,20 +169,8 @@ def try_commit(bootstrap: str, topic: str, offset: int) -> bool:
 
 
 @pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs to fill needs root")
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)], capture_output=True
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+def small_tmpfs(mount_tmpfs: Callable[[str], Path]) -> Path:
+    return mount_tmpfs("24m")
 
 
 @pytest.mark.parametrize("min_free_bytes", [4 << 20, 0])

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -228,18 +227,8 @@ def test_a_corrupt_batch_the_cleaner_meets_makes_the_partition_uncleanable(tmp_p
 
 
 @pytest.fixture
-def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs to fill needs root")
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+def small_tmpfs(mount_tmpfs: Callable[[str], Path]) -> Path:
+    return mount_tmpfs("4m")
 
 
 def test_a_full_disk_during_cleaning_changes_nothing_and_the_next_pass_works(small_tmpfs: Path) -> None:
