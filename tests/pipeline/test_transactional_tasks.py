@@ -176,7 +176,13 @@ def test_batch_commit_refuses_a_fenced_task_before_committing_anything(kafka: An
     assert len(_read(kafka, target, "read_uncommitted")) == 3
 
 
-def test_batch_exactly_once_over_tls_or_sasl_is_refused_at_start(kafka: Any) -> None:
-    options = _options(kafka, "t", **{"kafka.security.protocol": "SASL_SSL"})
-    with pytest.raises(TransactionsUnsupportedError, match="plaintext"):
+@pytest.mark.parametrize("mechanism", ["GSSAPI", "OAUTHBEARER"])
+def test_batch_exactly_once_with_a_sasl_mechanism_the_driver_cannot_speak_is_refused_at_start(
+    kafka: Any, mechanism: str
+) -> None:
+    # TLS and SASL PLAIN/SCRAM work (test_transactional_secured.py); these need Kerberos or tokens.
+    options = _options(
+        kafka, "t", **{"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": mechanism}
+    )
+    with pytest.raises(TransactionsUnsupportedError, match=f"sasl.mechanism {mechanism} is not one of"):
         check_transactions_supported(options, driver_commits=True)

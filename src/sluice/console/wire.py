@@ -9,12 +9,11 @@ say "not reported" rather than guess.
 from __future__ import annotations
 
 import logging
-import socket
-import ssl
 import threading
 import time
 from dataclasses import dataclass
 
+from sluice.client.secure import connect_secure, supported
 from sluice.client.wire import WireClient
 from sluice.protocol.messages import APIS_BY_KEY, APIS_BY_NAME
 
@@ -49,71 +48,12 @@ class LogDirs:
     dirs: list[tuple[int, str, int, int]]  # (broker id, path, total bytes or -1, usable bytes or -1)
 
 
-PROTOCOLS = ("plaintext", "ssl", "sasl_plaintext", "sasl_ssl")
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-
-
-class WireError(Exception):
-    pass
-
-
-def mechanism(settings: dict[str, str]) -> str:
-    # librdkafka's default, and its older plural spelling of the key.
-    return (settings.get("sasl.mechanism") or settings.get("sasl.mechanisms") or "GSSAPI").upper()
-
-
-def supported(settings: dict[str, str]) -> bool:
-    protocol = settings.get("security.protocol", "plaintext").lower()
-    if protocol not in PROTOCOLS:
-        return False
-    return not protocol.startswith("sasl") or mechanism(settings) in MECHANISMS
-
-
-def tls_context(settings: dict[str, str]) -> ssl.SSLContext:
-    """librdkafka's TLS settings, as Python's ssl reads them."""
-    context = ssl.create_default_context(cafile=settings.get("ssl.ca.location"))
-    if settings.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
-        context.check_hostname = False
-    if settings.get("enable.ssl.certificate.verification", "true").lower() == "false":
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    cert, key = settings.get("ssl.certificate.location"), settings.get("ssl.key.location")
-    if cert and key:
-        context.load_cert_chain(cert, key, password=settings.get("ssl.key.password"))
-    return context
-
-
-def authenticate(client: WireClient, mechanism: str, username: str, password: str) -> None:
-    """SaslHandshake, then SaslAuthenticate rounds: PLAIN's one, or SCRAM's two (RFC 5802, via scramp)."""
-    handshake = client.call("SaslHandshake", 1, client.request_class("SaslHandshake")(mechanism=mechanism))
-    if handshake.error_code != 0:
-        raise WireError(f"SaslHandshake {mechanism}: error {handshake.error_code}")
-
-    def step(data: bytes) -> bytes:
-        reply = client.call("SaslAuthenticate", 1, client.request_class("SaslAuthenticate")(auth_bytes=data))
-        if reply.error_code != 0:
-            raise WireError(f"SaslAuthenticate: {reply.error_message or reply.error_code}")
-        return bytes(reply.auth_bytes or b"")
-
-    if mechanism == "PLAIN":
-        step(b"\0" + username.encode() + b"\0" + password.encode())
-        return
-    from scramp import ScramClient
-
-    scram = ScramClient([mechanism], username, password)
-    scram.set_server_first(step(scram.get_client_first().encode()).decode())
-    scram.set_server_final(step(scram.get_client_final().encode()).decode())
-
-
 class WireFacts:
     """Asks brokers over the wire; remembers which ones do not answer so a page never waits on them twice."""
 
     def __init__(self, settings: dict[str, str], timeout_s: float) -> None:
         self.settings = settings
         self.enabled = supported(settings)
-        protocol = settings.get("security.protocol", "plaintext").lower()
-        self.tls = protocol.endswith("ssl")
-        self.sasl = protocol.startswith("sasl")
         self.timeout_s = timeout_s
         self._unserved: dict[tuple[str, int], float] = {}
         self._lock = threading.Lock()
@@ -129,22 +69,7 @@ class WireFacts:
 
     def connect(self, host: str, port: int) -> WireClient:
         """A connection as librdkafka would make it with these settings: TLS, then SASL, when asked for."""
-        sock: socket.socket = socket.create_connection((host, port), timeout=self.timeout_s)
-        try:
-            if self.tls:
-                sock = tls_context(self.settings).wrap_socket(sock, server_hostname=host)
-            client = WireClient.over(sock, client_id="sluice-console")
-            if self.sasl:
-                authenticate(
-                    client,
-                    mechanism(self.settings),
-                    self.settings.get("sasl.username", ""),
-                    self.settings.get("sasl.password", ""),
-                )
-        except BaseException:
-            sock.close()
-            raise
-        return client
+        return connect_secure(host, port, self.settings, self.timeout_s, client_id="sluice-console")
 
     def protocol(self, host: str, port: int) -> Protocol | None:
         if not self.enabled:

@@ -31,6 +31,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice.client.secure import SecureConnectError, connect_secure, unsupported_reason
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
 from sluice.pipeline.kafka_io import DeliveryTracker, ProduceFailedError
@@ -78,14 +79,15 @@ def check_transactions_supported(
     Initializing a transactional producer exercises FindCoordinator(TRANSACTION) and a
     transactional InitProducerId; a broker without transactions fails one of them. The commit
     topic is created when it does not exist. ``driver_commits`` (batch writes): the driver must
-    also reach the transaction coordinator with sluice's wire client, which speaks plaintext only.
+    also reach the transaction coordinator with sluice's wire client, which speaks TLS and SASL
+    PLAIN/SCRAM (the same kafka.* settings the tasks' producers get) but not GSSAPI or OAUTHBEARER.
     """
     if driver_commits:
-        protocol = str(options.kafka_config.get("security.protocol", "plaintext")).lower()
-        if protocol != "plaintext":
+        reason = unsupported_reason(options.kafka_config)
+        if reason is not None:
             raise TransactionsUnsupportedError(
-                "deliveryGuarantee=exactly-once commits the tasks' transactions from the "
-                f"driver over a plaintext connection, and kafka.security.protocol is {protocol}. "
+                "deliveryGuarantee=exactly-once commits the tasks' transactions from the driver "
+                f"with sluice's wire client, which cannot connect with these kafka.* options: {reason}. "
                 "Use deliveryGuarantee=at-least-once with this cluster."
             )
     settings = {
@@ -282,14 +284,19 @@ class _Coordinators:
             if client is not None:
                 client.close()
 
+    def _connect(self, host: str, port: int) -> WireClient:
+        # The same security settings the tasks' producers get from kafka.*.
+        return connect_secure(host, port, self.options.kafka_config, self.timeout, client_id="sluice-driver")
+
     def _any_broker(self) -> WireClient:
         if self._bootstrap is None:
             errors = []
             for address in self.options.bootstrap_servers.split(","):
                 try:
-                    self._bootstrap = WireClient.connect(address.strip(), timeout=self.timeout)
+                    host, _, port = address.strip().rpartition(":")
+                    self._bootstrap = self._connect(host, int(port))
                     break
-                except (OSError, ValueError) as error:
+                except (OSError, ValueError, SecureConnectError) as error:
                     errors.append(f"{address.strip()}: {error}")
             else:
                 raise ProduceFailedError(f"cannot connect to any bootstrap server ({'; '.join(errors)})")
@@ -307,7 +314,12 @@ class _Coordinators:
             )
         address = (found.host, found.port)
         if address not in self._by_address:
-            self._by_address[address] = WireClient(found.host, found.port, timeout=self.timeout)
+            try:
+                self._by_address[address] = self._connect(found.host, found.port)
+            except (OSError, SecureConnectError) as error:
+                raise ProduceFailedError(
+                    f"{txn_id}: cannot reach its transaction coordinator {found.host}:{found.port}: {error}"
+                ) from None
         return self._by_address[address]
 
     def describe(self, txn_id: str) -> Any:
