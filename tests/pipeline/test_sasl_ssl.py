@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.client.secure import connect_secure
 
 pytestmark = pytest.mark.spark
 
@@ -68,3 +70,55 @@ def test_read_and_write_over_sasl_ssl(spark: Any, secure: Any) -> None:
             break
     consumer.close()
     assert sorted(got) == sorted(b"v%d" % i for i in range(10))
+
+
+def test_exactly_once_batch_write_over_sasl_ssl(spark: Any, secure: Any) -> None:
+    # The tasks prepare their transactions over SASL_SSL; the driver commits them with EndTxn over
+    # SASL_SSL too, with the same kafka.* settings.
+    settings = secure.sasl(security.ADMIN, security.ADMIN_PASSWORD, "SCRAM-SHA-256")
+    sink = f"spark-eos-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(settings)
+    admin.create_topics([NewTopic(sink, 1, 1)])[sink].result(timeout=10)
+    options = {f"kafka.{k}": v for k, v in settings.items() if k != "bootstrap.servers"}
+    frame = spark.createDataFrame([(b"e%d" % i,) for i in range(20)], "value binary").repartition(2)
+    (
+        frame.write.format("sluice")
+        .option("kafka.bootstrap.servers", settings["bootstrap.servers"])
+        .options(**options)
+        .option("topic", sink)
+        .option("deliveryGuarantee", "exactly-once")
+        .option("transactionalIdPrefix", sink)
+        .mode("append")
+        .save()
+    )
+    consumer = Consumer(
+        {
+            **settings,
+            "group.id": sink,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(sink, 0, 0)])
+    got: list[bytes] = []
+    for _ in range(100):
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error():
+            break  # the last stable offset: everything committed is before it
+        got.append(message.value())
+    consumer.close()
+    assert sorted(got) == sorted(b"e%d" % i for i in range(20))
+    # Written inside transactions that the driver committed, not plainly.
+    host, _, port = settings["bootstrap.servers"].rpartition(":")
+    with connect_secure(host, int(port), settings, 10) as client:
+        listed = client.call(
+            "ListTransactions", 1, client.request_class("ListTransactions")(state_filters=[])
+        )
+        ids = [t.transactional_id for t in listed.transaction_states if t.transactional_id.startswith(sink)]
+        cls = client.request_class("DescribeTransactions")
+        states = client.call("DescribeTransactions", 0, cls(transactional_ids=ids)).transaction_states
+    tasks = [s for s in states if not s.transactional_id.endswith("-probe")]  # the start check's own
+    assert len(tasks) == 2 and {s.transaction_state for s in tasks} == {"CompleteCommit"}
