@@ -122,6 +122,14 @@ def test_a_driver_with_a_wrong_password_commits_nothing_and_a_retry_commits_all(
     assert _read(settings, target, "read_committed") == [b"x", b"y"]
 
 
+def test_connect_secure_speaks_tls_with_a_client_certificate(secure: Any) -> None:
+    settings = secure.mtls("pipeline-driver")
+    host, _, port = settings["bootstrap.servers"].rpartition(":")
+    with connect_secure(host, int(port), settings, 10) as client:
+        reply = client.call("ApiVersions", 0, client.request_class("ApiVersions")())
+    assert reply.error_code == 0 and reply.api_keys
+
+
 def test_connect_secure_checks_the_brokers_certificate(secure: Any, tmp_path: Path) -> None:
     import trustme
 
