@@ -59,3 +59,25 @@ def test_a_wrong_password_is_a_clear_error(secure_broker: SecureBroker) -> None:
         assert result.returncode != 0, (args, result.stdout)
         assert "Authentication failed" in result.stderr or "SASL" in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr, (args, result.stderr)
+
+
+def test_users_and_acls_commands_take_x_settings_and_sluice_bootstrap(secure_broker: SecureBroker) -> None:
+    """`sluice users` and `sluice acls` connect like every other client command: SLUICE_BOOTSTRAP and -X."""
+    settings = secure_broker.sasl(ADMIN, ADMIN_PASSWORD)
+    os.environ["SLUICE_BOOTSTRAP"] = settings.pop("bootstrap.servers")
+    try:
+        secured = [arg for key, value in settings.items() for arg in ("-X", f"{key}={value}")]
+        user, topic = f"x-{uuid.uuid4().hex[:8]}", f"x-acl-{uuid.uuid4().hex[:8]}"
+        created = sluice("users", "create", user, "--password-stdin", *secured, stdin="pw-123456\n")
+        assert created.returncode == 0, created.stderr
+        listed = sluice("users", "list", *secured)
+        assert listed.returncode == 0 and user in listed.stdout, listed.stderr
+        added = sluice("acls", "add", "--principal", f"User:{user}", "--operation", "Read", "--topic", topic, *secured)
+        assert added.returncode == 0, added.stderr
+        acls = sluice("acls", "list", "--topic", topic, *secured)
+        assert acls.returncode == 0 and f"User:{user}" in acls.stdout, acls.stderr
+        # Without the -X security settings the same commands cannot log in: an error, not a hang or traceback.
+        refused = sluice("acls", "list", "--topic", topic, "-X", "socket.timeout.ms=3000", timeout=60)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    finally:
+        del os.environ["SLUICE_BOOTSTRAP"]

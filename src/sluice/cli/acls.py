@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sluice.cli.common import console, fail
+from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, Settings, console, fail
 from sluice.cli.users import (
     TIMEOUT_S,
     CaFile,
@@ -44,7 +44,6 @@ Operation = Annotated[
 ]
 Host = Annotated[str | None, typer.Option("--host", help="Client host the ACL applies to (default '*').")]
 Deny = Annotated[bool, typer.Option("--deny", help="A DENY ACL (deny wins over allow).")]
-Bootstrap = Annotated[str, typer.Option("--bootstrap", "-b", help="Kafka bootstrap servers.")]
 
 
 def _enum_name(value: str) -> str:
@@ -117,7 +116,7 @@ def add(
     prefixed: Prefixed = False,
     host: Host = None,
     deny: Deny = False,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     security_protocol: SecurityProtocol = "PLAINTEXT",
     sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
     sasl_username: SaslUser = None,
@@ -125,6 +124,7 @@ def add(
     ssl_cafile: CaFile = None,
     ssl_certfile: CertFile = None,
     ssl_keyfile: KeyFile = None,
+    setting: Settings = None,
 ) -> None:
     """Allow (or with --deny, deny) PRINCIPAL the operations on one resource."""
     from confluent_kafka.admin import AclBinding, AclPermissionType, ResourcePatternType
@@ -149,6 +149,7 @@ def add(
             ssl_certfile,
             ssl_keyfile,
         ),
+        setting,
     )
     for binding, future in client.create_acls(bindings).items():
         try:
@@ -211,7 +212,7 @@ def list_acls(
     cluster: Cluster = False,
     prefixed: Prefixed = False,
     host: Host = None,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     security_protocol: SecurityProtocol = "PLAINTEXT",
     sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
@@ -220,6 +221,7 @@ def list_acls(
     ssl_cafile: CaFile = None,
     ssl_certfile: CertFile = None,
     ssl_keyfile: KeyFile = None,
+    setting: Settings = None,
 ) -> None:
     """ACLs matching the options (all of them without any)."""
     client = admin(
@@ -233,6 +235,7 @@ def list_acls(
             ssl_certfile,
             ssl_keyfile,
         ),
+        setting,
     )
     rows: list[dict[str, str]] = []
     for f in _filter(principal, operation, topic, group, transactional_id, cluster, prefixed, host, None):
@@ -261,7 +264,7 @@ def remove(
     prefixed: Prefixed = False,
     host: Host = None,
     deny: Annotated[bool | None, typer.Option("--deny/--allow", help="Only DENY or only ALLOW ACLs.")] = None,
-    bootstrap: Bootstrap = "127.0.0.1:9092",
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     security_protocol: SecurityProtocol = "PLAINTEXT",
     sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
     sasl_username: SaslUser = None,
@@ -269,6 +272,7 @@ def remove(
     ssl_cafile: CaFile = None,
     ssl_certfile: CertFile = None,
     ssl_keyfile: KeyFile = None,
+    setting: Settings = None,
 ) -> None:
     """Remove the ACLs matching the options (at least a principal or a resource must be named)."""
     if principal is None and not (topic or group or transactional_id or cluster):
@@ -284,6 +288,7 @@ def remove(
             ssl_certfile,
             ssl_keyfile,
         ),
+        setting,
     )
     removed = 0
     filters = _filter(principal, operation, topic, group, transactional_id, cluster, prefixed, host, deny)

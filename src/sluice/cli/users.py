@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from sluice.cli.common import console, fail
+from sluice.cli.common import Settings, console, fail, new_client, parse_settings
 
 app = typer.Typer(help="Create, list and delete SCRAM users.", no_args_is_help=True)
 
@@ -24,7 +24,9 @@ Mechanism = Annotated[str, typer.Option("--mechanism", help="SCRAM-SHA-256 or SC
 DataDir = Annotated[
     Path | None, typer.Option("--data-dir", help="Broker data dir (offline; broker stopped).")
 ]
-Bootstrap = Annotated[str | None, typer.Option("--bootstrap", "-b", help="Broker to ask (online).")]
+Bootstrap = Annotated[
+    str | None, typer.Option("--bootstrap", "-b", envvar="SLUICE_BOOTSTRAP", help="Broker to ask (online).")
+]
 SecurityProtocol = Annotated[
     str, typer.Option("--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.")
 ]
@@ -72,10 +74,12 @@ def client_security(
     return settings
 
 
-def admin(bootstrap: str, security: dict[str, str]) -> Any:
+def admin(bootstrap: str, security: dict[str, str], settings: list[str] | None = None) -> Any:
+    """An AdminClient with the security options, then the user's -X settings (last: they win)."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, **security})
+    config = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, **security}
+    return new_client(AdminClient, config | parse_settings(settings))
 
 
 def _read_password(password_stdin: bool) -> str:
@@ -132,6 +136,7 @@ def create(
     ssl_cafile: CaFile = None,
     ssl_certfile: CertFile = None,
     ssl_keyfile: KeyFile = None,
+    setting: Settings = None,
 ) -> None:
     """Create a user, or give an existing one a new password for MECHANISM."""
     from sluice.security.authn import CredentialError, credential_from_password
@@ -159,6 +164,7 @@ def create(
             ssl_certfile,
             ssl_keyfile,
         ),
+        setting,
     )
     upsert = UserScramCredentialUpsertion(
         name, ScramCredentialInfo(_mechanism(mechanism), iterations), password.encode()
@@ -182,6 +188,7 @@ def delete(
     ssl_cafile: CaFile = None,
     ssl_certfile: CertFile = None,
     ssl_keyfile: KeyFile = None,
+    setting: Settings = None,
 ) -> None:
     """Delete a user's credentials (one mechanism or all)."""
     from sluice.security.authn import SCRAM_MECHANISMS
@@ -208,6 +215,7 @@ def delete(
             ssl_certfile,
             ssl_keyfile,
         ),
+        setting,
     )
     if mechanism is None:
         described = _wait(client.describe_user_scram_credentials([name]))
@@ -232,6 +240,7 @@ def list_users(
     ssl_cafile: CaFile = None,
     ssl_certfile: CertFile = None,
     ssl_keyfile: KeyFile = None,
+    setting: Settings = None,
 ) -> None:
     """Users and their mechanisms with iterations (never any secret)."""
     _check_target(data_dir, bootstrap)
@@ -251,6 +260,7 @@ def list_users(
                 ssl_certfile,
                 ssl_keyfile,
             ),
+            setting,
         )
         described = client.describe_user_scram_credentials().result(timeout=TIMEOUT_S)
         for user, desc in described.items():
