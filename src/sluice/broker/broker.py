@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sluice.broker import authz
 from sluice.broker.api import HANDLERS, Outcome, RequestContext
@@ -62,6 +62,14 @@ TICK_RETRY_WHILE_REFUSING_MS = 500
 TxnVerifier = Callable[[int, int, str, int], None]
 
 
+class ProduceRules(NamedTuple):
+    """What a produce to one topic is checked against, read from its configs."""
+
+    max_batch_bytes: int  # max.message.bytes
+    compacted: bool  # cleanup.policy has "compact": every record needs a key
+    checks: RecordChecks  # message.timestamp.* bounds and the like (record_checks.py)
+
+
 def check_topic_name(name: str | None) -> str:
     problem = topic_name_problem(name or "")
     if problem:
@@ -107,8 +115,8 @@ class Broker:
         # The shell registers this to wake long polls waiting on a partition.
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
         self._next_producer_id = 0
-        # Per topic: (the TopicMeta they were read from, max.message.bytes, whether it is compacted).
-        self._batch_limits: dict[str, tuple[TopicMeta, int, bool]] = {}
+        # Per topic: the TopicMeta the produce rules were read from, and the rules.
+        self._produce_rules: dict[str, tuple[TopicMeta, ProduceRules]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
         self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
         data_dir = getattr(storage, "data_dir", None)
@@ -117,7 +125,6 @@ class Broker:
         self._ticks_deferred_until: int | None = None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
-        self._record_checks_cache: dict[str, tuple[TopicMeta, RecordChecks]] = {}
         self.quotas = ClientQuotas.open(data_dir)
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
         security_dir = config.data_dir / "security" if config.data_dir is not None else None
@@ -292,17 +299,17 @@ class Broker:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
             if refusal := self.write_refusal(now_ms, len(records)):
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
-            max_batch_bytes, compacted = self._topic_limits(topic)
-            headers = validate_batches(records, max_batch_bytes=max_batch_bytes)
+            rules = self._rules_for(topic)
+            headers = validate_batches(records, max_batch_bytes=rules.max_batch_bytes)
             # KIP-467: every bad record of the batch is named, whichever check it failed.
             failed: list[RecordErrors] = []
-            if compacted:
+            if rules.compacted:
                 try:
                     check_keys_for_compaction(records, headers)
                 except RecordErrors as exc:
                     failed.append(exc)
             try:
-                check_records(memoryview(records), headers, self._record_checks(topic), now_ms)
+                check_records(memoryview(records), headers, rules.checks, now_ms)
             except RecordErrors as exc:
                 failed.append(exc)
             if failed:
@@ -317,26 +324,17 @@ class Broker:
         """Why writes are refused now (free space below min_free_bytes, or the disk was found full)."""
         return self.free_space.refusal(now_ms, size) if self.free_space is not None else None
 
-    def _topic_limits(self, topic: str) -> tuple[int, bool]:
-        """(max.message.bytes, whether the topic is compacted so every record needs a key)."""
-        # Parsing topic configs costs more than validating a batch: keep the answer per TopicMeta object,
+    def _rules_for(self, topic: str) -> ProduceRules:
+        # Parsing topic configs costs more than validating a batch: keep the rules per TopicMeta object,
         # which storage replaces whenever the configs change.
         meta = self.storage.topic(topic)
         if meta is None:
-            return self.config.max_message_bytes, False
-        cached = self._batch_limits.get(topic)
+            return ProduceRules(self.config.max_message_bytes, False, NO_CHECKS)
+        cached = self._produce_rules.get(topic)
         if cached is None or cached[0] is not meta:
             config = meta.config
-            cached = self._batch_limits[topic] = (meta, config.max_message_bytes, config.compacts)
-        return cached[1], cached[2]
-
-    def _record_checks(self, topic: str) -> RecordChecks:
-        meta = self.storage.topic(topic)
-        if meta is None:
-            return NO_CHECKS
-        cached = self._record_checks_cache.get(topic)
-        if cached is None or cached[0] is not meta:
-            cached = self._record_checks_cache[topic] = (meta, parse_checks(meta.configs))
+            rules = ProduceRules(config.max_message_bytes, config.compacts, parse_checks(meta.configs))
+            cached = self._produce_rules[topic] = (meta, rules)
         return cached[1]
 
     def _append_validated(
