@@ -93,18 +93,6 @@ def _operations(names: list[str] | None, *, required: bool) -> list[Any]:
     return ops
 
 
-def _security(
-    protocol: str,
-    mechanism: str,
-    user: str | None,
-    password: str | None,
-    cafile: str | None,
-    certfile: str | None,
-    keyfile: str | None,
-) -> dict[str, str]:
-    return client_security(protocol, mechanism, user, password, cafile, certfile, keyfile)
-
-
 @app.command("add")
 def add(
     principal: Principal = None,
@@ -140,7 +128,7 @@ def add(
     ]
     client = admin(
         bootstrap,
-        _security(
+        client_security(
             security_protocol,
             sasl_mechanism,
             sasl_username,
@@ -226,7 +214,7 @@ def list_acls(
     """ACLs matching the options (all of them without any)."""
     client = admin(
         bootstrap,
-        _security(
+        client_security(
             security_protocol,
             sasl_mechanism,
             sasl_username,
@@ -279,7 +267,7 @@ def remove(
         fail("name a --principal or a resource, so one command cannot remove every ACL by accident")
     client = admin(
         bootstrap,
-        _security(
+        client_security(
             security_protocol,
             sasl_mechanism,
             sasl_username,
