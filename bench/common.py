@@ -322,4 +322,27 @@ class TansuBroker(Broker):
         return self
 
 
-BROKERS: dict[str, type[Broker]] = {"sluice": SluiceBroker, "tansu": TansuBroker}
+class SluiceNoSyncBroker(SluiceBroker):
+    """sluice acknowledging before its fsync (`fsync_before_ack: false`): like for like with Tansu's memory
+    engine, which acknowledges what it holds only in memory."""
+
+    name = "sluice-nosync"
+
+    def start(self, timeout: float = 60.0) -> SluiceBroker:
+        fd, path = tempfile.mkstemp(prefix="sluice-nosync-", suffix=".yaml")
+        os.close(fd)
+        self._config = Path(path)
+        self._config.write_text("fsync_before_ack: false\n")
+        self.extra_args = [*self.extra_args, "--config", path]
+        return super().start(timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        super().stop(timeout)
+        self._config.unlink(missing_ok=True)
+
+
+BROKERS: dict[str, type[Broker]] = {
+    "sluice": SluiceBroker,
+    "sluice-nosync": SluiceNoSyncBroker,
+    "tansu": TansuBroker,
+}

@@ -3,8 +3,8 @@
     .venv/bin/python bench/txn_bench.py                        # 50,000 messages per case, 1 round
     .venv/bin/python bench/txn_bench.py --scale 0.5 --rounds 2 --json-out /tmp/txn.json
 
-Per broker, freshly started (sluice with fsync on, its default; Tansu with its memory engine), for 100 B and
-1 KiB messages:
+Per broker, freshly started (sluice with fsync on, its default; sluice-nosync acknowledging before fsync, the
+like-for-like peer of Tansu's memory engine; Tansu with its memory engine), for 100 B and 1 KiB messages:
   - idempotent produce (acks=all) of N messages: the baseline,
   - transactional produce of the same N messages in transactions of 100 and of 10,000 messages,
   - commit latency: commit_transaction() after the batch is flushed, i.e. the EndTxn round trip,
@@ -173,7 +173,7 @@ def main() -> None:
     )
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--brokers", default="sluice,tansu")
+    parser.add_argument("--brokers", default="sluice,sluice-nosync,tansu")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     count = max(TXN_SIZES[-1], int(50_000 * args.scale))
@@ -214,7 +214,7 @@ def main() -> None:
         for case, fields in result[n].items():
             if "commit_p99_ms" in fields:
                 print(
-                    f"{n:7} {case:28} EndTxn p50 {fields['commit_p50_ms']:.2f} ms  p99 {fields['commit_p99_ms']:.2f} ms"
+                    f"{n:13} {case:28} EndTxn p50 {fields['commit_p50_ms']:.2f} ms  p99 {fields['commit_p99_ms']:.2f} ms"
                     f"  ({fields['commits']} commits)"
                 )
     print()
@@ -232,7 +232,7 @@ def main() -> None:
                     vs_tansu = ratio(txn_cpu, result["tansu"].get(key, {}).get("cpu_us_per_msg"))
                 fmt = lambda v: "n/a" if v is None else f"{v:.2f}x"  # noqa: E731
                 print(
-                    f"{n:7} {key:20} txn/idempotent CPU {fmt(ratio(txn_cpu, base))}"
+                    f"{n:13} {key:20} txn/idempotent CPU {fmt(ratio(txn_cpu, base))}"
                     f"  read_committed/read_uncommitted {fmt(ratio(rc, ru))}"
                     + (f"  CPU vs tansu {fmt(vs_tansu)}" if vs_tansu is not None else "")
                 )

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 
 _READY = re.compile(r"^sluice broker listening on [^ ]+:(\d+)$")
-_ADMIN_READY = re.compile(r"^sluice admin listening on (http://[^ ]+)$")
+_ADMIN_READY = re.compile(r"^sluice admin listening on (https?://[^ ]+)$")
 
 
 class BrokerProcess:

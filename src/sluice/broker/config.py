@@ -109,6 +109,11 @@ class BrokerConfig:
     bound_ports: dict[str, int] = field(default_factory=dict)
     # HOST:PORT of the admin HTTP listener (/metrics and the /v1 admin API); None: no listener.
     admin_listen: str | None = None
+    # Credentials every admin request must carry (Authorization header): {basic: {user: password},
+    # bearer_tokens: [...]}, the gateway's `auth:` shape. None: the listener asks for none.
+    admin_auth: dict[str, Any] | None = None
+    # Serve the admin listener over HTTPS with ssl_certfile/ssl_keyfile (client certificates per ssl_client_auth).
+    admin_tls: bool = False
 
     @property
     def advertised(self) -> tuple[str, int]:
@@ -145,7 +150,9 @@ class BrokerConfig:
         if any(p in ("SSL", "SASL_SSL") for p in protocols) and not (self.ssl_certfile and self.ssl_keyfile):
             raise ValueError("an SSL or SASL_SSL listener needs ssl_certfile and ssl_keyfile")
         if self.ssl_client_auth not in ("none", "requested", "required"):
-            raise ValueError(f"ssl_client_auth must be none, requested or required, got {self.ssl_client_auth!r}")
+            raise ValueError(
+                f"ssl_client_auth must be none, requested or required, got {self.ssl_client_auth!r}"
+            )
         if self.ssl_client_auth != "none" and not self.ssl_cafile:
             raise ValueError("ssl_client_auth needs ssl_cafile (the CA that signs client certificates)")
         unknown = [m for m in self.sasl_enabled_mechanisms if m not in MECHANISMS]
@@ -156,6 +163,15 @@ class BrokerConfig:
         for principal in self.super_users:
             if ":" not in principal:
                 raise ValueError(f"super_users: {principal!r} is not TYPE:NAME (e.g. User:admin)")
+        self.admin_credentials()
+        if self.admin_tls and not (self.ssl_certfile and self.ssl_keyfile):
+            raise ValueError("admin_tls needs ssl_certfile and ssl_keyfile")
+
+    def admin_credentials(self) -> Any:
+        """The parsed `admin_auth` (a ClientAuth), or None; ValueError names what is wrong."""
+        from sluice.security.http_auth import client_auth_from
+
+        return client_auth_from(self.admin_auth, "admin_auth")
 
     @classmethod
     def from_file(cls, path: Path, **overrides: Any) -> BrokerConfig:

@@ -95,18 +95,46 @@ Admin = Annotated[
     typer.Option(
         "--admin",
         envvar="SLUICE_ADMIN",
-        help=f"The broker's admin listener HOST:PORT (default: the first bootstrap host, port {ADMIN_PORT}).",
+        help=(
+            f"The broker's admin listener: HOST:PORT (default: the first bootstrap host, port {ADMIN_PORT}) or a "
+            "URL, https://USER:PASSWORD@HOST:PORT for a listener with admin_tls and admin_auth. A bearer token "
+            "comes from SLUICE_ADMIN_TOKEN; an HTTPS listener's CA from SSL_CERT_FILE."
+        ),
     ),
 ]
 
 
 def admin_address(admin: str | None, bootstrap: str) -> str:
     if admin:
-        split_hostport(admin, "--admin")
+        if "://" not in admin:
+            split_hostport(admin, "--admin")
         return admin
     first = bootstrap.split(",")[0].strip()
     host = first.rpartition(":")[0] or first
     return f"{host}:{ADMIN_PORT}"
+
+
+def _admin_request(address: str, method: str, path: str, data: bytes | None) -> Any:
+    """The urllib request for `path` on the admin listener at `address` (HOST:PORT or a URL with credentials)."""
+    import base64
+    import os
+    import urllib.parse
+    import urllib.request
+
+    url = urllib.parse.urlsplit(address if "://" in address else f"http://{address}")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        fail(f"--admin {address!r}: expected HOST:PORT or an http(s):// URL")
+    headers = {"Content-Type": "application/json"}
+    if url.username is not None:
+        secret = f"{urllib.parse.unquote(url.username)}:{urllib.parse.unquote(url.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(secret.encode()).decode()
+    elif token := os.environ.get("SLUICE_ADMIN_TOKEN"):
+        headers["Authorization"] = f"Bearer {token}"
+    netloc = url.hostname if ":" not in url.hostname else f"[{url.hostname}]"
+    if url.port is not None:
+        netloc += f":{url.port}"
+    base = f"{url.scheme}://{netloc}{url.path.rstrip('/')}"
+    return urllib.request.Request(base + path, data=data, method=method, headers=headers)
 
 
 def admin_call(
@@ -118,21 +146,25 @@ def admin_call(
     import urllib.request
 
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"http://{address}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
-    )
+    request = _admin_request(address, method, path, data)
+    shown = request.full_url.removesuffix(path)  # the credentials are not printed
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as exc:
         raw = exc.read()
+        if exc.code == 401:
+            fail(
+                f"the broker's admin API at {shown} wants credentials (admin_auth): pass --admin "
+                "https://USER:PASSWORD@HOST:PORT or set SLUICE_ADMIN_TOKEN"
+            )
         try:
             return exc.code, json.loads(raw)
         except ValueError:
             return exc.code, {"error": str(exc.code), "message": raw.decode(errors="replace")}
     except (urllib.error.URLError, OSError) as exc:
         fail(
-            f"cannot reach the broker's admin API at {address} ({exc}); start the broker with "
+            f"cannot reach the broker's admin API at {shown} ({exc}); start the broker with "
             "--metrics-listen HOST:PORT and pass --admin HOST:PORT (or SLUICE_ADMIN)"
         )
         raise  # unreachable: fail() exits

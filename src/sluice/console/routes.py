@@ -20,6 +20,7 @@ from sluice.console.app import CONSOLE, MAX_SCAN_JOBS, Console
 from sluice.console.cluster import ClusterError
 from sluice.console.groups import ResetRow
 from sluice.console.messages import MAX_PRODUCE_BYTES, ScanJob, format_cursor, parse_cursor
+from sluice.security.http_auth import redact_url
 
 STATIC = Path(__file__).parent / "static"
 # When the page's handler began, for the footer's "rendered in"; each request runs in its own task.
@@ -434,7 +435,7 @@ async def live_rewind(console: Console, group: str, rows: list[ResetRow]) -> Non
             status = reply.status
     except (ClientError, TimeoutError, ValueError) as exc:
         raise ClusterError(
-            "ADMIN_API_UNREACHABLE", f"cannot reach {url}: {exc or type(exc).__name__}"
+            "ADMIN_API_UNREACHABLE", f"cannot reach {redact_url(url)}: {exc or type(exc).__name__}"
         ) from None
     if status != 200:
         error = answer if isinstance(answer, dict) else {}

@@ -14,97 +14,27 @@ Two independent layers, both optional:
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 from aiohttp import web
 from grpc import aio
 
+from sluice.security.http_auth import ClientAuth, client_auth_from
+from sluice.security.http_auth import http_middleware as _http_middleware
+
 log = logging.getLogger("sluice.gateway.auth")
 
+# Load balancers' probes stay open.
 OPEN_HTTP_PATHS = frozenset({"/_ping", "/_health"})
-MAX_AUTHORIZATION_BYTES = 8192
 
-
-@dataclass(frozen=True)
-class ClientAuth:
-    basic: dict[str, str] = field(default_factory=dict)
-    bearer_tokens: tuple[str, ...] = ()
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.basic or self.bearer_tokens)
-
-    def accepts(self, authorization: str | None) -> bool:
-        """Is this `Authorization` value one of the configured credentials? Compared in constant time."""
-        if not authorization or len(authorization) > MAX_AUTHORIZATION_BYTES:
-            return False
-        scheme, _, value = authorization.strip().partition(" ")
-        scheme = scheme.lower()
-        value = value.strip()
-        if scheme == "bearer":
-            found = False
-            for token in self.bearer_tokens:
-                found |= hmac.compare_digest(token.encode(), value.encode())
-            return found
-        if scheme == "basic":
-            try:
-                user, sep, password = base64.b64decode(value, validate=True).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                return False
-            expected = self.basic.get(user)
-            return (
-                bool(sep)
-                and expected is not None
-                and hmac.compare_digest(expected.encode(), password.encode())
-            )
-        return False
-
-
-def client_auth_from(section: Any, where: str = "auth") -> ClientAuth | None:
-    """Parse the `auth:` section; ValueError names what is wrong."""
-    if section is None:
-        return None
-    if not isinstance(section, dict):
-        raise ValueError(f"{where}: expected a mapping")
-    unknown = set(section) - {"basic", "bearer_tokens"}
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
-    basic = section.get("basic") or {}
-    tokens = section.get("bearer_tokens") or []
-    if not isinstance(basic, dict) or not all(isinstance(v, str | int) for v in basic.values()):
-        raise ValueError(f"{where}.basic: expected a mapping of user: password")
-    if not isinstance(tokens, list) or not all(isinstance(t, str) and t for t in tokens):
-        raise ValueError(f"{where}.bearer_tokens: expected a list of non-empty strings")
-    if any(":" in str(user) for user in basic):
-        raise ValueError(f"{where}.basic: a user name cannot contain ':'")
-    auth = ClientAuth({str(u): str(p) for u, p in basic.items()}, tuple(tokens))
-    return auth if auth.enabled else None
+__all__ = ["OPEN_HTTP_PATHS", "ClientAuth", "GrpcAuthInterceptor", "client_auth_from", "http_middleware"]
 
 
 def http_middleware(auth: ClientAuth) -> Callable[..., Awaitable[web.StreamResponse]]:
-    @web.middleware
-    async def authenticate(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        if request.path in OPEN_HTTP_PATHS or auth.accepts(request.headers.get("Authorization")):
-            return await handler(request)
-        log.warning(
-            "refused HTTP %s %s from %s: no valid credentials", request.method, request.path, request.remote
-        )
-        return web.json_response(
-            {"error": "authentication required"},
-            status=401,
-            headers={"WWW-Authenticate": 'Basic realm="sluice", Bearer'},
-        )
-
-    return authenticate
+    return _http_middleware(auth, OPEN_HTTP_PATHS)
 
 
 class GrpcAuthInterceptor(aio.ServerInterceptor):

@@ -27,6 +27,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from sluice.security.http_auth import redact_url
+
 from .config import ClusterConfig
 from .errors import Failure, GatewayError
 from .metrics import GatewayMetrics
@@ -358,7 +360,7 @@ class ClusterClient:
             raise GatewayError(
                 Failure.UNAVAILABLE,
                 f"set offsets of group {group}: the broker's admin API at "
-                f"{self.config.admin_url} did not answer ({exc or type(exc).__name__})",
+                f"{redact_url(self.config.admin_url)} did not answer ({exc or type(exc).__name__})",
             ) from exc
         if status != 200 or not isinstance(answer, dict):
             error = answer.get("error", "") if isinstance(answer, dict) else ""

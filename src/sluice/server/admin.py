@@ -6,6 +6,10 @@
     DELETE /v1/groups/{name}[?force=true]
     POST /v1/groups/{name}/rewind     set committed offsets, live or only on an inactive group
 
+With `admin_auth` every request (/metrics included: Prometheus sends basic or bearer credentials) must carry
+one of the configured credentials, and with `admin_tls` the listener speaks HTTPS with the broker's
+certificate: what it takes for the listener to leave loopback when the Kafka listeners are secured.
+
 Kafka's protocol has no "create group" and no way to move a running group's offsets; rather than
 invent Kafka API keys that no client knows (and that a future Kafka could reuse), the extensions are
 plain JSON over HTTP next to /metrics: any tool can call them, and the Kafka listener stays pure
@@ -22,8 +26,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluice.errors import ErrorCode, KafkaError
+from sluice.security.http_auth import http_middleware
 from sluice.server.kafka import now_ms
 from sluice.server.metrics import broker_registry
+from sluice.server.tls import TlsContext
 
 if TYPE_CHECKING:
     from sluice.server.kafka import KafkaServer
@@ -74,7 +80,14 @@ class AdminApp:
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.registry = broker_registry(server)
-        self.app = web.Application(client_max_size=MAX_BODY_BYTES)
+        config = server.broker.config
+        credentials = config.admin_credentials()
+        self.app = web.Application(
+            client_max_size=MAX_BODY_BYTES, middlewares=[http_middleware(credentials)] if credentials else []
+        )
+        if config.admin_tls and server.tls is None:
+            server.tls = TlsContext.from_config(config)  # so SIGHUP reloads the admin certificate too
+        self.tls = server.tls if config.admin_tls else None
         self.app.router.add_get("/metrics", self.metrics)
         self.app.router.add_get("/v1/groups", self.list_groups)
         self.app.router.add_post("/v1/groups", self.create_group)
@@ -86,7 +99,9 @@ class AdminApp:
     async def start(self, host: str, port: int) -> tuple[str, int]:
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port, reuse_address=True)
+        site = web.TCPSite(
+            self.runner, host, port, reuse_address=True, ssl_context=self.tls.context if self.tls else None
+        )
         await site.start()
         sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
         bound = sockets[0].getsockname()[:2] if sockets else (host, port)
@@ -147,7 +162,10 @@ class AdminApp:
         await self._durable()
         host, port = self.server.broker.config.advertised
         return web.json_response(
-            {**created, "coordinator": {"node_id": self.server.broker.config.node_id, "host": host, "port": port}},
+            {
+                **created,
+                "coordinator": {"node_id": self.server.broker.config.node_id, "host": host, "port": port},
+            },
             status=201,
         )
 
@@ -202,9 +220,8 @@ def _parse_offsets(raw: Any) -> dict[tuple[str, int], int]:
         if not isinstance(item, dict):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "each offset is {topic, partition, offset}")
         topic, partition, offset = item.get("topic"), item.get("partition"), item.get("offset")
-        if (
-            not isinstance(topic, str)
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in (partition, offset))
+        if not isinstance(topic, str) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in (partition, offset)
         ):
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"bad offset entry {item!r}")
         assert isinstance(partition, int) and isinstance(offset, int)

@@ -68,7 +68,7 @@ class RunningBroker:
         if self.admin is None or self.admin.address is None:
             return None
         host, port = self.admin.address
-        return f"http://{host}:{port}"
+        return f"{'https' if self.admin.tls else 'http'}://{host}:{port}"
 
     async def stop(self) -> None:
         if self.admin is not None:
@@ -187,10 +187,12 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
     running = RunningBroker(broker, server, host, port, retention, cleaner)
     if config.admin_listen:
         admin_host, _, admin_port = config.admin_listen.rpartition(":")
-        if config.authorizer is not None and admin_host.strip("[]") not in ("127.0.0.1", "::1", "localhost"):
-            # The admin HTTP API (group delete/rewind) has no SASL and no ACLs.
+        off_loopback = admin_host.strip("[]") not in ("127.0.0.1", "::1", "localhost")
+        if config.authorizer is not None and off_loopback and not config.admin_auth:
+            # The admin HTTP API (group delete/rewind) speaks neither SASL nor ACLs: admin_auth guards it.
             log.warning(
-                "admin_listen %s is not loopback: its /v1 API is not covered by the authorizer",
+                "admin_listen %s is not loopback and has no admin_auth: anyone who reaches it can delete "
+                "and rewind groups",
                 config.admin_listen,
             )
         running.admin = AdminApp(server)
