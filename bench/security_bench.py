@@ -41,8 +41,12 @@ SIZE = 1024
 USER, PASSWORD = "bench", "bench-password"
 
 
-def start_broker(root: Path, *, tls: bool, acls: int) -> tuple[BrokerProcess, dict[str, dict[str, Any]]]:
-    """A broker with a PLAINTEXT (and with `tls` a SASL_SSL) listener; `acls` > 0 turns the authorizer on."""
+def start_broker(
+    root: Path, *, tls: bool, acls: int, terminator: bool = False
+) -> tuple[BrokerProcess, dict[str, dict[str, Any]]]:
+    """A broker with a PLAINTEXT (and with `tls` a SASL_SSL) listener; `acls` > 0 turns the authorizer on.
+    With `terminator` also a SASL_PLAINTEXT listener reached through bench/tls_terminator.py (client setting
+    "SASL_SSL via terminator"; the relay's process is the broker's `relay` attribute)."""
     root.mkdir(parents=True)
     data = root / "data"
     data.mkdir()
@@ -82,6 +86,17 @@ def start_broker(root: Path, *, tls: bool, acls: int) -> tuple[BrokerProcess, di
             "sasl.password": PASSWORD,
             "ssl.ca.location": str(root / "ca.pem"),
         }
+    relay_port = 0
+    if tls and terminator:
+        ports["SASL_PLAINTEXT"], relay_port = free_port(), free_port()
+        config["advertised_listeners"] = [
+            f"{name}://127.0.0.1:{relay_port if name == 'SASL_PLAINTEXT' else port}"
+            for name, port in ports.items()
+        ]
+        clients["SASL_SSL via terminator"] = {
+            **clients["SASL_SSL"],
+            "bootstrap.servers": f"127.0.0.1:{relay_port}",
+        }
     config["listeners"] = [f"{name}://127.0.0.1:{port}" for name, port in ports.items()]
     clients["PLAINTEXT"] = {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"}
     if acls:
@@ -113,7 +128,17 @@ def start_broker(root: Path, *, tls: bool, acls: int) -> tuple[BrokerProcess, di
             )
         store.add(bindings)
     (root / "broker.yaml").write_text(yaml.safe_dump(config))
-    return BrokerProcess(data, config=root / "broker.yaml").start(), clients
+    broker = BrokerProcess(data, config=root / "broker.yaml").start()
+    broker.relay = None  # type: ignore[attr-defined]
+    if relay_port:
+        relay = subprocess.Popen(
+            [sys.executable, str(Path(__file__).parent / "tls_terminator.py"), str(relay_port),
+             str(ports["SASL_PLAINTEXT"]), str(root / "server.crt"), str(root / "server.key")],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert relay.stdout is not None and relay.stdout.readline().strip() == "ready"
+        broker.relay = relay  # type: ignore[attr-defined]
+    return broker, clients
 
 
 def run_scenario(broker: BrokerProcess, settings: dict[str, Any], count: int) -> dict[str, float]:
@@ -279,18 +304,28 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--acls", type=int, default=1000)
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument(
+        "--terminator",
+        action="store_true",
+        help="also run SASL_SSL through a TLS-terminating relay process (bench/tls_terminator.py) in front of a "
+        "SASL_PLAINTEXT listener: does taking TLS out of the broker's process buy throughput here?",
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {"count": args.count, "size": SIZE, "rounds": args.rounds}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        plain_runs, tls_runs = [], []
-        broker, clients = start_broker(root / "tls", tls=True, acls=0)
+        plain_runs, tls_runs, relay_runs = [], [], []
+        broker, clients = start_broker(root / "tls", tls=True, acls=0, terminator=args.terminator)
         try:
             for _ in range(args.rounds):
                 plain_runs.append(run_scenario(broker, clients["PLAINTEXT"], args.count))
                 tls_runs.append(run_scenario(broker, clients["SASL_SSL"], args.count))
+                if args.terminator:
+                    relay_runs.append(run_scenario(broker, clients["SASL_SSL via terminator"], args.count))
         finally:
             broker.stop()
+            if broker.relay is not None:  # type: ignore[attr-defined]
+                broker.relay.kill()  # type: ignore[attr-defined]
         plain, tls = medians(plain_runs), medians(tls_runs)
         table(
             "SASL_SSL (SCRAM-SHA-256) vs PLAINTEXT, 1 KiB, confluent-kafka",
@@ -299,6 +334,16 @@ def main() -> None:
             "SASL_SSL",
             tls,
         )
+        if relay_runs:
+            relayed = medians(relay_runs)
+            table(
+                "SASL_SSL through a TLS-terminating relay process vs PLAINTEXT (broker CPU excludes the relay's)",
+                "PLAINTEXT",
+                plain,
+                "via relay",
+                relayed,
+            )
+            results["sasl_ssl_via_terminator"] = relayed
         # Both brokers run side by side and take turns (the order flips every round), so each pair of runs
         # shares whatever else the machine is doing.
         open_runs, acl_runs = [], []
