@@ -290,3 +290,68 @@ def test_controller_mutation_rate_refuses_topics_once_the_bucket_is_spent(
                 assert (
                     alter(admin, [("client-id", client)], [("controller_mutation_rate", 0.0, True)])[0] == 0
                 )
+
+
+def _metadata(wire: WireClient) -> tuple[Any, float]:
+    R = wire.request_class("Metadata")
+    started = time.monotonic()
+    response = wire.call("Metadata", 12, R(topics=None, allow_auto_topic_creation=False))
+    return response, time.monotonic() - started
+
+
+def test_a_client_over_its_request_percentage_is_throttled(bootstrap: str) -> None:
+    """KIP-124: request_percentage is the share of one request thread's time a client may use. Over it, the
+    answer carries throttle_time_ms and the connection is muted that long; other clients are not."""
+    with WireClient.connect(bootstrap) as admin:
+        assert alter(admin, [("client-id", "busy-app")], [("request_percentage", 1.0, False)])[0] == 0
+    try:
+        with WireClient.connect(bootstrap, client_id="busy-app") as busy:
+            throttle = 0
+            deadline = time.monotonic() + 30
+            sent = 0
+            # 1% of a thread is 10 ms of handler time a second: a tight loop of requests crosses it.
+            while throttle == 0 and time.monotonic() < deadline:
+                response, _ = _metadata(busy)
+                throttle = response.throttle_time_ms
+                sent += 1
+            assert 0 < throttle <= 11_000, f"no throttle after {sent} requests"
+            _, waited = _metadata(busy)
+            assert waited * 1000 >= throttle * 0.8, (waited, throttle)
+        with WireClient.connect(bootstrap, client_id="calm-app") as calm:
+            for _ in range(20):
+                response, _ = _metadata(calm)
+                assert response.throttle_time_ms == 0
+    finally:
+        with WireClient.connect(bootstrap) as admin:
+            assert alter(admin, [("client-id", "busy-app")], [("request_percentage", 0.0, True)])[0] == 0
+
+
+def _connects(bootstrap: str) -> bool:
+    """Does a new connection get an ApiVersions answer?"""
+    try:
+        with WireClient.connect(bootstrap) as wire:
+            R = wire.request_class("ApiVersions")
+            wire.call("ApiVersions", 3, R(client_software_name="q", client_software_version="1"))
+        return True
+    except (ConnectionError, OSError, EOFError):
+        return False
+
+
+def test_connections_over_the_ip_connection_creation_rate_are_held_then_closed(bootstrap: str) -> None:
+    """KIP-612: past its IP's connection_creation_rate a new connection is not served but held for the throttle
+    time and closed; connections made before keep working, and once the quota is removed new ones are served
+    again."""
+    with WireClient.connect(bootstrap) as admin:  # opened before the quota: it stays served
+        assert alter(admin, [("ip", "127.0.0.1")], [("connection_creation_rate", 5.0, False)])[0] == 0
+        try:
+            outcomes = []
+            started = time.monotonic()
+            for _ in range(40):
+                outcomes.append(_connects(bootstrap))
+                if not outcomes[-1]:
+                    break
+            assert outcomes[0] and not outcomes[-1], outcomes
+            assert time.monotonic() - started < 30
+        finally:
+            assert alter(admin, [("ip", "127.0.0.1")], [("connection_creation_rate", 0.0, True)])[0] == 0
+    assert all(_connects(bootstrap) for _ in range(20))

@@ -1,5 +1,6 @@
-"""Client quotas (KIP-55, KIP-124, KIP-546): configured per user and/or client id, enforced on produce and
-fetch bytes, kept durably beside the logs.
+"""Client quotas (KIP-55, KIP-124, KIP-546, KIP-599, KIP-612): configured per user and/or client id (or IP),
+enforced on produce and fetch bytes, request handler time, topic mutations and new connections, kept
+durably beside the logs.
 
 Kafka's semantics, followed here:
 - An entity is a set of (entity type, name) with types `user`, `client-id` (or `ip` alone); a name of None
@@ -7,8 +8,9 @@ Kafka's semantics, followed here:
 - The quota that applies to a request is the most specific configured entity, in Kafka's order:
   user+client, user+default client, user, default user+client, default user+default client, default user,
   client, default client.
-- A client over its byte rate gets `throttle_time_ms` = (rate - quota) / quota * window, and (KIP-219)
-  the broker answers at once and then stops reading from the connection for that long.
+- A client over its byte rate or its request_percentage gets `throttle_time_ms` = (rate - quota) / quota *
+  window, and (KIP-219) the broker answers at once and then stops reading from the connection for that long.
+- A connection over its IP's connection_creation_rate is held unread for its throttle time, then closed.
 
 Pure apart from `load`/`save`: time is passed in.
 """
@@ -246,6 +248,24 @@ class ClientQuotas:
                 return entity, value
         return None
 
+    def connection_throttle(self, ip: str, now_ms: int) -> int:
+        """Count a new connection from `ip` against its connection_creation_rate (KIP-612: the quota of that
+        IP, else the default IP quota); how long to hold it before closing it, 0 when within the rate."""
+        for entity in (((IP, ip),), ((IP, None),)):
+            bound = self.configs.get(entity, {}).get(CONNECTION_CREATION_RATE)
+            if bound is not None:
+                break
+        else:
+            return 0
+        rate = self._rates.setdefault((CONNECTION_CREATION_RATE, ((IP, ip),)), _Rate())
+        rate.record(now_ms, 1)
+        observed = rate.per_second(now_ms)
+        if observed <= bound:
+            return 0
+        if bound <= 0:
+            return MAX_THROTTLE_MS
+        return int(min(MAX_THROTTLE_MS, (observed - bound) / bound * rate.window_ms(now_ms)))
+
     def mutation_quota(self, user: str, client_id: str, now_ms: int, strict: bool) -> MutationQuota:
         found = self.quota_for(user, client_id, CONTROLLER_MUTATION_RATE)
         if found is None or found[1] <= 0:
@@ -296,6 +316,24 @@ def _matches(names: dict[str, str | None], entity_type: str, match_type: int, ma
     if match_type == MATCH_DEFAULT:
         return name is None
     return name is not None
+
+
+# Never throttled for request time: what a client needs to connect and log in (Kafka exempts these too,
+# and a muted login would only be retried).
+REQUEST_TIME_EXEMPT = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+
+
+def request_time_throttle(broker: Broker, ctx: RequestContext, seconds: float, now_ms: int) -> int:
+    """Count `seconds` of the broker's thread spent on this request against the request_percentage quota
+    (KIP-124: n% is n% of one thread's time, and sluice serves requests on one thread); the throttle time in
+    ms, 0 when within quota or when none applies."""
+    quotas = broker.quotas
+    if not quotas.configs or ctx.api_key in REQUEST_TIME_EXEMPT:
+        return 0
+    principal = getattr(ctx, "principal", None) or ANONYMOUS
+    user = principal.split(":", 1)[1] if ":" in principal else principal
+    # Kafka records request time as a percentage of one second; the rate per second is then the percentage.
+    return quotas.record(user, ctx.client_id or "", REQUEST_PERCENTAGE, seconds * 100, now_ms)
 
 
 def throttled(broker: Broker, ctx: RequestContext, response: Any, key: str, amount: int, now_ms: int) -> Any:

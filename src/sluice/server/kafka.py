@@ -28,6 +28,7 @@ from sluice.broker.api import (
 from sluice.broker.broker import OFFSETS_TOPIC, Broker
 from sluice.broker.handlers.metadata import api_versions_body
 from sluice.broker.handlers.produce import refuse_unflushed
+from sluice.broker.quotas import request_time_throttle
 from sluice.errors import ErrorCode, KafkaError, ProtocolError
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
 from sluice.protocol.headers import (
@@ -56,18 +57,26 @@ def now_ms() -> int:
 class ResponseSlot:
     """A place in a connection's response order; filled now or later."""
 
-    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts", "started")
+    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts", "started", "throttle_ms")
 
-    def __init__(self, connection: KafkaConnection, api_key: int, api_version: int, correlation_id: int) -> None:
+    def __init__(
+        self, connection: KafkaConnection, api_key: int, api_version: int, correlation_id: int
+    ) -> None:
         self.connection = connection
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.parts: list[Any] | None = None
         self.started = perf_counter()
+        self.throttle_ms = 0  # from the request_percentage quota, known once the handler returned
 
     def fill(self, response: Any, version: int | None = None) -> None:
         version = self.api_version if version is None else version
+        throttle = getattr(response, "throttle_time_ms", 0)
+        if self.throttle_ms > throttle:
+            throttle = self.throttle_ms
+            if hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle  # the client backs off too (KIP-219)
         api = APIS_BY_KEY[self.api_key]
         flexible = version in api.response_def.flexible
         parts: list[Any] = [response_header(self.correlation_id, self.api_key, flexible)]
@@ -75,7 +84,6 @@ class ResponseSlot:
         self.parts = parts
         self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
         self.connection.flush_responses()
-        throttle = getattr(response, "throttle_time_ms", 0)
         if throttle:
             self.connection.mute(throttle)
 
@@ -106,6 +114,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_received = time.monotonic()
         # A client over its quota: no request is read until the throttle time has passed (KIP-219).
         self.muted = False
+        # Over its IP's connection_creation_rate: held unserved until closed (KIP-612).
+        self.held = False
         self.tls = False  # set in connection_made: responses then go out through coalesce()
 
     # ----- asyncio callbacks -----
@@ -117,12 +127,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer_host = peer[0] if peer else ""
         self.tls = transport.get_extra_info("ssl_object") is not None
         if len(self.server.connections) >= self.server.broker.config.max_connections:
-            log.warning("refusing connection from %s: %d connections open", self.peer_host, len(self.server.connections))
+            log.warning(
+                "refusing connection from %s: %d connections open",
+                self.peer_host,
+                len(self.server.connections),
+            )
             self.server.broker.metrics.connections_refused += 1
             transport.abort()
             return
         self.server.broker.metrics.connections_accepted += 1
         self.server.connections.add(self)
+        broker = self.server.broker
+        if broker.quotas.configs and (delay := broker.quotas.connection_throttle(self.peer_host, now_ms())):
+            # KIP-612: over its IP's connection_creation_rate, a connection is held unread for the throttle
+            # time and then closed, so a reconnect loop slows down instead of being refused in a spin.
+            log.info(
+                "closing connection from %s in %d ms: over its connection_creation_rate",
+                self.peer_host,
+                delay,
+            )
+            self.held = self.muted = True
+            loop = asyncio.get_running_loop()
+            loop.call_soon(self._update_reading)  # uvloop starts reading after connection_made returns
+            loop.call_later(delay / 1000, self.abort, "over connection_creation_rate")
+            return
         self.session = Session.open(self.listener, self.peer_host, peer_principal(transport))
         if uses_sasl(self.listener):
             self.auth = AuthGate(self, self.session)  # other listeners have nothing to gate
@@ -145,6 +173,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.frames.writable()
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self.held:
+            return  # over the connection rate: nothing it sends is served before it is closed
         self.last_received = time.monotonic()
         try:
             frames = self.frames.commit(nbytes)
@@ -194,8 +224,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(f"malformed request: {exc}")
             return
         ctx = RequestContext(
-            header.api_key, header.api_version, header.correlation_id, header.client_id, self.peer_host, now_ms(),
-            listener=self.listener, session=self.session,
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+            header.client_id,
+            self.peer_host,
+            now_ms(),
+            listener=self.listener,
+            session=self.session,
         )
         slot = None
         outcome: Any
@@ -203,6 +239,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             slot = self._new_slot(header.api_key, header.api_version, header.correlation_id)
             ctx.reply_token = slot
             outcome = server.broker.dispatch(ctx, request)
+            if server.broker.quotas.configs:
+                slot.throttle_ms = request_time_throttle(
+                    server.broker, ctx, perf_counter() - slot.started, ctx.now_ms
+                )
         except KafkaError as exc:  # a request refused as a whole (e.g. a group write on a full disk)
             log.error("closing connection from %s: %s", self.peer_host, exc.message)
             self.abort(exc.message)
@@ -320,7 +360,10 @@ class GroupCommit:
         self.flushing = (batch, partitions)
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._flush_forever, args=(asyncio.get_running_loop(),), name="sluice-fsync", daemon=True
+                target=self._flush_forever,
+                args=(asyncio.get_running_loop(),),
+                name="sluice-fsync",
+                daemon=True,
             )
             self._thread.start()
         self._jobs.put(partitions)
@@ -346,7 +389,9 @@ class GroupCommit:
             self.server.broker.metrics.fsync.observe(seconds)
         (batch, partitions), self.flushing = self.flushing, None
         broker = self.server.broker
-        broker.end_flush([(state, end) for state, end in partitions if (state.topic, state.index) not in failed])
+        broker.end_flush(
+            [(state, end) for state, end in partitions if (state.topic, state.index) not in failed]
+        )
         if failed:
             log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
         for slot, response in batch:
@@ -403,7 +448,10 @@ class KafkaServer:
         first: tuple[str, int] | None = None
         for protocol, host, port in specs:
             server = await loop.create_server(
-                lambda protocol=protocol: KafkaConnection(self, protocol), host, port, reuse_address=True,
+                lambda protocol=protocol: KafkaConnection(self, protocol),
+                host,
+                port,
+                reuse_address=True,
                 ssl=self.tls.context if self.tls is not None and uses_tls(protocol) else None,
             )
             self.servers.append(server)
@@ -431,7 +479,9 @@ class KafkaServer:
         return min(1.0, config.connections_max_idle_ms / 2000, config.partial_request_timeout_ms / 2000)
 
     def _schedule_sweep(self) -> None:
-        self._sweep_timer = asyncio.get_running_loop().call_later(self._sweep_interval(), self._sweep_connections)
+        self._sweep_timer = asyncio.get_running_loop().call_later(
+            self._sweep_interval(), self._sweep_connections
+        )
 
     def _sweep_connections(self) -> None:
         """Close idle connections and ones stalled mid-request; give quiet ones' receive buffers back."""
