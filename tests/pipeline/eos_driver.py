@@ -6,6 +6,8 @@ the master, the guarantee, and the faults: a partition whose tasks sleep between
 fails once the sink has written some of its records (a task failure mid-batch). A Python worker hands its output
 on when 64 KiB have piled up, so the tests use values big enough for one Arrow batch to pass. The process prints one
 ``BATCH <id> <rows>`` line per finished micro-batch and exits 0 when the copy reached the end.
+With ``wait_for_go`` it prints ``READY`` once its session is up and starts the copy when a ``go`` line
+comes on stdin: a test warms the next driver up while it waits to kill the current one.
 
 Tests that kill nothing run the same copy (``start_copy``) in the SparkSession they share, which saves
 a JVM start: everything the copy's transform refers to lives in this module, shipped to Python workers
@@ -120,6 +122,13 @@ def main() -> None:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
+    if config.get("wait_for_go"):
+        # Warmed up (JVM, session, Python workers) while an earlier driver may still run the copy;
+        # the test says when to start. Without its word (stdin closed) the driver never starts.
+        print("READY", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            spark.stop()
+            return
     query = start_copy(spark, config)
     seen = -1
     while query.isActive:

@@ -162,14 +162,23 @@ def _env() -> dict[str, str]:
 
 
 def _start_driver(config: dict[str, Any]) -> subprocess.Popen[str]:
+    """A driver that starts its session, then waits for ``_go`` before it touches broker or checkpoint."""
     return subprocess.Popen(
-        [sys.executable, str(DRIVER), json.dumps(config)],
+        [sys.executable, str(DRIVER), json.dumps({**config, "wait_for_go": True})],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         env=_env(),
         start_new_session=True,  # its own process group: the JVM and Python workers die with it
     )
+
+
+def _go(driver: subprocess.Popen[str]) -> None:
+    assert driver.stdout is not None and driver.stdin is not None
+    assert driver.stdout.readline().strip() == "READY", f"the driver exited with {driver.wait(30)}"
+    driver.stdin.write("go\n")
+    driver.stdin.flush()
 
 
 def _kill_9(driver: subprocess.Popen[str]) -> None:
@@ -312,26 +321,37 @@ def test_kill_9_of_the_driver_mid_batch_at_several_points_loses_and_duplicates_n
         # Records on the broker inside a transaction that has not committed: read_uncommitted only.
         return len(_read(eos.sink.bootstrap, target, 2, "read_uncommitted", 2)) > visible()
 
-    # 1. While a task holds an open transaction with some of its records already written.
-    driver = _start_driver(config)
-    _wait_for(open_transaction_written, 180, "records of an open transaction")
-    _kill_9(driver)
-
-    # 2. After partition 0's task of a batch wrote all its records (prepared, 30 of them), while
-    #    partition 1's still writes, so before the batch commits: the window where an
-    #    at-least-once sink duplicates.
     def written_not_visible() -> int:
         return len(_read(eos.sink.bootstrap, target, 2, "read_uncommitted", 2)) - visible()
 
-    driver = _start_driver(config)
-    garbage = written_not_visible()  # aborted records the first kill left
-    _wait_for(lambda: written_not_visible() - garbage >= 30, 180, "one task's share written, uncommitted")
-    _kill_9(driver)
-    # 3. Right after Spark logged a batch, while the next batch's tasks are writing.
-    driver = _start_driver(config)
-    logged = logged_batches()
-    _wait_for(lambda: logged_batches() > logged, 180, "a logged batch commit")
-    _kill_9(driver)
+    # Each next driver starts its JVM while the current one runs; it starts the copy only on _go,
+    # after the kill.
+    drivers = [_start_driver(config)]
+    try:
+        # 1. While a task holds an open transaction with some of its records already written.
+        _go(drivers[0])
+        drivers.append(_start_driver(config))
+        _wait_for(open_transaction_written, 180, "records of an open transaction")
+        _kill_9(drivers[0])
+
+        # 2. After partition 0's task of a batch wrote all its records (prepared, 30 of them), while
+        #    partition 1's still writes, so before the batch commits: the window where an
+        #    at-least-once sink duplicates.
+        garbage = written_not_visible()  # aborted records the first kill left
+        _go(drivers[1])
+        drivers.append(_start_driver(config))
+        _wait_for(lambda: written_not_visible() - garbage >= 30, 180, "one task's share written, uncommitted")
+        _kill_9(drivers[1])
+
+        # 3. Right after Spark logged a batch, while the next batch's tasks are writing.
+        logged = logged_batches()
+        _go(drivers[2])
+        _wait_for(lambda: logged_batches() > logged, 180, "a logged batch commit")
+        _kill_9(drivers[2])
+    finally:
+        for driver in drivers:
+            if driver.poll() is None:
+                _kill_9(driver)
     assert visible() < count  # the kills landed before the end
     # The restart: a new driver (the shared session) on the checkpoint the killed ones left.
     _run_in_session(spark, {**config, "slow_partition": None})
