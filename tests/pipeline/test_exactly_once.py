@@ -184,6 +184,9 @@ def _go(driver: subprocess.Popen[str]) -> None:
 def _kill_9(driver: subprocess.Popen[str]) -> None:
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait(30)
+    for pipe in (driver.stdin, driver.stdout):
+        if pipe is not None:
+            pipe.close()
 
 
 def _run_in_session(spark: Any, config: dict[str, Any], timeout_s: float = 300) -> list[tuple[int, int]]:
