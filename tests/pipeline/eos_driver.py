@@ -6,6 +6,12 @@ the master, the guarantee, and the faults: a partition whose tasks sleep between
 fails once the sink has written some of its records (a task failure mid-batch). A Python worker hands its output
 on when 64 KiB have piled up, so the tests use values big enough for one Arrow batch to pass. The process prints one
 ``BATCH <id> <rows>`` line per finished micro-batch and exits 0 when the copy reached the end.
+With ``wait_for_go`` it prints ``READY`` once its session is up and starts the copy when a ``go`` line
+comes on stdin: a test warms the next driver up while it waits to kill the current one.
+
+Tests that kill nothing run the same copy (``start_copy``) in the SparkSession they share, which saves
+a JVM start: everything the copy's transform refers to lives in this module, shipped to Python workers
+by value (``cloudpickle.register_pickle_by_value``), since they cannot import the tests' directory.
 """
 
 from __future__ import annotations
@@ -63,6 +69,38 @@ def slow_and_failing(config: dict[str, Any]) -> Any:
     return transform
 
 
+def sql_conf(config: dict[str, Any]) -> dict[str, str]:
+    """The session settings the copy needs, in its own driver or in a session shared with other tests."""
+    return {
+        "spark.sql.shuffle.partitions": "2",
+        # Several Arrow batches per task, so a task can fail or sleep between two of them.
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(config.get("arrow_batch", 5)),
+    }
+
+
+def start_copy(spark: Any, config: dict[str, Any]) -> Any:
+    """Start the copy (source topic, faulty transform, sink) in ``spark``; returns the StreamingQuery."""
+    frame = (
+        spark.readStream.format("sluice")
+        .option("kafka.bootstrap.servers", config["bootstrap"])
+        .option("subscribe", config["source"])
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(config.get("per_trigger", 1000000)))
+        .load()
+        .select("key", "value", "partition")
+    )
+    frame = frame.mapInArrow(slow_and_failing(config), frame.schema)
+    return (
+        frame.writeStream.format("sluice")
+        .option("kafka.bootstrap.servers", config.get("sink_bootstrap", config["bootstrap"]))
+        .option("topic", config["target"])
+        .option("deliveryGuarantee", config.get("guarantee", "exactly-once"))
+        .option("checkpointLocation", config["checkpoint"])
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -78,34 +116,20 @@ def main() -> None:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", "2")
-        # Several Arrow batches per task, so a task can fail or sleep between two of them.
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(config.get("arrow_batch", 5)))
     )
-    for name, value in config.get("spark_conf", {}).items():
+    for name, value in {**sql_conf(config), **config.get("spark_conf", {})}.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
-    frame = (
-        spark.readStream.format("sluice")
-        .option("kafka.bootstrap.servers", config["bootstrap"])
-        .option("subscribe", config["source"])
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(config.get("per_trigger", 1000000)))
-        .load()
-        .select("key", "value", "partition")
-    )
-    frame = frame.mapInArrow(slow_and_failing(config), frame.schema)
-    query = (
-        frame.writeStream.format("sluice")
-        .option("kafka.bootstrap.servers", config.get("sink_bootstrap", config["bootstrap"]))
-        .option("topic", config["target"])
-        .option("deliveryGuarantee", config.get("guarantee", "exactly-once"))
-        .option("checkpointLocation", config["checkpoint"])
-        .trigger(availableNow=True)
-        .start()
-    )
+    if config.get("wait_for_go"):
+        # Warmed up (JVM, session, Python workers) while an earlier driver may still run the copy;
+        # the test says when to start. Without its word (stdin closed) the driver never starts.
+        print("READY", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            spark.stop()
+            return
+    query = start_copy(spark, config)
     seen = -1
     while query.isActive:
         for progress in query.recentProgress:

@@ -1,8 +1,9 @@
 """deliveryGuarantee=exactly-once: replays, kill -9 of the driver, task failures, batch writes.
 
-Streaming queries run in a driver process of their own (tests/pipeline/eos_driver.py) so that
-it can be killed with SIGKILL. Every check reads the output with a read_committed consumer and
-asserts each input record is there exactly once.
+The streaming copy is tests/pipeline/eos_driver.py. Where the driver is killed with SIGKILL it runs in
+a driver process of its own; elsewhere (replays, task failures, the restart after the kills) the same
+copy runs in the SparkSession the tests share, saving a JVM start each. Every check reads the output
+with a read_committed consumer and asserts each input record is there exactly once.
 
 The sink needs a broker with transactions. The scenarios that leave an aborted transaction
 behind (a kill while a task writes, a failed task) also need read_committed readers to skip
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import eos_driver  # beside this file (pytest puts the tests' directory on sys.path)
 import pytest
 
 from sluice.pipeline.options import PipelineOptionError, parse_sink_options
@@ -159,21 +161,11 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
 
 
-def _run_driver(config: dict[str, Any], timeout: float = 300) -> str:
-    result = subprocess.run(
-        [sys.executable, str(DRIVER), json.dumps(config)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=_env(),
-    )
-    assert result.returncode == 0 and "DONE" in result.stdout, result.stderr[-4000:]
-    return result.stdout
-
-
 def _start_driver(config: dict[str, Any]) -> subprocess.Popen[str]:
+    """A driver that starts its session, then waits for ``_go`` before it touches broker or checkpoint."""
     return subprocess.Popen(
-        [sys.executable, str(DRIVER), json.dumps(config)],
+        [sys.executable, str(DRIVER), json.dumps({**config, "wait_for_go": True})],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -182,9 +174,42 @@ def _start_driver(config: dict[str, Any]) -> subprocess.Popen[str]:
     )
 
 
+def _go(driver: subprocess.Popen[str]) -> None:
+    assert driver.stdout is not None and driver.stdin is not None
+    assert driver.stdout.readline().strip() == "READY", f"the driver exited with {driver.wait(30)}"
+    driver.stdin.write("go\n")
+    driver.stdin.flush()
+
+
 def _kill_9(driver: subprocess.Popen[str]) -> None:
     os.killpg(driver.pid, signal.SIGKILL)
     driver.wait(30)
+    for pipe in (driver.stdin, driver.stdout):
+        if pipe is not None:
+            pipe.close()
+
+
+def _run_in_session(spark: Any, config: dict[str, Any], timeout_s: float = 300) -> list[tuple[int, int]]:
+    """The driver's copy, run to its end in the shared SparkSession: (batch id, input rows) of each
+    micro-batch. The copy's settings are put back afterwards, for the tests that share the session."""
+    from pyspark import cloudpickle
+
+    # The Python workers cannot import eos_driver: ship the transform with what it calls, by value.
+    cloudpickle.register_pickle_by_value(eos_driver)
+    settings = eos_driver.sql_conf(config)
+    previous = {name: spark.conf.get(name) for name in settings}
+    try:
+        for name, value in settings.items():
+            spark.conf.set(name, value)
+        query = eos_driver.start_copy(spark, config)
+        try:
+            assert query.awaitTermination(timeout_s), f"the copy did not finish in {timeout_s} s"
+        finally:
+            query.stop()
+    finally:
+        for name, value in previous.items():
+            spark.conf.set(name, value)
+    return [(p["batchId"], p["numInputRows"]) for p in query.recentProgress]
 
 
 # Python workers pass Arrow batches on in 64 KiB writes: with 5 rows of 20 KB per batch each one
@@ -252,14 +277,14 @@ def _forget_spark_commit(checkpoint: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
 def test_batch_replayed_after_its_tasks_committed_is_written_once(
-    eos: EosBrokers, tmp_path: Path, guarantee: str
+    spark: Any, eos: EosBrokers, tmp_path: Path, guarantee: str
 ) -> None:
     source, target = _fill(eos, 60)
     config = _config(eos, source, target, tmp_path / "cp", per_trigger=20, guarantee=guarantee)
-    assert "BATCH 2 20" in _run_driver(config)
+    assert (2, 20) in _run_in_session(spark, config)
     assert _copied(eos, target) == _expected(60)
     _forget_spark_commit(tmp_path / "cp")
-    assert "BATCH 2 20" in _run_driver(config)  # Spark did replay the batch
+    assert (2, 20) in _run_in_session(spark, config)  # Spark did replay the batch
     copied = _copied(eos, target)
     if guarantee == "exactly-once":
         assert copied == _expected(60)
@@ -278,7 +303,7 @@ def _wait_for(condition: Any, timeout_s: float, what: str) -> None:
 @pytest.mark.spark
 @pytest.mark.slow
 def test_kill_9_of_the_driver_mid_batch_at_several_points_loses_and_duplicates_nothing(
-    eos: EosBrokers, tmp_path: Path
+    spark: Any, eos: EosBrokers, tmp_path: Path
 ) -> None:
     _needs_aborted_records_hidden(eos)
     count = 180
@@ -299,39 +324,53 @@ def test_kill_9_of_the_driver_mid_batch_at_several_points_loses_and_duplicates_n
         # Records on the broker inside a transaction that has not committed: read_uncommitted only.
         return len(_read(eos.sink.bootstrap, target, 2, "read_uncommitted", 2)) > visible()
 
-    # 1. While a task holds an open transaction with some of its records already written.
-    driver = _start_driver(config)
-    _wait_for(open_transaction_written, 180, "records of an open transaction")
-    _kill_9(driver)
-
-    # 2. After partition 0's task of a batch wrote all its records (prepared, 30 of them), while
-    #    partition 1's still writes, so before the batch commits: the window where an
-    #    at-least-once sink duplicates.
     def written_not_visible() -> int:
         return len(_read(eos.sink.bootstrap, target, 2, "read_uncommitted", 2)) - visible()
 
-    driver = _start_driver(config)
-    garbage = written_not_visible()  # aborted records the first kill left
-    _wait_for(lambda: written_not_visible() - garbage >= 30, 180, "one task's share written, uncommitted")
-    _kill_9(driver)
-    # 3. Right after Spark logged a batch, while the next batch's tasks are writing.
-    driver = _start_driver(config)
-    logged = logged_batches()
-    _wait_for(lambda: logged_batches() > logged, 180, "a logged batch commit")
-    _kill_9(driver)
+    # Each next driver starts its JVM while the current one runs; it starts the copy only on _go,
+    # after the kill.
+    drivers = [_start_driver(config)]
+    try:
+        # 1. While a task holds an open transaction with some of its records already written.
+        _go(drivers[0])
+        drivers.append(_start_driver(config))
+        _wait_for(open_transaction_written, 180, "records of an open transaction")
+        _kill_9(drivers[0])
+
+        # 2. After partition 0's task of a batch wrote all its records (prepared, 30 of them), while
+        #    partition 1's still writes, so before the batch commits: the window where an
+        #    at-least-once sink duplicates.
+        garbage = written_not_visible()  # aborted records the first kill left
+        _go(drivers[1])
+        drivers.append(_start_driver(config))
+        _wait_for(lambda: written_not_visible() - garbage >= 30, 180, "one task's share written, uncommitted")
+        _kill_9(drivers[1])
+
+        # 3. Right after Spark logged a batch, while the next batch's tasks are writing.
+        logged = logged_batches()
+        _go(drivers[2])
+        _wait_for(lambda: logged_batches() > logged, 180, "a logged batch commit")
+        _kill_9(drivers[2])
+    finally:
+        for driver in drivers:
+            if driver.poll() is None:
+                _kill_9(driver)
     assert visible() < count  # the kills landed before the end
-    _run_driver({**config, "slow_partition": None})
+    # The restart: a new driver (the shared session) on the checkpoint the killed ones left.
+    _run_in_session(spark, {**config, "slow_partition": None})
     assert _copied(eos, target) == _expected(count)
 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_task_failing_mid_batch_is_retried_without_duplicates(eos: EosBrokers, tmp_path: Path) -> None:
+def test_task_failing_mid_batch_is_retried_without_duplicates(
+    spark: Any, eos: EosBrokers, tmp_path: Path
+) -> None:
     _needs_aborted_records_hidden(eos)
     source, target = _fill(eos, 40)
-    # Partition 1's first attempt fails after its first Arrow batch went into the transaction.
-    output = _run_driver(_config(eos, source, target, tmp_path / "cp", fail_partition=1))
-    assert "BATCH 0 40" in output
+    # Partition 1's first attempt fails after its first Arrow batch went into the transaction; the
+    # shared session's master (local[2,2]) tries each task twice.
+    assert (0, 40) in _run_in_session(spark, _config(eos, source, target, tmp_path / "cp", fail_partition=1))
     assert len(_read(eos.sink.bootstrap, target, 2, "read_uncommitted")) > 40  # the failed attempt did write
     assert _copied(eos, target) == _expected(40)
 
