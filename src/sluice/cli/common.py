@@ -4,15 +4,34 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 T = TypeVar("T")
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich Console made at its first use: importing rich.console adds ~16 ms to every start, and most
+    runs of client commands (a `sluice consume` writing to stdout, say) never print through it."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return getattr(self._console, name)
+
+
+console = cast("Console", _LazyConsole())
+err_console = cast("Console", _LazyConsole(stderr=True))
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 Bootstrap = Annotated[
