@@ -8,19 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
-from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, Settings, console, fail
-from sluice.cli.users import (
-    TIMEOUT_S,
-    CaFile,
-    CertFile,
-    KeyFile,
-    SaslMechanism,
-    SaslPassword,
-    SaslUser,
-    SecurityProtocol,
-    admin,
-    client_security,
+from sluice.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    Bootstrap,
+    ClientSecurity,
+    Settings,
+    console,
+    fail,
+    with_client_security,
 )
+from sluice.cli.users import TIMEOUT_S, admin
 
 app = typer.Typer(help="Add, list and remove ACLs.", no_args_is_help=True)
 
@@ -94,6 +91,7 @@ def _operations(names: list[str] | None, *, required: bool) -> list[Any]:
 
 
 @app.command("add")
+@with_client_security
 def add(
     principal: Principal = None,
     operation: Operation = None,
@@ -105,13 +103,7 @@ def add(
     host: Host = None,
     deny: Deny = False,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
-    security_protocol: SecurityProtocol = "PLAINTEXT",
-    sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
-    sasl_username: SaslUser = None,
-    sasl_password: SaslPassword = None,
-    ssl_cafile: CaFile = None,
-    ssl_certfile: CertFile = None,
-    ssl_keyfile: KeyFile = None,
+    security: ClientSecurity = ClientSecurity(),
     setting: Settings = None,
 ) -> None:
     """Allow (or with --deny, deny) PRINCIPAL the operations on one resource."""
@@ -126,19 +118,7 @@ def add(
         AclBinding(rtype, name, pattern, principal, host or "*", op, permission)
         for op in _operations(operation, required=True)
     ]
-    client = admin(
-        bootstrap,
-        client_security(
-            security_protocol,
-            sasl_mechanism,
-            sasl_username,
-            sasl_password,
-            ssl_cafile,
-            ssl_certfile,
-            ssl_keyfile,
-        ),
-        setting,
-    )
+    client = admin(bootstrap, security, setting)
     for binding, future in client.create_acls(bindings).items():
         try:
             future.result(timeout=TIMEOUT_S)
@@ -191,6 +171,7 @@ def _row(b: Any) -> dict[str, str]:
 
 
 @app.command("list")
+@with_client_security
 def list_acls(
     principal: Principal = None,
     operation: Operation = None,
@@ -202,29 +183,11 @@ def list_acls(
     host: Host = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     as_json: Annotated[bool, typer.Option("--json")] = False,
-    security_protocol: SecurityProtocol = "PLAINTEXT",
-    sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
-    sasl_username: SaslUser = None,
-    sasl_password: SaslPassword = None,
-    ssl_cafile: CaFile = None,
-    ssl_certfile: CertFile = None,
-    ssl_keyfile: KeyFile = None,
+    security: ClientSecurity = ClientSecurity(),
     setting: Settings = None,
 ) -> None:
     """ACLs matching the options (all of them without any)."""
-    client = admin(
-        bootstrap,
-        client_security(
-            security_protocol,
-            sasl_mechanism,
-            sasl_username,
-            sasl_password,
-            ssl_cafile,
-            ssl_certfile,
-            ssl_keyfile,
-        ),
-        setting,
-    )
+    client = admin(bootstrap, security, setting)
     rows: list[dict[str, str]] = []
     for f in _filter(principal, operation, topic, group, transactional_id, cluster, prefixed, host, None):
         try:
@@ -242,6 +205,7 @@ def list_acls(
 
 
 @app.command("remove")
+@with_client_security
 def remove(
     principal: Principal = None,
     operation: Operation = None,
@@ -253,31 +217,13 @@ def remove(
     host: Host = None,
     deny: Annotated[bool | None, typer.Option("--deny/--allow", help="Only DENY or only ALLOW ACLs.")] = None,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
-    security_protocol: SecurityProtocol = "PLAINTEXT",
-    sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
-    sasl_username: SaslUser = None,
-    sasl_password: SaslPassword = None,
-    ssl_cafile: CaFile = None,
-    ssl_certfile: CertFile = None,
-    ssl_keyfile: KeyFile = None,
+    security: ClientSecurity = ClientSecurity(),
     setting: Settings = None,
 ) -> None:
     """Remove the ACLs matching the options (at least a principal or a resource must be named)."""
     if principal is None and not (topic or group or transactional_id or cluster):
         fail("name a --principal or a resource, so one command cannot remove every ACL by accident")
-    client = admin(
-        bootstrap,
-        client_security(
-            security_protocol,
-            sasl_mechanism,
-            sasl_username,
-            sasl_password,
-            ssl_cafile,
-            ssl_certfile,
-            ssl_keyfile,
-        ),
-        setting,
-    )
+    client = admin(bootstrap, security, setting)
     removed = 0
     filters = _filter(principal, operation, topic, group, transactional_id, cluster, prefixed, host, deny)
     for _, future in client.delete_acls(filters).items():

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sluice.broker.config import BrokerConfig
 from sluice.cli.app import app
 from sluice.cli.common import DEFAULT_BOOTSTRAP, fail, setup_logging, split_hostport
+
+if TYPE_CHECKING:
+    # Imported where used: the broker's config (and yaml with it) would slow every client command's start.
+    from sluice.broker.config import BrokerConfig
 
 
 def _broker_config(
@@ -20,6 +23,8 @@ def _broker_config(
     min_free_bytes: int | None = None,
     metrics_listen: str | None = None,
 ) -> BrokerConfig:
+    from sluice.broker.config import BrokerConfig
+
     host, port = split_hostport(listen, "--listen")
     adv_host, adv_port = split_hostport(advertise, "--advertise") if advertise else (None, None)
     if metrics_listen:

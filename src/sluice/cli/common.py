@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 T = TypeVar("T")
 
-console = Console()
-err_console = Console(stderr=True)
+
+class _LazyConsole:
+    """A rich Console made at its first use: importing rich.console adds ~16 ms to every start, and most
+    runs of client commands (a `sluice consume` writing to stdout, say) never print through it."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=self._stderr)
+        return getattr(self._console, name)
+
+
+console = cast("Console", _LazyConsole())
+err_console = cast("Console", _LazyConsole(stderr=True))
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 Bootstrap = Annotated[
@@ -85,6 +107,111 @@ def admin_client(bootstrap: str, settings: list[str] | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return new_client(AdminClient, client_config(bootstrap, settings, socket_timeout_ms=10000))
+
+
+# ----- client security options (`sluice users`, `sluice acls`), declared once for every command -----
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """What the client security options ask for (the defaults are the options' defaults)."""
+
+    protocol: str = "PLAINTEXT"
+    mechanism: str = "SCRAM-SHA-256"
+    username: str | None = None
+    password: str | None = None
+    cafile: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+
+    def settings(self) -> dict[str, str]:
+        """librdkafka settings for these options; SASL without a user and password ends the command."""
+        settings = {"security.protocol": self.protocol}
+        if self.protocol.startswith("SASL"):
+            if not self.username or self.password is None:
+                fail("--sasl-username and --sasl-password (or $SLUICE_SASL_PASSWORD) are needed for SASL")
+            settings |= {
+                "sasl.mechanism": self.mechanism,
+                "sasl.username": self.username or "",
+                "sasl.password": self.password or "",
+            }
+        if self.protocol.endswith("SSL"):
+            for key, path in (
+                ("ssl.ca.location", self.cafile),
+                ("ssl.certificate.location", self.certfile),
+                ("ssl.key.location", self.keyfile),
+            ):
+                if path:
+                    settings[key] = path
+        return settings
+
+
+# ClientSecurity field -> (the command parameter typer sees, its option), in the order help lists them.
+_SECURITY_OPTIONS: dict[str, tuple[str, Any]] = {
+    "protocol": (
+        "security_protocol",
+        Annotated[
+            str, typer.Option("--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.")
+        ],
+    ),
+    "mechanism": (
+        "sasl_mechanism",
+        Annotated[str, typer.Option("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")],
+    ),
+    "username": (
+        "sasl_username",
+        Annotated[str | None, typer.Option("--sasl-username", help="Who this command logs in as.")],
+    ),
+    "password": (
+        "sasl_password",
+        Annotated[
+            str | None,
+            typer.Option("--sasl-password", envvar="SLUICE_SASL_PASSWORD", help="Or $SLUICE_SASL_PASSWORD."),
+        ],
+    ),
+    "cafile": (
+        "ssl_cafile",
+        Annotated[
+            str | None, typer.Option("--ssl-cafile", help="CA bundle that signs the broker's certificate.")
+        ],
+    ),
+    "certfile": (
+        "ssl_certfile",
+        Annotated[str | None, typer.Option("--ssl-certfile", help="Client certificate (mutual TLS).")],
+    ),
+    "keyfile": (
+        "ssl_keyfile",
+        Annotated[str | None, typer.Option("--ssl-keyfile", help="Client key (mutual TLS).")],
+    ),
+}
+
+
+def with_client_security(command: Callable[..., T]) -> Callable[..., T]:
+    """Give `command` the client security options: where it declares `security: ClientSecurity`, typer
+    sees the seven options (and help lists them there); the command receives them as one ClientSecurity.
+    Goes under `@app.command(...)`."""
+    signature = inspect.signature(command, eval_str=True)
+    defaults = ClientSecurity()
+    parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        if parameter.name != "security":
+            parameters.append(parameter)
+            continue
+        parameters += [
+            inspect.Parameter(name, parameter.kind, default=getattr(defaults, field), annotation=option)
+            for field, (name, option) in _SECURITY_OPTIONS.items()
+        ]
+    if len(parameters) == len(signature.parameters):
+        raise TypeError(f"{command.__name__} has no `security: ClientSecurity` parameter")
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> T:
+        given = {field: kwargs.pop(name) for field, (name, _) in _SECURITY_OPTIONS.items()}
+        return command(*args, security=ClientSecurity(**given), **kwargs)
+
+    run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in parameters}
+    return run
 
 
 # ----- the broker's admin HTTP API (sluice extensions: groups create, live rewind, ...) -----

@@ -7,17 +7,15 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from sluice.cli.common import (
     admin_client,
     client_config,
+    err_console,
     new_client,
     parse_settings,
 )
 
-console = Console()
-err_console = Console(stderr=True)
 # Table cells wrap long ids onto more lines instead of cutting them short: a truncated member id is useless.
 OVERFLOW = "fold"
 

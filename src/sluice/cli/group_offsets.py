@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from sluice.cli.common import (
     DEFAULT_BOOTSTRAP,
@@ -24,6 +23,7 @@ from sluice.cli.common import (
     Settings,
     admin_address,
     admin_call,
+    console,
 )
 from sluice.cli.group_lookups import (
     OVERFLOW,
@@ -40,7 +40,6 @@ from sluice.cli.group_lookups import (
     _topic_partitions,
     _use,
     _watermarks,
-    console,
     state_name,
 )
 
@@ -420,6 +419,8 @@ def _print_plans(
         print(json.dumps({"group": group, "dry_run": dry_run, "live": live, "partitions": rows}))
         return
     mode = "dry run, nothing changed" if dry_run else "applied live" if live else "applied"
+    from rich.table import Table
+
     table = Table(title=f"reset of {group} ({mode})")
     for column in ("topic", "partition", "current offset", "requested offset", "new offset"):
         table.add_column(column, overflow=OVERFLOW)

@@ -12,7 +12,6 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from sluice.cli.common import (
     DEFAULT_BOOTSTRAP,
@@ -21,6 +20,8 @@ from sluice.cli.common import (
     Settings,
     admin_address,
     admin_call,
+    console,
+    err_console,
 )
 from sluice.cli.group_lookups import (
     OVERFLOW,
@@ -36,8 +37,6 @@ from sluice.cli.group_lookups import (
     _offsets_reader,
     _use,
     _watermarks,
-    console,
-    err_console,
     state_name,
 )
 from sluice.cli.group_offsets import (
@@ -83,6 +82,8 @@ def list_groups(
     if json_output:
         print(json.dumps(rows))
         return
+    from rich.table import Table
+
     table = Table(title="consumer groups")
     for column in ("group", "state", "type"):
         table.add_column(column, overflow=OVERFLOW)
@@ -162,6 +163,8 @@ def describe_group(
     if json_output:
         print(json.dumps(data))
         return
+    from rich.table import Table
+
     console.print(
         f"group [bold]{group}[/bold]  state {data['state']}  type {data['type']}  "
         f"assignor {_dash(data['assignor'])}  members {len(data['members'])}"

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
+
+from sluice.cli.common import err_console
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from rich.table import Table
 
     from sluice.pipeline.archive import ArchiveQuery
 
@@ -23,7 +24,7 @@ app = typer.Typer(
     help="Spark jobs over Kafka topics: archive to Parquet, replay an archive, topic statistics.",
     no_args_is_help=True,
 )
-console = Console(stderr=True)
+console = err_console
 
 Bootstrap = Annotated[
     str,
@@ -234,6 +235,8 @@ def stats(
         raise _fail(error) from None
     finally:
         spark.stop()
+    from rich.console import Console
+
     out = Console()
     out.print(_table("per topic", ["topic", "messages", "bytes", "distinct_keys"], report.by_topic))
     out.print(
@@ -246,6 +249,8 @@ def stats(
 
 
 def _table(title: str, columns: list[str], rows: list[Any]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title)
     for column in columns:
         table.add_column(column, justify="left" if column in ("topic", "hour") else "right")

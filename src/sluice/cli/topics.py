@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from sluice.cli.app import app
 from sluice.cli.common import (
@@ -114,6 +113,8 @@ def topics_describe(
     if json_output:
         print(json.dumps({"topic": name, "partitions": partitions, "configs": configs}))
         return
+    from rich.table import Table
+
     table = Table(title=f"topic {name}")
     columns = ["partition", "leader", "start offset", "end offset"]
     if compaction:

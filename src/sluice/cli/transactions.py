@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, console, fail
-from sluice.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 app = typer.Typer(help="List, describe and abort transactions.", no_args_is_help=True)
 JsonOutput = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
@@ -50,7 +51,16 @@ def _row(state: Any, now_ms: int) -> dict[str, Any]:
     }
 
 
+def _error_name(code: int) -> str:
+    # Imported here: every other command would load the error table at start-up for nothing.
+    from sluice.errors import ErrorCode
+
+    return ErrorCode(code).name
+
+
 def _table(rows: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
     table = Table("TRANSACTIONAL ID", "STATE", "PRODUCER ID", "EPOCH", "TIMEOUT MS", "AGE MS", "PARTITIONS")
     for r in rows:
         table.add_row(
@@ -79,7 +89,7 @@ def list_transactions(
         cls = client.request_class("ListTransactions")
         listed = client.call("ListTransactions", 1, cls(state_filters=state or []))
         if listed.error_code:
-            fail(f"ListTransactions failed: {ErrorCode(listed.error_code).name}")
+            fail(f"ListTransactions failed: {_error_name(listed.error_code)}")
         ids = [t.transactional_id for t in listed.transaction_states]
         described = _describe(client, ids) if ids else []
     now = int(time.time() * 1000)
@@ -101,7 +111,7 @@ def describe_transaction(
         described = _describe(client, [transactional_id])
     state = described[0]
     if state.error_code:
-        fail(f"{transactional_id}: {ErrorCode(state.error_code).name}")
+        fail(f"{transactional_id}: {_error_name(state.error_code)}")
     row = _row(state, int(time.time() * 1000))
     if as_json:
         console.print_json(json.dumps(row))
@@ -133,7 +143,7 @@ def abort_transaction(
         if transactional_id is not None:
             state = _describe(client, [transactional_id])[0]
             if state.error_code:
-                fail(f"{transactional_id}: {ErrorCode(state.error_code).name}")
+                fail(f"{transactional_id}: {_error_name(state.error_code)}")
             if state.transaction_state != "Ongoing":
                 fail(f"{transactional_id} has no open transaction (state {state.transaction_state})")
             pid, epoch = state.producer_id, state.producer_epoch
@@ -157,7 +167,7 @@ def abort_transaction(
         )
         response = client.call("WriteTxnMarkers", 1, request)
     errors = [
-        (t.name, p.partition_index, ErrorCode(p.error_code).name)
+        (t.name, p.partition_index, _error_name(p.error_code))
         for m in response.markers
         for t in m.topics
         for p in t.partitions

@@ -3,7 +3,7 @@
 Offline (`--data-dir`) is how the first administrator is made, like `kafka-storage format --add-scram`; it
 writes the same credential file the broker reads at start, so the broker must be stopped. Online (`-b`)
 goes through confluent-kafka's AdminClient (DescribeUserScramCredentials / AlterUserScramCredentials), with
-the client security options below, against sluice or any Kafka.
+the client security options (cli.common), against sluice or any Kafka.
 """
 
 from __future__ import annotations
@@ -15,7 +15,15 @@ from typing import Annotated, Any
 
 import typer
 
-from sluice.cli.common import Settings, console, fail, new_client, parse_settings
+from sluice.cli.common import (
+    ClientSecurity,
+    Settings,
+    console,
+    fail,
+    new_client,
+    parse_settings,
+    with_client_security,
+)
 
 app = typer.Typer(help="Create, list and delete SCRAM users.", no_args_is_help=True)
 
@@ -27,58 +35,13 @@ DataDir = Annotated[
 Bootstrap = Annotated[
     str | None, typer.Option("--bootstrap", "-b", envvar="SLUICE_BOOTSTRAP", help="Broker to ask (online).")
 ]
-SecurityProtocol = Annotated[
-    str, typer.Option("--security-protocol", help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.")
-]
-SaslMechanism = Annotated[
-    str, typer.Option("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")
-]
-SaslUser = Annotated[str | None, typer.Option("--sasl-username", help="Who this command logs in as.")]
-SaslPassword = Annotated[
-    str | None,
-    typer.Option("--sasl-password", envvar="SLUICE_SASL_PASSWORD", help="Or $SLUICE_SASL_PASSWORD."),
-]
-CaFile = Annotated[
-    str | None, typer.Option("--ssl-cafile", help="CA bundle that signs the broker's certificate.")
-]
-CertFile = Annotated[str | None, typer.Option("--ssl-certfile", help="Client certificate (mutual TLS).")]
-KeyFile = Annotated[str | None, typer.Option("--ssl-keyfile", help="Client key (mutual TLS).")]
 
 
-def client_security(
-    protocol: str,
-    mechanism: str,
-    username: str | None,
-    password: str | None,
-    cafile: str | None,
-    certfile: str | None,
-    keyfile: str | None,
-) -> dict[str, str]:
-    """librdkafka settings for the client security options (shared by `sluice users` and `sluice acls`)."""
-    settings = {"security.protocol": protocol}
-    if protocol.startswith("SASL"):
-        if not username or password is None:
-            fail("--sasl-username and --sasl-password (or $SLUICE_SASL_PASSWORD) are needed for SASL")
-        settings |= {
-            "sasl.mechanism": mechanism,
-            "sasl.username": username or "",
-            "sasl.password": password or "",
-        }
-    if protocol.endswith("SSL"):
-        if cafile:
-            settings["ssl.ca.location"] = cafile
-        if certfile:
-            settings["ssl.certificate.location"] = certfile
-        if keyfile:
-            settings["ssl.key.location"] = keyfile
-    return settings
-
-
-def admin(bootstrap: str, security: dict[str, str], settings: list[str] | None = None) -> Any:
+def admin(bootstrap: str, security: ClientSecurity, settings: list[str] | None = None) -> Any:
     """An AdminClient with the security options, then the user's -X settings (last: they win)."""
     from confluent_kafka.admin import AdminClient
 
-    config = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, **security}
+    config = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000, **security.settings()}
     return new_client(AdminClient, config | parse_settings(settings))
 
 
@@ -120,6 +83,7 @@ def _mechanism(name: str) -> Any:
 
 
 @app.command("create")
+@with_client_security
 def create(
     name: str,
     mechanism: Mechanism = "SCRAM-SHA-256",
@@ -129,13 +93,7 @@ def create(
     iterations: Annotated[int, typer.Option(help="PBKDF2 iterations (4096-16384).")] = 8192,
     data_dir: DataDir = None,
     bootstrap: Bootstrap = None,
-    security_protocol: SecurityProtocol = "PLAINTEXT",
-    sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
-    sasl_username: SaslUser = None,
-    sasl_password: SaslPassword = None,
-    ssl_cafile: CaFile = None,
-    ssl_certfile: CertFile = None,
-    ssl_keyfile: KeyFile = None,
+    security: ClientSecurity = ClientSecurity(),
     setting: Settings = None,
 ) -> None:
     """Create a user, or give an existing one a new password for MECHANISM."""
@@ -153,19 +111,7 @@ def create(
         return
     from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialUpsertion
 
-    client = admin(
-        bootstrap or "",
-        client_security(
-            security_protocol,
-            sasl_mechanism,
-            sasl_username,
-            sasl_password,
-            ssl_cafile,
-            ssl_certfile,
-            ssl_keyfile,
-        ),
-        setting,
-    )
+    client = admin(bootstrap or "", security, setting)
     upsert = UserScramCredentialUpsertion(
         name, ScramCredentialInfo(_mechanism(mechanism), iterations), password.encode()
     )
@@ -174,6 +120,7 @@ def create(
 
 
 @app.command("delete")
+@with_client_security
 def delete(
     name: str,
     mechanism: Annotated[
@@ -181,13 +128,7 @@ def delete(
     ] = None,
     data_dir: DataDir = None,
     bootstrap: Bootstrap = None,
-    security_protocol: SecurityProtocol = "PLAINTEXT",
-    sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
-    sasl_username: SaslUser = None,
-    sasl_password: SaslPassword = None,
-    ssl_cafile: CaFile = None,
-    ssl_certfile: CertFile = None,
-    ssl_keyfile: KeyFile = None,
+    security: ClientSecurity = ClientSecurity(),
     setting: Settings = None,
 ) -> None:
     """Delete a user's credentials (one mechanism or all)."""
@@ -204,19 +145,7 @@ def delete(
         return
     from confluent_kafka.admin import UserScramCredentialDeletion
 
-    client = admin(
-        bootstrap or "",
-        client_security(
-            security_protocol,
-            sasl_mechanism,
-            sasl_username,
-            sasl_password,
-            ssl_cafile,
-            ssl_certfile,
-            ssl_keyfile,
-        ),
-        setting,
-    )
+    client = admin(bootstrap or "", security, setting)
     if mechanism is None:
         described = _wait(client.describe_user_scram_credentials([name]))
         mechs = [info.mechanism for info in described[name].scram_credential_infos]
@@ -229,17 +158,12 @@ def delete(
 
 
 @app.command("list")
+@with_client_security
 def list_users(
     data_dir: DataDir = None,
     bootstrap: Bootstrap = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
-    security_protocol: SecurityProtocol = "PLAINTEXT",
-    sasl_mechanism: SaslMechanism = "SCRAM-SHA-256",
-    sasl_username: SaslUser = None,
-    sasl_password: SaslPassword = None,
-    ssl_cafile: CaFile = None,
-    ssl_certfile: CertFile = None,
-    ssl_keyfile: KeyFile = None,
+    security: ClientSecurity = ClientSecurity(),
     setting: Settings = None,
 ) -> None:
     """Users and their mechanisms with iterations (never any secret)."""
@@ -249,19 +173,7 @@ def list_users(
         store = _store(data_dir)
         users = {u: {m: c.iterations for m, c in ms.items()} for u, ms in store.users.items()}
     else:
-        client = admin(
-            bootstrap or "",
-            client_security(
-                security_protocol,
-                sasl_mechanism,
-                sasl_username,
-                sasl_password,
-                ssl_cafile,
-                ssl_certfile,
-                ssl_keyfile,
-            ),
-            setting,
-        )
+        client = admin(bootstrap or "", security, setting)
         described = client.describe_user_scram_credentials().result(timeout=TIMEOUT_S)
         for user, desc in described.items():
             users[user] = {
