@@ -58,6 +58,8 @@ def test_a_wrong_password_is_a_clear_error(secure_broker: SecureBroker) -> None:
         result = sluice(*args, *wrong)
         assert result.returncode != 0, (args, result.stdout)
         assert "Authentication failed" in result.stderr or "SASL" in result.stderr, (args, result.stderr)
+        # The command's own last word, at the first refusal rather than after librdkafka's retries time out.
+        assert "error: authentication failed" in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr, (args, result.stderr)
 
 

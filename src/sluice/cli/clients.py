@@ -19,7 +19,16 @@ from typing import Annotated, Any, BinaryIO
 import typer
 
 from sluice.cli.app import app
-from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, Settings, client_config, err_console, fail
+from sluice.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    Bootstrap,
+    Settings,
+    client_config,
+    end_on_authentication_failure,
+    err_console,
+    fail,
+    serving,
+)
 
 BATCH = 10_000  # messages per consume() call: large enough that the Python loop is not the bottleneck
 MAX_DELIMITER = 64
@@ -391,6 +400,7 @@ def consume(
             client_config(
                 bootstrap,
                 setting,
+                error_cb=end_on_authentication_failure,
                 group_id=group or "sluice-cli-consume",
                 enable_auto_commit=group is not None,
                 auto_offset_reset="earliest" if spec.kind is OffsetKind.BEGINNING else "latest",
@@ -404,7 +414,7 @@ def consume(
         )
     except KafkaException as exc:
         fail(f"bad client settings: {exc}")
-    metadata = consumer.list_topics(timeout=15)
+    metadata = serving(consumer, lambda t: consumer.list_topics(timeout=t), 15)
     described = metadata.topics.get(topic)
     if described is None or described.error is not None or not described.partitions:
         consumer.close()

@@ -85,9 +85,50 @@ def client_config(bootstrap: str, settings: list[str] | None = None, **defaults:
     """A confluent-kafka config: bootstrap, then the command's own defaults, then the user's -X settings
     (last, so a user can override anything, security included)."""
     config: dict[str, Any] = {"bootstrap.servers": bootstrap}
-    config.update({key.replace("_", "."): value for key, value in defaults.items()})
+    # librdkafka properties are dotted; confluent-kafka's callbacks (error_cb...) keep their underscores.
+    config.update(
+        {key if key.endswith("_cb") else key.replace("_", "."): value for key, value in defaults.items()}
+    )
     config.update(parse_settings(settings))
     return config
+
+
+def end_on_authentication_failure(error: Any) -> None:
+    """librdkafka retries a failed login for as long as the command waits (and the broker answers each retry
+    later than the last); for a command at a terminal a wrong password is final: say so and stop now.
+    Runs on whichever thread librdkafka serves callbacks from, hence os._exit after flushing."""
+    from confluent_kafka import KafkaError
+
+    if error.code() != KafkaError._AUTHENTICATION:
+        return
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.write(f"error: authentication failed: {error.str()}\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+def serving(client: Any, wait: Callable[[float], T], timeout: float, step: float = 0.25) -> T:
+    """`wait(t)`, a blocking confluent-kafka call (list_topics, a future's result) that gives up after t
+    seconds, run in slices of `step` with the client's callbacks served in between: librdkafka reports a
+    failed login only through error_cb, which runs in poll(), so a wrong password ends the command at once
+    instead of after `timeout`."""
+    import concurrent.futures
+    import time
+
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return wait(max(0.001, min(step, left)))
+        except (KafkaException, concurrent.futures.TimeoutError):
+            if time.monotonic() >= deadline:
+                raise
+        client.poll(0)
 
 
 def new_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any]) -> T:
@@ -95,6 +136,7 @@ def new_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any]) -
     librdkafka's reason rather than a traceback."""
     from confluent_kafka import KafkaException
 
+    config.setdefault("error_cb", end_on_authentication_failure)
     try:
         return factory(config)
     except KafkaException as exc:

@@ -14,6 +14,7 @@ from sluice.cli.common import (
     err_console,
     new_client,
     parse_settings,
+    serving,
 )
 
 # Table cells wrap long ids onto more lines instead of cutting them short: a truncated member id is useless.
@@ -122,7 +123,7 @@ def _watermarks(consumer: Any, topic: str, partition: int) -> tuple[int, int]:
 
 def _topic_partitions(admin: Any, topic: str) -> list[int]:
     # All topics, not list_topics(topic=...): asking for one by name lets the broker auto-create it.
-    metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+    metadata = serving(admin, lambda t: admin.list_topics(timeout=t), REQUEST_TIMEOUT_S)
     described = metadata.topics.get(topic)
     if described is None or described.error is not None or not described.partitions:
         _fail(f"topic {topic!r} does not exist")

@@ -22,6 +22,7 @@ from sluice.cli.common import (
     admin_call,
     console,
     err_console,
+    serving,
 )
 from sluice.cli.group_lookups import (
     OVERFLOW,
@@ -62,7 +63,8 @@ def list_groups(
     """List consumer groups with their state and type."""
     _use(setting)
     admin = _admin(bootstrap)  # held until the future resolves: a collected client cancels its requests
-    result = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
+    listed = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S)
+    result = serving(admin, listed.result, REQUEST_TIMEOUT_S + 5)
     if result.errors and not result.valid:
         # No broker answered (unreachable, authentication refused...): an empty table would be a lie.
         _fail("could not list consumer groups: " + "; ".join(str(e) for e in result.errors))

@@ -18,6 +18,7 @@ from sluice.cli.common import (
     console,
     fail,
     new_client,
+    serving,
 )
 
 topics_app = typer.Typer(help="Create, list, describe and delete topics.", no_args_is_help=True)
@@ -57,7 +58,8 @@ def topics_list(
     json_output: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """List topics."""
-    metadata = admin_client(bootstrap, setting).list_topics(timeout=15)
+    admin = admin_client(bootstrap, setting)
+    metadata = serving(admin, lambda t: admin.list_topics(timeout=t), 15)
     names = sorted(metadata.topics)
     if json_output:
         print(json.dumps([{"topic": n, "partitions": len(metadata.topics[n].partitions)} for n in names]))
@@ -79,7 +81,7 @@ def topics_describe(
 
     admin = admin_client(bootstrap, setting)
     # Ask for all topics: naming one would auto-create it on brokers that allow that.
-    metadata = admin.list_topics(timeout=15)
+    metadata = serving(admin, lambda t: admin.list_topics(timeout=t), 15)
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None:
         fail(f"topic {name!r} does not exist")
