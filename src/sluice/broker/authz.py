@@ -129,41 +129,53 @@ def _deny_whole(api_key: int, version: int, rule: Rule, request: Any, code: Erro
     return response
 
 
+def _plan(api_key: int, version: int) -> tuple[Rule | None, tuple[Whole, ...], tuple[Items, ...]]:
+    """The API's rule and the checks that apply at this version, worked out once per (key, version): this
+    runs for every request."""
+    plan = _PLANS.get((api_key, version))
+    if plan is None:
+        rule = _RULES_BY_KEY.get(api_key, _UNSEEN)
+        if rule is _UNSEEN:
+            name = APIS_BY_KEY[api_key].name
+            rule = _RULES_BY_KEY[api_key] = None if name in NO_CHECK else RULES.get(name, DEFAULT_RULE)
+        checks = rule.checks if rule is not None else ()
+        applies = [c for c in checks if c.versions is None or version in c.versions]
+        plan = (
+            rule,
+            tuple(c for c in applies if isinstance(c, Whole)),
+            tuple(c for c in applies if isinstance(c, Items)),
+        )
+        _PLANS[(api_key, version)] = plan
+    return plan
+
+
 def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, Finish | None]:
     """(response to send instead of running the handler, or None; how to complete the handler's response)."""
-    rule = _RULES_BY_KEY.get(ctx.api_key, _UNSEEN)
-    if rule is _UNSEEN:
-        name = APIS_BY_KEY[ctx.api_key].name
-        rule = _RULES_BY_KEY[ctx.api_key] = None if name in NO_CHECK else RULES.get(name, DEFAULT_RULE)
+    rule, wholes, item_checks = _plan(ctx.api_key, ctx.api_version)
     if rule is None:
         return None, None
-    for check in rule.checks:
-        if (
-            isinstance(check, Whole)
-            and (check.versions is None or ctx.api_version in check.versions)
-            and _whole_allowed(access, check, request) is False
-        ):
-            return _deny_whole(ctx.api_key, ctx.api_version, rule, request, DENIED[check.resource]), None
+    for whole in wholes:
+        if _whole_allowed(access, whole, request) is False:
+            return _deny_whole(ctx.api_key, ctx.api_version, rule, request, DENIED[whole.resource]), None
     denied: list[tuple[Items, Any, ErrorCode]] = []
-    for check in rule.checks:
-        if not isinstance(check, Items) or (
-            check.versions is not None and ctx.api_version not in check.versions
-        ):
-            continue
+    for check in item_checks:
         items = getattr(request, check.req_list, None)
         if not items:
             continue
-        keep = []
-        before = len(denied)
         for item in items:
-            ok, resource = _item_allowed(access, check, item)
+            if not _item_allowed(access, check, item)[0]:
+                break
+        else:
+            continue  # the common case: nothing to take out
+        keep = []
+        for item in items:
+            ok, resource = _item_allowed(access, check, item)  # cached by the authorizer: cheap the second time
             if ok:
                 keep.append(item)
             else:
                 denied.append((check, item, DENIED[resource]))
-        if len(denied) != before:
-            setattr(request, check.req_list, keep)
-    immediate, custom_finish = (None, None)
+        setattr(request, check.req_list, keep)
+    custom_finish = None
     if rule.custom is not None:
         immediate, custom_finish = rule.custom(access, ctx, request)
         if immediate is not None:
@@ -211,3 +223,4 @@ def dispatch(broker: Any, access: Access, ctx: RequestContext, request: Any) -> 
 # API key -> its rule (None: no check), filled as keys are first seen (handlers may register late).
 _RULES_BY_KEY: dict[int, Rule | None] = {}
 _UNSEEN = Rule()
+_PLANS: dict[tuple[int, int], tuple[Rule | None, tuple[Whole, ...], tuple[Items, ...]]] = {}

@@ -57,6 +57,8 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 PRODUCER_STATE_SCAN_OFFSETS = 200_000
 # While writes are refused (a full disk), coordinator timers look again this often.
 TICK_RETRY_WHILE_REFUSING_MS = 500
+# Access objects kept for (principal, host) pairs seen; cleared when this many pile up.
+MAX_CACHED_ACCESSES = 10_000
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
 # raises KafkaError (PRODUCER_FENCED, INVALID_TXN_STATE...) when the partition is not in its transaction.
 TxnVerifier = Callable[[int, int, str, int], None]
@@ -136,6 +138,8 @@ class Broker:
         self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
         # Parked requests whose response the authorizer completes (denied items put back) when it comes.
         self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
+        # One Access per (principal, client host), made at its first request: it holds no per-request state.
+        self._accesses: dict[tuple[str, str], authz.Access] = {}
         self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
@@ -146,7 +150,12 @@ class Broker:
         authorizer = self.authorizer
         # Super users may do everything, so their requests skip the rule table (every check would pass).
         if authorizer is not None and (principal := ctx.principal) not in authorizer.super_users:
-            access = authz.Access(authorizer, principal, ctx.client_host, self._topic_name_by_id)
+            access = self._accesses.get((principal, ctx.client_host))
+            if access is None:
+                if len(self._accesses) >= MAX_CACHED_ACCESSES:
+                    self._accesses.clear()
+                access = authz.Access(authorizer, principal, ctx.client_host, self._topic_name_by_id)
+                self._accesses[(principal, ctx.client_host)] = access
             return authz.dispatch(self, access, ctx, request)
         return HANDLERS.handlers[ctx.api_key].handle(self, ctx, request)
 
