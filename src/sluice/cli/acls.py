@@ -15,6 +15,7 @@ from sluice.cli.common import (
     Settings,
     console,
     fail,
+    serving,
     with_client_security,
 )
 from sluice.cli.users import TIMEOUT_S, admin
@@ -121,7 +122,7 @@ def add(
     client = admin(bootstrap, security, setting)
     for binding, future in client.create_acls(bindings).items():
         try:
-            future.result(timeout=TIMEOUT_S)
+            serving(client, future.result, TIMEOUT_S)
         except Exception as exc:
             fail(f"{binding}: {exc}")
     console.print(f"added {len(bindings)} ACL(s)")
@@ -191,7 +192,7 @@ def list_acls(
     rows: list[dict[str, str]] = []
     for f in _filter(principal, operation, topic, group, transactional_id, cluster, prefixed, host, None):
         try:
-            rows += [_row(b) for b in client.describe_acls(f).result(timeout=TIMEOUT_S)]
+            rows += [_row(b) for b in serving(client, client.describe_acls(f).result, TIMEOUT_S)]
         except Exception as exc:
             fail(str(exc))
     if as_json:
@@ -228,7 +229,7 @@ def remove(
     filters = _filter(principal, operation, topic, group, transactional_id, cluster, prefixed, host, deny)
     for _, future in client.delete_acls(filters).items():
         try:
-            removed += len(future.result(timeout=TIMEOUT_S))
+            removed += len(serving(client, future.result, TIMEOUT_S))
         except Exception as exc:
             fail(str(exc))
     console.print(f"removed {removed} ACL(s)")

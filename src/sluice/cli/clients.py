@@ -27,7 +27,7 @@ from sluice.cli.common import (
     end_on_authentication_failure,
     err_console,
     fail,
-    serving,
+    metadata_serving,
 )
 
 BATCH = 10_000  # messages per consume() call: large enough that the Python loop is not the bottleneck
@@ -414,7 +414,7 @@ def consume(
         )
     except KafkaException as exc:
         fail(f"bad client settings: {exc}")
-    metadata = serving(consumer, lambda t: consumer.list_topics(timeout=t), 15)
+    metadata = metadata_serving(consumer, 15)
     described = metadata.topics.get(topic)
     if described is None or described.error is not None or not described.partitions:
         consumer.close()

@@ -111,11 +111,26 @@ def end_on_authentication_failure(error: Any) -> None:
 
 
 def serving(client: Any, wait: Callable[[float], T], timeout: float, step: float = 0.25) -> T:
-    """`wait(t)`, a blocking confluent-kafka call (list_topics, a future's result) that gives up after t
-    seconds, run in slices of `step` with the client's callbacks served in between: librdkafka reports a
-    failed login only through error_cb, which runs in poll(), so a wrong password ends the command at once
-    instead of after `timeout`."""
-    import concurrent.futures
+    """`wait(t)`, a blocking confluent-kafka call that gives up after t seconds (a future's `result`), run in
+    slices of `step` with the client's callbacks served in between: librdkafka reports a failed login only
+    through error_cb, which runs in poll(), so a wrong password ends the command at once instead of after
+    `timeout`. A slice that times out is retried; any other outcome, an error included, is final."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return wait(max(0.001, min(step, left)))
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+        client.poll(0)
+
+
+def metadata_serving(client: Any, timeout: float, step: float = 0.25) -> Any:
+    """`client.list_topics(timeout=...)` in slices, serving callbacks in between (see `serving`): there a
+    slice without an answer raises KafkaException, so that is what is retried until `timeout`."""
     import time
 
     from confluent_kafka import KafkaException
@@ -124,8 +139,8 @@ def serving(client: Any, wait: Callable[[float], T], timeout: float, step: float
     while True:
         left = deadline - time.monotonic()
         try:
-            return wait(max(0.001, min(step, left)))
-        except (KafkaException, concurrent.futures.TimeoutError):
+            return client.list_topics(timeout=max(0.001, min(step, left)))
+        except KafkaException:
             if time.monotonic() >= deadline:
                 raise
         client.poll(0)

@@ -12,6 +12,7 @@ from sluice.cli.common import (
     admin_client,
     client_config,
     err_console,
+    metadata_serving,
     new_client,
     parse_settings,
     serving,
@@ -93,9 +94,8 @@ def _describe_group(admin: Any, group: str) -> Any | None:
     from confluent_kafka import KafkaError, KafkaException
 
     try:
-        description = admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[
-            group
-        ].result()
+        described = admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group]
+        description = serving(admin, described.result, REQUEST_TIMEOUT_S + 5)
     except KafkaException as exc:
         error = _kafka_error(exc)
         if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
@@ -111,7 +111,8 @@ def _committed_offsets(admin: Any, group: str) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     request = [ConsumerGroupTopicPartitions(group)]
-    result = admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group].result()
+    listed = admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)[group]
+    result = serving(admin, listed.result, REQUEST_TIMEOUT_S + 5)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
 
 
@@ -123,7 +124,7 @@ def _watermarks(consumer: Any, topic: str, partition: int) -> tuple[int, int]:
 
 def _topic_partitions(admin: Any, topic: str) -> list[int]:
     # All topics, not list_topics(topic=...): asking for one by name lets the broker auto-create it.
-    metadata = serving(admin, lambda t: admin.list_topics(timeout=t), REQUEST_TIMEOUT_S)
+    metadata = metadata_serving(admin, REQUEST_TIMEOUT_S)
     described = metadata.topics.get(topic)
     if described is None or described.error is not None or not described.partitions:
         _fail(f"topic {topic!r} does not exist")

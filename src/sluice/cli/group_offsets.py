@@ -24,6 +24,7 @@ from sluice.cli.common import (
     admin_address,
     admin_call,
     console,
+    serving,
 )
 from sluice.cli.group_lookups import (
     OVERFLOW,
@@ -250,7 +251,8 @@ def _apply_offline(admin: Any, group: str, plans: list[PartitionPlan]) -> None:
     request = ConsumerGroupTopicPartitions(
         group, [TopicPartition(p.topic, p.partition, p.new) for p in plans]
     )
-    result = admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[group].result()
+    altered = admin.alter_consumer_group_offsets([request], request_timeout=REQUEST_TIMEOUT_S)[group]
+    result = serving(admin, altered.result, REQUEST_TIMEOUT_S + 5)
     failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
     if failed:
         _fail("; ".join(f"{tp.topic}-{tp.partition}: {tp.error}" for tp in failed))

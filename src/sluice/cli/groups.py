@@ -262,7 +262,8 @@ def delete_group(
         return
     client = _admin(bootstrap)
     try:
-        client.delete_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group].result()
+        deleted = client.delete_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)[group]
+        serving(client, deleted.result, REQUEST_TIMEOUT_S + 5)
     except KafkaException as exc:
         error = _kafka_error(exc)
         code = error.code() if error is not None else None

@@ -17,6 +17,7 @@ from sluice.cli.common import (
     client_config,
     console,
     fail,
+    metadata_serving,
     new_client,
     serving,
 )
@@ -45,7 +46,7 @@ def topics_create(
     admin = admin_client(bootstrap, setting)  # the futures need their client alive until they resolve
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=configs)], request_timeout=15)
     try:
-        futures[name].result()
+        serving(admin, futures[name].result, 20)
     except Exception as exc:
         fail(f"could not create {name}: {exc}")
     console.print(f"created topic {name} with {partitions} partition(s)")
@@ -59,7 +60,7 @@ def topics_list(
 ) -> None:
     """List topics."""
     admin = admin_client(bootstrap, setting)
-    metadata = serving(admin, lambda t: admin.list_topics(timeout=t), 15)
+    metadata = metadata_serving(admin, 15)
     names = sorted(metadata.topics)
     if json_output:
         print(json.dumps([{"topic": n, "partitions": len(metadata.topics[n].partitions)} for n in names]))
@@ -81,7 +82,7 @@ def topics_describe(
 
     admin = admin_client(bootstrap, setting)
     # Ask for all topics: naming one would auto-create it on brokers that allow that.
-    metadata = serving(admin, lambda t: admin.list_topics(timeout=t), 15)
+    metadata = metadata_serving(admin, 15)
     topic = metadata.topics.get(name)
     if topic is None or topic.error is not None:
         fail(f"topic {name!r} does not exist")
@@ -102,7 +103,8 @@ def topics_describe(
     from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS
 
     resource = ConfigResource("topic", name)
-    configs = {k: v.value for k, v in admin.describe_configs([resource])[resource].result().items()}
+    described = admin.describe_configs([resource])[resource]
+    configs = {k: v.value for k, v in serving(admin, described.result, 20).items()}
     # A sluice broker reports compaction per partition in read-only entries; other brokers do not.
     dirty = _per_partition(configs.pop(CLEANER_DIRTY_RATIO, None))
     cleaned = _per_partition(configs.pop(CLEANER_LAST_CLEANED_MS, None))
@@ -157,7 +159,7 @@ def topics_delete(name: str, bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, setting: 
     admin = admin_client(bootstrap, setting)
     futures = admin.delete_topics([name], request_timeout=15)
     try:
-        futures[name].result()
+        serving(admin, futures[name].result, 20)
     except Exception as exc:
         fail(f"could not delete {name}: {exc}")
     console.print(f"deleted topic {name}")

@@ -22,6 +22,7 @@ from sluice.cli.common import (
     fail,
     new_client,
     parse_settings,
+    serving,
     with_client_security,
 )
 
@@ -115,7 +116,7 @@ def create(
     upsert = UserScramCredentialUpsertion(
         name, ScramCredentialInfo(_mechanism(mechanism), iterations), password.encode()
     )
-    _wait(client.alter_user_scram_credentials([upsert]))
+    _wait(client, client.alter_user_scram_credentials([upsert]))
     console.print(f"user {name} has a {mechanism} credential")
 
 
@@ -147,13 +148,13 @@ def delete(
 
     client = admin(bootstrap or "", security, setting)
     if mechanism is None:
-        described = _wait(client.describe_user_scram_credentials([name]))
+        described = _wait(client, client.describe_user_scram_credentials([name]))
         mechs = [info.mechanism for info in described[name].scram_credential_infos]
     else:
         mechs = [_mechanism(mechanism)]
     if not mechs:
         fail(f"user {name} has no credential among {', '.join(SCRAM_MECHANISMS)}")
-    _wait(client.alter_user_scram_credentials([UserScramCredentialDeletion(name, m) for m in mechs]))
+    _wait(client, client.alter_user_scram_credentials([UserScramCredentialDeletion(name, m) for m in mechs]))
     console.print(f"deleted {name}")
 
 
@@ -174,7 +175,7 @@ def list_users(
         users = {u: {m: c.iterations for m, c in ms.items()} for u, ms in store.users.items()}
     else:
         client = admin(bootstrap or "", security, setting)
-        described = client.describe_user_scram_credentials().result(timeout=TIMEOUT_S)
+        described = serving(client, client.describe_user_scram_credentials().result, TIMEOUT_S)
         for user, desc in described.items():
             users[user] = {
                 info.mechanism.name.replace("_", "-"): info.iterations for info in desc.scram_credential_infos
@@ -187,11 +188,11 @@ def list_users(
         console.print(f"{user}\t{mechs}")
 
 
-def _wait(futures: dict[str, Any]) -> dict[str, Any]:
+def _wait(client: Any, futures: dict[str, Any]) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for key, future in futures.items():
         try:
-            results[key] = future.result(timeout=TIMEOUT_S)
+            results[key] = serving(client, future.result, TIMEOUT_S)
         except Exception as exc:  # KafkaException carries the broker's message
             fail(f"{key}: {exc}")
     return results
