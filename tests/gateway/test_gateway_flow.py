@@ -462,8 +462,11 @@ async def test_batch_and_stream_replies_keep_to_max_bytes(kafka, make_gateway) -
             assert all(m.message == bytes([m.offset]) * 400_000 for m in reply.messages)
             got.extend(m.offset for m in reply.messages)
             acks = [pb.OffsetRange(partition=0, begin=got[-len(reply.messages)], end=got[-1] + 1)]
-        assert sizes == [2, 2, 2, 2]
-        assert got == list(range(8))
+        # The 1 MiB cap: never three 400 KB messages in a reply, and two do fit. A reply carries what the
+        # gateway holds when it is asked, so on a loaded machine the first one may come before the second
+        # message has been fetched: the count of replies is not the point, their size is.
+        assert max(sizes) == 2 and sizes.count(2) >= 3, sizes
+        assert got == list(range(len(got))), got
         # A stream asking for at most 1,000 bytes a reply gets one message a reply, each whole.
         requests: asyncio.Queue[pb.ConsStreamRq | None] = asyncio.Queue()
         await requests.put(
@@ -475,7 +478,7 @@ async def test_batch_and_stream_replies_keep_to_max_bytes(kafka, make_gateway) -
                 yield request
 
         call = sluice.ConsumeStream(request_stream())
-        for expected in range(8, 12):
+        for expected in range(len(got), 12):
             reply = await asyncio.wait_for(call.read(), 30)
             assert reply is not grpc.aio.EOF, await call.details()
             assert [(m.offset, len(m.message)) for m in reply.messages] == [(expected, 400_000)]
