@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from sluice.protocol.compression import Codec
-from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+from sluice.protocol.records import (
+    BatchHeader,
+    Record,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+    parse_batch_header,
+)
+from sluice.storage.damage import DamagedOffsets
 from sluice.storage.disk import DiskPartitionLog, DiskStorage
 
 BASE_TS = 1_700_000_000_000
@@ -23,28 +33,41 @@ def append_keyed(
     return log.append(batch, parse_batch_header(batch), append_time_ms=now_ms)
 
 
+def consumer_batches(log: DiskPartitionLog) -> Iterator[tuple[int, bytes, int, BatchHeader]]:
+    """(first offset wanted, the read's bytes, the batch's position in them, its header) of every batch a
+    consumer reads from the log start to its end, stepping over damaged ranges as one with
+    skip_damaged_offsets does (nothing acknowledged is in them: a power loss tears only an unsynced tail)."""
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        try:
+            data = log.read(offset, 1 << 20)
+        except DamagedOffsets as damaged:
+            offset = damaged.resume_offset
+            continue
+        assert data, f"empty read at {offset} below the log end {log.log_end_offset}"
+        asked = offset
+        for position, header in iter_batches(data):
+            yield offset, data, position, header
+            offset = header.last_offset + 1
+        assert offset > asked, f"a read at {asked} returned nothing past it (log end {log.log_end_offset})"
+
+
 def all_records(log: DiskPartitionLog) -> list[tuple[int, int, bytes | None, bytes | None, list]]:
     """(offset, timestamp, key, value, headers) of every record from the log start, as a consumer sees it."""
     out = []
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        data = log.read(offset, 1 << 20)
-        assert data, f"empty read at {offset} below the log end {log.log_end_offset}"
-        for pos, header in iter_batches(data):
-            _, records = decode_batch(data, pos)
-            for record in records:
-                record_offset = header.base_offset + record.offset_delta
-                if record_offset >= offset:
-                    out.append(
-                        (
-                            record_offset,
-                            header.base_timestamp + record.timestamp_delta,
-                            record.key,
-                            record.value,
-                            record.headers,
-                        )
+    for wanted, data, position, header in consumer_batches(log):
+        for record in decode_batch(data, position)[1]:
+            record_offset = header.base_offset + record.offset_delta
+            if record_offset >= wanted:
+                out.append(
+                    (
+                        record_offset,
+                        header.base_timestamp + record.timestamp_delta,
+                        record.key,
+                        record.value,
+                        record.headers,
                     )
-            offset = header.last_offset + 1
+                )
     return out
 
 

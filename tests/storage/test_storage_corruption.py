@@ -9,11 +9,13 @@ import random
 from pathlib import Path
 
 import pytest
+from cleaner_helpers import consumer_batches
 from storage_batches import make_batch, values_of
 
 from sluice.errors import ErrorCode, KafkaError
+from sluice.protocol.records import parse_batch_header
 from sluice.storage import DiskStorage
-from sluice.storage.damage import DAMAGE_FILE, DamagedOffsets
+from sluice.storage.damage import DAMAGE_FILE
 from sluice.storage.disk import DiskPartitionLog
 from sluice.storage.segment import segment_file_name
 
@@ -28,27 +30,10 @@ def fill(log: DiskPartitionLog, batches: int, records: int = 5, size: int = 100)
 
 def readable(log: DiskPartitionLog) -> dict[int, bytes]:
     """Base offset -> batch bytes of every batch a consumer can read, skipping damaged offsets."""
-    out: dict[int, bytes] = {}
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        try:
-            data = log.read(offset, 1 << 20)
-        except DamagedOffsets as damaged:
-            offset = damaged.resume_offset
-            continue
-        position = 0
-        while position < len(data):
-            header = _header(data, position)
-            out[header.base_offset] = data[position : position + header.size]
-            offset = header.last_offset + 1
-            position += header.size
-    return out
-
-
-def _header(data: bytes, position: int):  # type: ignore[no-untyped-def]
-    from sluice.protocol.records import parse_batch_header
-
-    return parse_batch_header(data, position)
+    return {
+        header.base_offset: data[position : position + header.size]
+        for _, data, position, header in consumer_batches(log)
+    }
 
 
 def make_partition(
@@ -96,7 +81,9 @@ def test_issue_scenario_one_flipped_byte_with_indexes_removed_costs_one_batch(
     assert raised.value.code == ErrorCode.CORRUPT_MESSAGE
     # Reading from before the damage stops at it instead of serving damaged bytes.
     before = log.read(lost[0] - 5, 1 << 20)
-    assert _header(before, 0).base_offset == lost[0] - 5 and len(before) == len(contents[lost[0] - 5])
+    assert parse_batch_header(before, 0).base_offset == lost[0] - 5 and len(before) == len(
+        contents[lost[0] - 5]
+    )
     recorded = json.loads((partition / DAMAGE_FILE).read_text())["ranges"]
     assert [(r["segment"], r["first_offset"], r["end_offset"]) for r in recorded] == [
         (0, lost[0], lost[0] + 5)
@@ -234,9 +221,9 @@ def test_offsets_with_gaps_are_accepted(tmp_path: Path, indexes: str) -> None:
     assert (log.log_start_offset, log.log_end_offset) == (0, 72)
     assert readable(log) == dict(written)
     # A fetch in a hole gets the next batch, also across a hole at the end of a segment.
-    assert _header(log.read(5, 1), 0).base_offset == 9
-    assert _header(log.read(14, 1), 0).base_offset == 25
-    assert _header(log.read(43, 1), 0).base_offset == 50
+    assert parse_batch_header(log.read(5, 1), 0).base_offset == 9
+    assert parse_batch_header(log.read(14, 1), 0).base_offset == 25
+    assert parse_batch_header(log.read(43, 1), 0).base_offset == 50
     assert not (data_dir / "t-0" / DAMAGE_FILE).exists()
     fill(log, 1)
     assert log.log_end_offset == 77

@@ -17,41 +17,21 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from cleaner_helpers import BASE_TS, append_keyed, compacted_log
+from cleaner_helpers import BASE_TS, all_records, append_keyed, compacted_log
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from sluice.protocol.records import decode_batch, iter_batches
 from sluice.storage import DiskStorage
 from sluice.storage.cleaner import clean_partition
-from sluice.storage.damage import DamagedOffsets
 from sluice.storage.disk import DiskPartitionLog
 
 KEYS = [f"k{n}".encode() for n in range(6)]
 
 
 def records(log: DiskPartitionLog) -> dict[int, tuple[bytes | None, bytes | None]]:
-    """offset -> (key, value) of every record a consumer reads, stepping over damaged ranges (a power loss
-    tears the unsynced tail of a segment that rolled since the last flush: nothing acknowledged is there)."""
-    out: dict[int, tuple[bytes | None, bytes | None]] = {}
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        try:
-            data = log.read(offset, 1 << 20)
-        except DamagedOffsets as damaged:
-            offset = damaged.resume_offset
-            continue
-        assert data, f"empty read at {offset} below the log end {log.log_end_offset}"
-        asked = offset
-        for position, header in iter_batches(data):
-            _, batch_records = decode_batch(data, position)
-            for record in batch_records:
-                if header.base_offset + record.offset_delta >= offset:
-                    out[header.base_offset + record.offset_delta] = (record.key, record.value)
-            offset = header.last_offset + 1
-        assert offset > asked, f"a read at {asked} returned nothing past it (log end {log.log_end_offset})"
-    return out
+    """offset -> (key, value) of every record a consumer reads (damaged ranges stepped over)."""
+    return {offset: (key, value) for offset, _, key, value, _ in all_records(log)}
 
 
 class CompactedRestarts(RuleBasedStateMachine):
