@@ -5,6 +5,7 @@ The broker, sluice's own, is started by the ``kafka`` fixture alone.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -12,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -124,3 +126,21 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+# The security tests' secured broker (TLS, SASL, ACLs), loaded by path: tests/security is not on sys.path here.
+_spec = importlib.util.spec_from_file_location(
+    "security_fixtures", Path(__file__).resolve().parent.parent / "security" / "secure_broker.py"
+)
+assert _spec is not None and _spec.loader is not None
+_security = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = _security  # dataclasses look their module up
+_spec.loader.exec_module(_security)
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A secured broker per test module; `.admin_settings(mechanism)` logs in as its super user."""
+    broker = _security.start_secure_broker(tmp_path_factory.mktemp("secure"))
+    yield broker
+    broker.process.kill()

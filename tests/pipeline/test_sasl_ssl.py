@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,24 +14,9 @@ from sluice.client.secure import connect_secure
 
 pytestmark = pytest.mark.spark
 
-_spec = importlib.util.spec_from_file_location(
-    "security_fixtures", Path(__file__).resolve().parent.parent / "security" / "secure_broker.py"
-)
-assert _spec is not None and _spec.loader is not None
-security = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = security  # dataclasses look their module up
-_spec.loader.exec_module(security)
-
-
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    broker = security.start_secure_broker(tmp_path_factory.mktemp("spark-secure"))
-    yield broker
-    broker.process.kill()
-
 
 def test_read_and_write_over_sasl_ssl(spark: Any, secure: Any) -> None:
-    settings = secure.sasl(security.ADMIN, security.ADMIN_PASSWORD, "SCRAM-SHA-512")
+    settings = secure.admin_settings("SCRAM-SHA-512")
     source, sink = f"spark-in-{uuid.uuid4().hex[:6]}", f"spark-out-{uuid.uuid4().hex[:6]}"
     admin = AdminClient(settings)
     for future in admin.create_topics([NewTopic(source, 1, 1), NewTopic(sink, 1, 1)]).values():
@@ -105,7 +87,7 @@ def _committed_transactions(settings: dict[str, Any], prefix: str) -> int:
 
 
 def test_exactly_once_stream_over_sasl_ssl(spark: Any, secure: Any, tmp_path: Path) -> None:
-    settings = secure.sasl(security.ADMIN, security.ADMIN_PASSWORD, "SCRAM-SHA-512")
+    settings = secure.admin_settings("SCRAM-SHA-512")
     source, sink = f"eos-in-{uuid.uuid4().hex[:6]}", f"eos-out-{uuid.uuid4().hex[:6]}"
     admin = AdminClient(settings)
     for future in admin.create_topics([NewTopic(source, 1, 1), NewTopic(sink, 1, 1)]).values():
@@ -143,7 +125,7 @@ def test_exactly_once_stream_over_sasl_ssl(spark: Any, secure: Any, tmp_path: Pa
 def test_exactly_once_batch_write_over_sasl_ssl(spark: Any, secure: Any) -> None:
     # The tasks prepare their transactions over SASL_SSL; the driver commits them with EndTxn over
     # SASL_SSL too, with the same kafka.* settings.
-    settings = secure.sasl(security.ADMIN, security.ADMIN_PASSWORD, "SCRAM-SHA-256")
+    settings = secure.admin_settings("SCRAM-SHA-256")
     sink = f"spark-eos-{uuid.uuid4().hex[:6]}"
     admin = AdminClient(settings)
     admin.create_topics([NewTopic(sink, 1, 1)])[sink].result(timeout=10)

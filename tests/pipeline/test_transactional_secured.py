@@ -3,10 +3,7 @@ get: against a secured sluice broker (trustme certificates, a SCRAM super user),
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +19,10 @@ from sluice.pipeline.kafka_io import ProduceFailedError
 from sluice.pipeline.options import SinkOptions, parse_sink_options
 from sluice.pipeline.transactional import TransactionalTask, check_transactions_supported, commit_prepared
 
-_spec = importlib.util.spec_from_file_location(
-    "security_fixtures", Path(__file__).resolve().parent.parent / "security" / "secure_broker.py"
-)
-assert _spec is not None and _spec.loader is not None
-security = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = security  # dataclasses look their module up
-_spec.loader.exec_module(security)
 
-
-@pytest.fixture(scope="module")
-def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    broker = security.start_secure_broker(tmp_path_factory.mktemp("txn-secure"))
-    yield broker
-    broker.process.kill()
-
-
-def _settings(secure: Any, protocol: str, password: str = security.ADMIN_PASSWORD) -> dict[str, Any]:
+def _settings(secure: Any, protocol: str, password: str | None = None) -> dict[str, Any]:
     mechanism = "SCRAM-SHA-512" if protocol == "SASL_SSL" else "SCRAM-SHA-256"
-    return secure.sasl(security.ADMIN, password, mechanism, tls=protocol == "SASL_SSL")
+    return secure.admin_settings(mechanism, tls=protocol == "SASL_SSL", password=password)
 
 
 def _options(settings: dict[str, Any], target: str) -> SinkOptions:

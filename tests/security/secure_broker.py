@@ -88,8 +88,11 @@ class SecureBroker:
             settings["ssl.ca.location"] = str(self.certs.ca_path)
         return settings
 
-    def admin_settings(self) -> dict[str, Any]:
-        return self.sasl(ADMIN, ADMIN_PASSWORD)
+    def admin_settings(
+        self, mechanism: str = "SCRAM-SHA-256", *, tls: bool = True, password: str | None = None
+    ) -> dict[str, Any]:
+        """The super user's settings (`password` instead of the right one, to try a wrong one)."""
+        return self.sasl(ADMIN, ADMIN_PASSWORD if password is None else password, mechanism, tls=tls)
 
     def mtls(self, name: str | None) -> dict[str, Any]:
         settings: dict[str, Any] = {
