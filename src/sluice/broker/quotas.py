@@ -113,6 +113,15 @@ class _Rate:
     def per_second(self, now_ms: int) -> float:
         return sum(self.samples.values()) * 1000.0 / self.window_ms(now_ms)
 
+    def throttle_ms(self, now_ms: int, amount: float, bound: float) -> int:
+        """Record `amount`; the throttle of a client now over `bound` a second, (rate - bound) / bound * window
+        capped at MAX_THROTTLE_MS, or 0 within it."""
+        self.record(now_ms, amount)
+        observed = self.per_second(now_ms)
+        if observed <= bound:
+            return 0
+        return int(min(MAX_THROTTLE_MS, (observed - bound) / bound * self.window_ms(now_ms)))
+
 
 @dataclass
 class _Bucket:
@@ -258,13 +267,7 @@ class ClientQuotas:
         else:
             return 0
         rate = self._rates.setdefault((CONNECTION_CREATION_RATE, ((IP, ip),)), _Rate())
-        rate.record(now_ms, 1)
-        observed = rate.per_second(now_ms)
-        if observed <= bound:
-            return 0
-        if bound <= 0:
-            return MAX_THROTTLE_MS
-        return int(min(MAX_THROTTLE_MS, (observed - bound) / bound * rate.window_ms(now_ms)))
+        return rate.throttle_ms(now_ms, 1, bound)
 
     def mutation_quota(self, user: str, client_id: str, now_ms: int, strict: bool) -> MutationQuota:
         found = self.quota_for(user, client_id, CONTROLLER_MUTATION_RATE)
@@ -288,13 +291,14 @@ class ClientQuotas:
         entity, bound = found
         # A default entity is shared per concrete user/client, as Kafka's sanitized metric tags are.
         concrete = tuple((t, n if n is not None else (user if t == USER else client_id)) for t, n in entity)
-        rate = self._rates.setdefault((key, concrete), _Rate())
-        rate.record(now_ms, amount)
-        observed = rate.per_second(now_ms)
-        if observed <= bound:
-            return 0
-        throttle = (observed - bound) / bound * rate.window_ms(now_ms)
-        return int(min(MAX_THROTTLE_MS, throttle))
+        return self._rates.setdefault((key, concrete), _Rate()).throttle_ms(now_ms, amount, bound)
+
+
+def _quota_user(ctx: RequestContext) -> str:
+    """The user a quota names: the principal without its type ("User:alice" is user "alice"), as Kafka's
+    KafkaPrincipal.getName; unauthenticated clients are ANONYMOUS."""
+    principal = getattr(ctx, "principal", None) or ANONYMOUS
+    return principal.split(":", 1)[1] if ":" in principal else principal
 
 
 def mutation_quota(broker: Broker, ctx: RequestContext, strict: bool) -> MutationQuota:
@@ -302,8 +306,7 @@ def mutation_quota(broker: Broker, ctx: RequestContext, strict: bool) -> Mutatio
     quotas = broker.quotas
     if not quotas.configs:
         return UNLIMITED
-    principal = getattr(ctx, "principal", None) or ANONYMOUS
-    user = principal.split(":", 1)[1] if ":" in principal else principal
+    user = _quota_user(ctx)
     return quotas.mutation_quota(user, ctx.client_id or "", ctx.now_ms, strict)
 
 
@@ -330,8 +333,7 @@ def request_time_throttle(broker: Broker, ctx: RequestContext, seconds: float, n
     quotas = broker.quotas
     if not quotas.configs or ctx.api_key in REQUEST_TIME_EXEMPT:
         return 0
-    principal = getattr(ctx, "principal", None) or ANONYMOUS
-    user = principal.split(":", 1)[1] if ":" in principal else principal
+    user = _quota_user(ctx)
     # Kafka records request time as a percentage of one second; the rate per second is then the percentage.
     return quotas.record(user, ctx.client_id or "", REQUEST_PERCENTAGE, seconds * 100, now_ms)
 
@@ -342,9 +344,7 @@ def throttled(broker: Broker, ctx: RequestContext, response: Any, key: str, amou
     quotas = broker.quotas
     if not quotas.configs:
         return response
-    # Quotas name the principal without its type ("User:alice" is user "alice"), as Kafka's KafkaPrincipal.getName.
-    principal = getattr(ctx, "principal", None) or ANONYMOUS
-    user = principal.split(":", 1)[1] if ":" in principal else principal
+    user = _quota_user(ctx)
     throttle = quotas.record(user, ctx.client_id or "", key, amount, now_ms)
     if throttle:
         response.throttle_time_ms = throttle
