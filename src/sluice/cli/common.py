@@ -110,11 +110,18 @@ def end_on_authentication_failure(error: Any) -> None:
     os._exit(1)
 
 
-def serving(client: Any, wait: Callable[[float], T], timeout: float, step: float = 0.25) -> T:
-    """`wait(t)`, a blocking confluent-kafka call that gives up after t seconds (a future's `result`), run in
-    slices of `step` with the client's callbacks served in between: librdkafka reports a failed login only
-    through error_cb, which runs in poll(), so a wrong password ends the command at once instead of after
-    `timeout`. A slice that times out is retried; any other outcome, an error included, is final."""
+def serving(
+    client: Any,
+    wait: Callable[[float], T],
+    timeout: float,
+    step: float = 0.25,
+    not_yet: tuple[type[BaseException], ...] = (TimeoutError,),
+) -> T:
+    """`wait(t)`, a blocking confluent-kafka call that gives up after t seconds, run in slices of `step` with the
+    client's callbacks served in between: librdkafka reports a failed login only through error_cb, which runs
+    in poll(), so a wrong password ends the command at once instead of after `timeout`. A slice that ends
+    with `not_yet` (a future's result: TimeoutError) is retried until `timeout`; any other outcome, an error
+    included, is final."""
     import time
 
     deadline = time.monotonic() + timeout
@@ -122,28 +129,17 @@ def serving(client: Any, wait: Callable[[float], T], timeout: float, step: float
         left = deadline - time.monotonic()
         try:
             return wait(max(0.001, min(step, left)))
-        except TimeoutError:
+        except not_yet:
             if time.monotonic() >= deadline:
                 raise
         client.poll(0)
 
 
-def metadata_serving(client: Any, timeout: float, step: float = 0.25) -> Any:
-    """`client.list_topics(timeout=...)` in slices, serving callbacks in between (see `serving`): there a
-    slice without an answer raises KafkaException, so that is what is retried until `timeout`."""
-    import time
-
+def metadata_serving(client: Any, timeout: float) -> Any:
+    """`client.list_topics()` through `serving`: a slice it gets no answer in raises KafkaException."""
     from confluent_kafka import KafkaException
 
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        try:
-            return client.list_topics(timeout=max(0.001, min(step, left)))
-        except KafkaException:
-            if time.monotonic() >= deadline:
-                raise
-        client.poll(0)
+    return serving(client, lambda t: client.list_topics(timeout=t), timeout, not_yet=(KafkaException,))
 
 
 def new_client(factory: Callable[[dict[str, Any]], T], config: dict[str, Any]) -> T:
