@@ -299,24 +299,29 @@ def _metadata(wire: WireClient) -> tuple[Any, float]:
     return response, time.monotonic() - started
 
 
+def _assert_busy_app_is_throttled(bootstrap: str) -> None:
+    """Client id busy-app, held to 1% of a thread, crosses it in a tight loop and is then muted."""
+    with WireClient.connect(bootstrap, client_id="busy-app") as busy:
+        throttle = 0
+        deadline = time.monotonic() + 30
+        sent = 0
+        # 1% of a thread is 10 ms of handler time a second: a tight loop of requests crosses it.
+        while throttle == 0 and time.monotonic() < deadline:
+            response, _ = _metadata(busy)
+            throttle = response.throttle_time_ms
+            sent += 1
+        assert 0 < throttle <= 11_000, f"no throttle after {sent} requests"
+        _, waited = _metadata(busy)
+        assert waited * 1000 >= throttle * 0.8, (waited, throttle)
+
+
 def test_a_client_over_its_request_percentage_is_throttled(bootstrap: str) -> None:
     """KIP-124: request_percentage is the share of one request thread's time a client may use. Over it, the
     answer carries throttle_time_ms and the connection is muted that long; other clients are not."""
     with WireClient.connect(bootstrap) as admin:
         assert alter(admin, [("client-id", "busy-app")], [("request_percentage", 1.0, False)])[0] == 0
     try:
-        with WireClient.connect(bootstrap, client_id="busy-app") as busy:
-            throttle = 0
-            deadline = time.monotonic() + 30
-            sent = 0
-            # 1% of a thread is 10 ms of handler time a second: a tight loop of requests crosses it.
-            while throttle == 0 and time.monotonic() < deadline:
-                response, _ = _metadata(busy)
-                throttle = response.throttle_time_ms
-                sent += 1
-            assert 0 < throttle <= 11_000, f"no throttle after {sent} requests"
-            _, waited = _metadata(busy)
-            assert waited * 1000 >= throttle * 0.8, (waited, throttle)
+        _assert_busy_app_is_throttled(bootstrap)
         with WireClient.connect(bootstrap, client_id="calm-app") as calm:
             for _ in range(20):
                 response, _ = _metadata(calm)
@@ -337,6 +342,18 @@ def _connects(bootstrap: str) -> bool:
         return False
 
 
+def _assert_new_connections_are_refused(bootstrap: str) -> None:
+    """Under a connection_creation_rate of 5 on 127.0.0.1, a loop of new connections is soon refused."""
+    outcomes = []
+    started = time.monotonic()
+    for _ in range(40):
+        outcomes.append(_connects(bootstrap))
+        if not outcomes[-1]:
+            break
+    assert outcomes[0] and not outcomes[-1], outcomes
+    assert time.monotonic() - started < 30
+
+
 def test_connections_over_the_ip_connection_creation_rate_are_held_then_closed(bootstrap: str) -> None:
     """KIP-612: past its IP's connection_creation_rate a new connection is not served but held for the throttle
     time and closed; connections made before keep working, and once the quota is removed new ones are served
@@ -344,14 +361,24 @@ def test_connections_over_the_ip_connection_creation_rate_are_held_then_closed(b
     with WireClient.connect(bootstrap) as admin:  # opened before the quota: it stays served
         assert alter(admin, [("ip", "127.0.0.1")], [("connection_creation_rate", 5.0, False)])[0] == 0
         try:
-            outcomes = []
-            started = time.monotonic()
-            for _ in range(40):
-                outcomes.append(_connects(bootstrap))
-                if not outcomes[-1]:
-                    break
-            assert outcomes[0] and not outcomes[-1], outcomes
-            assert time.monotonic() - started < 30
+            _assert_new_connections_are_refused(bootstrap)
         finally:
             assert alter(admin, [("ip", "127.0.0.1")], [("connection_creation_rate", 0.0, True)])[0] == 0
     assert all(_connects(bootstrap) for _ in range(20))
+
+
+def test_request_and_connection_quotas_are_enforced_after_kill_9(data_dir: Path) -> None:
+    """The two quotas enforced since they were only stored: still set, and still enforced, after kill -9."""
+    broker = BrokerProcess(data_dir).start()
+    try:
+        with WireClient.connect(broker.bootstrap) as wire:
+            assert alter(wire, [("client-id", "busy-app")], [("request_percentage", 1.0, False)])[0] == 0
+            assert alter(wire, [("ip", "127.0.0.1")], [("connection_creation_rate", 5.0, False)])[0] == 0
+        broker.kill()
+        broker.start()
+        with WireClient.connect(broker.bootstrap) as admin:  # the first connection after the restart
+            _assert_busy_app_is_throttled(broker.bootstrap)
+            _assert_new_connections_are_refused(broker.bootstrap)
+            assert alter(admin, [("ip", "127.0.0.1")], [("connection_creation_rate", 0.0, True)])[0] == 0
+    finally:
+        broker.stop()
