@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
+from sluice.coordinator.transactions import TransactionCoordinator
 from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
 from sluice.server.app import build_broker
 from sluice.storage.cleaner import clean_partition
@@ -46,7 +47,9 @@ def committed_values(broker: Broker, topic: str) -> list[bytes]:
     return out
 
 
-def test_a_prepared_commit_is_finished_at_start(tmp_path: Path) -> None:
+def open_transaction_over_a_and_b(tmp_path: Path) -> tuple[Broker, TransactionCoordinator, int, int]:
+    """A broker with topics a and b, and transactional id "t" with a transaction open over a-0 and b-0:
+    (broker, its transaction coordinator, producer id, epoch)."""
     broker = open_broker(tmp_path)
     broker.create_topic("a", 1, {})
     broker.create_topic("b", 1, {})
@@ -55,6 +58,11 @@ def test_a_prepared_commit_is_finished_at_start(tmp_path: Path) -> None:
     broker.transactions.apply(init, now())
     pid, epoch = init.producer_id, init.epoch
     broker.transactions.apply(tc.add_partitions("t", pid, epoch, [("a", 0), ("b", 0)], now()), now())
+    return broker, tc, pid, epoch
+
+
+def test_a_prepared_commit_is_finished_at_start(tmp_path: Path) -> None:
+    broker, tc, pid, epoch = open_transaction_over_a_and_b(tmp_path)
     for topic in ("a", "b"):
         batch = txn_batch(pid, epoch, 0, f"in-{topic}".encode())
         assert broker.append(topic, 0, batch, now()).error == 0
@@ -219,14 +227,7 @@ def test_a_commit_whose_complete_record_a_crash_lost_stays_committed(tmp_path: P
 
 
 def test_an_end_txn_spanning_two_partitions_flushes_its_state_with_the_markers(tmp_path: Path) -> None:
-    broker = open_broker(tmp_path)
-    broker.create_topic("a", 1, {})
-    broker.create_topic("b", 1, {})
-    tc = broker.transactions.coordinator
-    init = tc.init_producer_id("t", 60_000, -1, -1, now(), broker.new_producer_id(now()))
-    broker.transactions.apply(init, now())
-    pid, epoch = init.producer_id, init.epoch
-    broker.transactions.apply(tc.add_partitions("t", pid, epoch, [("a", 0), ("b", 0)], now()), now())
+    broker, tc, pid, epoch = open_transaction_over_a_and_b(tmp_path)
     for topic in ("a", "b"):
         assert broker.append(topic, 0, txn_batch(pid, epoch, 0, topic.encode()), now()).error == 0
     broker.end_flush(broker.begin_flush())
