@@ -192,16 +192,19 @@ def test_kip_848_members_come_and_go(java: JavaClient, java_bootstrap: str, topi
                           **{"group.protocol": "consumer", "group.remote.assignor": assignor})
 
     def described(members: list[Member]) -> None:
-        # The admin asks with ConsumerGroupDescribe. The members hold their partitions already, but the group
-        # is Stable only once their next heartbeats have confirmed it.
-        def stable() -> dict[str, Any] | None:
+        # The admin asks with ConsumerGroupDescribe. The group is Stable once the members' heartbeats have
+        # confirmed their partitions; the Java consumer confirms from its background thread and runs the
+        # rebalance listener (what holding() reports) at its next poll, so the two views meet a moment apart.
+        def settled() -> dict[str, Any] | None:
             found: dict[str, Any] = java.call("describe-groups", group_name)[group_name]
-            return found if found["state"] == "Stable" else None
+            if found["state"] != "Stable":
+                return None
+            by_client = {m["client_id"]: m["partitions"] for m in found["members"]}
+            held = {m.java_name: sorted(m.holding()) for m in members}  # type: ignore[attr-defined]
+            return found if by_client == held else None
 
-        description = wait_for(stable, 10, "the group to be Stable")
+        description = wait_for(settled, 10, "the group Stable, each member holding what the broker assigned it")
         assert description["assignor"] == assignor
-        by_client = {m["client_id"]: m["partitions"] for m in description["members"]}
-        assert by_client == {m.java_name: sorted(m.holding()) for m in members}  # type: ignore[attr-defined]
 
     churn = run_churn(java_bootstrap, topic_name, group_name, started, [factory] * 2, [factory], described)
     if assignor == "uniform":
