@@ -56,8 +56,11 @@ def run_requests(broker: Broker, count: int, in_flight: int, acks: str) -> dict[
     topic = "one-per-request"
     create_topic(broker, topic)
     # A warm-up outside the measurement: connections, metadata, first segment.
-    subprocess.run([str(BINARY), broker.bootstrap, topic, "2000", "100", acks, str(in_flight)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [str(BINARY), broker.bootstrap, topic, "2000", "100", acks, str(in_flight)],
+        check=True,
+        capture_output=True,
+    )
     cpu0 = broker.cpu_seconds()
     done = subprocess.run(
         [str(BINARY), broker.bootstrap, topic, str(count), "100", acks, str(in_flight)],
@@ -82,12 +85,17 @@ def run_latency(broker: Broker, rnd: int) -> dict[str, Any]:
 
     create_topic(broker, "latency")
     result = measure(broker, 1000.0, 10.0, rnd)
-    return {"broker": broker.name, **{k: result.extra.get(k) for k in ("p50_ms", "p99_ms", "max_ms")},
-            "error": result.error}
+    return {
+        "broker": broker.name,
+        **{k: result.extra.get(k) for k in ("p50_ms", "p99_ms", "max_ms")},
+        "error": result.error,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--in-flight", type=int, default=5)
@@ -111,12 +119,16 @@ def main(argv: list[str] | None = None) -> int:
                     latency = run_latency(broker, rnd)
                     print(json.dumps(latency), file=sys.stderr, flush=True)
                     latencies.append(latency)
-    print(f"\n{args.count:,} requests of one 100 B message, acks={args.acks}, {args.in_flight} in flight; "
-          f"medians of {args.rounds} rounds")
+    print(
+        f"\n{args.count:,} requests of one 100 B message, acks={args.acks}, {args.in_flight} in flight; "
+        f"medians of {args.rounds} rounds"
+    )
     print(f"{'broker':<15}{'us CPU/request':>16}{'requests/s':>14}{'vs tansu':>10}")
     per_broker = {
-        name: (median(r["broker_us_per_request"] for r in results if r["broker"] == name),
-               median(r["requests_per_s"] for r in results if r["broker"] == name))
+        name: (
+            median(r["broker_us_per_request"] for r in results if r["broker"] == name),
+            median(r["requests_per_s"] for r in results if r["broker"] == name),
+        )
         for name in names
     }
     tansu = per_broker.get("tansu", (None, None))[0]
