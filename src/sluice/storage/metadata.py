@@ -5,6 +5,7 @@ engine, and the atomic JSON file the disk engine keeps them in.
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from typing import Any
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 from sluice.storage.config import TopicConfig, validate_topic_configs
+from sluice.storage.file_cache import open_file_limit_hint
 from sluice.storage.log import DISK_FULL_ERRNOS, DiskFull, SegmentedLog
 
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -59,6 +61,8 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
 def storage_error(what: str, error: OSError) -> KafkaError:
     """KAFKA_STORAGE_ERROR for a failed metadata write; DiskFull when it was the disk being full."""
     message = f"{what} failed: {error}"
+    if error.errno in (errno.EMFILE, errno.ENFILE):
+        message = f"{what} failed: {open_file_limit_hint()}"
     if error.errno in DISK_FULL_ERRNOS:
         return DiskFull(message)
     return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, message)
