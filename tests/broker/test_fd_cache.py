@@ -157,6 +157,8 @@ def test_out_of_descriptors_names_the_limit_and_changes_nothing(tmp_path: Path) 
         assert broker.proc is not None
         pid = broker.proc.pid
         original = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        metadata = client.request_class("Metadata")
+        client.call("Metadata", 12, metadata(topics=[]))  # the broker has accepted this connection
         in_use = len(os.listdir(f"/proc/{pid}/fd"))
         cls = client.request_class("CreateTopics")
         request = cls(
@@ -166,6 +168,8 @@ def test_out_of_descriptors_names_the_limit_and_changes_nothing(tmp_path: Path) 
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (in_use, original[1]))
         try:
             result = client.call("CreateTopics", 5, request).topics[0]
+        except ConnectionError:
+            pytest.fail("the broker dropped the connection:\n" + "".join(broker.output[-40:]))
         finally:
             resource.prlimit(pid, resource.RLIMIT_NOFILE, original)
         assert result.error_code == ErrorCode.KAFKA_STORAGE_ERROR

@@ -31,6 +31,7 @@ from sluice.storage.metadata import (
     encode_metadata,
     new_cluster_id,
     sync_directory,
+    sync_filesystem,
     write_atomically,
 )
 from sluice.storage.segment import FileSegment
@@ -111,7 +112,7 @@ class DiskPartitionLog(SegmentedLog):
         if self._checkpoint_pending:
             self._write_checkpoint()  # the deletion freed space for the checkpoint a full disk refused
 
-    def _write_checkpoint(self) -> None:
+    def _write_checkpoint(self, *, sync: bool = True) -> None:
         """Persist the log start and recovery point. On a full disk this is skipped (and retried after the
         next deletion): both are hints a later start can do without, and DeleteRecords and retention
         must keep working so an operator can free space."""
@@ -120,7 +121,7 @@ class DiskPartitionLog(SegmentedLog):
                 checkpoint = Checkpoint(
                     self._log_start_offset, self._recovery_point, *self._active_checkpoint
                 )
-                write_checkpoint(self.directory, checkpoint)
+                write_checkpoint(self.directory, checkpoint, sync=sync)
                 self._checkpoint_pending = False
             except OSError as error:
                 if error.errno not in DISK_FULL_ERRNOS:
@@ -256,20 +257,28 @@ class DiskPartitionLog(SegmentedLog):
         self._size_bytes += cleaned.size_bytes - sum(segment.size_bytes for segment in replaced)
         return True
 
-    def close_clean(self) -> bool:
+    def close_clean(self, *, sync: bool = True) -> bool:
         """Flush, finish the active segment's indexes and checkpoint, so the next open trusts them.
-        Returns False (and closes anyway) when the log could not be made durable.
+        Returns False (and closes anyway) when the log could not be made durable. Without `sync` nothing
+        is fsynced: the caller syncs the whole file system once (`sync_filesystem`) before it counts the
+        stop as clean.
         """
         try:
-            self.flush()
+            if sync:
+                self.flush()
             with self._flush_lock:
                 if self._closed:
                     return True
+                if self._failure:
+                    return False
                 active: FileSegment = self._segments[-1]  # type: ignore[assignment]
                 active.seal()
-                active.write_indexes(sync=True)
+                if not sync:
+                    for segment in self._not_durable:
+                        segment.write_indexes(sync=False)
+                active.write_indexes(sync=sync)
                 self._recovery_point = active.base_offset
-                self._write_checkpoint()
+                self._write_checkpoint(sync=sync)
         except (KafkaError, OSError):
             return False
         finally:
@@ -368,7 +377,14 @@ class DiskStorage(TopicStore):
         if clean:
             all_durable = True
             for log in logs:
-                all_durable = log.close_clean() and all_durable  # type: ignore[attr-defined]
+                all_durable = log.close_clean(sync=False) and all_durable  # type: ignore[attr-defined]
+            try:
+                sync_filesystem(self.data_dir)  # one syncfs for every partition's data, indexes, checkpoint
+            except OSError as error:
+                _log.error(
+                    "%s: syncing at shutdown failed, the next start recovers: %s", self.data_dir, error
+                )
+                all_durable = False
             if all_durable:
                 write_atomically(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
         else:

@@ -73,14 +73,14 @@ def read_checkpoint(directory: Path) -> Checkpoint:
         return Checkpoint()
 
 
-def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
+def write_checkpoint(directory: Path, checkpoint: Checkpoint, *, sync: bool = True) -> None:
     document = {
         "log_start_offset": checkpoint.log_start_offset,
         "recovery_point": checkpoint.recovery_point,
         "active_segment": checkpoint.active_segment,
         "active_position": checkpoint.active_position,
     }
-    write_atomically(directory / CHECKPOINT_FILE, json.dumps(document).encode())
+    write_atomically(directory / CHECKPOINT_FILE, json.dumps(document).encode(), sync=sync)
 
 
 @dataclass(slots=True)
