@@ -134,19 +134,19 @@ class FileCache:
 
     def _close_unpinned(self, count: int) -> int:
         """Close up to `count` least recently used descriptors that nothing pins; returns how many."""
-        closed = 0
         if count <= 0:
             return 0
-        for candidate in list(self._open):
-            if closed >= count:
+        victims = []
+        for candidate in self._open:  # oldest first; stops early, so no walk over every open file
+            if len(victims) >= count:
                 break
-            if candidate.pins:
-                continue
-            del self._open[candidate]
-            fd, candidate.fd = candidate.fd, -1
+            if not candidate.pins:
+                victims.append(candidate)
+        for victim in victims:
+            del self._open[victim]
+            fd, victim.fd = victim.fd, -1
             os.close(fd)
-            closed += 1
-        return closed
+        return len(victims)
 
 
 def raise_open_file_limit() -> tuple[int, int]:
