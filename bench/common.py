@@ -234,18 +234,7 @@ class SluiceBroker(Broker):
             self.data_dir = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir=self.data_root))
             data_arg = str(self.data_dir)
         self.port = free_port(self.host)
-        cmd = [
-            self.python,
-            *self.python_args,
-            "-m",
-            "sluice",
-            "broker",
-            "--listen",
-            self.bootstrap,
-            "--data-dir",
-            data_arg,
-            *self.extra_args,
-        ]
+        cmd = self.command(data_arg)
         log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
         self._proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -257,6 +246,21 @@ class SluiceBroker(Broker):
             self.stop()
             raise
         return self
+
+    def command(self, data_arg: str) -> list[str]:
+        """The broker's command line on `self.port` with data in `data_arg`."""
+        return [
+            self.python,
+            *self.python_args,
+            "-m",
+            "sluice",
+            "broker",
+            "--listen",
+            self.bootstrap,
+            "--data-dir",
+            data_arg,
+            *self.extra_args,
+        ]
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -16,6 +16,7 @@ import json
 import os
 import resource
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -119,7 +120,23 @@ def read_back(client: WireClient, items: list[tuple[str, int]]) -> list[str]:
     return errors
 
 
-def restart_seconds(broker: SluiceBroker, how: signal.Signals, result: dict[str, Any], label: str) -> float:
+class RestartableSluice(SluiceBroker):
+    def restart_on(self, data_dir: Path, port: int) -> None:
+        """Start again on `data_dir` and `port` without waiting (the caller times the wait)."""
+        self.port = port
+        log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
+        self._proc = subprocess.Popen(
+            self.command(str(data_dir)),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log.close()
+
+
+def restart_seconds(
+    broker: RestartableSluice, how: signal.Signals, result: dict[str, Any], label: str
+) -> float:
     """Stop the broker with `how` and start it on the same data dir and port; seconds until it listens
     (the stop's own seconds go into `result`)."""
     assert broker._proc is not None
@@ -130,32 +147,10 @@ def restart_seconds(broker: SluiceBroker, how: signal.Signals, result: dict[str,
     broker.keep_data, data_dir = True, broker.data_dir
     port = broker.port
     assert data_dir is not None
-    broker.extra_args = [a for a in broker.extra_args if a != "--data-dir"]
     started = time.monotonic()
     broker.restart_on(data_dir, port)
     wait_port(broker.host, port, 120)
     return time.monotonic() - started
-
-
-class RestartableSluice(SluiceBroker):
-    def restart_on(self, data_dir: Path, port: int) -> None:
-        import subprocess
-
-        cmd = [
-            self.python,
-            "-m",
-            "sluice",
-            "broker",
-            "--listen",
-            f"{self.host}:{port}",
-            "--data-dir",
-            str(data_dir),
-        ]
-        log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
-        self._proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        )
-        log.close()
 
 
 def run(broker: Broker, topics: int) -> dict[str, Any]:
