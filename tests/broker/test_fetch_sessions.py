@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,14 +19,15 @@ VERSION = 12  # topics by name; v13+ by id goes through the same session code
 
 
 def fetch(client: WireClient, session_id: int, epoch: int, parts: dict[tuple[str, int], int],
-          forgotten: dict[str, list[int]] | None = None, version: int = VERSION) -> Any:
+          forgotten: dict[str, list[int]] | None = None, version: int = VERSION, wait_ms: int = 0,
+          max_bytes: int = 1 << 20) -> Any:
     cls = client.request_class("Fetch")
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset in parts.items():
         by_topic.setdefault(topic, []).append(
-            cls.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20))
+            cls.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes))
     request = cls(
-        max_wait_ms=0, min_bytes=0, session_id=session_id, session_epoch=epoch,
+        max_wait_ms=wait_ms, min_bytes=1 if wait_ms else 0, session_id=session_id, session_epoch=epoch,
         topics=[cls.FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()],
         forgotten_topics_data=[cls.ForgottenTopic(topic=t, partitions=p) for t, p in (forgotten or {}).items()],
     )
@@ -70,6 +73,34 @@ def test_incremental_fetches_carry_only_what_changed(broker: Any, topic_name: st
         assert fetch(client, session, 6, {}).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 
 
+def test_a_waiting_incremental_fetch_wakes_on_new_data_and_backlogs_are_not_forgotten(
+    broker: Any, topic_name: str
+) -> None:
+    broker.create_topic(topic_name, 2)
+    with WireClient.connect(broker.bootstrap) as client, WireClient.connect(broker.bootstrap) as writer:
+        for n in range(3):
+            produce(writer, topic_name, 0, b"backlog-%d" % n + b"x" * 300)
+        # Room for one batch per answer: partition 0 has more to give after each one.
+        session = fetch(client, 0, 0, {(topic_name, 0): 0, (topic_name, 1): 0}, max_bytes=1).session_id
+        second = fetch(client, session, 1, {(topic_name, 0): 1}, max_bytes=1)
+        assert b"backlog-1" in bytes(second.responses[0].partitions[0].records)
+        # Not named again and no new data: still behind, so still read (from the session's position).
+        third = fetch(client, session, 2, {})
+        assert b"backlog-1" in bytes(third.responses[0].partitions[0].records)
+        last = fetch(client, session, 3, {(topic_name, 0): 2})
+        assert b"backlog-2" in bytes(last.responses[0].partitions[0].records)
+        assert listed(fetch(client, session, 4, {(topic_name, 0): 3})) == set()
+        timer = threading.Timer(0.5, produce, (writer, topic_name, 1, b"wake"))
+        started = time.monotonic()
+        timer.start()
+        try:
+            woken = fetch(client, session, 5, {}, wait_ms=20_000)
+        finally:
+            timer.join()
+        assert listed(woken) == {(topic_name, 1)}
+        assert time.monotonic() - started < 15  # answered on the data, not at the end of the wait
+
+
 def test_wrong_epoch_and_unknown_session_are_refused(broker: Any, topic_name: str) -> None:
     broker.create_topic(topic_name, 1)
     with WireClient.connect(broker.bootstrap) as client:
@@ -84,19 +115,30 @@ def test_wrong_epoch_and_unknown_session_are_refused(broker: Any, topic_name: st
         assert fetch(client, session, 2, {}).error_code == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
 
 
+def fetch_topic(name: str, partitions: int) -> Any:
+    return SimpleNamespace(topic=name, topic_id=None, partitions=[
+        SimpleNamespace(partition=p, fetch_offset=0, partition_max_bytes=1) for p in range(partitions)])
+
+
 def test_the_cache_evicts_a_stale_session_then_only_for_a_larger_one() -> None:
     cache = FetchSessionCache(max_sessions=2, eviction_ms=1000)
-    small = cache.create(0, 1)
-    big = cache.create(0, 5)
+
+    def opened(now_ms: int, size: int) -> Any:
+        session = cache.create(now_ms, size)
+        if session is not None:
+            cache.update(session, [fetch_topic("t", size)], (), False, lambda _: None)
+        return session
+
+    small, big = opened(0, 1), opened(0, 5)
     assert small is not None and big is not None
-    small.topics["t"] = type("T", (), {"partitions": [object()]})()  # sized by its partitions
-    big.topics["t"] = type("T", (), {"partitions": [object()] * 5})()
-    assert cache.create(500, 1) is None  # full, nothing stale, not larger than the smallest: sessionless
-    newcomer = cache.create(500, 3)  # larger than the smallest session: it takes that one's place
+    assert opened(500, 1) is None  # full, nothing stale, not larger than the smallest: sessionless
+    newcomer = opened(500, 3)  # larger than the smallest session: it takes that one's place
     assert newcomer is not None and cache.get(small.id) is None and cache.get(big.id) is not None
     big.last_used_ms = 1500  # used since; the newcomer was not
-    assert cache.create(2000, 1) is not None  # the one unused for over eviction_ms goes first
+    assert opened(2000, 1) is not None  # the one unused for over eviction_ms goes first
     assert cache.get(newcomer.id) is None and cache.get(big.id) is not None
+    # New data reaches only the sessions still holding the partition.
+    assert cache.touch(("t", 4)) == [("", big.id)]
 
 
 @pytest.mark.parametrize("partitions", [40])

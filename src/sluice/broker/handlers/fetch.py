@@ -7,7 +7,7 @@ from typing import Any
 
 from sluice.broker.api import Outcome, RequestContext, Respond, RespondWhenData, handles, response_class
 from sluice.broker.broker import Broker, PartitionState
-from sluice.broker.fetch_sessions import FetchPlan, FetchSessionCache, plan_fetch
+from sluice.broker.fetch_sessions import FetchPlan, FetchSessionCache, plan_fetch, wake_key
 from sluice.broker.quotas import CONSUMER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode, KafkaError
 
@@ -28,9 +28,19 @@ _SESSIONS: weakref.WeakKeyDictionary[Broker, FetchSessionCache] = weakref.WeakKe
 
 
 def fetch_sessions(broker: Broker) -> FetchSessionCache:
+    """The broker's session cache. Made at the first fetch, when it starts hearing of new data: it wraps
+    the `on_data` the server shell installed (still called, for the sessions' wake keys too)."""
     cache = _SESSIONS.get(broker)
     if cache is None:
         cache = _SESSIONS[broker] = FetchSessionCache()
+        shell_on_data = broker.on_data
+
+        def on_data(key: tuple[str, int]) -> None:
+            for wake in cache.touch(key):
+                shell_on_data(wake)
+            shell_on_data(key)
+
+        broker.on_data = on_data
     return cache
 
 
@@ -41,7 +51,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
     by_id = ctx.api_version >= 13
     committed = request.isolation_level == READ_COMMITTED
     topics = []
-    for topic in plan.topics:
+    for topic in plan.topics(ctx.now_ms):
         if by_id:
             meta = broker.storage.topic_by_id(topic.topic_id)
             name = meta.name if meta else None
@@ -90,7 +100,9 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
 
 @handles("Fetch", "4-18")
 def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
-    plan = plan_fetch(fetch_sessions(broker), request, ctx.api_version >= 13, ctx.now_ms)
+    plan = plan_fetch(
+        fetch_sessions(broker), request, ctx.api_version >= 13, ctx.now_ms, lambda i: _name_of(broker, i) or None
+    )
     if not isinstance(plan, FetchPlan):
         return Respond(FetchResponse(error_code=plan, session_id=0, responses=[]))
     response, total = _fetch_once(broker, ctx, request, plan)
@@ -104,9 +116,14 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
         return throttled(broker, ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
     by_id = ctx.api_version >= 13
-    watch = [
-        (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition) for t in plan.topics for p in t.partitions
-    ]
+    if plan.session is not None:
+        watch = [wake_key(plan.session.id)]  # woken by new data in any of its partitions
+    else:
+        watch = [
+            (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition)
+            for t in request.topics
+            for p in t.partitions
+        ]
     return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
 
 
