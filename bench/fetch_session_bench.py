@@ -128,13 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--src", help="run the broker from this source tree (PYTHONPATH)")
+    parser.add_argument("--clients", default="session,confluent", help="which consumers to run")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
     if args.src:
         os.environ["PYTHONPATH"] = args.src
     topics = [f"idle-{n:04d}" for n in range(args.topics)]
     results = []
-    for run in (session_client, confluent_client):
+    runs = {"session": session_client, "confluent": confluent_client}
+    for run in (runs[name] for name in args.clients.split(",")):
         with SluiceBroker() as broker:
             create_topics(broker.bootstrap, topics)
             result = run(broker.bootstrap, topics, args.seconds, broker)
