@@ -14,26 +14,12 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sluice.broker.api import (
-    HANDLERS,
-    NoResponse,
-    Parked,
-    RequestContext,
-    Respond,
-    RespondWhenData,
-    RespondWhenDurable,
-)
-from sluice.broker.handlers.metadata import api_versions_body
-from sluice.broker.quotas import request_time_throttle
-from sluice.errors import ErrorCode, KafkaError, ProtocolError
+from sluice.broker.api import NoResponse, Parked, Respond, RespondWhenData, RespondWhenDurable
+from sluice.broker.dispatch import Close
+from sluice.errors import ProtocolError
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
-from sluice.protocol.headers import (
-    API_VERSIONS_KEY,
-    parse_request_header,
-    peek_request_header,
-    response_header,
-)
-from sluice.protocol.messages import APIS_BY_KEY, request_codecs, response_codecs
+from sluice.protocol.headers import response_header
+from sluice.protocol.messages import APIS_BY_KEY, response_codecs
 from sluice.security.session import PLAINTEXT, Session, uses_sasl
 from sluice.server.auth import AuthGate
 from sluice.server.clock import now_ms
@@ -41,6 +27,7 @@ from sluice.server.tls import peer_principal
 
 if TYPE_CHECKING:
     from sluice.broker.broker import Broker
+    from sluice.broker.dispatch import Dispatcher
     from sluice.server.group_commit import GroupCommit
 
 log = logging.getLogger("sluice.kafka")
@@ -50,6 +37,7 @@ class ConnectionOwner(Protocol):
     """What a connection needs of the listener that accepted it (sluice.server.kafka.KafkaServer)."""
 
     broker: Broker
+    dispatcher: Dispatcher
     connections: set[KafkaConnection]
     group_commit: GroupCommit
 
@@ -133,8 +121,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.server.broker.metrics.connections_accepted += 1
         self.server.connections.add(self)
-        broker = self.server.broker
-        if broker.quotas.configs and (delay := broker.quotas.connection_throttle(self.peer_host, now_ms())):
+        quotas = self.server.dispatcher.quotas
+        if (
+            quotas is not None
+            and quotas.configs
+            and (delay := quotas.connection_throttle(self.peer_host, now_ms()))
+        ):
             # KIP-612: over its IP's connection_creation_rate, a connection is held unread for the throttle
             # time and then closed, so a reconnect loop slows down instead of being refused in a spin.
             log.info(
@@ -199,56 +191,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         auth = self.auth
         if auth is not None and auth.raw_token(body):
             return
-        try:
-            header = peek_request_header(body)
-            if auth is not None and not auth.admits(header.api_key):
-                return
-            spec = HANDLERS.handlers.get(header.api_key)
-            if spec is None:
-                self.abort(f"unknown API key {header.api_key}")
-                return
-            if header.api_version not in spec.versions:
-                if header.api_key == API_VERSIONS_KEY:
-                    # Kafka answers an ApiVersions it cannot parse in v0, so the client can pick a version.
-                    slot = self._new_slot(header.api_key, 0, header.correlation_id)
-                    slot.fill(api_versions_body(ErrorCode.UNSUPPORTED_VERSION), 0)
-                    return
-                self.abort(f"unsupported version {header.api_version} of API {header.api_key}")
-                return
-            flexible = header.api_version in APIS_BY_KEY[header.api_key].request_def.flexible
-            header, pos = parse_request_header(body, flexible)
-            request, _ = request_codecs(header.api_key)[header.api_version].decode(body, pos)
-        except ProtocolError as exc:
-            self.abort(f"malformed request: {exc}")
+        result = server.dispatcher.dispatch(body, self, now_ms())
+        if isinstance(result, Close):
+            if result.reason is not None:
+                self.abort(result.reason)
             return
-        ctx = RequestContext(
-            header.api_key,
-            header.api_version,
-            header.correlation_id,
-            header.client_id,
-            self.peer_host,
-            now_ms(),
-            listener=self.listener,
-            session=self.session,
-        )
-        slot = None
-        outcome: Any
-        try:
-            slot = self._new_slot(header.api_key, header.api_version, header.correlation_id)
-            ctx.reply_token = slot
-            outcome = server.broker.dispatch(ctx, request)
-            if server.broker.quotas.configs:
-                slot.throttle_ms = request_time_throttle(
-                    server.broker, ctx, perf_counter() - slot.started, ctx.now_ms
-                )
-        except KafkaError as exc:  # a request refused as a whole (e.g. a group write on a full disk)
-            log.error("closing connection from %s: %s", self.peer_host, exc.message)
-            self.abort(exc.message)
-            return
-        except Exception:
-            log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
-            self.abort("internal error")
-            return
+        slot: ResponseSlot = result.reply
+        slot.throttle_ms = result.throttle_ms
+        outcome = result.outcome
         if auth is not None and auth.after_dispatch(slot, outcome):
             pass
         elif isinstance(outcome, Respond):
@@ -265,7 +215,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             pass
         server.deliver_ready_replies()
 
-    def _new_slot(self, api_key: int, api_version: int, correlation_id: int) -> ResponseSlot:
+    # ----- what the dispatcher asks of the connection (sluice.broker.dispatch.RequestOrigin) -----
+
+    def admits(self, api_key: int) -> bool:
+        return self.auth is None or self.auth.admits(api_key)
+
+    def open_reply(self, api_key: int, api_version: int, correlation_id: int) -> ResponseSlot:
         slot = ResponseSlot(self, api_key, api_version, correlation_id)
         self.pending.append(slot)
         return slot

@@ -12,6 +12,7 @@ import time
 
 from sluice.broker.api import RespondWhenData
 from sluice.broker.broker import Broker
+from sluice.broker.dispatch import Dispatcher, build_dispatcher
 from sluice.security.session import uses_tls
 from sluice.server.clock import now_ms
 from sluice.server.connection import KafkaConnection, ResponseSlot
@@ -32,8 +33,9 @@ class LongPoll:
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, dispatcher: Dispatcher | None = None) -> None:
         self.broker = broker
+        self.dispatcher = dispatcher if dispatcher is not None else build_dispatcher(broker)
         self.connections: set[KafkaConnection] = set()
         self.group_commit = GroupCommit(broker)
         self.watchers: dict[tuple[str, int], set[LongPoll]] = {}
@@ -171,7 +173,7 @@ class KafkaServer:
     # ----- parked requests and timers (consumer groups) -----
 
     def deliver_ready_replies(self) -> None:
-        for token, response, durable in self.broker.take_ready_replies():
+        for token, response, durable in self.dispatcher.take_ready_replies():
             slot = token
             if not isinstance(slot, ResponseSlot) or slot.connection.closed:
                 continue
