@@ -11,7 +11,7 @@ from sluice.broker.config import BrokerConfig
 from sluice.coordinator.transactions import TransactionCoordinator
 from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
 from sluice.server.app import build_broker
-from sluice.storage.cleaner import clean_partition
+from sluice.storage.compaction.cleaner import clean_partition
 
 
 def now() -> int:

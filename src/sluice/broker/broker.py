@@ -23,6 +23,7 @@ from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.record_checks import (
     NO_CHECKS,
     RecordChecks,
+    check_keys_for_compaction,
     check_records,
     merge_record_errors,
     parse_checks,
@@ -43,7 +44,6 @@ from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
-from sluice.storage.log_cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
@@ -120,7 +120,7 @@ class Broker:
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
         # The LogCleanerManager (sluice.storage.compaction.manager), started by the server shell.
         self.cleaner: Any = None
-        data_dir = getattr(storage, "data_dir", None)
+        data_dir = storage.data_dir
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self._ticks_deferred_until: int | None = None
@@ -496,7 +496,7 @@ class Broker:
 
     def log_dir(self) -> tuple[str, int, int]:
         """The one log directory: (absolute path, total bytes, usable bytes); -1 when kept in memory."""
-        data_dir = getattr(self.storage, "data_dir", None)
+        data_dir = self.storage.data_dir
         if data_dir is None:
             return "memory", -1, -1
         usage = shutil.disk_usage(data_dir)
