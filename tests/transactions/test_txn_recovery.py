@@ -9,7 +9,7 @@ from pathlib import Path
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
 from sluice.coordinator.transactions import TransactionCoordinator
-from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches
 from sluice.server.app import build_broker
 from sluice.storage.compaction.cleaner import clean_partition
 
@@ -83,8 +83,7 @@ def test_an_unknown_open_transaction_is_aborted_at_start(tmp_path: Path) -> None
     # Data of a transaction whose "partition added" record a crash lost (the verifier is bypassed here).
     broker.txn_verifier = lambda *args: None
     state = broker.partition("a", 0)
-    batch = txn_batch(777, 0, 0, b"orphan")
-    broker._append_validated(state, batch, [parse_batch_header(batch)], now())
+    broker.append_internal("a", 0, txn_batch(777, 0, 0, b"orphan"), now())
     broker.end_flush(broker.begin_flush())
     assert state.last_stable_offset == 0
     broker.close()

@@ -43,11 +43,11 @@ def build_broker(config: BrokerConfig) -> Broker:
 
     broker = Broker(config, open_storage(config))
     try:
-        from sluice.broker.groups import attach_group_coordinator
+        from sluice.broker.group_service import attach_group_coordinator
     except ImportError:
         return broker
     attach_group_coordinator(broker, now_ms())
-    from sluice.broker.transactions import attach_transaction_coordinator
+    from sluice.broker.transaction_service import attach_transaction_coordinator
 
     attach_transaction_coordinator(broker, now_ms())
     return broker
