@@ -68,7 +68,7 @@ def test_a_prepared_commit_is_finished_at_start(tmp_path: Path) -> None:
         assert broker.append(topic, 0, batch, now()).error == 0
     # The crash: the prepare record reached the log, the markers and the complete record did not.
     ended = tc.end_txn("t", pid, epoch, True, now())
-    broker.transactions._persist(ended.prepare, now())
+    broker.transactions.persist(ended.prepare, now())
     broker.close()
 
     again = open_broker(tmp_path)
