@@ -24,7 +24,7 @@ async def serve_all(
     install_stop_signals(stop)
     running = await start_broker(broker_config)
     announce(running)
-    from sluice.gateway.config import single_cluster_config
+    from sluice.gateway.config_file import single_cluster_config
     from sluice.gateway.server import Gateway
 
     gateway = Gateway(
