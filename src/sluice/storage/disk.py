@@ -3,6 +3,8 @@ layout inside, topic metadata in `<data-dir>/metadata.json`.
 
 A `.clean-shutdown` marker written by `close(clean=True)` and removed at open lets the next start skip
 recovery scans; a `.lock` file (flock) keeps a second process out of the same directory.
+
+Every file of the data directory and its byte layout: docs/storage.md.
 """
 
 from __future__ import annotations
