@@ -124,7 +124,9 @@ class Broker:
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self._ticks_deferred_until: int | None = None
-        self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transaction_service)
+        self.transactions: Any = (
+            None  # the transaction coordinator adapter (sluice.broker.transaction_service)
+        )
         self.txn_verifier: TxnVerifier | None = None
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
         security_dir = config.data_dir / "security" if config.data_dir is not None else None

@@ -57,7 +57,9 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
         one: that marker ends no open transaction, so the committed data stays committed."""
         state_key_ = (TRANSACTION_STATE_TOPIC, 0)
         # Only this call's own records may be deferred: an earlier append there has an answer waiting on it.
-        deferrable = ending and state_key_ not in self.broker.unflushed and state_key_ not in self.broker.deferred
+        deferrable = (
+            ending and state_key_ not in self.broker.unflushed and state_key_ not in self.broker.deferred
+        )
         if outcome.prepare:
             self.persist(outcome.prepare, now_ms)
             if self.broker.config.fsync_before_ack and _spans_several(outcome):
@@ -268,7 +270,9 @@ def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionSe
     migrated = coordinator.load(topic.replay(), now_ms)
     if migrated:
         topic.append(migrated, now_ms)
-        log.info("rewrote %d transactional ids of %s in Kafka's record layout", len(coordinator.txns), topic.name)
+        log.info(
+            "rewrote %d transactional ids of %s in Kafka's record layout", len(coordinator.txns), topic.name
+        )
     service = TransactionService(broker, coordinator, topic)
     broker.transactions = service
     broker.txn_verifier = service.verify

@@ -73,10 +73,14 @@ class ClassicMembership:
         self._arm_offsets_check(now_ms)
         out = Outcome()
         settings = self.settings.get(request.group_id)
-        if settings is not None and settings.session_timeout_ms is not None and not (
-            self.config.group_min_session_timeout_ms
-            <= request.session_timeout_ms
-            <= self.config.group_max_session_timeout_ms
+        if (
+            settings is not None
+            and settings.session_timeout_ms is not None
+            and not (
+                self.config.group_min_session_timeout_ms
+                <= request.session_timeout_ms
+                <= self.config.group_max_session_timeout_ms
+            )
         ):
             # A created group's session timeout is what a member gets when it asks for none that fits.
             request = replace(request, session_timeout_ms=settings.session_timeout_ms)
@@ -530,4 +534,3 @@ class ClassicMembership:
         if error is ErrorCode.NONE:
             self._remove_member(group, group.members[member_id], now_ms, out)
         return error
-

@@ -47,6 +47,7 @@ __all__ = [
     "state_key",
 ]
 
+
 @dataclass(slots=True)
 class Markers:
     """What the broker writes when a transaction ends: a marker per partition, then the offsets."""
@@ -428,7 +429,9 @@ class TransactionCoordinator:
 
     # ----- restart -----
 
-    def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> list[tuple[bytes, bytes | None]]:
+    def load(
+        self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int
+    ) -> list[tuple[bytes, bytes | None]]:
         """Replay `__transaction_state`; returns the records to append once (the migration of values an
         earlier sluice wrote as JSON: see transaction_log), empty when the log is all in Kafka's layout."""
         self.txns = {}
