@@ -259,6 +259,8 @@ class SluiceBroker(Broker):
             self.bootstrap,
             "--data-dir",
             data_arg,
+            "--admin-listen",
+            "off",
             *self.extra_args,
         ]
 

@@ -3,6 +3,8 @@ layout inside, topic metadata in `<data-dir>/metadata.json`.
 
 A `.clean-shutdown` marker written by `close(clean=True)` and removed at open lets the next start skip
 recovery scans; a `.lock` file (flock) keeps a second process out of the same directory.
+
+Every file of the data directory and its byte layout: docs/storage.md.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pathlib import Path
 
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
-from sluice.storage.cleaner import CleanerCheckpoint
 from sluice.storage.config import TopicConfig
 from sluice.storage.damage import write_damage
 from sluice.storage.index import OffsetIndex, TimeIndex
@@ -73,10 +74,6 @@ class DiskPartitionLog(SegmentedLog):
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_pending = False
         self._active_checkpoint = (-1, 0)  # (active segment base, durable position) last checkpointed
-        # Compaction state (storage/cleaner.py): the cleaner thread replaces these, others only read them.
-        self.cleaner_checkpoint = CleanerCheckpoint.read(directory)
-        self.cleaner_dirty_ratio = 0.0
-        self.cleaner_uncleanable = ""  # why the cleaner gave up on this partition until restart
 
     @property
     def segments(self) -> list[FileSegment]:
@@ -196,7 +193,7 @@ class DiskPartitionLog(SegmentedLog):
                 self._recovery_point = first_not_durable.base_offset
             self._write_checkpoint()
 
-    # --- the cleaner's side (storage/cleaner.py) -----------------------------------------------------
+    # --- what the cleaner asks of the log (api.CompactableLog; the cleaner is sluice.storage.compaction) ---
 
     def cleanable_segments(self) -> list[FileSegment]:
         """The sealed segments already made durable, oldest first, up to the first with recorded damage:
@@ -369,6 +366,9 @@ class DiskStorage(TopicStore):
 
     def log(self, topic: str, partition: int) -> DiskPartitionLog:
         return super().log(topic, partition)  # type: ignore[return-value]
+
+    def compactable_log(self, topic: str, partition: int) -> DiskPartitionLog:
+        return self.log(topic, partition)
 
     def close(self, clean: bool = True) -> None:
         if self._lock_fd < 0:

@@ -14,6 +14,8 @@ Trust rules:
   that was never acknowledged, is truncated.
 
 The checkpoint file (`partition.checkpoint`, JSON) holds the log start offset and the recovery point.
+
+`partition.checkpoint` and the recovery of segment files: layouts in docs/storage.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Topic metadata: the rules for creating, growing, reconfiguring and deleting topics, shared by every
 engine, and the atomic JSON file the disk engine keeps them in.
+
+`metadata.json` (its layout: docs/storage.md).
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 The log file is whole v2 batches back to back, exactly as served to consumers. Appends are one
 pwritev (new baseOffset + the caller's bytes, no copy); reads are one pread after a binary search of the
 sparse offset index and a short header scan. Segment data is never held in memory.
+
+The `.log` layout is in docs/storage.md.
 """
 
 from __future__ import annotations

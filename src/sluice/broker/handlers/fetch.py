@@ -93,7 +93,11 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
                     for a in aborted
                 ] or None
             total += len(data)
-        topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
+        topics.append(
+            FetchResponse.FetchableTopicResponse(
+                topic=topic.topic, topic_id=topic.topic_id, partitions=partitions
+            )
+        )
     responses = plan.trim(topics, by_id)
     return FetchResponse(responses=responses, session_id=plan.session_id), total
 
@@ -101,19 +105,23 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
 @handles("Fetch", "4-18")
 def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     plan = plan_fetch(
-        fetch_sessions(broker), request, ctx.api_version >= 13, ctx.now_ms, lambda i: _name_of(broker, i) or None
+        fetch_sessions(broker),
+        request,
+        ctx.api_version >= 13,
+        ctx.now_ms,
+        lambda i: _name_of(broker, i) or None,
     )
     if not isinstance(plan, FetchPlan):
         return Respond(FetchResponse(error_code=plan, session_id=0, responses=[]))
     response, total = _fetch_once(broker, ctx, request, plan)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
     if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
-        return Respond(throttled(broker, ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
+        return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
         again, got = _fetch_once(broker, ctx, request, plan)
         done = final or got >= max(request.min_bytes, 1) or _has_error(again)
-        return throttled(broker, ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
+        return throttled(ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
     by_id = ctx.api_version >= 13
     if plan.session is not None:
@@ -160,7 +168,9 @@ def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
-            out = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=part.partition_index, leader_epoch=0)
+            out = ListOffsetsResponse.ListOffsetsPartitionResponse(
+                partition_index=part.partition_index, leader_epoch=0
+            )
             state = broker.partitions.get((topic.name, part.partition_index))
             if state is None:
                 out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
