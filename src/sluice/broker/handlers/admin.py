@@ -211,7 +211,7 @@ def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         R.CreatableTopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE_NAME)
         for name in sorted(duplicates)
     ]
-    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 6)
+    quota = mutation_quota(ctx, strict=ctx.api_version >= 6)
     for topic in request.topics:
         if topic.name not in duplicates:
             results.append(_create_one(broker, topic, request.validate_only, quota))
@@ -239,7 +239,7 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         )
         for i in sorted(twice_ids, key=str)
     ]
-    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 5)
+    quota = mutation_quota(ctx, strict=ctx.api_version >= 5)
     for name, topic_id in wanted:
         if name in twice or (name is None and topic_id in twice_ids):
             continue
@@ -274,7 +274,7 @@ def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
         for name in sorted(duplicates)
     ]
     budget = MAX_PARTITIONS_PER_REQUEST
-    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 3)
+    quota = mutation_quota(ctx, strict=ctx.api_version >= 3)
     for topic in request.topics:
         if topic.name in duplicates:
             continue

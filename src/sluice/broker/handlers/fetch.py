@@ -79,12 +79,12 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     response, total = _fetch_once(broker, ctx, request)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
     if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
-        return Respond(throttled(broker, ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
+        return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
         again, got = _fetch_once(broker, ctx, request)
         done = final or got >= max(request.min_bytes, 1) or _has_error(again)
-        return throttled(broker, ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
+        return throttled(ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
     by_id = ctx.api_version >= 13
     watch = [

@@ -68,7 +68,7 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     if request.acks == 0:
         return NoResponse()
     size = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
-    response = throttled(broker, ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
+    response = throttled(ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
