@@ -675,6 +675,7 @@ RULES: dict[str, Rule] = {
     "ListTransactions": Rule(custom=_list_transactions),
     # Cluster administration (KafkaApis / ControllerApis rules).
     "DescribeClientQuotas": Rule((Whole(CLUSTER, Operation.DESCRIBE_CONFIGS),)),
+    "ListConfigResources": Rule((Whole(CLUSTER, Operation.DESCRIBE_CONFIGS),)),
     "AlterClientQuotas": Rule(custom=_cluster_wide(Operation.ALTER_CONFIGS, _fill_alter_client_quotas)),
     "AlterPartitionReassignments": Rule((Whole(CLUSTER, Operation.ALTER),)),
     "ListPartitionReassignments": Rule((Whole(CLUSTER, D),)),

@@ -58,7 +58,6 @@ THREAD_POOL_CONFIGS = frozenset(
 )
 
 _SECURITY_AND_LISTENER: list[ConfigDef] = [
-    _c("advertised.listeners", STRING, None, "Addresses clients are told to connect to."),
     _c("listeners", STRING, "PLAINTEXT://:9092", "Addresses the broker listens on."),
     _c("listener.security.protocol.map", STRING, "", "Security protocol of each listener name."),
     _c("principal.builder.class", CLASS, "", "Builds the principal of an authenticated connection."),

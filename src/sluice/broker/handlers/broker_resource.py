@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sluice.broker.broker import Broker
@@ -135,7 +136,16 @@ def _config_type(name: str) -> tuple[int, str | None]:
 
 def _tiers(broker: Broker) -> tuple[dict[str, str | None], dict[str, str | None]]:
     """(set in the config file, Kafka's defaults) as name -> value."""
-    settings = static_settings(broker, broker.dynamic_configs.static)
+    # The running config, but with the values dynamic configs replace taken from before they did (the
+    # bound port and such are only known once running).
+    start = broker.dynamic_configs.static
+    before = replace(
+        broker.config,
+        max_connections=start.max_connections,
+        max_message_bytes=start.max_message_bytes,
+        topic_defaults=start.topic_defaults,
+    )
+    settings = static_settings(broker, before)
     static = {name: value for name, (value, operator) in settings.items() if operator}
     defaults = {name: value for name, (value, operator) in settings.items() if not operator}
     for name, d in DYNAMIC_BROKER_CONFIGS.items():

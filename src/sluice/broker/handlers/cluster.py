@@ -134,7 +134,15 @@ def alter_partition_reassignments(broker: Broker, ctx: RequestContext, request: 
                 )
             )
         responses.append(R.ReassignableTopicResponse(name=topic.name, partitions=parts))
-    return Respond(R(error_code=0, error_message=None, responses=responses))
+    # v1 (KIP-860) echoes whether the request allowed replication factor changes.
+    return Respond(
+        R(
+            error_code=0,
+            error_message=None,
+            responses=responses,
+            allow_replication_factor_change=request.allow_replication_factor_change,
+        )
+    )
 
 
 @handles("ListPartitionReassignments")

@@ -32,6 +32,7 @@ from sluice.storage.metadata import topic_name_problem
 DescribeConfigsResponse = response_class("DescribeConfigs")
 AlterConfigsResponse = response_class("AlterConfigs")
 IncrementalAlterConfigsResponse = response_class("IncrementalAlterConfigs")
+ListConfigResourcesResponse = response_class("ListConfigResources")
 
 TOPIC = 2
 BROKER = 4
@@ -132,7 +133,7 @@ def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any
     meta = broker.storage.topic(result.resource_name)
     if meta is None:
         # Kafka's ConfigHelper answers an unknown topic with the code alone.
-        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        result.error_code, result.error_message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         return
     result.configs = [
         entry(
@@ -419,3 +420,32 @@ def _alter_loggers(broker: Broker, resource: Any, validate_only: bool) -> tuple[
         for logger, level in changes:
             logger.setLevel(level)
     return ErrorCode.NONE, None
+
+
+# ListConfigResources (KIP-1142): v0 (ListClientMetricsResources) lists client metrics resources only; v1 lists
+# the kinds DescribeConfigs knows, all of them when the request names none.
+CLIENT_METRICS, GROUP = 16, 32
+LISTABLE_V0 = (CLIENT_METRICS,)
+LISTABLE = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)
+
+
+@handles("ListConfigResources")
+def list_config_resources(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = ListConfigResourcesResponse
+    supported = LISTABLE_V0 if ctx.api_version == 0 else LISTABLE
+    wanted = list(request.resource_types or ()) or list(supported)
+    if any(kind not in supported for kind in wanted):
+        # Kafka's answer for a kind it cannot list.
+        return Respond(R(error_code=ErrorCode.UNSUPPORTED_VERSION, config_resources=[]))
+    # sluice keeps no client metrics subscriptions and no group configs: those kinds list nothing.
+    found = []
+    node = str(broker.config.node_id)
+    for kind in (BROKER_LOGGER, BROKER):
+        if kind in wanted:
+            found.append(R.ConfigResource(resource_name=node, resource_type=kind))
+    if TOPIC in wanted:
+        found += [
+            R.ConfigResource(resource_name=meta.name, resource_type=TOPIC)
+            for meta in sorted(broker.storage.topics(), key=lambda m: m.name)
+        ]
+    return Respond(R(error_code=0, config_resources=found))
