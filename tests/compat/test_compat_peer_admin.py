@@ -91,3 +91,25 @@ def test_list_offsets_of_a_partition_that_does_not_exist(
         (topic,) = wire.call("ListOffsets", 9, request).topics
     codes = {p.partition_index: p.error_code for p in topic.partitions}
     assert codes == {0: 0, 100: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+
+def test_delegation_tokens_answer_as_a_broker_without_token_auth(bootstrap: str) -> None:
+    """Kafka without delegation.token.secret.key: token requests over a PLAINTEXT listener are not allowed
+    (KafkaApis.allowTokenRequests), whatever the API."""
+    with WireClient.connect(bootstrap) as wire:
+        R = wire.request_class("CreateDelegationToken")
+        created = wire.call("CreateDelegationToken", 3, R(renewers=[], max_lifetime_ms=-1))
+        assert created.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+        assert created.principal_type == "User" and created.principal_name == "ANONYMOUS"
+        described = wire.call(
+            "DescribeDelegationToken", 3, wire.request_class("DescribeDelegationToken")(owners=None)
+        )
+        assert (described.error_code, described.tokens) == (
+            ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+            [],
+        )
+        for api in ("RenewDelegationToken", "ExpireDelegationToken"):
+            R = wire.request_class(api)
+            period = {"renew_period_ms": 1000} if api.startswith("Renew") else {"expiry_time_period_ms": 1000}
+            answer = wire.call(api, 2, R(hmac=b"x", **period))
+            assert answer.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED

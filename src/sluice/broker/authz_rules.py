@@ -33,7 +33,19 @@ DENIED = {
 }
 # Config resource types (DescribeConfigs & co.) -> ACL resource.
 CONFIG_RESOURCES = {2: TOPIC, 4: CLUSTER}
-NO_CHECK = frozenset({"ApiVersions", "SaslHandshake", "SaslAuthenticate", "DescribeCluster"})
+# Delegation token APIs: Kafka answers them before any ACL check when token authentication is off.
+NO_CHECK = frozenset(
+    {
+        "ApiVersions",
+        "SaslHandshake",
+        "SaslAuthenticate",
+        "DescribeCluster",
+        "CreateDelegationToken",
+        "RenewDelegationToken",
+        "ExpireDelegationToken",
+        "DescribeDelegationToken",
+    }
+)
 
 Finish = Callable[[Any], Any]
 

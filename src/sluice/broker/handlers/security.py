@@ -14,6 +14,7 @@ from sluice.broker.api import RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker
 from sluice.errors import ErrorCode
 from sluice.security.acl import (
+    ANONYMOUS,
     AclBinding,
     AclError,
     AclFilter,
@@ -410,3 +411,42 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, request: A
         code, message = errors.get(name, (ErrorCode.NONE, None))
         results.append(R.AlterUserScramCredentialsResult(user=name, error_code=code, error_message=message))
     return Respond(R(results=results))
+
+
+# ----- delegation tokens (KIP-48) -----
+# sluice issues no delegation tokens: it answers as a Kafka broker without delegation.token.secret.key does
+# (KafkaApis: token requests over PLAINTEXT, or over SSL without a client certificate, are not allowed at all;
+# the rest find token authentication disabled).
+
+
+def _token_refusal(ctx: RequestContext) -> ErrorCode:
+    if ctx.listener == "PLAINTEXT" or (ctx.listener == "SSL" and ctx.principal == ANONYMOUS):
+        return ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+
+
+@handles("CreateDelegationToken")
+def create_delegation_token(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = response_class("CreateDelegationToken")
+    kind, _, name = ctx.principal.partition(":")
+    return Respond(
+        R(error_code=_token_refusal(ctx), principal_type=kind, principal_name=name, token_id="", hmac=b"")
+    )
+
+
+@handles("RenewDelegationToken")
+def renew_delegation_token(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = response_class("RenewDelegationToken")
+    return Respond(R(error_code=_token_refusal(ctx), expiry_timestamp_ms=-1))
+
+
+@handles("ExpireDelegationToken")
+def expire_delegation_token(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = response_class("ExpireDelegationToken")
+    return Respond(R(error_code=_token_refusal(ctx), expiry_timestamp_ms=-1))
+
+
+@handles("DescribeDelegationToken")
+def describe_delegation_token(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = response_class("DescribeDelegationToken")
+    return Respond(R(error_code=_token_refusal(ctx), tokens=[]))
