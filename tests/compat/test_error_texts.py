@@ -300,6 +300,12 @@ ROWS: list[tuple[str, Call, int, str | None]] = [
         "The topic 'no-such-topic' does not exist.",
     ),
     (
+        "librdkafka 0081: a wrong config of a topic that does not exist",
+        _legacy_alter(TOPIC, "no-such-topic", "offset.metadata.max.bytes", "12345"),
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        "The topic 'no-such-topic' does not exist.",
+    ),
+    (
         "APPEND to a non-list config",
         _incremental(TOPIC, "existing", APPEND, "retention.ms", "1"),
         E.INVALID_CONFIG,

@@ -225,13 +225,18 @@ def describe_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respo
 def _apply(
     broker: Broker, resource: Any, changes: dict[str, str | None], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
-    """Change a topic's configs, checked as Kafka's controller does: the name, the values, then existence."""
+    """Change a topic's configs: the name, then existence, then the values. (librdkafka's test 0081 expects an
+    unknown topic to answer UNKNOWN_TOPIC_OR_PARTITION even when its configs are also wrong.)"""
     try:
         if resource.resource_type != TOPIC:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
         if resource.resource_name == "":
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         check_topic_name(resource.resource_name)
+        if broker.storage.topic(resource.resource_name) is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource.resource_name}' does not exist."
+            )
         status = {name: value for name, value in changes.items() if name.startswith(CLEANER_STATUS_PREFIX)}
         # The cleaner's status entries are listed by DescribeConfigs as read-only: say so, not "unknown".
         problem = (
@@ -239,10 +244,6 @@ def _apply(
         )
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
-        if broker.storage.topic(resource.resource_name) is None:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource.resource_name}' does not exist."
-            )
         if not validate_only:
             broker.storage.alter_topic_configs(resource.resource_name, changes)
     except KafkaError as exc:
