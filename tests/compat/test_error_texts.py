@@ -175,6 +175,15 @@ def _sasl_authenticate(wire: WireClient, _: str) -> tuple[int, str | None]:
     return response.error_code, response.error_message
 
 
+def _update_feature(wire: WireClient, _: str) -> tuple[int, str | None]:
+    R = wire.request_class("UpdateFeatures")
+    update = R.FeatureUpdateKey(feature="no.such.feature", max_version_level=1, upgrade_type=1)
+    response = wire.call(
+        "UpdateFeatures", 1, R(timeout_ms=10_000, feature_updates=[update], validate_only=True)
+    )
+    return response.error_code, response.error_message
+
+
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, APPEND = 0, 2
 LETTERS = "'.', '_' and '-'"
@@ -444,6 +453,13 @@ ROWS: list[tuple[str, Call, int, str | None]] = [
         "Unknown SCRAM mechanism",
     ),
     ("empty user name", _alter_user(name=""), E.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"),
+    # UpdateFeatures (FeatureControlManager, QuorumFeatures)
+    (
+        "a feature the controller does not know",
+        _update_feature,
+        E.INVALID_UPDATE_VERSION,
+        "Invalid update version 1 for feature no.such.feature. Local controller 1 does not support this feature.",
+    ),
     # SASL on a listener that does not use it (KafkaApis)
     (
         "SaslAuthenticate on a plaintext listener",

@@ -207,7 +207,13 @@ def update_features(broker: Broker, ctx: RequestContext, request: Any) -> Respon
         R.UpdatableFeatureResult(
             feature=update.feature,
             error_code=ErrorCode.INVALID_UPDATE_VERSION,
-            error_message=f"feature {update.feature!r} is not supported by sluice",
+            # Kafka's FeatureControlManager text for a feature its controller does not know.
+            error_message=f"Invalid update version {update.max_version_level} for feature {update.feature}. "
+            + (
+                "A feature version cannot be less than 0."
+                if update.max_version_level < 0
+                else f"Local controller {broker.config.node_id} does not support this feature."
+            ),
         )
         for update in request.feature_updates
     ]
