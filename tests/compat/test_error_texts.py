@@ -145,6 +145,24 @@ def _create_acl(principal: str, resource_type: int = 2, name: str = "t") -> Call
     return call
 
 
+def _delete_acls(resource_type: int, operation: int) -> Call:
+    def call(wire: WireClient, _: str) -> tuple[int, str | None]:
+        R = wire.request_class("DeleteAcls")
+        item = R.DeleteAclsFilter(
+            resource_type_filter=resource_type,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=operation,
+            permission_type=1,
+        )
+        (result,) = wire.call("DeleteAcls", 3, R(filters=[item])).filter_results
+        return result.error_code, result.error_message
+
+    return call
+
+
 def _describe_user(wire: WireClient, _: str) -> tuple[int, str | None]:
     R = wire.request_class("DescribeUserScramCredentials")
     (result,) = wire.call("DescribeUserScramCredentials", 0, R(users=[R.UserName(name="ghost")])).results
@@ -431,6 +449,18 @@ ROWS: list[tuple[str, Call, int, str | None]] = [
         _create_acl("alice"),
         E.INVALID_REQUEST,
         "expected a string in format principalType:principalName but got alice",
+    ),
+    (
+        "DeleteAcls filter of an UNKNOWN resource type",
+        _delete_acls(0, 1),
+        E.INVALID_REQUEST,
+        "Unknown patternFilter.",
+    ),
+    (
+        "DeleteAcls filter of an UNKNOWN operation",
+        _delete_acls(1, 0),
+        E.INVALID_REQUEST,
+        "Unknown entryFilter.",
     ),
     # SCRAM users (ScramImage, ScramControlManager)
     (

@@ -191,14 +191,11 @@ class AclFilter:
     permission: Permission = Permission.ANY
 
     def check(self) -> None:
-        for value, kind in (
-            (self.resource_type, "resource type"),
-            (self.pattern_type, "pattern type"),
-            (self.operation, "operation"),
-            (self.permission, "permission"),
-        ):
-            if value == 0:
-                raise AclError(f"{kind} is UNKNOWN")
+        # Kafka's AclControlManager.validateFilter words.
+        if self.resource_type == 0 or self.pattern_type == 0:
+            raise AclError("Unknown patternFilter.")
+        if self.operation == 0 or self.permission == 0:
+            raise AclError("Unknown entryFilter.")
 
     def matches(self, b: AclBinding) -> bool:
         if self.resource_type != ResourceType.ANY and b.resource_type != self.resource_type:
