@@ -205,7 +205,18 @@ def test_a_damaged_file_stops_the_broker_with_a_clear_error(tmp_path: Path) -> N
     data = tmp_path / "data"
     data.mkdir()
     (data / FILE).write_text('{"version": 1, "broker": {')
-    cmd = [sys.executable, "-m", "sluice", "broker", "--listen", "127.0.0.1:0", "--data-dir", str(data)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sluice",
+        "broker",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        str(data),
+        "--admin-listen",
+        "off",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert f"{FILE} is damaged" in done.stderr + done.stdout
