@@ -379,6 +379,15 @@ def value_problem(d: ConfigDef, name: str, value: str) -> str | None:
     return None
 
 
+def list_operation(current: str, values: str, append: bool) -> str:
+    """IncrementalAlterConfigs APPEND (values not yet present, in order) or SUBTRACT on a LIST config."""
+    items = [i for i in current.split(",") if i]
+    given = [v for v in values.split(",") if v]
+    if append:
+        return ",".join(items + [v for v in given if v not in items])
+    return ",".join(i for i in items if i not in given)
+
+
 def topic_config_problem(configs: Mapping[str, str | None]) -> str | None:
     """What Kafka would refuse in these topic configs, in Kafka's words (LogConfig.validateNames, then
     each value's type and range)."""

@@ -14,6 +14,7 @@ from sluice.broker.config_defs import (
     LIST,
     PASSWORD,
     TOPIC_CONFIGS,
+    list_operation,
 )
 from sluice.broker.dynamic_config_defs import DYNAMIC_BROKER_CONFIGS
 from sluice.broker.dynamic_configs import (
@@ -221,13 +222,7 @@ def _incremental(current: dict[str, str], configs: list[Any]) -> dict[str, str]:
                     ErrorCode.INVALID_CONFIG, f"Config value {word} is not allowed for config key: {c.name}"
                 )
             base = props.get(c.name, d.default if d is not None else None) or ""
-            items = [i for i in base.split(",") if i]
-            values = (c.value or "").split(",")
-            if c.config_operation == APPEND:
-                items += [v for v in values if v not in items]
-            else:
-                items = [i for i in items if i not in values]
-            props[c.name] = ",".join(items)
+            props[c.name] = list_operation(base, c.value or "", c.config_operation == APPEND)
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}")
     return props

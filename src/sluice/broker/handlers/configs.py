@@ -14,6 +14,7 @@ from sluice.broker.config_defs import (
     PASSWORD,
     STRING,
     TOPIC_CONFIGS,
+    list_operation,
     topic_config_problem,
 )
 from sluice.broker.handlers.broker_resource import alter_broker, describe_broker, entry, node_id_problem
@@ -338,13 +339,7 @@ def _incremental_changes(current: dict[str, str], configs: list[Any]) -> dict[st
                     f"Can't {operation} to key {c.name} because its type is not LIST.",
                 )
             base = changes.get(c.name) or current.get(c.name) or d.default or ""
-            items = [i for i in base.split(",") if i]
-            values = [v for v in (c.value or "").split(",") if v]
-            if c.config_operation == APPEND:
-                items += [v for v in values if v not in items]
-            else:
-                items = [i for i in items if i not in values]
-            changes[c.name] = ",".join(items)
+            changes[c.name] = list_operation(base, c.value or "", c.config_operation == APPEND)
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}")
     return changes
