@@ -163,6 +163,21 @@ def _delete_acls(resource_type: int, operation: int) -> Call:
     return call
 
 
+def _alter_quota(
+    entity: list[tuple[str, str | None]], key: str = "producer_byte_rate", value: float = 1024.0
+) -> Call:
+    def call(wire: WireClient, _: str) -> tuple[int, str | None]:
+        R = wire.request_class("AlterClientQuotas")
+        entry = R.EntryData(
+            entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+            ops=[R.OpData(key=key, value=value, remove=False)],
+        )
+        (result,) = wire.call("AlterClientQuotas", 1, R(entries=[entry], validate_only=True)).entries
+        return result.error_code, result.error_message
+
+    return call
+
+
 def _describe_user(wire: WireClient, _: str) -> tuple[int, str | None]:
     R = wire.request_class("DescribeUserScramCredentials")
     (result,) = wire.call("DescribeUserScramCredentials", 0, R(users=[R.UserName(name="ghost")])).results
@@ -461,6 +476,38 @@ ROWS: list[tuple[str, Call, int, str | None]] = [
         _delete_acls(1, 0),
         E.INVALID_REQUEST,
         "Unknown entryFilter.",
+    ),
+    # Client quotas (ClientQuotaControlManager)
+    ("quota of an empty entity", _alter_quota([]), E.INVALID_REQUEST, "Invalid empty client quota entity"),
+    (
+        "quota entity type named twice",
+        _alter_quota([("user", "a"), ("user", "b")]),
+        E.INVALID_REQUEST,
+        "Invalid client quota entity, duplicate entity entry user",
+    ),
+    (
+        "quota of an empty user name",
+        _alter_quota([("user", "")]),
+        E.INVALID_REQUEST,
+        "Empty user not supported",
+    ),
+    (
+        "unknown quota key",
+        _alter_quota([("user", "a")], key="bytes_per_second"),
+        E.INVALID_REQUEST,
+        "Invalid configuration key bytes_per_second",
+    ),
+    (
+        "quota of zero",
+        _alter_quota([("user", "a")], value=0.0),
+        E.INVALID_REQUEST,
+        "Quota producer_byte_rate must be greater than 0",
+    ),
+    (
+        "ip combined with a user",
+        _alter_quota([("user", "a"), ("ip", "127.0.0.1")], key="connection_creation_rate"),
+        E.INVALID_REQUEST,
+        "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId",
     ),
     # SCRAM users (ScramImage, ScramControlManager)
     (
