@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from . import avro
+from . import avro, jsonschema
+from .jsonschema import json_validator
 from .parsed import InvalidSchemaError, Reference, Schema
 
 __all__ = [
@@ -17,11 +18,12 @@ __all__ = [
     "ParsedSchema",
     "Reference",
     "Schema",
+    "json_validator",
     "parse_schema",
     "supported_types",
 ]
 
-_PARSERS = {"AVRO": avro.parse}
+_PARSERS = {"AVRO": avro.parse, "JSON": jsonschema.parse}
 
 
 class ParsedSchema(Protocol):
