@@ -366,7 +366,7 @@ def test_whenever_the_check_says_backward_fastavro_reads_old_data_with_the_new_s
         assert set(decoded) == {f["name"] for f in new["fields"]}
         return
     kinds = {message.split("'")[1] for message in problems}
-    if kinds <= {"READER_FIELD_MISSING_DEFAULT_VALUE", "TYPE_MISMATCH"}:
-        # These break every record, not just some values: fastavro must refuse too.
+    if kinds == {"READER_FIELD_MISSING_DEFAULT_VALUE"}:
+        # This breaks every record, whatever its values: fastavro must refuse too.
         with pytest.raises(SchemaResolutionError):
             fastavro.schemaless_reader(buffer, writer.raw, reader.raw)

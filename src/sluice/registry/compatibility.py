@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .formats import avro_compatibility, json_compatibility
+from .formats import avro_compatibility, json_compatibility, protobuf_compatibility
 from .formats.parsed import Problem, Roles, Schema
 
 LEVELS = (
@@ -26,6 +26,7 @@ LEVELS = (
 _CHECKERS: dict[str, Callable[[Any, Any, Roles], list[Problem]]] = {
     "AVRO": avro_compatibility.problems,
     "JSON": json_compatibility.problems,
+    "PROTOBUF": protobuf_compatibility.problems,
 }
 _NEW_READS_OLD = Roles(reader="new", writer="old")
 _OLD_READS_NEW = Roles(reader="old", writer="new")

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from . import avro, jsonschema
+from . import avro, jsonschema, protobuf
 from .jsonschema import json_validator
 from .parsed import InvalidSchemaError, Reference, Schema
+from .protobuf import message_descriptor, protobuf_message_class
 
 __all__ = [
     "InvalidSchemaError",
@@ -19,11 +20,13 @@ __all__ = [
     "Reference",
     "Schema",
     "json_validator",
+    "message_descriptor",
     "parse_schema",
+    "protobuf_message_class",
     "supported_types",
 ]
 
-_PARSERS = {"AVRO": avro.parse, "JSON": jsonschema.parse}
+_PARSERS = {"AVRO": avro.parse, "JSON": jsonschema.parse, "PROTOBUF": protobuf.parse}
 
 
 class ParsedSchema(Protocol):
