@@ -370,3 +370,13 @@ def test_whenever_the_check_says_backward_fastavro_reads_old_data_with_the_new_s
         # This breaks every record, whatever its values: fastavro must refuse too.
         with pytest.raises(SchemaResolutionError):
             fastavro.schemaless_reader(buffer, writer.raw, reader.raw)
+
+
+def test_a_named_pair_found_incompatible_inside_a_union_stays_incompatible_elsewhere() -> None:
+    inner_old = record(field("x", "int"), name="In")
+    inner_new = record(field("x", "int"), field("y", "int"), name="In")  # y has no default
+    old = record(field("u", ["null", inner_old]), field("v", "ns.In"))
+    new = record(field("u", ["null", inner_new]), field("v", "ns.In"))
+    messages = check("BACKWARD", new, old)
+    assert any("MISSING_UNION_BRANCH" in m for m in messages)
+    assert any("READER_FIELD_MISSING_DEFAULT_VALUE" in m for m in messages)

@@ -57,8 +57,14 @@ def _check_pair(base: str, new: Schema, old: Schema) -> list[str]:
         ]
     checker = _CHECKERS[new.schema_type]
     found: list[Problem] = []
-    if base in ("BACKWARD", "FULL"):
-        found.extend(checker(new.model, old.model, _NEW_READS_OLD))
-    if base in ("FORWARD", "FULL"):
-        found.extend(checker(old.model, new.model, _OLD_READS_NEW))
+    try:
+        if base in ("BACKWARD", "FULL"):
+            found.extend(checker(new.model, old.model, _NEW_READS_OLD))
+        if base in ("FORWARD", "FULL"):
+            found.extend(checker(old.model, new.model, _OLD_READS_NEW))
+    except RecursionError:
+        return [
+            "{errorType:'SCHEMA_TOO_DEEP', description:'The schemas are nested too deeply to compare', "
+            "additionalInfo:'/'}"
+        ]
     return [problem.message() for problem in found]
