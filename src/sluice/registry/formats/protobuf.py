@@ -25,7 +25,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FileDescriptor
 from grpc_tools import _protoc_compiler
 
-from .parsed import MAX_REFERENCES, InvalidSchemaError, Reference, Schema, check_size, fingerprint_of
+from .parsed import InvalidSchemaError, Parsed, Schema, check_size
 from .protobuf_text import has_custom_options, render_file
 
 MAIN_FILE = "schema.proto"
@@ -43,16 +43,8 @@ class ProtobufModel:
     pool: descriptor_pool.DescriptorPool
 
 
-def parse(
-    text: str,
-    references: Mapping[str, str],
-    *,
-    normalize: bool = False,
-    reference_list: tuple[Reference, ...] = (),
-) -> Schema:
+def parse(text: str, references: Mapping[str, str]) -> Parsed:
     check_size(text)
-    if len(references) > MAX_REFERENCES:
-        raise InvalidSchemaError(f"a schema may have at most {MAX_REFERENCES} references")
     for name, ref_text in references.items():
         _check_import_path(name)
         check_size(ref_text, f"referenced schema {name!r}")
@@ -65,12 +57,10 @@ def parse(
             raise InvalidSchemaError(f"Invalid Protobuf schema: {proto.name}: {error}") from None
     main = files[MAIN_FILE]
     normalized = text if has_custom_options(main) else render_file(main)
-    return Schema(
-        schema_type="PROTOBUF",
-        text=normalized if normalize else text,
-        fingerprint=fingerprint_of("PROTOBUF", _descriptor_digest(main), reference_list),
+    return Parsed(
+        normalized=normalized,
+        identity=_descriptor_digest(main),
         raw=pool.FindFileByName(MAIN_FILE),
-        references=reference_list,
         model=ProtobufModel(file=main, files=files, pool=pool),
     )
 
