@@ -172,6 +172,8 @@ BAD = [
     ("nested union", '["null", ["int"]]', "union"),
     ("duplicate union branch", '["int", "string", "int"]', "two branches"),
     ("redefined name", one_field(name="a", type={"type": "fixed", "name": "R", "size": 1}), "R"),
+    ("int default too big", one_field(name="a", type="int", default=2**31), "does not fit int"),
+    ("long default too big", one_field(name="a", type={"type": "long"}, default=2**63), "does not fit long"),
     ("bad order", one_field(name="a", type="int", order="up"), "order"),
     ("unresolved reference", one_field(name="a", type="x.Missing"), "x.Missing"),
     ("deep", "[" * 5000 + "]" * 5000, "nested"),

@@ -172,6 +172,23 @@ def _check_fields(node: dict[str, Any], namespace: str, path: str) -> None:
         if order not in ("ascending", "descending", "ignore"):
             raise InvalidSchemaError(f"Invalid Avro schema at {where}: 'order' {order!r} is not valid")
         check_structure(field_node["type"], namespace, f"{where}/type")
+        _check_integer_default(field_node, where)
+
+
+_INTEGER_RANGES = {"int": 2**31, "long": 2**63}
+
+
+def _check_integer_default(field_node: dict[str, Any], where: str) -> None:
+    """fastavro accepts any integer as an int/long default; one that cannot be written is no default."""
+    kind = field_node["type"]
+    kind = kind.get("type") if isinstance(kind, dict) else kind
+    default = field_node.get("default")
+    if isinstance(kind, str) and kind in _INTEGER_RANGES and type(default) is int:
+        bound = _INTEGER_RANGES[kind]
+        if not -bound <= default < bound:
+            raise InvalidSchemaError(
+                f"Invalid Avro schema at {where}: the default {default} does not fit {kind}"
+            )
 
 
 def _check_enum(node: dict[str, Any], where: str) -> None:
