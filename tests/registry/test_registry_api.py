@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from registry_process import RegistryProcess
 
@@ -77,6 +78,40 @@ def test_avro_serializer_round_trip_through_kafka(
     assert message is not None and message.error() is None
     decoded = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))(message.value(), context)
     assert decoded == {"name": "ada"}
+
+
+def test_json_schema_serializer_round_trip(
+    registry: RegistryProcess, client: SchemaRegistryClient, topic_name: str
+) -> None:
+    text = json.dumps(
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "title": "Order",
+            "type": "object",
+            "properties": {"id": {"type": "integer"}, "note": {"type": "string"}},
+            "required": ["id"],
+        }
+    )
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    payload = JSONSerializer(text, client)({"id": 7, "note": "hi"}, context)
+    schema_id = int.from_bytes(payload[1:5], "big")
+    assert registry.call("GET", f"/schemas/ids/{schema_id}")[1]["schemaType"] == "JSON"
+    assert registry.call("GET", f"/subjects/{topic_name}-value/versions/1")[1]["id"] == schema_id
+    assert JSONDeserializer(None, schema_registry_client=client)(payload, context) == {"id": 7, "note": "hi"}
+
+
+def test_protobuf_schema_text_registers_and_evolves(registry: RegistryProcess, subject: str) -> None:
+    v1 = 'syntax = "proto3";\npackage ex;\nmessage Click { string page = 1; }\n'
+    v2 = 'syntax = "proto3";\npackage ex;\nmessage Click { string page = 1; int64 at = 2; }\n'
+    first = registry.call("POST", f"/subjects/{subject}/versions", {"schema": v1, "schemaType": "PROTOBUF"})
+    assert first[0] == 200, first
+    second = registry.call("POST", f"/subjects/{subject}/versions", {"schema": v2, "schemaType": "PROTOBUF"})
+    assert second[0] == 200 and second[1]["id"] > first[1]["id"]
+    got = registry.call("GET", f"/subjects/{subject}/versions/1")[1]
+    assert got["schemaType"] == "PROTOBUF" and "Click" in got["schema"]
+    found = registry.call("POST", f"/subjects/{subject}", {"schema": v1, "schemaType": "PROTOBUF"})
+    assert found[1]["version"] == 1
+    assert set(registry.call("GET", "/schemas/types")[1]) == {"AVRO", "JSON", "PROTOBUF"}
 
 
 def test_register_is_idempotent_and_versions_grow(client: SchemaRegistryClient, subject: str) -> None:
