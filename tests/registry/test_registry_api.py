@@ -314,3 +314,18 @@ def test_client_errors_surface_in_confluent_client(client: SchemaRegistryClient,
     with pytest.raises(SchemaRegistryError) as caught:
         client.get_latest_version(subject)
     assert caught.value.error_code == 40401 and caught.value.http_status_code == 404
+
+
+def test_normalize_stores_the_normalized_text_and_finds_it_again(
+    registry: RegistryProcess, subject: str
+) -> None:
+    spaced = json.dumps(json.loads(record("Norm", ("a", "int"))), indent=4)
+    status, body = registry.call("POST", f"/subjects/{subject}/versions?normalize=true", {"schema": spaced})
+    assert status == 200
+    stored = registry.call("GET", f"/subjects/{subject}/versions/1")[1]["schema"]
+    assert stored != spaced and json.loads(stored) == json.loads(spaced)
+    again = registry.call("POST", f"/subjects/{subject}?normalize=true", {"schema": spaced})
+    assert again[1]["id"] == body["id"]
+    # The same schema, sent as is to another subject, is the same schema: the same id.
+    raw_status, raw = registry.call("POST", f"/subjects/{subject}-raw/versions", {"schema": spaced})
+    assert raw_status == 200 and raw["id"] == body["id"]
