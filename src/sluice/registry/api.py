@@ -19,6 +19,7 @@ from sluice.registry.commands import RegisterRequest
 from sluice.registry.formats import supported_types
 from sluice.registry.records import Reference
 from sluice.registry.service import RegistryService
+from sluice.registry.state import DEFAULT_LEVEL, DEFAULT_MODE
 
 log = logging.getLogger("sluice.registry.api")
 
@@ -368,14 +369,23 @@ async def get_global_config(request: web.Request) -> web.Response:
     return reply({"compatibilityLevel": _service(request).state.level(None)})
 
 
+def _subject_setting(
+    request: web.Request, table: dict[str | None, str], default: str, name: str, missing: errors.RegistryError
+) -> web.Response:
+    """A subject's own config/mode; the global one with ?defaultToGlobal=true; else 40408/40409."""
+    subject = _subject(request)
+    if subject in table:
+        return reply({name: table[subject]})
+    if _flag(request, "defaultToGlobal"):
+        return reply({name: table.get(None, default)})
+    raise missing
+
+
 @routes.get("/config/{subject}")
 async def get_subject_config(request: web.Request) -> web.Response:
-    subject, state = _subject(request), _service(request).state
-    if subject in state.config:
-        return reply({"compatibilityLevel": state.config[subject]})
-    if _flag(request, "defaultToGlobal"):
-        return reply({"compatibilityLevel": state.level(None)})
-    raise errors.no_subject_config(subject)
+    state = _service(request).state
+    missing = errors.no_subject_config(_subject(request))
+    return _subject_setting(request, state.config, DEFAULT_LEVEL, "compatibilityLevel", missing)
 
 
 async def _level_from(request: web.Request) -> object:
@@ -421,12 +431,10 @@ async def get_global_mode(request: web.Request) -> web.Response:
 
 @routes.get("/mode/{subject}")
 async def get_subject_mode(request: web.Request) -> web.Response:
-    subject, state = _subject(request), _service(request).state
-    if subject in state.mode:
-        return reply({"mode": state.mode[subject]})
-    if _flag(request, "defaultToGlobal"):
-        return reply({"mode": state.mode_of(None)})
-    raise errors.no_subject_mode(subject)
+    state = _service(request).state
+    return _subject_setting(
+        request, state.mode, DEFAULT_MODE, "mode", errors.no_subject_mode(_subject(request))
+    )
 
 
 @routes.put("/mode")
