@@ -329,3 +329,28 @@ def test_normalize_stores_the_normalized_text_and_finds_it_again(
     # The same schema, sent as is to another subject, is the same schema: the same id.
     raw_status, raw = registry.call("POST", f"/subjects/{subject}-raw/versions", {"schema": spaced})
     assert raw_status == 200 and raw["id"] == body["id"]
+
+
+def test_a_client_that_disappears_halfway_leaves_the_registry_serving(registry: RegistryProcess) -> None:
+    import socket
+
+    host, port = registry.url.removeprefix("http://").rsplit(":", 1)
+    for cut in (
+        b'POST /subjects/cut/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{"sch',
+        b"GET /sub",
+    ):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(cut)
+    assert registry.call("GET", "/subjects/cut/versions")[1]["error_code"] == 40401
+    assert registry.call("POST", "/subjects/cut/versions", {"schema": record("Cut", ("c", "int"))})[0] == 200
+
+
+def test_global_import_mode_needs_force_when_schemas_exist(registry: RegistryProcess, subject: str) -> None:
+    registry.call("POST", f"/subjects/{subject}/versions", {"schema": record("Imp", ("i", "int"))})
+    status, body = registry.call("PUT", "/mode", {"mode": "IMPORT"})
+    assert (status, body["error_code"]) == (422, 42205)
+    try:
+        assert registry.call("PUT", "/mode?force=true", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+        assert registry.call("GET", f"/mode/{subject}?defaultToGlobal=true")[1] == {"mode": "IMPORT"}
+    finally:
+        assert registry.call("PUT", "/mode", {"mode": "READWRITE"})[0] == 200
