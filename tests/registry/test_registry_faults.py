@@ -169,12 +169,15 @@ def test_two_registries_forward_writes_and_never_split_an_id(broker: BrokerProce
         deadline = time.monotonic() + 30
         for name, schema_id in results:
             for proc in (first, second):
-                while True:
+                while True:  # the other registry may still be reading the latest writes
                     status, body = proc.call("GET", f"/schemas/ids/{schema_id}")
                     if status == 200 or time.monotonic() > deadline:
                         break
                     time.sleep(0.05)
                 assert json.loads(body["schema"])["name"] == name
+        # A write forwarded by the secondary is answered once the secondary has read it back.
+        forwarded = register(second, "read-your-writes", schema("RYW", "a"))
+        assert second.call("GET", f"/schemas/ids/{forwarded}")[0] == 200
         # A clean stop of one hands the primary role to the other at once.
         first.stop()
         assert register(second, "after-handover", schema("H", "a")) > max(ids)

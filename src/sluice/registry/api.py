@@ -7,6 +7,7 @@ them, unchanged (Authorization header included), to the primary's URL and relays
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -14,6 +15,7 @@ from typing import Any
 
 from aiohttp import ClientConnectionError, ClientError, ClientSession, ClientTimeout, web
 
+from sluice.client.internal_topic import StoreUnavailable
 from sluice.registry import commands, errors, records
 from sluice.registry.commands import RegisterRequest
 from sluice.registry.formats import supported_types
@@ -185,13 +187,19 @@ def write_route(handler: Handler) -> Handler:
             if service.is_primary or primary == (service.election.my_url if service.election else None):
                 return await handler(request)
             try:
-                return await _forward(request, primary)
+                answer = await _forward(request, primary)
             except ClientConnectionError as exc:
                 if service.election is not None:
                     service.election.forget_primary()
                 if loop.time() >= deadline:
                     raise errors.forwarding_failed(f"cannot reach the primary {primary}: {exc}") from None
                 await asyncio.sleep(0.2)
+                continue
+            if answer.status == 200:
+                # Read-your-writes here too: answer once this registry has read the primary's write.
+                with contextlib.suppress(StoreUnavailable):
+                    await service.store.sync()
+            return answer
 
     return run
 
