@@ -179,3 +179,19 @@ def test_deeply_nested_messages_are_an_error_or_fine_never_a_crash() -> None:
         parse_schema("PROTOBUF", text)
     except InvalidSchemaError as error:
         assert "schema" in str(error)
+
+
+def test_a_base64_serialized_descriptor_is_accepted_as_confluent_kafka_registers_it(order) -> None:
+    import base64
+
+    # confluent-kafka's ProtobufSerializer registers base64(FileDescriptor.serialized_pb), references too.
+    def b64(parsed) -> str:
+        return base64.standard_b64encode(parsed.raw.serialized_pb).decode("ascii")
+
+    refs = {"common/money.proto": b64(parse_schema("PROTOBUF", MONEY))}
+    from_descriptor = parse_schema("PROTOBUF", b64(order), refs)
+    assert from_descriptor.fingerprint == order.fingerprint
+    assert from_descriptor.text.startswith('syntax = "proto3";') and "message Order {" in from_descriptor.text
+    assert protobuf_message_class(from_descriptor)(id="x").id == "x"
+    with pytest.raises(InvalidSchemaError):
+        parse_schema("PROTOBUF", "bm90IGEgZGVzY3JpcHRvcg==")  # base64 of text that is no descriptor
