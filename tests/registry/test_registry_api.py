@@ -13,6 +13,7 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from registry_process import RegistryProcess
 
@@ -98,6 +99,21 @@ def test_json_schema_serializer_round_trip(
     assert registry.call("GET", f"/schemas/ids/{schema_id}")[1]["schemaType"] == "JSON"
     assert registry.call("GET", f"/subjects/{topic_name}-value/versions/1")[1]["id"] == schema_id
     assert JSONDeserializer(None, schema_registry_client=client)(payload, context) == {"id": 7, "note": "hi"}
+
+
+def test_protobuf_serializer_round_trip(
+    registry: RegistryProcess, client: SchemaRegistryClient, topic_name: str
+) -> None:
+    from sluice.gateway.proto import kafkapixy_pb2
+
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    serializer = ProtobufSerializer(kafkapixy_pb2.ProdRs, client, {"use.deprecated.format": False})
+    payload = serializer(kafkapixy_pb2.ProdRs(partition=3, offset=42), context)
+    schema_id = int.from_bytes(payload[1:5], "big")
+    stored = registry.call("GET", f"/schemas/ids/{schema_id}")[1]
+    assert stored["schemaType"] == "PROTOBUF" and "ProdRs" in stored["schema"]  # kept as .proto text
+    deserializer = ProtobufDeserializer(kafkapixy_pb2.ProdRs, {"use.deprecated.format": False})
+    assert deserializer(payload, context) == kafkapixy_pb2.ProdRs(partition=3, offset=42)
 
 
 def test_protobuf_schema_text_registers_and_evolves(registry: RegistryProcess, subject: str) -> None:
