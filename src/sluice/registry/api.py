@@ -58,7 +58,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         if exc.status == 404:
-            return error_reply(404, 404, f"HTTP 404 Not Found: no such resource {request.path}")
+            return error_reply(404, 404, f"HTTP 404 Not Found: no such resource {request.path[:200]}")
         return error_reply(
             exc.status, exc.status, exc.reason if exc.status != 413 else exc.text or exc.reason
         )
