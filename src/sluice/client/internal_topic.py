@@ -49,7 +49,6 @@ class InternalTopic:
         timeout_s: float = 5.0,
         client_id: str = "sluice-internal-topic",
         replication_factor: int = 3,
-        topic_config: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = dict(settings)
         self.topic = topic
@@ -57,8 +56,6 @@ class InternalTopic:
         self.timeout_s = timeout_s
         self.client_id = client_id
         self.replication_factor = replication_factor
-        # Settings the topic is created with, beside cleanup.policy=compact (an existing topic is left as is).
-        self.topic_config = {**(topic_config or {}), "cleanup.policy": "compact"}
         self.applied = 0  # next offset to apply: everything below it is in the machine
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -126,7 +123,7 @@ class InternalTopic:
         if self.topic in metadata.topics and metadata.topics[self.topic].error is None:
             return
         replicas = max(1, min(self.replication_factor, len(metadata.brokers)))
-        new = NewTopic(self.topic, 1, replicas, config=self.topic_config)
+        new = NewTopic(self.topic, 1, replicas, config={"cleanup.policy": "compact"})
         try:
             admin.create_topics([new], request_timeout=self.timeout_s)[self.topic].result(self.timeout_s)
             log.info("created %s (1 partition, compacted, replication factor %d)", self.topic, replicas)

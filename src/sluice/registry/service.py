@@ -19,10 +19,6 @@ from sluice.registry.state import RegistryState
 log = logging.getLogger("sluice.registry")
 
 DEFAULT_TOPIC = "_schemas"
-# The tombstone of a permanently deleted schema is what keeps its id from coming back after a restart (the next
-# id is one more than the largest ever read), so in a `_schemas` this registry creates, compaction keeps
-# tombstones for a century rather than Kafka's default day.
-KEEP_TOMBSTONES_MS = 100 * 365 * 24 * 3600 * 1000
 # A write re-planned this many times because another primary's records kept winning gives up (50001).
 MAX_PLAN_ATTEMPTS = 5
 
@@ -51,7 +47,6 @@ class RegistryService:
             timeout_s=settings.store_timeout_s,
             client_id="sluice-registry",
             replication_factor=settings.replication_factor,
-            topic_config={"delete.retention.ms": str(KEEP_TOMBSTONES_MS)},
         )
         self.election: Election | None = None
         self._write_lock = asyncio.Lock()
