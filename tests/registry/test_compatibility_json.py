@@ -353,7 +353,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(old=SCHEMAS, data=st.data())
 def test_whenever_backward_holds_the_new_schema_accepts_what_the_old_one_did(
     old: Any, data: st.DataObject
