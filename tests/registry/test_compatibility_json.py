@@ -133,6 +133,7 @@ RULES = [
         ["ENUM_ARRAY_CHANGED"],
     ),
     ("enum-added", STR, {**STR, "enum": ["a"]}, ["ENUM_ARRAY_NARROWED"], []),
+    ("enum-given-its-type", {"enum": ["a", "b"]}, {**STR, "enum": ["a", "b"]}, [], []),
     ("const-to-enum", {"const": 1}, {"enum": [1, 2]}, [], ["ENUM_ARRAY_NARROWED"]),
     ("enum-true-is-not-1", {"enum": [True]}, {"enum": [1]}, ["ENUM_ARRAY_CHANGED"], ["ENUM_ARRAY_CHANGED"]),
     ("max-length-added", STR, {**STR, "maxLength": 5}, ["MAX_LENGTH_ADDED"], []),
