@@ -254,7 +254,7 @@ def named_schemas(draw: st.DrawFn) -> dict:
     return record(0, draw(st.sampled_from(namespaces)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(schema=named_schemas())
 def test_normalizing_twice_changes_nothing_and_keeps_the_fingerprint(schema: dict) -> None:
     first = avro(schema, normalize=True)
