@@ -4,9 +4,10 @@ by Confluent's registry, and two registries sharing one topic (forwarding, racin
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -202,3 +203,37 @@ def test_kafka_unreachable_at_start_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError) as caught:
         proc.start(timeout=60)
     assert "cannot open" in caught.value.args[0] and "Traceback" not in caught.value.args[0]
+
+
+def test_a_full_disk_answers_503_and_writes_resume_when_space_is_freed(
+    mount_tmpfs: Callable[[str], Path],
+) -> None:
+    disk = mount_tmpfs("24m")
+    broker = BrokerProcess(disk / "data", min_free_bytes=4 << 20).start()
+    proc = RegistryProcess(broker.bootstrap, unique_topic(), extra=["--store-timeout", "2"]).start()
+    try:
+        proc.wait_primary()
+        kept = register(proc, "disk", schema("Disk", "a"))
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        ballast = disk / "ballast"
+        ballast.write_bytes(b"\0" * (free - (1 << 20)))  # below the broker's 4 MiB floor
+        # The broker looks at free space about once a second: writes may still land for a moment after the fill.
+        deadline, n = time.monotonic() + 30, 0
+        while True:
+            n += 1
+            status, body = proc.call("POST", f"/subjects/disk-{n}/versions", {"schema": schema(f"D{n}", "b")})
+            if status != 200 or time.monotonic() > deadline:
+                break
+        assert (status, body.get("error_code")) == (503, 50003), body
+        assert proc.call("GET", f"/schemas/ids/{kept}")[0] == 200  # reads go on
+        ballast.unlink()
+        deadline = time.monotonic() + 30
+        while True:
+            status, body = proc.call("POST", "/subjects/after/versions", {"schema": schema("After", "b")})
+            if status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == 200 and body["id"] > kept, body
+    finally:
+        proc.kill()
+        broker.kill()
