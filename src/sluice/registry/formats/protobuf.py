@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import base64
-import binascii
 import hashlib
 import os
 import re
@@ -74,7 +73,7 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
     )
 
 
-_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\r\n\t ]+")
 
 
 def _as_proto_text(text: str, what: str) -> str:
@@ -84,7 +83,7 @@ def _as_proto_text(text: str, what: str) -> str:
         return text
     try:
         proto = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=False))
-    except (binascii.Error, DecodeError):
+    except (ValueError, DecodeError):  # binascii.Error is a ValueError
         return text
     if not proto.name:
         return text
