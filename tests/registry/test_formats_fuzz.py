@@ -221,3 +221,16 @@ def test_valid_schemas_with_one_part_replaced(data: st.DataObject, schema_type: 
         original = parse_schema(schema_type, json.dumps(seed))
         for level in ("BACKWARD", "FORWARD"):
             assert isinstance(check_compatibility(level, parsed, [original]), list)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_damaged_serialized_descriptors(data: st.DataObject) -> None:
+    import base64
+
+    text = 'syntax = "proto2"; package p; message M { map<string, int32> m = 1; optional group G = 2 { optional int32 x = 3; } enum E { A = 1; } optional E e = 4 [default = A]; }'
+    payload = bytearray(parse_schema("PROTOBUF", text).raw.serialized_pb)
+    for _ in range(data.draw(st.integers(1, 4))):
+        position = data.draw(st.integers(0, len(payload) - 1))
+        payload[position] = data.draw(st.integers(0, 255))
+    parses_or_refuses("PROTOBUF", base64.b64encode(bytes(payload)).decode())

@@ -92,7 +92,16 @@ def _as_proto_text(text: str, what: str) -> str:
             f"Invalid Protobuf schema: {what} is a serialized descriptor with custom options, which cannot be "
             "turned back into .proto text; register the .proto text instead"
         )
-    return render_file(proto)
+    try:
+        return render_file(proto)
+    except (
+        LookupError,
+        ValueError,
+        TypeError,
+    ) as error:  # a descriptor no compiler made (an entry without fields)
+        raise InvalidSchemaError(
+            f"Invalid Protobuf schema: {what} is not a usable descriptor ({error!r})"
+        ) from None
 
 
 def _check_import_path(name: str) -> None:
