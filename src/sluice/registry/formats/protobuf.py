@@ -130,7 +130,7 @@ def _compile(text: str, references: Mapping[str, str]) -> dict[str, descriptor_p
             try:
                 generated = _protoc_compiler.get_protos(MAIN_FILE.encode(), include)
             except _protoc_compiler.ProtocErrors as errors:
-                raise InvalidSchemaError(_describe_errors(errors.errors(), workdir)) from None
+                raise InvalidSchemaError(_describe_errors(errors.errors(), workdir, references)) from None
             except Exception as error:  # the compiler's other failures (unreadable file, encoding)
                 raise InvalidSchemaError(f"Invalid Protobuf schema: {error}") from None
     files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
@@ -142,11 +142,14 @@ def _compile(text: str, references: Mapping[str, str]) -> dict[str, descriptor_p
     return files
 
 
-def _describe_errors(errors: Sequence[Any], workdir: str) -> str:
+def _describe_errors(errors: Sequence[Any], workdir: str, references: Mapping[str, str]) -> str:
     parts = []
     for error in errors[:10]:
         name = error.filename.decode(errors="replace").replace(workdir + os.sep, "")
-        where = "the schema" if name == MAIN_FILE else f"referenced schema {name!r}"
+        if name == MAIN_FILE:
+            where = "the schema"
+        else:
+            where = f"referenced schema {name!r}" if name in references else f"the import {name!r}"
         message = error.message.decode(errors="replace").replace(workdir + os.sep, "")
         if error.line >= 0:
             where += f" line {error.line + 1} column {error.column + 1}"
