@@ -105,3 +105,11 @@ def test_bad_schemas_raise_invalid_schema_error_with_a_clear_message(text: str, 
 def test_bad_reference_text_is_named() -> None:
     with pytest.raises(InvalidSchemaError, match=r"referenced schema 'customer\.json'"):
         parse_schema("JSON", '{"$ref": "customer.json"}', {"customer.json": "{broken"})
+
+
+def test_a_ref_to_a_drafts_meta_schema_resolves_offline() -> None:
+    parsed = parse_schema(
+        "JSON", '{"properties": {"inner": {"$ref": "http://json-schema.org/draft-07/schema#"}}}'
+    )
+    assert json_validator(parsed).is_valid({"inner": {"type": "string"}})
+    assert not json_validator(parsed).is_valid({"inner": {"type": 5}})
