@@ -1,11 +1,13 @@
 """Protobuf schemas: compiled by grpcio-tools' bundled protoc into descriptors held in a private pool.
 
-The schema and its references are written to a temporary directory and compiled in-process
-(grpc_tools._protoc_compiler.get_protos reports errors as values instead of printing them). protoc's Python
+The schema and its references are written to a temporary directory and compiled in-process with
+grpc_tools._protoc_compiler.get_protos: unlike the public protoc.main, which only prints its errors to the
+process's stderr, it returns them, so they become the 42201 message. protoc's Python
 generator embeds each file's serialized FileDescriptorProto in the code it returns; we read that literal
 (never execute the code) and load the files, dependencies first, into a DescriptorPool of our own, so two
 schemas defining the same names never meet. The well-known types (google/protobuf/*.proto) come from the
-include directory grpcio-tools ships; a reference of the same name wins over it.
+include directory grpcio-tools ships; a reference of the same name wins over it. A base64 serialized
+FileDescriptorProto (confluent-kafka's ProtobufSerializer registers that) is printed to .proto text first.
 """
 
 from __future__ import annotations
