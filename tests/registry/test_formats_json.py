@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from format_helpers import refusal
 
 from sluice.registry.formats import InvalidSchemaError, json_validator, parse_schema
 
@@ -97,9 +98,7 @@ BAD = [
 
 @pytest.mark.parametrize(("text", "needle"), [case[1:] for case in BAD], ids=[case[0] for case in BAD])
 def test_bad_schemas_raise_invalid_schema_error_with_a_clear_message(text: str, needle: str) -> None:
-    with pytest.raises(InvalidSchemaError) as caught:
-        parse_schema("JSON", text)
-    assert needle in str(caught.value)
+    assert needle in refusal("JSON", text)
 
 
 def test_bad_reference_text_is_named() -> None:
