@@ -237,3 +237,43 @@ def test_a_full_disk_answers_503_and_writes_resume_when_space_is_freed(
     finally:
         proc.kill()
         broker.kill()
+
+
+def test_two_primaries_racing_never_give_one_id_to_two_schemas(broker: BrokerProcess) -> None:
+    """A split brain made on purpose: two registries on one topic in different groups both write. Their
+    records race in `_schemas`; every reader drops a record that would reuse an id for another schema, and
+    its writer plans again, so each answer a client got stays true on both."""
+    topic = unique_topic()
+    first = RegistryProcess(broker.bootstrap, topic, group=f"{topic}-a").start()
+    second = RegistryProcess(broker.bootstrap, topic, group=f"{topic}-b").start()
+    try:
+        first.wait_primary()
+        second.wait_primary()
+        assert first.call("PUT", "/config", {"compatibility": "NONE"})[0] == 200
+
+        def race(i: int) -> tuple[str, str, int]:
+            proc, subject = (first, second)[i % 2], f"split-{i % 4}"
+            for _ in range(3):  # a write that kept losing answers 50001, and a client tries again
+                status, body = proc.call(
+                    "POST", f"/subjects/{subject}/versions", {"schema": schema(f"Split{i}", "a")}
+                )
+                if status != 500:
+                    break
+            assert status == 200, body
+            return subject, f"Split{i}", body["id"]
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(race, range(40)))
+        assert len({schema_id for _, _, schema_id in results}) == 40
+        for proc in (first, second):
+            deadline = time.monotonic() + 30
+            for _subject, name, schema_id in results:
+                while True:
+                    status, body = proc.call("GET", f"/schemas/ids/{schema_id}")
+                    if status == 200 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+                assert json.loads(body["schema"])["name"] == name
+    finally:
+        first.kill()
+        second.kill()
