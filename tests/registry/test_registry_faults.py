@@ -126,6 +126,13 @@ def test_a_topic_written_by_confluent_is_read_as_is(broker: BrokerProcess) -> No
         ('{"keytype":"SCHEMA","subject":"old","version":1,"magic":1}',
          json.dumps({"subject": "old", "version": 1, "id": 3, "schema": '"string"', "deleted": False})),
         ('{"keytype":"DELETE_SUBJECT","subject":"old","magic":0}', '{"subject":"old","version":1}'),
+        ('{"keytype":"MODE","subject":"orders-value","magic":0}', '{"subject":"orders-value","mode":"READONLY"}'),
+        ('{"keytype":"SCHEMA","subject":"cleared","version":1,"magic":1}',
+         json.dumps({"subject": "cleared", "version": 1, "id": 9, "schema": '"int"', "deleted": True})),
+        ('{"keytype":"CLEAR_SUBJECT","subject":"cleared","magic":0}', '{"subject":"cleared"}'),
+        ('{"keytype":"SCHEMA","subject":"refs","version":1,"magic":1}',
+         json.dumps({"subject": "refs", "version": 1, "id": 22, "schema": schema("R", "r"), "deleted": False,
+                     "references": [{"name": "A", "subject": "orders-value", "version": 1}]})),
     ]  # fmt: skip
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for key, value in written:
@@ -133,8 +140,10 @@ def test_a_topic_written_by_confluent_is_read_as_is(broker: BrokerProcess) -> No
     assert producer.flush(30) == 0
     proc = RegistryProcess(broker.bootstrap, topic).start()
     try:
-        assert proc.call("GET", "/subjects")[1] == ["orders-value"]
-        assert proc.call("GET", "/subjects?deleted=true")[1] == ["old", "orders-value"]
+        assert proc.call("GET", "/subjects")[1] == ["orders-value", "refs"]
+        assert proc.call("GET", "/subjects?deleted=true")[1] == ["old", "orders-value", "refs"]
+        assert proc.call("GET", "/mode/orders-value")[1] == {"mode": "READONLY"}
+        assert proc.call("GET", "/subjects/orders-value/versions/1/referencedby")[1] == [22]
         latest = proc.call("GET", "/subjects/orders-value/versions/latest")[1]
         assert (latest["version"], latest["id"], latest["schema"]) == (2, 40, avro_b)
         assert proc.call("GET", "/config")[1] == {"compatibilityLevel": "FULL"}
