@@ -367,8 +367,26 @@ def test_whenever_backward_holds_the_new_schema_accepts_what_the_old_one_did(
             assert new_validator.is_valid(doc), f"{doc!r} fits the old schema only"
 
 
+def test_keywords_beside_a_ref_count_from_draft_2019_09_only() -> None:
+    def schema(draft: str, beside: dict[str, Any]) -> dict[str, Any]:
+        return {"$schema": draft, "$defs": {"s": STR}, "properties": {"a": {"$ref": "#/$defs/s", **beside}}}
+
+    draft7, draft2019 = (
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2019-09/schema",
+    )
+    assert errors("BACKWARD", schema(draft7, {"maxLength": 3}), schema(draft7, {})) == []
+    assert errors("BACKWARD", schema(draft2019, {"maxLength": 3}), schema(draft2019, {})) == [
+        "MAX_LENGTH_ADDED"
+    ]
+
+
 def test_recursive_refs_with_sibling_keywords_terminate() -> None:
-    node = {"type": "object", "properties": {"next": {"$ref": "#", "description": "the rest"}}}
+    node = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"next": {"$ref": "#", "description": "the rest"}},
+    }
     narrower = {**node, "additionalProperties": False}
     # Reported at the root and where the (re-described) root recurs, then the recursion stops.
     assert set(errors("BACKWARD", narrower, node)) == {"ADDITIONAL_PROPERTIES_REMOVED"}
