@@ -220,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         "produce_errors",
         "read_errors",
         "rss_produced_mb",
+        "stop_clean_s",
         "restart_clean_s",
         "read_errors_after_clean",
         "restart_kill9_s",
