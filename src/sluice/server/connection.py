@@ -89,9 +89,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.session: Session | None = None
         self.auth: AuthGate | None = None
         self.frames = FrameBuffer(server.broker.config.max_request_bytes)
-        # True while buffer_updated handles what one read brought: the responses ready by its end go out
-        # in one write (one send syscall) instead of one each.
-        self.batching = False
         self.pending: deque[ResponseSlot] = deque()
         self.transport: asyncio.Transport | None = None
         self.peer_host = ""
@@ -174,15 +171,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.abort(str(exc))
             return
-        self.batching = True
-        try:
-            for body in frames:
-                if self.closed:
-                    return
-                self.handle_frame(body)
-        finally:
-            self.batching = False
-        self.flush_responses()
+        for body in frames:
+            if self.closed:
+                return
+            self.handle_frame(body)
+        self._update_reading()
 
     # ----- requests -----
 
@@ -234,7 +227,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def flush_responses(self) -> None:
         """Write every response at the head of the order that is ready."""
-        if self.closed or self.transport is None or self.batching:
+        if self.closed or self.transport is None:
             return
         pending = self.pending
         if self.tls:
@@ -245,11 +238,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if out:
                 self.transport.writelines(coalesce(out))
         else:
-            ready: list[bytes | bytearray | memoryview] = []
             while pending and pending[0].parts is not None:
-                ready += frame(pending.popleft().parts or [])
-            if ready:
-                self.transport.writelines(ready)
+                slot = pending.popleft()
+                self.transport.writelines(frame(slot.parts or []))
         self._update_reading()
 
     def mute(self, throttle_ms: int) -> None:
