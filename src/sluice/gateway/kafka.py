@@ -216,6 +216,76 @@ class ClusterClient:
         self.metrics.produce_latency.labels(self.config.name).observe(time.monotonic() - started)
         return result
 
+    async def produce_many(
+        self,
+        topic: str,
+        records: Sequence[tuple[bytes | None, bytes | None, int | None, Sequence[tuple[str, bytes]]]],
+    ) -> list[tuple[int, int] | GatewayError]:
+        """Write (key, value, partition or None, headers) records in one go and wait for all of them: the
+        (partition, offset) of each, or why that one failed. One future for the batch, not one per record."""
+        partition_count = await self.partition_count(topic)
+        loop = asyncio.get_running_loop()
+        results: list[tuple[int, int] | GatewayError | None] = [None] * len(records)
+        remaining = [len(records)]
+        done: asyncio.Future[None] = loop.create_future()
+        lock = threading.Lock()
+
+        def finish() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        def on_delivery_of(index: int) -> Any:
+            def on_delivery(error: KafkaError | None, message: Any) -> None:
+                results[index] = (
+                    _kafka_failure(error, f"produce to {topic}")
+                    if error is not None
+                    else (message.partition(), message.offset())
+                )
+                with lock:
+                    remaining[0] -= 1
+                    last = remaining[0] == 0
+                if last:
+                    loop.call_soon_threadsafe(finish)
+
+            return on_delivery
+
+        limit = self.config.producer.max_message_bytes
+        for index, (key, value, partition, headers) in enumerate(records):
+            failure: GatewayError | None = None
+            if len(value or b"") + len(key or b"") > limit:
+                failure = GatewayError(
+                    Failure.TOO_LARGE, f"record exceeds producer.max_message_bytes={limit}"
+                )
+            elif partition is not None and not 0 <= partition < partition_count:
+                failure = GatewayError(Failure.NOT_FOUND, f"Partition {partition} of {topic} not found")
+            else:
+                chosen = (
+                    self._partitioner.choose(topic, key, partition_count) if partition is None else partition
+                )
+                try:
+                    self._producer.produce(
+                        topic,
+                        value=value,
+                        key=key,
+                        partition=chosen,
+                        headers=list(headers) or None,
+                        on_delivery=on_delivery_of(index),
+                    )
+                except BufferError:
+                    failure = GatewayError(Failure.TOO_MANY_REQUESTS, "producer queue is full, retry later")
+                except KafkaException as exc:
+                    failure = self._failure(exc.args[0], f"produce to {topic}")
+            if failure is not None:
+                results[index] = failure
+                with lock:
+                    remaining[0] -= 1
+        with lock:
+            if remaining[0] == 0:
+                finish()
+        self.metrics.produced.labels(self.config.name, "sync").inc(len(records))
+        await done
+        return [r for r in results if r is not None]
+
     # -- admin -----------------------------------------------------------------
     async def list_topics(self, with_config: bool = False) -> dict[str, TopicInfo]:
         metadata = await asyncio.to_thread(self._admin.list_topics, timeout=_ADMIN_TIMEOUT_SECONDS)

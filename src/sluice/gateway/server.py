@@ -32,6 +32,8 @@ from .auth import GrpcAuthInterceptor, http_middleware
 from .config import GatewayConfig, load_config
 from .grpc import create_grpc_server
 from .http import create_http_app
+from .rest import RestProxy
+from .rest.instances import DEFAULT_INSTANCE_TIMEOUT_MS
 from .service import GatewayService
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,8 @@ class Gateway:
         grpc_listen: str | None = None,
         http_listen: str | None = None,
         unix_listen: str | None = None,
+        rest_listen: str = "",
+        rest_instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
         shutdown_grace: float = 5.0,
     ) -> None:
         self.config = config
@@ -60,6 +64,17 @@ class Gateway:
         self.unix_listen = config.unix_addr if unix_listen is None else unix_listen
         self.shutdown_grace = shutdown_grace
         self.service = GatewayService(config)
+        # Confluent's REST Proxy API, on its own listener (port 8082 by convention); empty for none.
+        self.rest = (
+            RestProxy(
+                self.service,
+                config,
+                *split_host_port(rest_listen),
+                instance_timeout_ms=rest_instance_timeout_ms,
+            )
+            if rest_listen
+            else None
+        )
         self.grpc_port: int | None = None
         self.http_port: int | None = None
         self._grpc_server: aio.Server | None = None
@@ -85,6 +100,8 @@ class Gateway:
                 await self._start_grpc()
             if self.http_listen or self.unix_listen:
                 await self._start_http()
+            if self.rest is not None:
+                await self.rest.start()
         except BaseException:
             await self.stop()
             raise
@@ -134,6 +151,8 @@ class Gateway:
 
     async def stop(self) -> None:
         self.service.begin_close()
+        if self.rest is not None:
+            await self.rest.stop()
         if self._grpc_server is not None:
             await self._grpc_server.stop(self.shutdown_grace)
             self._grpc_server = None
@@ -164,15 +183,27 @@ async def run_gateway(
 
 
 def serve_forever(
-    config_path: str | Path, *, grpc_listen: str | None = None, http_listen: str | None = None
+    config: str | Path | GatewayConfig,
+    *,
+    grpc_listen: str | None = None,
+    http_listen: str | None = None,
+    rest_listen: str = "",
+    rest_instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
 ) -> None:
     """Blocking entry point for a command line: runs until SIGINT or SIGTERM."""
-    config = load_config(config_path)
+    if not isinstance(config, GatewayConfig):
+        config = load_config(config)
 
     async def main() -> None:
         stop = asyncio.Event()
         install_stop_signals(stop)
-        async with Gateway(config, grpc_listen=grpc_listen, http_listen=http_listen):
+        async with Gateway(
+            config,
+            grpc_listen=grpc_listen,
+            http_listen=http_listen,
+            rest_listen=rest_listen,
+            rest_instance_timeout_ms=rest_instance_timeout_ms,
+        ):
             freeze_startup_objects()
             await stop.wait()
 

@@ -17,6 +17,7 @@ async def serve_all(
     *,
     grpc_listen: str,
     http_listen: str,
+    rest_listen: str = "",
     console_listen: tuple[str, int] | None = None,
     console_login: tuple[str | None, tuple[str, str] | None] = (None, None),
 ) -> None:
@@ -31,9 +32,12 @@ async def serve_all(
         single_cluster_config(f"{running.host}:{running.port}", admin_url=running.admin_url),
         grpc_listen=grpc_listen,
         http_listen=http_listen,
+        rest_listen=rest_listen,
     )
     await gateway.start()
     print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)
+    if gateway.rest is not None:
+        print(f"sluice REST Proxy API on {gateway.rest.url}", flush=True)
     console = None
     if console_listen is not None:
         from sluice.console.app import ConsoleConfig, start_console

@@ -1,0 +1,25 @@
+"""What every REST Proxy handler reaches: the cluster's producer, admin client and consumer instances."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from ..kafka import ClusterClient
+from .admin import RestAdmin
+from .instances import ConsumerInstances
+
+
+@dataclass
+class RestContext:
+    producer: ClusterClient
+    admin: RestAdmin
+    instances: ConsumerInstances
+
+
+CONTEXT = web.AppKey("rest_context", RestContext)
+
+
+def context_of(request: web.Request) -> RestContext:
+    return request.app[CONTEXT]

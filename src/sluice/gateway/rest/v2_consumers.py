@@ -1,0 +1,238 @@
+"""v2 consumer instance API: /consumers/{group}[/instances/{instance}/...]."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+
+from .context import context_of
+from .errors import (
+    NOT_ACCEPTABLE,
+    V2_JSON,
+    RestError,
+    check_accept,
+    check_v2_content_type,
+    int_field,
+    json_response,
+    read_json,
+    require_object,
+    unprocessable,
+)
+from .formats import PLAIN_FORMATS, check_supported, decode_field
+from .instances import OFFSET_BEGINNING, OFFSET_END, ConsumerInstance, settings_from
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+_NO_CONTENT = 204
+
+
+def _no_content() -> web.Response:
+    return web.Response(status=_NO_CONTENT)
+
+
+async def _body(request: web.Request, *, required: bool = True) -> dict[str, Any] | None:
+    check_v2_content_type(request)
+    check_accept(request)
+    document = await read_json(request, required=required)
+    return None if document is None else require_object(document)
+
+
+def _instance(request: web.Request) -> ConsumerInstance:
+    return context_of(request).instances.get(request.match_info["group"], request.match_info["instance"])
+
+
+def _topic_partitions(body: dict[str, Any], key: str = "partitions") -> list[tuple[str, int]]:
+    entries = body.get(key)
+    if not isinstance(entries, list) or not entries:
+        raise unprocessable(f"{key} must be a non-empty list of {{topic, partition}}")
+    found = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str) or not entry["topic"]:
+            raise unprocessable(f"{key}[{index}] needs a topic")
+        found.append((entry["topic"], int_field(entry, "partition")))
+    return found
+
+
+def _offsets(body: dict[str, Any]) -> list[tuple[str, int, int, str]]:
+    entries = body.get("offsets")
+    if not isinstance(entries, list) or not entries:
+        raise unprocessable("offsets must be a non-empty list of {topic, partition, offset}")
+    found = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str) or not entry["topic"]:
+            raise unprocessable(f"offsets[{index}] needs a topic")
+        metadata = entry.get("metadata") or ""
+        if not isinstance(metadata, str):
+            raise unprocessable(f"offsets[{index}].metadata must be a string")
+        found.append((entry["topic"], int_field(entry, "partition"), int_field(entry, "offset"), metadata))
+    return found
+
+
+async def create(request: web.Request) -> web.StreamResponse:
+    body = await _body(request, required=False) or {}
+    group = request.match_info["group"]
+    settings = settings_from(body, ("binary", "json", "avro", "protobuf", "jsonschema"))
+    check_supported(settings.fmt, 406)
+    name = body.get("name", body.get("id"))
+    if name is not None and not isinstance(name, str):
+        raise unprocessable("name must be a string")
+    instance = await context_of(request).instances.create(group, name, settings)
+    scheme = request.headers.get("X-Forwarded-Proto", request.scheme)
+    host = request.headers.get("X-Forwarded-Host", request.host)
+    base_uri = f"{scheme}://{host}/consumers/{group}/instances/{instance.name}"
+    return json_response({"instance_id": instance.name, "base_uri": base_uri})
+
+
+async def delete(request: web.Request) -> web.StreamResponse:
+    check_accept(request)
+    await context_of(request).instances.delete(request.match_info["group"], request.match_info["instance"])
+    return _no_content()
+
+
+async def subscribe(request: web.Request) -> web.StreamResponse:
+    instance = _instance(request)
+    body = await _body(request)
+    assert body is not None
+    topics, pattern = body.get("topics"), body.get("topic_pattern")
+    if (topics is None) == (pattern is None):
+        raise unprocessable("give exactly one of topics and topic_pattern")
+    if topics is not None and (
+        not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics)
+    ):
+        raise unprocessable("topics must be a non-empty list of topic names")
+    if pattern is not None:
+        if not isinstance(pattern, str) or not pattern:
+            raise unprocessable("topic_pattern must be a non-empty string")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise unprocessable(f"topic_pattern is not a valid regular expression: {exc}") from None
+    await context_of(request).instances.subscribe(instance, topics or [], pattern or "")
+    return _no_content()
+
+
+async def subscription(request: web.Request) -> web.StreamResponse:
+    check_accept(request)
+    instance = _instance(request)
+    return json_response({"topics": list(instance.topics)})
+
+
+async def unsubscribe(request: web.Request) -> web.StreamResponse:
+    check_accept(request)
+    await context_of(request).instances.unsubscribe(_instance(request))
+    return _no_content()
+
+
+async def assign(request: web.Request) -> web.StreamResponse:
+    instance = _instance(request)
+    body = await _body(request)
+    assert body is not None
+    await context_of(request).instances.assign(instance, _topic_partitions(body))
+    return _no_content()
+
+
+async def assignments(request: web.Request) -> web.StreamResponse:
+    check_accept(request)
+    held = await context_of(request).instances.assignment(_instance(request))
+    return json_response({"partitions": [{"topic": t, "partition": p} for t, p in held]})
+
+
+async def seek(request: web.Request) -> web.StreamResponse:
+    instance = _instance(request)
+    body = await _body(request)
+    assert body is not None
+    positions = [(t, p, o) for t, p, o, _ in _offsets(body)]
+    await context_of(request).instances.seek(instance, positions)
+    return _no_content()
+
+
+async def seek_to(request: web.Request, where: int) -> web.StreamResponse:
+    instance = _instance(request)
+    body = await _body(request)
+    assert body is not None
+    positions = [(t, p, where) for t, p in _topic_partitions(body)]
+    await context_of(request).instances.seek(instance, positions)
+    return _no_content()
+
+
+async def seek_beginning(request: web.Request) -> web.StreamResponse:
+    return await seek_to(request, OFFSET_BEGINNING)
+
+
+async def seek_end(request: web.Request) -> web.StreamResponse:
+    return await seek_to(request, OFFSET_END)
+
+
+def _query_int(request: web.Request, name: str, upper: int) -> int | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise unprocessable(f"{name} must be an integer") from None
+    if not 0 <= value <= upper:
+        raise unprocessable(f"{name} must be between 0 and {upper}")
+    return value
+
+
+async def records(request: web.Request) -> web.StreamResponse:
+    instance = _instance(request)
+    fmt = instance.settings.fmt
+    accept = request.headers.get("Accept", "")
+    content_type = f"application/vnd.kafka.{fmt}.v2+json"
+    if accept:
+        wanted = [part.split(";")[0].strip().lower() for part in accept.split(",")]
+        generic = {"*/*", "application/*", "application/json", V2_JSON, "application/vnd.kafka+json"}
+        if content_type not in wanted and not generic.intersection(wanted):
+            raise RestError(
+                406,
+                NOT_ACCEPTABLE,
+                f"the consumer instance's format is {fmt}: the Accept header must allow {content_type}",
+            )
+    timeout = _query_int(request, "timeout", 300_000)
+    max_bytes = _query_int(request, "max_bytes", DEFAULT_MAX_BYTES) or DEFAULT_MAX_BYTES
+    messages = await context_of(request).instances.records(instance, timeout, max_bytes)
+    assert fmt in PLAIN_FORMATS
+    return json_response(
+        [
+            {
+                "topic": m.topic(),
+                "key": decode_field(fmt, m.key()),
+                "value": decode_field(fmt, m.value()),
+                "partition": m.partition(),
+                "offset": m.offset(),
+            }
+            for m in messages
+        ],
+        content_type=content_type,
+    )
+
+
+async def commit(request: web.Request) -> web.StreamResponse:
+    instance = _instance(request)
+    body = await _body(request, required=False)
+    offsets = _offsets(body) if body else None
+    await context_of(request).instances.commit(instance, offsets)
+    return web.Response(status=200)
+
+
+async def committed(request: web.Request) -> web.StreamResponse:
+    instance = _instance(request)
+    body = await _body(request)
+    assert body is not None
+    found = await context_of(request).instances.committed(instance, _topic_partitions(body))
+    return json_response(
+        {
+            "offsets": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "offset": tp.offset,
+                    "metadata": tp.metadata or "",
+                }
+                for tp in found
+            ]
+        }
+    )
