@@ -20,6 +20,7 @@ from sluice.testing import free_port
 
 def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: Path) -> None:
     kafka_port, grpc_port, http_port, admin_port = free_port(), free_port(), free_port(), free_port()
+    rest_port = free_port()
     data_dir = tmp_path / "sluice-data"
     proc = subprocess.Popen(
         [
@@ -40,6 +41,8 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
             f"127.0.0.1:{free_port()}",
             "--metrics-listen",
             f"127.0.0.1:{admin_port}",
+            "--rest-listen",
+            f"127.0.0.1:{rest_port}",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -76,6 +79,12 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
         finally:
             consumer.close()
         assert values == [b"over http", b"over grpc"]
+        # The REST Proxy API beside them reads the same topic.
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{rest_port}/topics/served/partitions/{http_ack['partition']}/offsets",
+            timeout=30,
+        ) as reply:
+            assert json.loads(reply.read()) == {"beginning_offset": 0, "end_offset": 2}
         with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=30) as reply:
             assert 'sluice_topic_messages_in_total{topic="served"} 2.0' in reply.read().decode()
         # The gateway knows its broker's admin listener: setting offsets is a (live) rewind that says

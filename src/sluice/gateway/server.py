@@ -56,6 +56,7 @@ class Gateway:
         unix_listen: str | None = None,
         rest_listen: str = "",
         rest_instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
+        rest_optional: bool = False,
         shutdown_grace: float = 5.0,
     ) -> None:
         self.config = config
@@ -75,6 +76,8 @@ class Gateway:
             if rest_listen
             else None
         )
+        # `sluice serve` binds a default port: one already taken costs the REST API, not the broker.
+        self._rest_optional = rest_optional
         self.grpc_port: int | None = None
         self.http_port: int | None = None
         self._grpc_server: aio.Server | None = None
@@ -101,7 +104,7 @@ class Gateway:
             if self.http_listen or self.unix_listen:
                 await self._start_http()
             if self.rest is not None:
-                await self.rest.start()
+                await self._start_rest(rest_optional=self._rest_optional)
         except BaseException:
             await self.stop()
             raise
@@ -113,6 +116,17 @@ class Gateway:
             " (TLS)" if self.config.http_tls is not None else "",
             self._unix_socket_path,
         )
+
+    async def _start_rest(self, *, rest_optional: bool) -> None:
+        assert self.rest is not None
+        try:
+            await self.rest.start()
+        except OSError as exc:
+            if not rest_optional:
+                raise
+            print(f"sluice REST Proxy API not started: {exc}", flush=True)
+            await self.rest.stop()
+            self.rest = None
 
     async def _start_grpc(self) -> None:
         auth = self.config.client_auth

@@ -33,6 +33,7 @@ async def serve_all(
         grpc_listen=grpc_listen,
         http_listen=http_listen,
         rest_listen=rest_listen,
+        rest_optional=True,
     )
     await gateway.start()
     print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)

@@ -350,7 +350,10 @@ class ConsumerInstances:
                     instance.consumer.commit(asynchronous=False)
                 else:
                     instance.consumer.commit(
-                        offsets=[TopicPartition(t, p, o + 1, metadata=m or None) for t, p, o, m in offsets],
+                        offsets=[
+                            TopicPartition(t, p, o + 1, metadata=m) if m else TopicPartition(t, p, o + 1)
+                            for t, p, o, m in offsets
+                        ],
                         asynchronous=False,
                     )
             except KafkaException as exc:
