@@ -29,9 +29,9 @@ from .errors import (
     PARTITION_NOT_FOUND,
     TOPIC_NOT_FOUND,
     RestError,
+    bad_request,
     kafka_error,
     not_found,
-    unprocessable,
 )
 
 ADMIN_TIMEOUT_SECONDS = 10.0
@@ -264,14 +264,14 @@ def parse_configs(document: Any, where: str) -> dict[str, str]:
     if document is None:
         return {}
     if not isinstance(document, list):
-        raise unprocessable(f"{where} must be a list of {{name, value}}")
+        raise bad_request(f"{where} must be a list of {{name, value}}")
     configs: dict[str, str] = {}
     for index, entry in enumerate(document):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise unprocessable(f"{where}[{index}] must be an object with a name")
+            raise bad_request(f"{where}[{index}] must be an object with a name")
         value = entry.get("value")
         if value is not None and not isinstance(value, str | int | float | bool):
-            raise unprocessable(f"{where}[{index}].value must be a string")
+            raise bad_request(f"{where}[{index}].value must be a string")
         configs[entry["name"]] = (
             "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         )

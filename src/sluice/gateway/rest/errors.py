@@ -50,6 +50,10 @@ def unprocessable(message: str, code: int = 422) -> RestError:
     return RestError(422, code, message)
 
 
+def bad_request(message: str) -> RestError:
+    return RestError(400, 400, message)
+
+
 def not_found(code: int, message: str) -> RestError:
     return RestError(404, code, message)
 

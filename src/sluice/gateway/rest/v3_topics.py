@@ -9,7 +9,7 @@ from aiohttp import web
 
 from .admin import ConfigValue, Topic, parse_configs
 from .context import context_of
-from .errors import RestError, unprocessable
+from .errors import RestError, bad_request
 from .v3_common import answer, body_object, cluster_id, listing, no_content, related, resource
 
 _TOPICS = "/v3/clusters/{cluster}/topics"
@@ -78,11 +78,11 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
     body = await body_object(request)
     name = body.get("topic_name")
     if not isinstance(name, str) or not name:
-        raise unprocessable("topic_name must be a non-empty string", 400)
+        raise bad_request("topic_name must be a non-empty string")
     partitions, replication = body.get("partitions_count", -1), body.get("replication_factor", -1)
     for field_name, value in (("partitions_count", partitions), ("replication_factor", replication)):
         if not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < -1:
-            raise unprocessable(f"{field_name} must be a positive integer", 400)
+            raise bad_request(f"{field_name} must be a positive integer")
     configs = parse_configs(body.get("configs"), "configs")
     admin = context_of(request).admin
     await admin.create_topic(name, partitions, replication, configs)
@@ -148,7 +148,7 @@ async def set_config(request: web.Request) -> web.StreamResponse:
     body = await body_object(request)
     value = body.get("value")
     if not isinstance(value, str):
-        raise unprocessable("value must be a string", 400)
+        raise bad_request("value must be a string")
     await context_of(request).admin.alter_topic_configs(
         request.match_info["topic"], [(request.match_info["name"], value)]
     )
@@ -169,17 +169,17 @@ async def alter_configs(request: web.Request) -> web.StreamResponse:
     body = await body_object(request)
     entries = body.get("data")
     if not isinstance(entries, list) or not entries:
-        raise unprocessable("data must be a non-empty list of {name, value, operation}", 400)
+        raise bad_request("data must be a non-empty list of {name, value, operation}")
     changes: list[tuple[str, str | None]] = []
     for index, entry in enumerate(entries):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise unprocessable(f"data[{index}] needs a name", 400)
+            raise bad_request(f"data[{index}] needs a name")
         operation = str(entry.get("operation") or "SET").upper()
         if operation not in ("SET", "DELETE"):
-            raise unprocessable(f"data[{index}].operation must be SET or DELETE", 400)
+            raise bad_request(f"data[{index}].operation must be SET or DELETE")
         value = entry.get("value")
         if operation == "SET" and not isinstance(value, str):
-            raise unprocessable(f"data[{index}].value must be a string", 400)
+            raise bad_request(f"data[{index}].value must be a string")
         changes.append((entry["name"], value if operation == "SET" else None))
     await context_of(request).admin.alter_topic_configs(request.match_info["topic"], changes)
     return no_content()
