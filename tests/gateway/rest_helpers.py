@@ -20,7 +20,9 @@ JSON = "application/vnd.kafka.json.v2+json"
 
 
 class RestGateway:
-    def __init__(self, bootstrap: str, *extra: str) -> None:
+    """`sluice gateway` with only its REST listener: `source` is ("--bootstrap", HOST:PORT) or ("--config", FILE)."""
+
+    def __init__(self, *source: str, auth: tuple[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
@@ -29,20 +31,18 @@ class RestGateway:
                 "-m",
                 "sluice",
                 "gateway",
-                "--bootstrap",
-                bootstrap,
+                *source,
                 "--grpc-listen",
                 "",
                 "--http-listen",
                 "",
                 "--rest-listen",
                 f"127.0.0.1:{self.port}",
-                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self.wait_ready()
+        self.wait_ready(auth=auth)
 
     def wait_ready(self, timeout: float = 60.0, **kwargs: Any) -> None:
         deadline = time.monotonic() + timeout
@@ -71,8 +71,10 @@ class RestGateway:
 
 
 @contextmanager
-def rest_gateway(bootstrap: str, *extra: str) -> Iterator[RestGateway]:
-    gateway = RestGateway(bootstrap, *extra)
+def rest_gateway(bootstrap: str, *extra: str, auth: tuple[str, str] | None = None) -> Iterator[RestGateway]:
+    """A gateway in front of `bootstrap`; `extra` options go after it (e.g. "--config", FILE instead)."""
+    source = extra if extra and extra[0] == "--config" else ("--bootstrap", bootstrap, *extra)
+    gateway = RestGateway(*source, auth=auth)
     try:
         yield gateway
     finally:
@@ -115,12 +117,16 @@ def new_consumer(url: str, group: str, **settings: Any) -> str:
     return reply.json()["base_uri"]
 
 
-def records_until(base: str, count: int, *, fmt: str = JSON, within: float = 30.0) -> list[dict[str, Any]]:
+def records_until(
+    base: str, count: int, *, fmt: str = JSON, within: float = 30.0, auth: tuple[str, str] | None = None
+) -> list[dict[str, Any]]:
     """GET records until `count` have come (a new member needs a moment to join its group)."""
     found: list[dict[str, Any]] = []
     deadline = time.monotonic() + within
     while len(found) < count and time.monotonic() < deadline:
-        reply = requests.get(f"{base}/records", params={"timeout": 500}, headers={"Accept": fmt}, timeout=30)
+        reply = requests.get(
+            f"{base}/records", params={"timeout": 500}, headers={"Accept": fmt}, auth=auth, timeout=30
+        )
         assert reply.status_code == 200, reply.text
         found.extend(reply.json())
     return found
