@@ -32,7 +32,7 @@ from sluice.security.http_auth import redact_url
 from .config import ClusterConfig
 from .errors import Failure, GatewayError
 from .metrics import GatewayMetrics
-from .partitioners import Partitioner
+from .partitioners import Partitioner, murmur2_partition
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,9 @@ class ClusterClient:
         records: Sequence[tuple[bytes | None, bytes | None, int | None, Sequence[tuple[str, bytes]]]],
     ) -> list[tuple[int, int] | GatewayError]:
         """Write (key, value, partition or None, headers) records in one go and wait for all of them: the
-        (partition, offset) of each, or why that one failed. One future for the batch, not one per record."""
+        (partition, offset) of each, or why that one failed. One future for the batch, not one per record.
+        Records without a partition go where the Java producer would put them (Confluent's REST Proxy is one):
+        murmur2 of the key, or librdkafka's sticky choice for a null key."""
         partition_count = await self.partition_count(topic)
         loop = asyncio.get_running_loop()
         results: list[tuple[int, int] | GatewayError | None] = [None] * len(records)
@@ -259,9 +261,12 @@ class ClusterClient:
             elif partition is not None and not 0 <= partition < partition_count:
                 failure = GatewayError(Failure.NOT_FOUND, f"Partition {partition} of {topic} not found")
             else:
-                chosen = (
-                    self._partitioner.choose(topic, key, partition_count) if partition is None else partition
-                )
+                if partition is not None:
+                    chosen = partition
+                elif key is not None:
+                    chosen = murmur2_partition(key, partition_count)
+                else:
+                    chosen = -1  # librdkafka's sticky partitioning, as the Java producer does for null keys
                 try:
                     self._producer.produce(
                         topic,
