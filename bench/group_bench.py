@@ -44,13 +44,8 @@ MEMBERS = 4
 PARTITIONS = 8
 # The same client settings against every broker. The heartbeat interval bounds how fast members learn
 # that a rebalance started, so it dominates the leave figure; 6 s is sluice's (and Kafka's) minimum session.
-CLIENT_CONFIG = {
-    "session.timeout.ms": 6000,
-    "heartbeat.interval.ms": 500,
-    "enable.auto.commit": False,
-    "auto.offset.reset": "earliest",
-    "partition.assignment.strategy": "range",
-}
+CLIENT_CONFIG = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "enable.auto.commit": False,
+                 "auto.offset.reset": "earliest", "partition.assignment.strategy": "range"}
 TIMEOUT_S = 60.0
 
 
@@ -58,9 +53,8 @@ class BenchMember:
     """A confluent-kafka consumer polling in its own thread; `held` follows its rebalance callbacks."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, name: str) -> None:
-        self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, **CLIENT_CONFIG}
-        )
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+                                  **CLIENT_CONFIG})
         self.topic = topic
         self.held: frozenset[int] = frozenset()
         self.stop_event = threading.Event()
@@ -149,9 +143,7 @@ def tansu_broker() -> Iterator[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--seed", type=int, default=1, help="for the moment of the leave")
@@ -159,31 +151,22 @@ def main() -> None:
 
     rng = random.Random(args.seed)
     results: dict[str, list[dict[str, float]]] = {"sluice": [], "sluice-delay0": [], "tansu": []}
-    with (
-        tempfile.TemporaryDirectory(prefix="group-bench-") as tmp,
-        sluice_broker(Path(tmp), initial_delay_ms=None) as sluice_default,
-        sluice_broker(Path(tmp), initial_delay_ms=0) as sluice_no_delay,
-        tansu_broker() as tansu,
-    ):
+    with tempfile.TemporaryDirectory(prefix="group-bench-") as tmp, \
+            sluice_broker(Path(tmp), initial_delay_ms=None) as sluice_default, \
+            sluice_broker(Path(tmp), initial_delay_ms=0) as sluice_no_delay, \
+            tansu_broker() as tansu:
         brokers = {"sluice": sluice_default, "sluice-delay0": sluice_no_delay, "tansu": tansu}
         for round_no in range(args.rounds):
             for label, bootstrap in brokers.items():
                 figures = measure(bootstrap, round_no, label, rng)
                 results[label].append(figures)
-                print(
-                    f"round {round_no + 1}: {label:14} join {figures['join_s']:.3f} s  "
-                    f"leave {figures['leave_s']:.3f} s",
-                    flush=True,
-                )
+                print(f"round {round_no + 1}: {label:14} join {figures['join_s']:.3f} s  "
+                      f"leave {figures['leave_s']:.3f} s", flush=True)
 
-    summary = {
-        label: {key: median(r[key] for r in runs) for key in ("join_s", "leave_s")}
-        for label, runs in results.items()
-    }
-    print(
-        f"\nmedians over {args.rounds} rounds ({MEMBERS} confluent-kafka consumers, librdkafka "
-        f"{rdkafka_version()[0]}, {PARTITIONS} partitions, {CLIENT_CONFIG['heartbeat.interval.ms']} ms heartbeats)"
-    )
+    summary = {label: {key: median(r[key] for r in runs) for key in ("join_s", "leave_s")}
+               for label, runs in results.items()}
+    print(f"\nmedians over {args.rounds} rounds ({MEMBERS} confluent-kafka consumers, librdkafka "
+          f"{rdkafka_version()[0]}, {PARTITIONS} partitions, {CLIENT_CONFIG['heartbeat.interval.ms']} ms heartbeats)")
     print(f"{'':16}{'join (s)':>10}{'leave (s)':>11}")
     for label, figures in summary.items():
         print(f"{label:16}{figures['join_s']:>10.3f}{figures['leave_s']:>11.3f}")
@@ -192,9 +175,8 @@ def main() -> None:
         leave_ratio = ratio(summary[label]["leave_s"], summary["tansu"]["leave_s"])
         print(f"{label}/tansu: join x{join_ratio:.2f}, leave x{leave_ratio:.2f}")
     if args.json_out:
-        args.json_out.write_text(
-            json.dumps({"rounds": results, "medians": summary, "client_config": CLIENT_CONFIG}, indent=2)
-        )
+        args.json_out.write_text(json.dumps({"rounds": results, "medians": summary,
+                                             "client_config": CLIENT_CONFIG}, indent=2))
 
 
 if __name__ == "__main__":

@@ -65,16 +65,9 @@ def fill_topic(bootstrap: str, topic: str, messages: int, partitions: int, one_r
     return messages / (time.perf_counter() - started)
 
 
-def consume_ceiling(
-    bootstrap: str, topic: str, messages: int, partitions: int, settings: dict[str, Any]
-) -> None:
+def consume_ceiling(bootstrap: str, topic: str, messages: int, partitions: int, settings: dict[str, Any]) -> None:
     consumer = Consumer(
-        {
-            **settings,
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-        }
+        {**settings, "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex}", "enable.auto.commit": False}
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     received = 0
@@ -128,13 +121,7 @@ def cpu_by_group(broker_pid: int | None) -> dict[str, float]:
     table = _proc_table()
     children = _children(table)
     me = os.getpid()
-    groups = {
-        "jvm": 0.0,
-        "python workers": 0.0,
-        "python planners": 0.0,
-        "driver": table[me][2],
-        "broker": 0.0,
-    }
+    groups = {"jvm": 0.0, "python workers": 0.0, "python planners": 0.0, "driver": table[me][2], "broker": 0.0}
     for pid in _descendants(children, me):
         _ppid, command, own, reaped = table[pid]
         if command != "java":
@@ -234,9 +221,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument(
-        "--rounds", type=int, default=1, help="repeat the three timed phases; medians are printed"
-    )
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the three timed phases; medians are printed")
     parser.add_argument("--broker", choices=tuple(BROKERS), default="sluice", help="broker to start")
     parser.add_argument("--bootstrap", help="use this running broker instead of starting one")
     parser.add_argument("--master", default="local[2]")
@@ -264,10 +249,7 @@ def main() -> None:
             broker_pid = None if isinstance(running, str) else running.pid
             name = args.bootstrap or args.broker
             topic = f"bench-{uuid.uuid4().hex[:8]}"
-            print(
-                f"producing {args.messages} x {VALUE_BYTES} B to {topic} on {name} ({bootstrap}) ...",
-                flush=True,
-            )
+            print(f"producing {args.messages} x {VALUE_BYTES} B to {topic} on {name} ({bootstrap}) ...", flush=True)
             produce_rate = fill_topic(bootstrap, topic, args.messages, args.partitions, one_record_batches)
             print(f"  produced at {produce_rate:,.0f} msg/s", flush=True)
             split = reader_split(bootstrap, topic, args.messages // args.partitions)
@@ -281,37 +263,27 @@ def main() -> None:
             _range_rows(spark, F, 10_000, args.partitions, topic).write.partitionBy("topic", "date").parquet(
                 str(work / "warmup-range")
             )
-            start_archive(
-                spark, bootstrap, warmup_topic, work / "warmup-archive", available_now=True
-            ).awaitTermination()
+            start_archive(spark, bootstrap, warmup_topic, work / "warmup-archive", available_now=True).awaitTermination()
 
             for round_number in range(args.rounds):
                 print(f"round {round_number + 1}/{args.rounds} ...", flush=True)
                 consumer_defaults.run(
-                    args.messages,
-                    broker_pid,
+                    args.messages, broker_pid,
                     lambda: consume_ceiling(bootstrap, topic, args.messages, args.partitions, {}),
                 )
                 consumer.run(
-                    args.messages,
-                    broker_pid,
-                    lambda: consume_ceiling(
-                        bootstrap, topic, args.messages, args.partitions, reader_settings
-                    ),
+                    args.messages, broker_pid,
+                    lambda: consume_ceiling(bootstrap, topic, args.messages, args.partitions, reader_settings),
                 )
                 range_out, archive_out = work / f"range-{round_number}", work / f"archive-{round_number}"
                 spark_range.run(
-                    args.messages,
-                    broker_pid,
-                    lambda: (
-                        _range_rows(spark, F, args.messages, args.partitions, topic)
-                        .write.partitionBy("topic", "date")
-                        .parquet(str(range_out))
-                    ),  # noqa: B023 - run() calls it at once
+                    args.messages, broker_pid,
+                    lambda: _range_rows(spark, F, args.messages, args.partitions, topic)
+                    .write.partitionBy("topic", "date")
+                    .parquet(str(range_out)),  # noqa: B023 - run() calls it at once
                 )
                 query = archive.run(
-                    args.messages,
-                    broker_pid,
+                    args.messages, broker_pid,
                     lambda: _finished(
                         start_archive(spark, bootstrap, topic, archive_out, available_now=True)  # noqa: B023
                     ),
@@ -373,14 +345,10 @@ def _report(
     ceiling = min(consumer.rate, spark_range.rate)
     slower = "a" if consumer.rate <= spark_range.rate else "b"
     settings = ", ".join(f"{k}={v}" for k, v in reader_settings.items())
-    print(
-        f"\n{args.messages} messages x {VALUE_BYTES} B, {args.partitions} partitions, {broker_name}, "
-        f"Spark {args.master}, {rounds}"
-    )
+    print(f"\n{args.messages} messages x {VALUE_BYTES} B, {args.partitions} partitions, {broker_name}, "
+          f"Spark {args.master}, {rounds}")
     print(f"  (a) confluent-kafka consumer, broker -> Python : {consumer.rate:>12,.0f} rows/s   ({settings})")
-    print(
-        f"      same consumer, librdkafka defaults        : {consumer_defaults.rate:>12,.0f} rows/s   (not a ceiling)"
-    )
+    print(f"      same consumer, librdkafka defaults        : {consumer_defaults.rate:>12,.0f} rows/s   (not a ceiling)")
     print(f"  (b) Spark spark.range -> Parquet              : {spark_range.rate:>12,.0f} rows/s")
     print(f"  sluice archive, broker -> Parquet             : {archive.rate:>12,.0f} rows/s")
     print(f"  archive / slower ceiling ({slower})               : {archive.rate / ceiling:>12.2f}")
@@ -390,28 +358,21 @@ def _report(
     print("\nCPU microseconds per row (all cores; medians):")
     groups = ["jvm", "python workers", "python planners", "driver", "broker"]
     print(f"  {'':26}" + "".join(f"{g:>16}" for g in groups) + f"{'total':>10}")
-    for label, phase in (
-        ("(a) consumer", consumer),
-        ("(b) spark.range -> Parquet", spark_range),
-        ("archive", archive),
-    ):
+    for label, phase in (("(a) consumer", consumer), ("(b) spark.range -> Parquet", spark_range),
+                         ("archive", archive)):
         cells = [phase.cpu(g) for g in groups]
         print(f"  {label:26}" + "".join(f"{c:>16.2f}" for c in cells) + f"{sum(cells):>10.2f}")
 
     seconds = args.messages / archive.rate
     trigger = statistics.median(ms.get("triggerExecution", 0) for ms in batch_ms) / 1000
     add_batch = statistics.median(ms.get("addBatch", 0) for ms in batch_ms) / 1000
-    print(
-        f"\narchive wall time {seconds:.2f} s: micro-batch execution (read + write) {add_batch:.2f} s, "
-        f"other trigger work (offsets, WAL, commit) {trigger - add_batch:.2f} s, "
-        f"query start/stop {seconds - trigger:.2f} s"
-    )
+    print(f"\narchive wall time {seconds:.2f} s: micro-batch execution (read + write) {add_batch:.2f} s, "
+          f"other trigger work (offsets, WAL, commit) {trigger - add_batch:.2f} s, "
+          f"query start/stop {seconds - trigger:.2f} s")
     rate, in_consume, in_build, total = split
-    print(
-        f"one reader outside Spark (partition 0): {rate:,.0f} rows/s; of {total:.2f} s, "
-        f"{in_consume:.2f} s in consume() (librdkafka fetch + a Message object per record), "
-        f"{in_build:.2f} s building Arrow batches, {total - in_consume - in_build:.2f} s other"
-    )
+    print(f"one reader outside Spark (partition 0): {rate:,.0f} rows/s; of {total:.2f} s, "
+          f"{in_consume:.2f} s in consume() (librdkafka fetch + a Message object per record), "
+          f"{in_build:.2f} s building Arrow batches, {total - in_consume - in_build:.2f} s other")
 
 
 @contextmanager

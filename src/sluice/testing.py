@@ -20,16 +20,9 @@ _ADMIN_READY = re.compile(r"^sluice admin listening on (https?://[^ ]+)$")
 class BrokerProcess:
     """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
 
-    def __init__(
-        self,
-        data_dir: Path | str | None,
-        *,
-        port: int = 0,
-        config: Path | None = None,
-        extra_args: list[str] | None = None,
-        min_free_bytes: int | None = 0,
-        admin: bool = False,
-    ) -> None:
+    def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
+                 extra_args: list[str] | None = None, min_free_bytes: int | None = 0,
+                 admin: bool = False) -> None:
         # Test brokers do not refuse produce for lack of free disk unless a test asks (None: the default).
         self.min_free_bytes = min_free_bytes
         self.data_dir = data_dir
@@ -48,16 +41,8 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> BrokerProcess:
-        cmd = [
-            sys.executable,
-            "-m",
-            "sluice",
-            "broker",
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--data-dir",
-            str(self.data_dir) if self.data_dir is not None else ":memory:",
-        ]
+        cmd = [sys.executable, "-m", "sluice", "broker", "--listen", f"127.0.0.1:{self.port}",
+               "--data-dir", str(self.data_dir) if self.data_dir is not None else ":memory:"]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
         if self.min_free_bytes is not None:
@@ -66,9 +51,7 @@ class BrokerProcess:
             cmd += ["--metrics-listen", f"127.0.0.1:{self._admin_port}"]
         cmd += self.extra_args
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         ready = threading.Event()
 
         def pump() -> None:
@@ -138,9 +121,7 @@ class BrokerProcess:
     def __enter__(self) -> BrokerProcess:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.kill()
 
 

@@ -28,9 +28,7 @@ def connection_closed(sock: socket.socket, timeout: float = 10.0) -> bool:
 
 def still_serving(bootstrap: str) -> bool:
     with WireClient.connect(bootstrap) as client:
-        response = client.call(
-            "ApiVersions", 3, client.request_class("ApiVersions")(client_software_name="t")
-        )
+        response = client.call("ApiVersions", 3, client.request_class("ApiVersions")(client_software_name="t"))
         return response.error_code == 0 and len(response.api_keys) > 10
 
 
@@ -59,9 +57,7 @@ def test_truncated_body_then_hangup_is_harmless(bootstrap: str) -> None:
     [
         struct.pack(">hhi", 999, 0, 1) + b"\xff\xff",  # unknown API key
         struct.pack(">hhi", 3, 99, 1) + b"\xff\xff",  # Metadata version that does not exist
-        struct.pack(">hhi", 3, 12, 1)
-        + b"\xff\xff\x00"
-        + b"\xff\xff\xff\xff\xff\xff",  # bad varint in flexible body
+        struct.pack(">hhi", 3, 12, 1) + b"\xff\xff\x00" + b"\xff\xff\xff\xff\xff\xff",  # bad varint in flexible body
         struct.pack(">hhi", 0, 9, 1) + b"\xff\xff\x00" + b"\x00\xff\xff",  # produce, truncated mid-field
         b"\x00\x03",  # shorter than a header
     ],
@@ -90,19 +86,10 @@ def test_unsupported_api_versions_version_gets_a_v0_answer(bootstrap: str) -> No
     assert (18, 0, 4) in keys
 
 
-def produce(
-    client: WireClient, topic: str, records: bytes, version: int = 9, acks: int = -1
-) -> tuple[int, int]:
+def produce(client: WireClient, topic: str, records: bytes, version: int = 9, acks: int = -1) -> tuple[int, int]:
     cls = client.request_class("Produce")
-    request = cls(
-        acks=acks,
-        timeout_ms=10000,
-        topic_data=[
-            cls.TopicProduceData(
-                name=topic, partition_data=[cls.PartitionProduceData(index=0, records=records)]
-            )
-        ],
-    )
+    request = cls(acks=acks, timeout_ms=10000, topic_data=[
+        cls.TopicProduceData(name=topic, partition_data=[cls.PartitionProduceData(index=0, records=records)])])
     response = client.call("Produce", version, request)
     part = response.responses[0].partition_responses[0]
     return part.error_code, part.base_offset
@@ -110,17 +97,8 @@ def produce(
 
 def create(client: WireClient, topic: str, configs: dict[str, str] | None = None) -> None:
     cls = client.request_class("CreateTopics")
-    request = cls(
-        topics=[
-            cls.CreatableTopic(
-                name=topic,
-                num_partitions=1,
-                replication_factor=1,
-                configs=[cls.CreateableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
-            )
-        ],
-        timeout_ms=10000,
-    )
+    request = cls(topics=[cls.CreatableTopic(name=topic, num_partitions=1, replication_factor=1, configs=[
+        cls.CreateableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()])], timeout_ms=10000)
     result = client.call("CreateTopics", 7, request).topics[0]
     assert result.error_code == 0, result.error_message
 
@@ -130,9 +108,7 @@ def batch(values: list[bytes], compression: int = 0) -> bytes:
     return encode_batch(records, base_timestamp=int(time.time() * 1000), compression=compression)
 
 
-def test_produce_errors_carry_kafka_codes_and_nothing_acknowledged_is_lost(
-    bootstrap: str, topic_name: str
-) -> None:
+def test_produce_errors_carry_kafka_codes_and_nothing_acknowledged_is_lost(bootstrap: str, topic_name: str) -> None:
     with WireClient.connect(bootstrap) as client:
         create(client, topic_name, {"max.message.bytes": "2000"})
         assert produce(client, topic_name, batch([b"first"])) == (0, 0)
@@ -143,31 +119,18 @@ def test_produce_errors_carry_kafka_codes_and_nothing_acknowledged_is_lost(
         assert produce(client, topic_name, batch([b"y" * 5000]))[0] == ErrorCode.MESSAGE_TOO_LARGE
         assert produce(client, topic_name, b"\x00" * 30)[0] == ErrorCode.CORRUPT_MESSAGE
         assert produce(client, "no-such-topic-" + topic_name, batch([b"z"]))[0] in (
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        )
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)
         assert produce(client, "bad/name", batch([b"z"]))[0] in (
-            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-        )
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION)
         old_format = bytearray(batch([b"v"]))
         old_format[16] = 1
         assert produce(client, topic_name, bytes(old_format))[0] == ErrorCode.UNSUPPORTED_VERSION
         assert produce(client, topic_name, batch([b"second"])) == (0, 1)
 
         fetch_cls = client.request_class("Fetch")
-        fetch = fetch_cls(
-            max_wait_ms=0,
-            min_bytes=1,
-            max_bytes=1 << 20,
-            topics=[
-                fetch_cls.FetchTopic(
-                    topic=topic_name,
-                    partitions=[
-                        fetch_cls.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                    ],
-                )
-            ],
-        )
+        fetch = fetch_cls(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[fetch_cls.FetchTopic(
+            topic=topic_name, partitions=[fetch_cls.FetchPartition(partition=0, fetch_offset=0,
+                                                                   partition_max_bytes=1 << 20)])])
         data = client.call("Fetch", 11, fetch).responses[0].partitions[0]
         assert data.high_watermark == 2
         assert b"first" in bytes(data.records) and b"second" in bytes(data.records)

@@ -28,18 +28,14 @@ def admin_for(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None
-) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
     admin = admin_for(bootstrap)  # the future needs its client alive until it resolves
     admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])[name].result(10)
 
 
 def test_topic_admin_configs_and_partitions(bootstrap: str, topic_name: str) -> None:
     admin = admin_for(bootstrap)
-    admin.create_topics([NewTopic(topic_name, 2, 1, config={"retention.ms": "3600000"})])[topic_name].result(
-        10
-    )
+    admin.create_topics([NewTopic(topic_name, 2, 1, config={"retention.ms": "3600000"})])[topic_name].result(10)
     with pytest.raises(KafkaException) as exists:
         admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(10)
     assert exists.value.args[0].code() == ErrorCode.TOPIC_ALREADY_EXISTS
@@ -52,26 +48,17 @@ def test_topic_admin_configs_and_partitions(bootstrap: str, topic_name: str) -> 
     assert configs["retention.ms"].value == "3600000"
     assert configs["segment.bytes"].value == "1073741824" and configs["segment.bytes"].is_default
 
-    change = ConfigResource(
-        "topic",
-        topic_name,
-        incremental_configs=[
-            ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-        ],
-    )
+    change = ConfigResource("topic", topic_name, incremental_configs=[
+        ConfigEntry("retention.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
     admin.incremental_alter_configs([change])[change].result(10)
     configs = admin.describe_configs([resource])[resource].result(10)
     assert configs["retention.bytes"].value == "1048576"
     assert configs["retention.ms"].value == "604800000" and configs["retention.ms"].is_default
 
-    bad = ConfigResource(
-        "topic",
-        topic_name,
-        incremental_configs=[
-            ConfigEntry("segment.bytes", "ten", incremental_operation=AlterConfigOpType.SET)
-        ],
-    )
+    bad = ConfigResource("topic", topic_name, incremental_configs=[
+        ConfigEntry("segment.bytes", "ten", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException) as invalid:
         admin.incremental_alter_configs([bad])[bad].result(10)
     assert invalid.value.args[0].code() == ErrorCode.INVALID_CONFIG
@@ -103,34 +90,16 @@ def test_auto_create_on_metadata_and_invalid_names(bootstrap: str, topic_name: s
 
 def wire_produce(client: WireClient, topic: str, batch: bytes, version: int = 9) -> tuple[int, int]:
     cls = client.request_class("Produce")
-    request = cls(
-        acks=-1,
-        timeout_ms=10000,
-        topic_data=[
-            cls.TopicProduceData(
-                name=topic, partition_data=[cls.PartitionProduceData(index=0, records=batch)]
-            )
-        ],
-    )
+    request = cls(acks=-1, timeout_ms=10000, topic_data=[cls.TopicProduceData(
+        name=topic, partition_data=[cls.PartitionProduceData(index=0, records=batch)])])
     part = client.call("Produce", version, request).responses[0].partition_responses[0]
     return part.error_code, part.base_offset
 
 
 def wire_fetch(client: WireClient, topic: str, offset: int, max_wait_ms: int, min_bytes: int = 1) -> object:
     cls = client.request_class("Fetch")
-    request = cls(
-        max_wait_ms=max_wait_ms,
-        min_bytes=min_bytes,
-        max_bytes=1 << 20,
-        topics=[
-            cls.FetchTopic(
-                topic=topic,
-                partitions=[
-                    cls.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
-                ],
-            )
-        ],
-    )
+    request = cls(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20, topics=[cls.FetchTopic(
+        topic=topic, partitions=[cls.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])])
     return client.call("Fetch", 11, request).responses[0].partitions[0]
 
 
@@ -149,14 +118,8 @@ def test_long_poll_returns_as_soon_as_data_arrives(bootstrap: str, topic_name: s
     thread.start()
     time.sleep(0.5)
     with WireClient.connect(bootstrap) as client:
-        assert (
-            wire_produce(
-                client,
-                topic_name,
-                encode_batch([Record(0, 0, b"k", b"wake up", [])], base_timestamp=int(time.time() * 1000)),
-            )[0]
-            == 0
-        )
+        assert wire_produce(client, topic_name, encode_batch([Record(0, 0, b"k", b"wake up", [])],
+                                                             base_timestamp=int(time.time() * 1000)))[0] == 0
     thread.join(15)
     assert waited["bytes"] > 0
     assert 0.4 < waited["seconds"] < 3.0, waited
@@ -169,18 +132,14 @@ def test_long_poll_returns_as_soon_as_data_arrives(bootstrap: str, topic_name: s
         assert wire_fetch(client, topic_name, 5, max_wait_ms=0).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
 
 
-def test_acks_zero_records_become_visible_without_any_acknowledged_produce(
-    bootstrap: str, topic_name: str
-) -> None:
+def test_acks_zero_records_become_visible_without_any_acknowledged_produce(bootstrap: str, topic_name: str) -> None:
     """acks=0 appends wait for no response, but they still need the fsync that moves the high watermark."""
     create_topic(bootstrap, topic_name)
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "0", "linger.ms": 0})
     for i in range(20):
         producer.produce(topic_name, b"fire and forget %d" % i)
     assert producer.flush(10) == 0
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": topic_name, "auto.offset.reset": "earliest"}
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic_name, "auto.offset.reset": "earliest"})
     try:
         deadline = time.monotonic() + 10
         high = 0
@@ -210,31 +169,14 @@ def test_list_offsets_delete_records_and_max_timestamp(bootstrap: str, topic_nam
     assert by_time.offset == 1
     with WireClient.connect(bootstrap) as client:
         cls = client.request_class("ListOffsets")
-        request = cls(
-            replica_id=-1,
-            topics=[
-                cls.ListOffsetsTopic(
-                    name=topic_name, partitions=[cls.ListOffsetsPartition(partition_index=0, timestamp=-3)]
-                )
-            ],
-        )
+        request = cls(replica_id=-1, topics=[cls.ListOffsetsTopic(name=topic_name, partitions=[
+            cls.ListOffsetsPartition(partition_index=0, timestamp=-3)])])
         max_ts = client.call("ListOffsets", 7, request).topics[0].partitions[0]
         assert (max_ts.offset, max_ts.timestamp) == (3, base)
 
         delete = client.request_class("DeleteRecords")
-        result = client.call(
-            "DeleteRecords",
-            2,
-            delete(
-                timeout_ms=5000,
-                topics=[
-                    delete.DeleteRecordsTopic(
-                        name=topic_name,
-                        partitions=[delete.DeleteRecordsPartition(partition_index=0, offset=2)],
-                    )
-                ],
-            ),
-        )
+        result = client.call("DeleteRecords", 2, delete(timeout_ms=5000, topics=[delete.DeleteRecordsTopic(
+            name=topic_name, partitions=[delete.DeleteRecordsPartition(partition_index=0, offset=2)])]))
         assert result.topics[0].partitions[0].low_watermark == 2
     assert consumer.get_watermark_offsets(tp, timeout=10) == (2, 4)
     consumer.close()
@@ -248,13 +190,9 @@ def test_idempotent_retries_are_deduplicated(bootstrap: str, topic_name: str) ->
         assert ids.error_code == 0 and ids.producer_id >= 0
 
         def batch(seq: int, value: bytes) -> bytes:
-            return encode_batch(
-                [Record(0, 0, None, value, []), Record(1, 0, None, value, [])],
-                base_timestamp=int(time.time() * 1000),
-                producer_id=ids.producer_id,
-                producer_epoch=ids.producer_epoch,
-                base_sequence=seq,
-            )
+            return encode_batch([Record(0, 0, None, value, []), Record(1, 0, None, value, [])],
+                                base_timestamp=int(time.time() * 1000), producer_id=ids.producer_id,
+                                producer_epoch=ids.producer_epoch, base_sequence=seq)
 
         assert wire_produce(client, topic_name, batch(0, b"a")) == (0, 0)
         assert wire_produce(client, topic_name, batch(0, b"a")) == (0, 0)  # the retry: same offset, no copy
@@ -284,9 +222,8 @@ def test_retention_deletes_old_segments(tmp_path: Path) -> None:
     config.write_text("retention_check_interval_ms: 200\n")
     with BrokerProcess(tmp_path / "d", config=config) as proc:
         admin = admin_for(proc.bootstrap)
-        admin.create_topics(
-            [NewTopic("short", 1, 1, config={"segment.bytes": "2000", "retention.bytes": "4000"})]
-        )["short"].result(10)
+        admin.create_topics([NewTopic("short", 1, 1, config={"segment.bytes": "2000", "retention.bytes": "4000"})])[
+            "short"].result(10)
         producer = Producer({"bootstrap.servers": proc.bootstrap, "linger.ms": 0})
         for _ in range(100):
             producer.produce("short", value=b"x" * 200)

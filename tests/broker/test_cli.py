@@ -8,9 +8,8 @@ import sys
 
 
 def sluice(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sluice", *args], input=stdin, text=True, capture_output=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "sluice", *args], input=stdin, text=True, capture_output=True,
+                          timeout=120)
 
 
 def test_topics_produce_consume(bootstrap: str, topic_name: str) -> None:
@@ -22,39 +21,16 @@ def test_topics_produce_consume(bootstrap: str, topic_name: str) -> None:
     listed = json.loads(sluice("topics", "list", "--json", "-b", bootstrap).stdout)
     assert {"topic": topic_name, "partitions": 2} in listed
 
-    produced = sluice(
-        "produce",
-        topic_name,
-        "-b",
-        bootstrap,
-        "--key-separator",
-        ":",
-        "--header",
-        "origin=cli",
-        stdin="a:first\nb:second\nc:third\n",
-    )
+    produced = sluice("produce", topic_name, "-b", bootstrap, "--key-separator", ":", "--header", "origin=cli",
+                      stdin="a:first\nb:second\nc:third\n")
     assert produced.returncode == 0, produced.stderr
     assert "produced 3" in produced.stderr
 
-    consumed = sluice(
-        "consume",
-        topic_name,
-        "-b",
-        bootstrap,
-        "--from-beginning",
-        "--count",
-        "3",
-        "--json",
-        "--timeout",
-        "20",
-    )
+    consumed = sluice("consume", topic_name, "-b", bootstrap, "--from-beginning", "--count", "3", "--json",
+                      "--timeout", "20")
     assert consumed.returncode == 0, consumed.stderr
     messages = [json.loads(line) for line in consumed.stdout.splitlines()]
-    assert sorted((m["key"], m["value"]) for m in messages) == [
-        ("a", "first"),
-        ("b", "second"),
-        ("c", "third"),
-    ]
+    assert sorted((m["key"], m["value"]) for m in messages) == [("a", "first"), ("b", "second"), ("c", "third")]
     assert all(m["headers"] == [{"key": "origin", "value": "cli"}] for m in messages)
 
     described = json.loads(sluice("topics", "describe", topic_name, "--json", "-b", bootstrap).stdout)

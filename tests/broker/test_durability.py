@@ -15,16 +15,10 @@ PARTITIONS = 2
 
 
 def stream_until_killed(proc: BrokerProcess, round_no: int, acked: dict[tuple[int, int], bytes]) -> int:
-    producer = Producer(
-        {
-            "bootstrap.servers": proc.bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": 2,
-            "message.timeout.ms": 4000,
-            "reconnect.backoff.max.ms": 200,
-        }
-    )
+    producer = Producer({
+        "bootstrap.servers": proc.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
+        "message.timeout.ms": 4000, "reconnect.backoff.max.ms": 200,
+    })
     lock = threading.Lock()
     stop = threading.Event()
     sent = 0
@@ -59,10 +53,7 @@ def stream_until_killed(proc: BrokerProcess, round_no: int, acked: dict[tuple[in
 
 def read_everything(bootstrap: str) -> dict[tuple[int, int], bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False})
-    ends = {
-        p: consumer.get_watermark_offsets(TopicPartition("durable", p), timeout=10)[1]
-        for p in range(PARTITIONS)
-    }
+    ends = {p: consumer.get_watermark_offsets(TopicPartition("durable", p), timeout=10)[1] for p in range(PARTITIONS)}
     consumer.assign([TopicPartition("durable", p, 0) for p in range(PARTITIONS)])
     seen: dict[tuple[int, int], bytes] = {}
     deadline = time.monotonic() + 60
@@ -95,9 +86,7 @@ def test_acknowledged_messages_survive_repeated_kill_9(tmp_path: Path) -> None:
         assert offsets == list(range(len(offsets)))
     values = [v for v in seen.values()]
     acked_values = set(acked.values())
-    assert sum(1 for v in values if v in acked_values) == len(acked_values), (
-        "an acknowledged value stored twice"
-    )
+    assert sum(1 for v in values if v in acked_values) == len(acked_values), "an acknowledged value stored twice"
 
 
 def test_torn_tail_and_deleted_index_recover(tmp_path: Path) -> None:
@@ -118,9 +107,7 @@ def test_torn_tail_and_deleted_index_recover(tmp_path: Path) -> None:
         tail.write(b"\x00\x00\x00\x00\x00\x00\x01\x2c\x00\x00\x01\x00garbage")
     logs[0].with_suffix(".index").unlink()
     with BrokerProcess(data) as proc:
-        consumer = Consumer(
-            {"bootstrap.servers": proc.bootstrap, "group.id": "v", "enable.auto.commit": False}
-        )
+        consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "v", "enable.auto.commit": False})
         low, high = consumer.get_watermark_offsets(TopicPartition("torn", 0), timeout=10)
         assert (low, high) == (0, 300)
         consumer.assign([TopicPartition("torn", 0, 150)])

@@ -14,18 +14,11 @@ from confluent_kafka import Producer
 from sluice.testing import create_topic
 
 
-def sluice(
-    *args: str, stdin: str | bytes | None = None, env: dict[str, str] | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
+def sluice(*args: str, stdin: str | bytes | None = None, env: dict[str, str] | None = None,
+           timeout: float = 60) -> subprocess.CompletedProcess[str]:
     text = not isinstance(stdin, bytes)
-    result = subprocess.run(
-        [sys.executable, "-m", "sluice", *args],
-        input=stdin,
-        capture_output=True,
-        timeout=timeout,
-        text=text,
-        env={**os.environ, **(env or {})},
-    )
+    result = subprocess.run([sys.executable, "-m", "sluice", *args], input=stdin, capture_output=True,
+                            timeout=timeout, text=text, env={**os.environ, **(env or {})})
     if not text:
         result.stdout = result.stdout.decode()
         result.stderr = result.stderr.decode()
@@ -38,14 +31,8 @@ def two_partitions(bootstrap: str) -> str:
     topic = create_topic(bootstrap, partitions=2, prefix="flags")
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(8):
-        producer.produce(
-            topic,
-            key=f"k{i}".encode(),
-            value=f"v{i}".encode(),
-            partition=0 if i < 5 else 1,
-            timestamp=(i + 1) * 1000,
-            headers=[("h", f"x{i}".encode())],
-        )
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0 if i < 5 else 1,
+                         timestamp=(i + 1) * 1000, headers=[("h", f"x{i}".encode())])
     assert producer.flush(30) == 0
     return topic
 
@@ -57,92 +44,45 @@ def values(result: subprocess.CompletedProcess[str]) -> list[str]:
 
 def test_offset_forms_with_exit_at_end(bootstrap: str, two_partitions: str) -> None:
     t = two_partitions
-    assert sorted(values(sluice("consume", t, "-b", bootstrap, "-o", "beginning", "-e"))) == [
-        f"v{i}" for i in range(8)
-    ]
+    assert sorted(values(sluice("consume", t, "-b", bootstrap, "-o", "beginning", "-e"))) == [f"v{i}" for i in range(8)]
     assert values(sluice("consume", t, "-b", bootstrap, "-o", "end", "-e")) == []
     assert values(sluice("consume", t, "-b", bootstrap, "-p", "0", "-o", "3", "-e")) == ["v3", "v4"]
     assert sorted(values(sluice("consume", t, "-b", bootstrap, "-o", "-1", "-e"))) == ["v4", "v7"]
     assert sorted(values(sluice("consume", t, "-b", bootstrap, "-o", "-2", "-e", "-p", "1"))) == ["v6", "v7"]
-    assert values(sluice("consume", t, "-b", bootstrap, "-p", "0", "-o", "s@3000", "-e")) == [
-        "v2",
-        "v3",
-        "v4",
-    ]
+    assert values(sluice("consume", t, "-b", bootstrap, "-p", "0", "-o", "s@3000", "-e")) == ["v2", "v3", "v4"]
     assert values(sluice("consume", t, "-b", bootstrap, "-p", "0", "-o", "e@3000")) == ["v0", "v1"]
     # -o beyond the end of a partition starts there: nothing to read before the end.
     assert values(sluice("consume", t, "-b", bootstrap, "-p", "0", "-o", "99", "-e")) == []
 
 
 def test_count_and_partition(bootstrap: str, two_partitions: str) -> None:
-    assert values(
-        sluice("consume", two_partitions, "-b", bootstrap, "-p", "1", "-o", "beginning", "-c", "2")
-    ) == ["v5", "v6"]
+    assert values(sluice("consume", two_partitions, "-b", bootstrap, "-p", "1", "-o", "beginning", "-c", "2")) \
+        == ["v5", "v6"]
 
 
 def test_format_tokens_and_escapes(bootstrap: str, two_partitions: str) -> None:
-    out = values(
-        sluice(
-            "consume",
-            two_partitions,
-            "-b",
-            bootstrap,
-            "-p",
-            "1",
-            "-o",
-            "beginning",
-            "-e",
-            "-f",
-            "%t|%p|%o|%k|%s|%T|%h|%K|%S|100%%\\t.\\n",
-        )
-    )
-    assert out == [
-        f"{two_partitions}|1|{i - 5}|k{i}|v{i}|{(i + 1) * 1000}|h=x{i}|2|2|100%\t." for i in (5, 6, 7)
-    ]
+    out = values(sluice("consume", two_partitions, "-b", bootstrap, "-p", "1", "-o", "beginning", "-e",
+                        "-f", "%t|%p|%o|%k|%s|%T|%h|%K|%S|100%%\\t.\\n"))
+    assert out == [f"{two_partitions}|1|{i - 5}|k{i}|v{i}|{(i + 1) * 1000}|h=x{i}|2|2|100%\t." for i in (5, 6, 7)]
 
 
 def test_json_lines(bootstrap: str, two_partitions: str) -> None:
     out = values(sluice("consume", two_partitions, "-b", bootstrap, "-p", "0", "-o", "4", "-e", "-J"))
-    assert [json.loads(line) for line in out] == [
-        {
-            "topic": two_partitions,
-            "partition": 0,
-            "offset": 4,
-            "timestamp": 5000,
-            "key": "k4",
-            "value": "v4",
-            "headers": [{"key": "h", "value": "x4"}],
-        }
-    ]
+    assert [json.loads(line) for line in out] == [{
+        "topic": two_partitions, "partition": 0, "offset": 4, "timestamp": 5000, "key": "k4", "value": "v4",
+        "headers": [{"key": "h", "value": "x4"}]}]
 
 
 def test_group_stored_offsets(bootstrap: str, two_partitions: str, group_name: str) -> None:
-    first = values(
-        sluice(
-            "consume",
-            two_partitions,
-            "-b",
-            bootstrap,
-            "-g",
-            group_name,
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-c",
-            "2",
-        )
-    )
+    first = values(sluice("consume", two_partitions, "-b", bootstrap, "-g", group_name, "-p", "0",
+                          "-o", "beginning", "-c", "2"))
     assert first == ["v0", "v1"]
     # The group committed where it stopped: -o stored continues from there.
     deadline = time.monotonic() + 20
     again: list[str] = []
     while time.monotonic() < deadline:
-        again = values(
-            sluice(
-                "consume", two_partitions, "-b", bootstrap, "-g", group_name, "-p", "0", "-o", "stored", "-e"
-            )
-        )
+        again = values(sluice("consume", two_partitions, "-b", bootstrap, "-g", group_name, "-p", "0",
+                              "-o", "stored", "-e"))
         if again == ["v2", "v3", "v4"]:
             break
     assert again == ["v2", "v3", "v4"]
@@ -151,41 +91,15 @@ def test_group_stored_offsets(bootstrap: str, two_partitions: str, group_name: s
 
 
 def test_old_option_spellings_still_work(bootstrap: str, two_partitions: str) -> None:
-    out = values(
-        sluice(
-            "consume",
-            two_partitions,
-            "-b",
-            bootstrap,
-            "--from-beginning",
-            "--count",
-            "8",
-            "--json",
-            "--timeout",
-            "20",
-        )
-    )
+    out = values(sluice("consume", two_partitions, "-b", bootstrap, "--from-beginning", "--count", "8",
+                        "--json", "--timeout", "20"))
     assert len(out) == 8 and all("value" in json.loads(line) for line in out)
 
 
 def test_bootstrap_from_environment_and_x_settings(bootstrap: str, two_partitions: str) -> None:
     env = {"SLUICE_BOOTSTRAP": bootstrap}
-    out = values(
-        sluice(
-            "consume",
-            two_partitions,
-            "-p",
-            "1",
-            "-o",
-            "beginning",
-            "-e",
-            "-X",
-            "client.id=flags-test",
-            "-X",
-            "fetch.wait.max.ms=50",
-            env=env,
-        )
-    )
+    out = values(sluice("consume", two_partitions, "-p", "1", "-o", "beginning", "-e",
+                        "-X", "client.id=flags-test", "-X", "fetch.wait.max.ms=50", env=env))
     assert out == ["v5", "v6", "v7"]
     bad = sluice("consume", two_partitions, "-e", "-X", "no.such.setting=1", env=env)
     assert bad.returncode != 0 and "no.such.setting" in bad.stderr
@@ -207,17 +121,14 @@ def test_isolation_levels_with_an_open_transaction(bootstrap: str) -> None:
     txn.produce(topic, b"pending")
     assert txn.flush(30) == 0  # written, not committed
     assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e")) == ["committed"]
-    assert values(
-        sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e", "--isolation", "read_committed")
-    ) == ["committed"]
-    assert values(
-        sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e", "--isolation", "read_uncommitted")
-    ) == ["committed", "pending"]
+    assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e",
+                         "--isolation", "read_committed")) == ["committed"]
+    assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e",
+                         "--isolation", "read_uncommitted")) == ["committed", "pending"]
     txn.commit_transaction(30)
     for level in ("read_committed", "read_uncommitted"):
-        assert values(
-            sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e", "--isolation", level)
-        ) == ["committed", "pending"]
+        assert values(sluice("consume", topic, "-b", bootstrap, "-o", "beginning", "-e",
+                             "--isolation", level)) == ["committed", "pending"]
     bad = sluice("consume", topic, "-b", bootstrap, "-e", "--isolation", "dirty")
     assert bad.returncode != 0 and "isolation" in bad.stderr
 
@@ -236,42 +147,19 @@ def test_bad_offsets_and_missing_things(bootstrap: str, two_partitions: str) -> 
 
 def test_produce_delimiters_partition_headers_acks(bootstrap: str) -> None:
     topic = create_topic(bootstrap, partitions=3, prefix="prod")
-    result = sluice(
-        "produce",
-        topic,
-        "-b",
-        bootstrap,
-        "-D",
-        ";",
-        "-K",
-        "=",
-        "-p",
-        "2",
-        "-H",
-        "a=1",
-        "-H",
-        "b=2",
-        "--acks",
-        "1",
-        stdin="k1=one;k2=two;three",
-    )
+    result = sluice("produce", topic, "-b", bootstrap, "-D", ";", "-K", "=", "-p", "2", "-H", "a=1", "-H", "b=2",
+                    "--acks", "1", stdin="k1=one;k2=two;three")
     assert result.returncode == 0, result.stderr
     assert "produced 3" in result.stderr
-    out = values(
-        sluice("consume", topic, "-b", bootstrap, "-p", "2", "-o", "beginning", "-e", "-f", "%k:%s:%h\\n")
-    )
+    out = values(sluice("consume", topic, "-b", bootstrap, "-p", "2", "-o", "beginning", "-e", "-f", "%k:%s:%h\\n"))
     assert out == ["k1:one:a=1,b=2", "k2:two:a=1,b=2", ":three:a=1,b=2"]
     # Every other partition is still empty.
-    assert (
-        values(sluice("consume", topic, "-b", bootstrap, "-p", "0", "-p", "1", "-o", "beginning", "-e")) == []
-    )
-    binary = sluice(
-        "produce", topic, "-b", bootstrap, "-p", "0", "--acks", "0", "-D", "\\x00", stdin=b"a\nb\x00c"
-    )
+    assert values(sluice("consume", topic, "-b", bootstrap, "-p", "0", "-p", "1", "-o", "beginning", "-e")) == []
+    binary = sluice("produce", topic, "-b", bootstrap, "-p", "0", "--acks", "0", "-D", "\\x00",
+                    stdin=b"a\nb\x00c")
     assert binary.returncode == 0, binary.stderr
-    assert values(
-        sluice("consume", topic, "-b", bootstrap, "-p", "0", "-o", "beginning", "-e", "-f", "%S\\n")
-    ) == ["3", "1"]
+    assert values(sluice("consume", topic, "-b", bootstrap, "-p", "0", "-o", "beginning", "-e", "-f", "%S\\n")) \
+        == ["3", "1"]
     bad_acks = sluice("produce", topic, "-b", bootstrap, "--acks", "2", stdin="x\n")
     assert bad_acks.returncode != 0 and "--acks" in bad_acks.stderr
 
@@ -286,9 +174,7 @@ def test_produce_reports_each_failure_by_kafka_error_name(bootstrap: str) -> Non
     # The broker's own refusal: a record over the topic's max.message.bytes.
     limited = topic + "-small"
     assert sluice("topics", "create", limited, "-b", bootstrap, "-c", "max.message.bytes=200").returncode == 0
-    big = sluice(
-        "produce", limited, "-b", bootstrap, "-X", "message.max.bytes=100000", stdin="y" * 5000 + "\n"
-    )
+    big = sluice("produce", limited, "-b", bootstrap, "-X", "message.max.bytes=100000", stdin="y" * 5000 + "\n")
     assert big.returncode == 1
     assert "message 0: MSG_SIZE_TOO_LARGE" in big.stderr
     assert "1 of 1 messages not delivered" in big.stderr
@@ -305,26 +191,8 @@ def test_null_values_print_as_empty_lines_in_the_plain_dump(bootstrap: str) -> N
 
 def test_offset_end_waits_for_new_messages_only(bootstrap: str, two_partitions: str) -> None:
     """-o end without -e: nothing already there, the first message produced afterwards (kcat -o end)."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sluice",
-            "consume",
-            two_partitions,
-            "-b",
-            bootstrap,
-            "-p",
-            "0",
-            "-o",
-            "end",
-            "-c",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "sluice", "consume", two_partitions, "-b", bootstrap, "-p", "0",
+                             "-o", "end", "-c", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     producer = Producer({"bootstrap.servers": bootstrap})
     try:
         deadline = time.monotonic() + 60

@@ -65,22 +65,15 @@ class Clock:
         assert reply_to == token
         return result
 
-    def beat(
-        self, member_id: str, epoch: int, owned: set[int] | None = None, **fields: Any
-    ) -> ConsumerGroupHeartbeatResult:
+    def beat(self, member_id: str, epoch: int, owned: set[int] | None = None, **fields: Any) -> ConsumerGroupHeartbeatResult:
         if epoch == 0:
             fields.setdefault("rebalance_timeout_ms", REBALANCE_MS)
             fields.setdefault("subscribed_topic_names", [TOPIC])
             owned = set() if owned is None else owned
         request = ConsumerGroupHeartbeat(
-            group_id=fields.pop("group_id", GROUP),
-            member_id=member_id,
-            member_epoch=epoch,
+            group_id=fields.pop("group_id", GROUP), member_id=member_id, member_epoch=epoch,
             topic_partitions=None if owned is None else [(TOPIC_ID, p) for p in sorted(owned)],
-            api_version=fields.pop("api_version", 1),
-            topics=self.topics,
-            client_id="test",
-            **fields,
+            api_version=fields.pop("api_version", 1), topics=self.topics, client_id="test", **fields,
         )
         result = self.call("consumer_group_heartbeat", request)
         assert isinstance(result, ConsumerGroupHeartbeatResult)
@@ -345,12 +338,8 @@ def test_new_partitions_bump_the_group_epoch() -> None:
 
 
 def commit(clock: Clock, member_id: str, epoch: int, partition: int = 0, offset: int = 5) -> ErrorCode:
-    request = OffsetCommit(
-        GROUP,
-        [OffsetCommitTopic(TOPIC, [OffsetCommitPartition(partition, offset)])],
-        generation_id=epoch,
-        member_id=member_id,
-    )
+    request = OffsetCommit(GROUP, [OffsetCommitTopic(TOPIC, [OffsetCommitPartition(partition, offset)])],
+                           generation_id=epoch, member_id=member_id)
     result = clock.call("offset_commit", request)
     assert isinstance(result, OffsetCommitResult)
     return result.topics[0].partitions[0].error_code
@@ -375,30 +364,13 @@ def test_offset_commit_checks_the_member_epoch() -> None:
 def test_classic_and_consumer_groups_do_not_mix() -> None:
     clock = Clock()
     Member(clock, "a").beat()
-    join = JoinGroup(
-        GROUP,
-        10_000,
-        "",
-        "consumer",
-        [JoinGroupProtocol("range", b"")],
-        rebalance_timeout_ms=10_000,
-        api_version=5,
-    )
+    join = JoinGroup(GROUP, 10_000, "", "consumer", [JoinGroupProtocol("range", b"")], rebalance_timeout_ms=10_000,
+                     api_version=5)
     result = clock.call("join_group", join)
     assert isinstance(result, JoinGroupResult)
     assert result.error_code is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    clock.call(
-        "join_group",
-        JoinGroup(
-            "classic-g",
-            10_000,
-            "",
-            "consumer",
-            [JoinGroupProtocol("range", b"")],
-            rebalance_timeout_ms=10_000,
-            api_version=3,
-        ),
-    )
+    clock.call("join_group", JoinGroup("classic-g", 10_000, "", "consumer", [JoinGroupProtocol("range", b"")],
+                                       rebalance_timeout_ms=10_000, api_version=3))
     refused = clock.beat("x", 0, group_id="classic-g")
     assert refused.error_code is ErrorCode.GROUP_ID_NOT_FOUND
     assert refused.error_message and "not a consumer group" in refused.error_message
@@ -438,11 +410,7 @@ def test_list_and_describe() -> None:
     assert isinstance(listed, ListGroupsResult)
     [group] = listed.groups
     assert (group.group_id, group.protocol_type, group.group_type, group.group_state) == (
-        GROUP,
-        "consumer",
-        "consumer",
-        "Stable",
-    )
+        GROUP, "consumer", "consumer", "Stable")
     only_classic = clock.call("list_groups", ListGroups(types_filter=["classic"]))
     assert isinstance(only_classic, ListGroupsResult) and not only_classic.groups
     described = clock.call("consumer_group_describe", ConsumerGroupDescribe([GROUP, "nope"]))
@@ -455,9 +423,7 @@ def test_list_and_describe() -> None:
     assert missing.error_code is ErrorCode.GROUP_ID_NOT_FOUND
     classic = clock.call("describe_groups", DescribeGroups([GROUP]))
     assert isinstance(classic, DescribeGroupsResult)
-    assert classic.groups[0].group_state == "Dead" and "not a classic group" in (
-        classic.groups[0].error_message or ""
-    )
+    assert classic.groups[0].group_state == "Dead" and "not a classic group" in (classic.groups[0].error_message or "")
 
 
 @pytest.mark.parametrize("assignor", ["uniform", "range"])

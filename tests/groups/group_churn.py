@@ -15,16 +15,8 @@ MemberFactory = Callable[[str, Ledger], Member]
 class Churn:
     """Produces a phase of messages, changes membership, and waits for the group to settle each time."""
 
-    def __init__(
-        self,
-        bootstrap: str,
-        topic: str,
-        group: str,
-        started: list[Member],
-        *,
-        partitions: int = 6,
-        per_phase: int = 8,
-    ) -> None:
+    def __init__(self, bootstrap: str, topic: str, group: str, started: list[Member], *,
+                 partitions: int = 6, per_phase: int = 8) -> None:
         self.bootstrap, self.topic, self.group = bootstrap, topic, group
         self.started = started  # every member ever started, for the final checks (and the test's cleanup)
         self.partitions, self.per_phase = partitions, per_phase
@@ -51,19 +43,11 @@ class Churn:
         self.survivors_revoked += sum(m.revoked_partitions for m in self.active) - before
 
     def settle(self, what: str) -> None:
-        wait_until(
-            lambda: (
-                partitions_covered(self.active, self.partitions) and all(m.holding() for m in self.active)
-            ),
-            60,
-            what,
-            self.active,
-        )
+        wait_until(lambda: partitions_covered(self.active, self.partitions) and all(m.holding() for m in self.active),
+                   60, what, self.active)
 
     def produce(self) -> None:
-        produce(
-            self.bootstrap, self.topic, self.partitions, self.per_phase, start=self.produced_per_partition
-        )
+        produce(self.bootstrap, self.topic, self.partitions, self.per_phase, start=self.produced_per_partition)
         self.produced_per_partition += self.per_phase
 
     def drain(self) -> None:
@@ -78,8 +62,6 @@ class Churn:
         assert not errors, errors
         ends = dict.fromkeys(range(self.partitions), self.produced_per_partition)
         self.ledger.check_exactly_once(ends)
-        assert committed_offsets(self.bootstrap, self.group) == {
-            (self.topic, p): end for p, end in ends.items()
-        }
+        assert committed_offsets(self.bootstrap, self.group) == {(self.topic, p): end for p, end in ends.items()}
         idle = [m.name for m in self.started if not self.ledger.by_member[m.name]]
         assert not idle, f"members that never processed anything: {idle}"

@@ -41,15 +41,8 @@ def create_topic(bootstrap: str, name: str, partitions: int) -> None:
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
-def produce(
-    bootstrap: str,
-    topic: str,
-    partitions: int,
-    per_partition: int,
-    *,
-    timestamp_of: Callable[[int, int], int] | None = None,
-    start: int = 0,
-) -> None:
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, *,
+            timestamp_of: Callable[[int, int], int] | None = None, start: int = 0) -> None:
     """`per_partition` messages to each partition; the value names its partition and sequence number."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for seq in range(start, start + per_partition):
@@ -96,21 +89,15 @@ SUBSCRIPTION_VERSION = 3  # as librdkafka sends it
 def subscription(topics: list[str]) -> bytes:
     codecs = struct_codecs("ConsumerProtocolSubscription")
     body = codecs[SUBSCRIPTION_VERSION].encode(
-        codecs.cls(topics=topics, user_data=None, owned_partitions=[], generation_id=-1)
-    )
+        codecs.cls(topics=topics, user_data=None, owned_partitions=[], generation_id=-1))
     return struct.pack(">h", SUBSCRIPTION_VERSION) + body
 
 
 def assignment(partitions: dict[str, list[int]]) -> bytes:
     codecs = struct_codecs("ConsumerProtocolAssignment")
     topic_cls = codecs.cls.TopicPartition
-    body = codecs[0].encode(
-        codecs.cls(
-            assigned_partitions=[
-                topic_cls(topic=topic, partitions=parts) for topic, parts in partitions.items()
-            ]
-        )
-    )
+    body = codecs[0].encode(codecs.cls(assigned_partitions=[
+        topic_cls(topic=topic, partitions=parts) for topic, parts in partitions.items()]))
     return struct.pack(">h", 0) + body
 
 
@@ -133,26 +120,13 @@ class RawMember:
     def close(self) -> None:
         self.client.close()
 
-    def join(
-        self,
-        topics: list[str],
-        *,
-        version: int = JOIN_VERSION,
-        session_timeout_ms: int = 6000,
-        protocol_type: str = "consumer",
-        protocol: str = "range",
-        instance_id: str | None = None,
-    ) -> Any:
+    def join(self, topics: list[str], *, version: int = JOIN_VERSION, session_timeout_ms: int = 6000,
+             protocol_type: str = "consumer", protocol: str = "range", instance_id: str | None = None) -> Any:
         cls = self.client.request_class("JoinGroup")
-        request = cls(
-            group_id=self.group,
-            session_timeout_ms=session_timeout_ms,
-            rebalance_timeout_ms=session_timeout_ms,
-            member_id=self.member_id,
-            group_instance_id=instance_id,
-            protocol_type=protocol_type,
-            protocols=[cls.JoinGroupRequestProtocol(name=protocol, metadata=subscription(topics))],
-        )
+        request = cls(group_id=self.group, session_timeout_ms=session_timeout_ms,
+                      rebalance_timeout_ms=session_timeout_ms, member_id=self.member_id,
+                      group_instance_id=instance_id, protocol_type=protocol_type,
+                      protocols=[cls.JoinGroupRequestProtocol(name=protocol, metadata=subscription(topics))])
         response = self.client.call("JoinGroup", version, request)
         if response.member_id:
             self.member_id = response.member_id
@@ -170,24 +144,16 @@ class RawMember:
 
     def sync(self, assignments: dict[str, bytes] | None = None, *, generation: int | None = None) -> Any:
         cls = self.client.request_class("SyncGroup")
-        request = cls(
-            group_id=self.group,
-            member_id=self.member_id,
-            generation_id=self.generation if generation is None else generation,
-            assignments=[
-                cls.SyncGroupRequestAssignment(member_id=m, assignment=a)
-                for m, a in (assignments or {}).items()
-            ],
-        )
+        request = cls(group_id=self.group, member_id=self.member_id,
+                      generation_id=self.generation if generation is None else generation,
+                      assignments=[cls.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                                   for m, a in (assignments or {}).items()])
         return self.client.call("SyncGroup", 3, request)
 
     def heartbeat(self, *, generation: int | None = None, member_id: str | None = None) -> int:
         cls = self.client.request_class("Heartbeat")
-        request = cls(
-            group_id=self.group,
-            member_id=self.member_id if member_id is None else member_id,
-            generation_id=self.generation if generation is None else generation,
-        )
+        request = cls(group_id=self.group, member_id=self.member_id if member_id is None else member_id,
+                      generation_id=self.generation if generation is None else generation)
         return self.client.call("Heartbeat", 4, request).error_code
 
     def leave(self) -> int:
@@ -198,21 +164,11 @@ class RawMember:
 
     def commit(self, topic: str, partition: int, offset: int, *, generation: int | None = None) -> int:
         cls = self.client.request_class("OffsetCommit")
-        request = cls(
-            group_id=self.group,
-            member_id=self.member_id,
-            generation_id_or_member_epoch=self.generation if generation is None else generation,
-            topics=[
-                cls.OffsetCommitRequestTopic(
-                    name=topic,
-                    partitions=[
-                        cls.OffsetCommitRequestPartition(
-                            partition_index=partition, committed_offset=offset, committed_metadata=""
-                        )
-                    ],
-                )
-            ],
-        )
+        request = cls(group_id=self.group, member_id=self.member_id,
+                      generation_id_or_member_epoch=self.generation if generation is None else generation,
+                      topics=[cls.OffsetCommitRequestTopic(name=topic, partitions=[
+                          cls.OffsetCommitRequestPartition(
+                              partition_index=partition, committed_offset=offset, committed_metadata="")])])
         return self.client.call("OffsetCommit", 8, request).topics[0].partitions[0].error_code
 
 

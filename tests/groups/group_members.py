@@ -108,31 +108,16 @@ class Member:
 class ConfluentMember(Member):
     kind = "confluent-kafka"
 
-    def __init__(
-        self,
-        name: str,
-        ledger: Ledger,
-        bootstrap: str,
-        group: str,
-        topic: str,
-        *,
-        assignor: str = "range",
-        instance_id: str | None = None,
-        **config: Any,
-    ) -> None:
+    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str, *,
+                 assignor: str = "range", instance_id: str | None = None, **config: Any) -> None:
         super().__init__(name, ledger)
         self.topic = topic
         self.cooperative = assignor == "cooperative-sticky"
         self.config: dict[str, Any] = {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "client.id": name,
-            "partition.assignment.strategy": assignor,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": FAST_SESSION["session_timeout_ms"],
-            "heartbeat.interval.ms": FAST_SESSION["heartbeat_interval_ms"],
-            **config,
+            "bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+            "partition.assignment.strategy": assignor, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": FAST_SESSION["session_timeout_ms"],
+            "heartbeat.interval.ms": FAST_SESSION["heartbeat_interval_ms"], **config,
         }
         if instance_id is not None:
             self.config["group.instance.id"] = instance_id
@@ -162,9 +147,8 @@ class ConfluentMember(Member):
 
     def _run(self) -> None:
         consumer = self.consumer
-        consumer.subscribe(
-            [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
-        )
+        consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_lost)
         try:
             while not self.stop_event.is_set():
                 for message in consumer.consume(100, 0.1):
@@ -187,48 +171,30 @@ class ConsumerProtocolMember(ConfluentMember):
 
     kind = "confluent-kafka (consumer protocol)"
 
-    def __init__(
-        self,
-        name: str,
-        ledger: Ledger,
-        bootstrap: str,
-        group: str,
-        topic: str,
-        *,
-        instance_id: str | None = None,
-        **config: Any,
-    ) -> None:
+    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str, *,
+                 instance_id: str | None = None, **config: Any) -> None:
         super().__init__(name, ledger, bootstrap, group, topic, instance_id=instance_id, **config)
         self.cooperative = True
 
     def _client_config(self) -> dict[str, Any]:
         classic_only = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms")
-        return {
-            **{k: v for k, v in self.config.items() if k not in classic_only},
-            "group.protocol": "consumer",
-        }
+        return {**{k: v for k, v in self.config.items() if k not in classic_only}, "group.protocol": "consumer"}
 
 
 class KafkaPythonMember(Member):
     kind = "kafka-python"
 
-    def __init__(
-        self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str, assignor: type | None = None
-    ) -> None:
+    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str,
+                 assignor: type | None = None) -> None:
         super().__init__(name, ledger)
         from kafka import KafkaConsumer
         from kafka.coordinator.assignors.range import RangePartitionAssignor
 
         self.topic = topic
         self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            client_id=name,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            partition_assignment_strategy=[assignor or RangePartitionAssignor],
-            **FAST_SESSION,
-        )
+            bootstrap_servers=bootstrap, group_id=group, client_id=name, enable_auto_commit=False,
+            auto_offset_reset="earliest", partition_assignment_strategy=[assignor or RangePartitionAssignor],
+            **FAST_SESSION)
 
     def _run(self) -> None:
         from kafka import ConsumerRebalanceListener
@@ -268,9 +234,8 @@ class KafkaPythonMember(Member):
 class AiokafkaMember(Member):
     kind = "aiokafka"
 
-    def __init__(
-        self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str, assignor: type | None = None
-    ) -> None:
+    def __init__(self, name: str, ledger: Ledger, bootstrap: str, group: str, topic: str,
+                 assignor: type | None = None) -> None:
         super().__init__(name, ledger)
         self.bootstrap = bootstrap
         self.group = group
@@ -286,14 +251,9 @@ class AiokafkaMember(Member):
 
         member = self
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=self.group,
-            client_id=self.name,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            partition_assignment_strategy=(self.assignor or RangePartitionAssignor,),
-            **FAST_SESSION,
-        )
+            bootstrap_servers=self.bootstrap, group_id=self.group, client_id=self.name, enable_auto_commit=False,
+            auto_offset_reset="earliest", partition_assignment_strategy=(self.assignor or RangePartitionAssignor,),
+            **FAST_SESSION)
 
         class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
             async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -317,9 +277,7 @@ class AiokafkaMember(Member):
             await consumer.stop()
 
 
-def wait_until(
-    condition: Callable[[], object], timeout: float, what: str, members: Sequence[Member] = ()
-) -> float:
+def wait_until(condition: Callable[[], object], timeout: float, what: str, members: Sequence[Member] = ()) -> float:
     """Poll `condition()`; return the seconds it took. Fails early if any member thread died."""
     started = time.monotonic()
     while not condition():
@@ -327,10 +285,8 @@ def wait_until(
             if member.errors:
                 raise AssertionError(f"{member.name} failed while waiting for {what}") from member.errors[0]
         if time.monotonic() - started > timeout:
-            raise AssertionError(
-                f"timed out after {timeout}s waiting for {what}; holdings: "
-                + ", ".join(f"{m.name}={sorted(m.holding())}" for m in members)
-            )
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; holdings: "
+                                 + ", ".join(f"{m.name}={sorted(m.holding())}" for m in members))
         time.sleep(0.02)
     return time.monotonic() - started
 

@@ -31,18 +31,11 @@ def describe(bootstrap: str, group: str) -> Any:
         return client.call("ConsumerGroupDescribe", 0, request).groups[0]
 
 
-def heartbeat(
-    client: WireClient, group: str, member_id: str, epoch: int, topics: list[str] | None = None
-) -> Any:
+def heartbeat(client: WireClient, group: str, member_id: str, epoch: int, topics: list[str] | None = None) -> Any:
     cls = client.request_class("ConsumerGroupHeartbeat")
-    request = cls(
-        group_id=group,
-        member_id=member_id,
-        member_epoch=epoch,
-        rebalance_timeout_ms=30_000 if epoch == 0 else -1,
-        subscribed_topic_names=topics,
-        topic_partitions=[] if epoch == 0 else None,
-    )
+    request = cls(group_id=group, member_id=member_id, member_epoch=epoch,
+                  rebalance_timeout_ms=30_000 if epoch == 0 else -1,
+                  subscribed_topic_names=topics, topic_partitions=[] if epoch == 0 else None)
     return client.call("ConsumerGroupHeartbeat", 1, request)
 
 
@@ -51,8 +44,7 @@ def end_offsets(partitions: int, per_partition: int) -> dict[int, int]:
 
 
 def test_members_join_and_leave_and_every_message_is_processed_once(
-    fast_bootstrap: str, topic_name: str, group_name: str
-) -> None:
+        fast_bootstrap: str, topic_name: str, group_name: str) -> None:
     create_topic(fast_bootstrap, topic_name, PARTITIONS)
     ledger = Ledger()
     produced = 0
@@ -68,21 +60,13 @@ def test_members_join_and_leave_and_every_message_is_processed_once(
     produce_more(30)
     first, second = member("first").start(), member("second").start()
     members = [first, second]
-    wait_until(
-        lambda: partitions_covered(members, PARTITIONS) and all(len(m.holding()) == 3 for m in members),
-        TIMEOUT,
-        "two members sharing",
-        members,
-    )
+    wait_until(lambda: partitions_covered(members, PARTITIONS)
+               and all(len(m.holding()) == 3 for m in members), TIMEOUT, "two members sharing", members)
     produce_more(30)
     third = member("third").start()
     members.append(third)
-    wait_until(
-        lambda: partitions_covered(members, PARTITIONS) and all(len(m.holding()) == 2 for m in members),
-        TIMEOUT,
-        "three members sharing",
-        members,
-    )
+    wait_until(lambda: partitions_covered(members, PARTITIONS)
+               and all(len(m.holding()) == 2 for m in members), TIMEOUT, "three members sharing", members)
     produce_more(30)
     first.stop()
     members.remove(first)
@@ -94,14 +78,12 @@ def test_members_join_and_leave_and_every_message_is_processed_once(
     assert not any(m.errors for m in (first, second, third))
     ledger.check_exactly_once(end_offsets(PARTITIONS, produced))
     assert committed_offsets(fast_bootstrap, group_name) == {
-        (topic_name, p): produced for p in range(PARTITIONS)
-    }
+        (topic_name, p): produced for p in range(PARTITIONS)}
     assert first.revoked_partitions >= 1, "the first member must have given partitions away before leaving"
 
 
 def test_member_that_stops_heartbeating_is_removed_after_the_session_timeout(
-    fast_bootstrap: str, topic_name: str, group_name: str
-) -> None:
+        fast_bootstrap: str, topic_name: str, group_name: str) -> None:
     create_topic(fast_bootstrap, topic_name, PARTITIONS)
     # A member that joins, takes every partition and then goes silent (a crashed process).
     with WireClient.connect(fast_bootstrap) as silent:
@@ -116,12 +98,8 @@ def test_member_that_stops_heartbeating_is_removed_after_the_session_timeout(
         time.sleep(1.0)
         assert live.holding() == set()
         # ...and everything once the silent one's session has run out.
-        wait_until(
-            lambda: live.holding() == set(range(PARTITIONS)),
-            TIMEOUT,
-            "the silent member's partitions",
-            [live],
-        )
+        wait_until(lambda: live.holding() == set(range(PARTITIONS)), TIMEOUT, "the silent member's partitions",
+                   [live])
         assert time.monotonic() - went_silent >= CONSUMER_GROUP_SESSION_MS / 1000 * 0.9
         members = describe(fast_bootstrap, group_name).members
         assert [m.client_id for m in members] == ["live"]
@@ -131,21 +109,14 @@ def test_member_that_stops_heartbeating_is_removed_after_the_session_timeout(
 
 
 def test_list_describe_and_consumer_group_describe_show_the_group(
-    fast_bootstrap: str, topic_name: str, group_name: str
-) -> None:
+        fast_bootstrap: str, topic_name: str, group_name: str) -> None:
     create_topic(fast_bootstrap, topic_name, PARTITIONS)
     ledger = Ledger()
-    members = [
-        ConsumerProtocolMember(f"m{i}", ledger, fast_bootstrap, group_name, topic_name).start()
-        for i in range(2)
-    ]
+    members = [ConsumerProtocolMember(f"m{i}", ledger, fast_bootstrap, group_name, topic_name).start()
+               for i in range(2)]
     try:
-        wait_until(
-            lambda: partitions_covered(members, PARTITIONS) and all(m.holding() for m in members),
-            TIMEOUT,
-            "the group forming",
-            members,
-        )
+        wait_until(lambda: partitions_covered(members, PARTITIONS) and all(m.holding() for m in members),
+                   TIMEOUT, "the group forming", members)
         admin = AdminClient({"bootstrap.servers": fast_bootstrap})
         listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30)
         mine = [g for g in listed.valid if g.group_id == group_name]
@@ -185,16 +156,12 @@ def test_list_describe_and_consumer_group_describe_show_the_group(
             member.stop()
 
 
-def test_the_two_protocols_do_not_share_a_group(
-    fast_bootstrap: str, topic_name: str, group_name: str
-) -> None:
+def test_the_two_protocols_do_not_share_a_group(fast_bootstrap: str, topic_name: str, group_name: str) -> None:
     create_topic(fast_bootstrap, topic_name, PARTITIONS)
     ledger = Ledger()
     modern = ConsumerProtocolMember("modern", ledger, fast_bootstrap, group_name, topic_name).start()
     try:
-        wait_until(
-            lambda: modern.holding() == set(range(PARTITIONS)), TIMEOUT, "the consumer group", [modern]
-        )
+        wait_until(lambda: modern.holding() == set(range(PARTITIONS)), TIMEOUT, "the consumer group", [modern])
         # A classic member cannot join the live consumer group...
         classic = RawMember(fast_bootstrap, group_name)
         try:
@@ -221,8 +188,7 @@ def test_the_two_protocols_do_not_share_a_group(
 
 
 def test_committed_offsets_survive_the_group_going_empty_and_coming_back(
-    fast_bootstrap: str, topic_name: str, group_name: str
-) -> None:
+        fast_bootstrap: str, topic_name: str, group_name: str) -> None:
     create_topic(fast_bootstrap, topic_name, PARTITIONS)
     produce(fast_bootstrap, topic_name, PARTITIONS, 20)
     ledger = Ledger()

@@ -35,9 +35,8 @@ def leader(fast_bootstrap: str, group_name: str, topic_name: str) -> Iterator[Ra
     member.close()
 
 
-def test_join_v4_without_member_id_is_told_to_come_back_with_one(
-    fast_bootstrap: str, group_name: str, topic_name: str
-) -> None:
+def test_join_v4_without_member_id_is_told_to_come_back_with_one(fast_bootstrap: str, group_name: str,
+                                                                topic_name: str) -> None:
     member = RawMember(fast_bootstrap, group_name)
     first = member.join([topic_name], version=4)
     assert first.error_code == E.MEMBER_ID_REQUIRED
@@ -52,9 +51,8 @@ def test_join_v4_without_member_id_is_told_to_come_back_with_one(
     old.close()
 
 
-def test_heartbeats_from_strangers_and_stale_generations(
-    fast_bootstrap: str, leader: RawMember, group_name: str
-) -> None:
+def test_heartbeats_from_strangers_and_stale_generations(fast_bootstrap: str, leader: RawMember,
+                                                         group_name: str) -> None:
     assert leader.heartbeat() == E.NONE
     assert leader.heartbeat(member_id="nobody-0000") == E.UNKNOWN_MEMBER_ID
     assert leader.heartbeat(generation=leader.generation + 1) == E.ILLEGAL_GENERATION
@@ -78,9 +76,8 @@ def test_sync_and_commit_with_wrong_identity(leader: RawMember, topic_name: str)
     assert leader.commit(topic_name, 0, 5) == E.NONE
 
 
-def test_unknown_member_ids_cannot_join_or_leave(
-    fast_bootstrap: str, leader: RawMember, group_name: str, topic_name: str
-) -> None:
+def test_unknown_member_ids_cannot_join_or_leave(fast_bootstrap: str, leader: RawMember, group_name: str,
+                                                 topic_name: str) -> None:
     stranger = RawMember(fast_bootstrap, group_name)
     stranger.member_id = "made-up-id"
     assert stranger.join([topic_name]).error_code == E.UNKNOWN_MEMBER_ID
@@ -88,20 +85,15 @@ def test_unknown_member_ids_cannot_join_or_leave(
     stranger.close()
     # LeaveGroup before v3 names one member and answers with its error at the top level.
     cls = leader.client.request_class("LeaveGroup")
-    assert (
-        leader.client.call("LeaveGroup", 1, cls(group_id=group_name, member_id="made-up-id")).error_code
+    assert leader.client.call("LeaveGroup", 1, cls(group_id=group_name, member_id="made-up-id")).error_code \
         == E.UNKNOWN_MEMBER_ID
-    )
-    assert (
-        leader.client.call("LeaveGroup", 1, cls(group_id=group_name, member_id=leader.member_id)).error_code
+    assert leader.client.call("LeaveGroup", 1, cls(group_id=group_name, member_id=leader.member_id)).error_code \
         == E.NONE
-    )
     assert leader.heartbeat() == E.UNKNOWN_MEMBER_ID
 
 
-def test_requests_in_the_middle_of_a_rebalance(
-    fast_bootstrap: str, leader: RawMember, group_name: str, topic_name: str
-) -> None:
+def test_requests_in_the_middle_of_a_rebalance(fast_bootstrap: str, leader: RawMember, group_name: str,
+                                               topic_name: str) -> None:
     newcomer = RawMember(fast_bootstrap, group_name)
     answers: dict[str, Any] = {}
     joining = threading.Thread(target=lambda: answers.setdefault("join", newcomer.join_fully([topic_name])))
@@ -120,10 +112,7 @@ def test_requests_in_the_middle_of_a_rebalance(
     assert leader.commit(topic_name, 0, 2) == E.REBALANCE_IN_PROGRESS
     syncing = threading.Thread(target=lambda: answers.setdefault("sync", newcomer.sync()))
     syncing.start()  # parked until the leader's assignment arrives
-    plan = {
-        leader.member_id: assignment({topic_name: [0]}),
-        newcomer.member_id: assignment({topic_name: [1]}),
-    }
+    plan = {leader.member_id: assignment({topic_name: [0]}), newcomer.member_id: assignment({topic_name: [1]})}
     assert decode_assignment(leader.sync(plan).assignment) == {topic_name: [0]}
     syncing.join(10)
     assert decode_assignment(answers["sync"].assignment) == {topic_name: [1]}
@@ -143,12 +132,8 @@ def test_a_replaced_static_member_is_fenced(fast_bootstrap: str, group_name: str
 
     def heartbeat(member: RawMember) -> int:
         cls = member.client.request_class("Heartbeat")
-        request = cls(
-            group_id=group_name,
-            member_id=member.member_id,
-            generation_id=member.generation,
-            group_instance_id="instance-1",
-        )
+        request = cls(group_id=group_name, member_id=member.member_id, generation_id=member.generation,
+                      group_instance_id="instance-1")
         return member.client.call("Heartbeat", 4, request).error_code
 
     assert heartbeat(first) == E.FENCED_INSTANCE_ID
@@ -157,9 +142,8 @@ def test_a_replaced_static_member_is_fenced(fast_bootstrap: str, group_name: str
     second.close()
 
 
-def test_inconsistent_protocols_are_refused(
-    fast_bootstrap: str, leader: RawMember, group_name: str, topic_name: str
-) -> None:
+def test_inconsistent_protocols_are_refused(fast_bootstrap: str, leader: RawMember, group_name: str,
+                                            topic_name: str) -> None:
     other = RawMember(fast_bootstrap, group_name)
     # A Kafka Connect worker cannot join a consumer group...
     assert other.join([topic_name], protocol_type="connect").error_code == E.INCONSISTENT_GROUP_PROTOCOL
@@ -169,22 +153,17 @@ def test_inconsistent_protocols_are_refused(
     assert leader.heartbeat() == E.NONE
 
 
-def test_join_with_a_session_timeout_out_of_bounds(
-    fast_bootstrap: str, group_name: str, topic_name: str
-) -> None:
+def test_join_with_a_session_timeout_out_of_bounds(fast_bootstrap: str, group_name: str, topic_name: str) -> None:
     member = RawMember(fast_bootstrap, group_name)
     assert member.join([topic_name], session_timeout_ms=10).error_code == E.INVALID_SESSION_TIMEOUT
     member.close()
 
 
-def test_delete_groups_refuses_a_group_with_members(
-    fast_bootstrap: str, leader: RawMember, group_name: str
-) -> None:
+def test_delete_groups_refuses_a_group_with_members(fast_bootstrap: str, leader: RawMember,
+                                                    group_name: str) -> None:
     missing = f"{group_name}-missing"
     assert delete_groups(fast_bootstrap, group_name, missing) == {
-        group_name: E.NON_EMPTY_GROUP,
-        missing: E.GROUP_ID_NOT_FOUND,
-    }
+        group_name: E.NON_EMPTY_GROUP, missing: E.GROUP_ID_NOT_FOUND}
     assert leader.heartbeat() == E.NONE
     assert leader.leave() == E.NONE
     assert delete_groups(fast_bootstrap, group_name) == {group_name: E.NONE}

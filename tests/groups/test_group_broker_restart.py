@@ -24,9 +24,8 @@ def own_broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     proc.kill()
 
 
-def test_groups_resume_from_committed_offsets_after_kill_9(
-    own_broker: BrokerProcess, topic_name: str, group_name: str
-) -> None:
+def test_groups_resume_from_committed_offsets_after_kill_9(own_broker: BrokerProcess, topic_name: str,
+                                                           group_name: str) -> None:
     bootstrap = own_broker.bootstrap
     create_topic(bootstrap, topic_name, PARTITIONS)
     ledger = Ledger()
@@ -51,22 +50,18 @@ def test_groups_resume_from_committed_offsets_after_kill_9(
         own_broker.restart()
         produce(bootstrap, topic_name, PARTITIONS, PER_PHASE, start=PER_PHASE)
         drain(2)
-        wait_until(
-            lambda: partitions_covered([first, second], PARTITIONS), 30, "the group to form again", members
-        )
+        wait_until(lambda: partitions_covered([first, second], PARTITIONS), 30, "the group to form again", members)
         # Members that rejoin after the restart may start a rebalance first; it must end Stable with both.
-        wait_until(
-            lambda: group_state(bootstrap, group_name) == ("STABLE", 2), 30, "the group to be Stable", members
-        )
+        wait_until(lambda: group_state(bootstrap, group_name) == ("STABLE", 2), 30, "the group to be Stable",
+                   members)
         first.stop()
         second.stop()
 
         # Crash while nobody consumes: a newcomer starts where the group left off, skipping nothing.
         own_broker.kill()
         own_broker.restart()
-        assert committed_offsets(bootstrap, group_name) == {
-            (topic_name, p): 2 * PER_PHASE for p in range(PARTITIONS)
-        }
+        assert committed_offsets(bootstrap, group_name) == {(topic_name, p): 2 * PER_PHASE
+                                                            for p in range(PARTITIONS)}
         produce(bootstrap, topic_name, PARTITIONS, PER_PHASE, start=2 * PER_PHASE)
         newcomer = member("newcomer")
         drain(3)
@@ -79,6 +74,4 @@ def test_groups_resume_from_committed_offsets_after_kill_9(
     assert not [e for m in members for e in m.errors]
     ledger.check_exactly_once({p: 3 * PER_PHASE for p in range(PARTITIONS)})
     assert ledger.by_member["newcomer"] == PARTITIONS * PER_PHASE
-    assert committed_offsets(bootstrap, group_name) == {
-        (topic_name, p): 3 * PER_PHASE for p in range(PARTITIONS)
-    }
+    assert committed_offsets(bootstrap, group_name) == {(topic_name, p): 3 * PER_PHASE for p in range(PARTITIONS)}

@@ -34,9 +34,8 @@ TIMEOUT = 60.0
 def sluice(*args: str) -> subprocess.CompletedProcess[str]:
     # Wide enough that rich never wraps a message the assertions look for.
     env = {**os.environ, "COLUMNS": "1000"}
-    return subprocess.run(
-        [sys.executable, "-m", "sluice", *args], capture_output=True, text=True, timeout=120, env=env
-    )
+    return subprocess.run([sys.executable, "-m", "sluice", *args], capture_output=True, text=True, timeout=120,
+                          env=env)
 
 
 def admin_of(proc: BrokerProcess) -> str:
@@ -56,13 +55,10 @@ def kafka_listed(bootstrap: str) -> set[str]:
 
 
 def test_a_created_group_exists_before_members_and_sets_their_session_timeout(
-    admin_broker: BrokerProcess, topic_name: str, group_name: str
-) -> None:
+        admin_broker: BrokerProcess, topic_name: str, group_name: str) -> None:
     bootstrap, admin = admin_broker.bootstrap, admin_of(admin_broker)
     create_topic(bootstrap, topic_name, 1)
-    made = sluice(
-        "groups", "create", group_name, "--session-timeout-ms", "2000", "-b", bootstrap, "--admin", admin
-    )
+    made = sluice("groups", "create", group_name, "--session-timeout-ms", "2000", "-b", bootstrap, "--admin", admin)
     assert made.returncode == 0, made.stderr
     assert "created consumer group" in made.stdout
     assert group_name in kafka_listed(bootstrap)  # Kafka's ListGroups shows it, with no member yet
@@ -94,8 +90,7 @@ def test_a_created_group_exists_before_members_and_sets_their_session_timeout(
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_an_ephemeral_group_goes_with_its_offsets_when_the_last_member_leaves(
-    admin_broker: BrokerProcess, topic_name: str, group_name: str, protocol: str
-) -> None:
+        admin_broker: BrokerProcess, topic_name: str, group_name: str, protocol: str) -> None:
     bootstrap, admin = admin_broker.bootstrap, admin_of(admin_broker)
     create_topic(bootstrap, topic_name, 1)
     produce(bootstrap, topic_name, 1, 5)
@@ -105,19 +100,9 @@ def test_an_ephemeral_group_goes_with_its_offsets_when_the_last_member_leaves(
     time.sleep(0.5)
     assert group_name in listed(admin_broker)  # nobody joined yet: it waits for its members
     extra = {"session.timeout.ms": 3000, "heartbeat.interval.ms": 300} if protocol == "classic" else {}
-    consumers = [
-        Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group_name,
-                "group.protocol": protocol,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": False,
-                **extra,
-            }
-        )
-        for _ in range(2)
-    ]
+    consumers = [Consumer({"bootstrap.servers": bootstrap, "group.id": group_name, "group.protocol": protocol,
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+                 for _ in range(2)]
     for consumer in consumers:
         consumer.subscribe([topic_name])
 
@@ -143,8 +128,7 @@ def test_an_ephemeral_group_goes_with_its_offsets_when_the_last_member_leaves(
 
 
 def test_an_ephemeral_group_goes_when_its_last_member_expires_or_the_broker_restarts_without_it(
-    tmp_path: Path, topic_name: str, group_name: str
-) -> None:
+        tmp_path: Path, topic_name: str, group_name: str) -> None:
     """A member that vanishes without leaving (its process killed) expires at its session timeout, and
     the ephemeral group goes with its offsets; so does one whose member was lost with a broker kill -9."""
     proc = BrokerProcess(tmp_path / "data", config=fast_config(tmp_path), admin=True).start()
@@ -152,9 +136,7 @@ def test_an_ephemeral_group_goes_when_its_last_member_expires_or_the_broker_rest
         create_topic(proc.bootstrap, topic_name, 1)
 
         def vanishing_member(group: str) -> RawMember:
-            made = sluice(
-                "groups", "create", group, "--ephemeral", "-b", proc.bootstrap, "--admin", admin_of(proc)
-            )
+            made = sluice("groups", "create", group, "--ephemeral", "-b", proc.bootstrap, "--admin", admin_of(proc))
             assert made.returncode == 0, made.stderr
             member = RawMember(proc.bootstrap, group)
             member.join_fully([topic_name], session_timeout_ms=1000)
@@ -179,8 +161,7 @@ def test_an_ephemeral_group_goes_when_its_last_member_expires_or_the_broker_rest
 
 
 def test_an_ephemeral_kip848_group_after_a_restart_keeps_members_that_come_back_and_goes_without(
-    tmp_path: Path, topic_name: str
-) -> None:
+        tmp_path: Path, topic_name: str) -> None:
     """KIP-848 membership is not persisted: after a restart an ephemeral group waits a session timeout
     for its members. A live consumer rejoins and keeps it (and its offsets) until it leaves; a group
     whose consumer went away while the broker was down goes at the end of the wait."""
@@ -191,19 +172,11 @@ def test_an_ephemeral_kip848_group_after_a_restart_keeps_members_that_come_back_
         create_topic(proc.bootstrap, topic_name, 1)
         produce(proc.bootstrap, topic_name, 1, 5)
         for group in (kept, lost):
-            made = sluice(
-                "groups", "create", group, "--ephemeral", "-b", proc.bootstrap, "--admin", admin_of(proc)
-            )
+            made = sluice("groups", "create", group, "--ephemeral", "-b", proc.bootstrap, "--admin", admin_of(proc))
             assert made.returncode == 0, made.stderr
-            consumer = consumers[group] = Consumer(
-                {
-                    "bootstrap.servers": proc.bootstrap,
-                    "group.id": group,
-                    "group.protocol": "consumer",
-                    "auto.offset.reset": "earliest",
-                    "enable.auto.commit": False,
-                }
-            )
+            consumer = consumers[group] = Consumer({
+                "bootstrap.servers": proc.bootstrap, "group.id": group, "group.protocol": "consumer",
+                "auto.offset.reset": "earliest", "enable.auto.commit": False})
             consumer.subscribe([topic_name])
             wait_for(lambda c=consumer: c.poll(0.1) is not None, TIMEOUT, "a message")
             consumer.commit(offsets=[TopicPartition(topic_name, 0, 2)], asynchronous=False)
@@ -228,8 +201,7 @@ def test_an_ephemeral_kip848_group_after_a_restart_keeps_members_that_come_back_
 
 
 def test_delete_refuses_a_group_with_members_unless_forced(
-    admin_broker: BrokerProcess, topic_name: str, group_name: str
-) -> None:
+        admin_broker: BrokerProcess, topic_name: str, group_name: str) -> None:
     bootstrap, admin = admin_broker.bootstrap, admin_of(admin_broker)
     create_topic(bootstrap, topic_name, 1)
     assert sluice("groups", "create", group_name, "-b", bootstrap, "--admin", admin).returncode == 0
@@ -280,13 +252,10 @@ def test_created_groups_survive_restarts_and_ephemeral_flags_too(tmp_path: Path,
         proc.stop()
 
 
-def test_bad_create_and_rewind_input_gets_clear_errors(
-    admin_broker: BrokerProcess, group_name: str, topic_name: str
-) -> None:
+def test_bad_create_and_rewind_input_gets_clear_errors(admin_broker: BrokerProcess, group_name: str,
+                                                       topic_name: str) -> None:
     bootstrap, admin = admin_broker.bootstrap, admin_of(admin_broker)
-    low = sluice(
-        "groups", "create", group_name, "--session-timeout-ms", "10", "-b", bootstrap, "--admin", admin
-    )
+    low = sluice("groups", "create", group_name, "--session-timeout-ms", "10", "-b", bootstrap, "--admin", admin)
     assert low.returncode == 1 and "INVALID_SESSION_TIMEOUT" in low.stderr
     long_name = sluice("groups", "create", "g" * 300, "-b", bootstrap, "--admin", admin)
     assert long_name.returncode == 1 and "INVALID_GROUP_ID" in long_name.stderr
@@ -302,10 +271,8 @@ def test_bad_create_and_rewind_input_gets_clear_errors(
             return exc.code, json.load(exc)
 
     create_topic(bootstrap, topic_name, 1)
-    status, body = post(
-        f"/v1/groups/{group_name}/rewind",
-        json.dumps({"offsets": [{"topic": topic_name, "partition": 9, "offset": 0}]}).encode(),
-    )
+    status, body = post(f"/v1/groups/{group_name}/rewind",
+                        json.dumps({"offsets": [{"topic": topic_name, "partition": 9, "offset": 0}]}).encode())
     assert status == 404 and body["error"] == "UNKNOWN_TOPIC_OR_PARTITION"
     status, body = post(f"/v1/groups/{group_name}/rewind", b'{"offsets": []}')
     assert status == 400 and "non-empty" in body["message"]
@@ -318,9 +285,7 @@ def test_bad_create_and_rewind_input_gets_clear_errors(
     # A running group without live: refused with Kafka's NON_EMPTY_GROUP.
     member = RawMember(bootstrap, group_name)
     member.join_fully([topic_name])
-    status, body = post(
-        f"/v1/groups/{group_name}/rewind",
-        json.dumps({"offsets": [{"topic": topic_name, "partition": 0, "offset": 0}]}).encode(),
-    )
+    status, body = post(f"/v1/groups/{group_name}/rewind",
+                        json.dumps({"offsets": [{"topic": topic_name, "partition": 0, "offset": 0}]}).encode())
     assert status == 409 and body["error"] == "NON_EMPTY_GROUP"
     member.close()

@@ -13,20 +13,13 @@ from group_members import FAST_SESSION, ConfluentMember, Ledger, Member, partiti
 from sluice.errors import ErrorCode
 
 
-def test_a_clean_leave_settles_the_group_at_once(
-    fast_bootstrap: str, topic_name: str, group_name: str, started: list[Member]
-) -> None:
+def test_a_clean_leave_settles_the_group_at_once(fast_bootstrap: str, topic_name: str, group_name: str,
+                                                 started: list[Member]) -> None:
     create_topic(fast_bootstrap, topic_name, 6)
     ledger = Ledger()
-    started += [
-        ConfluentMember(f"m{i}", ledger, fast_bootstrap, group_name, topic_name).start() for i in range(3)
-    ]
-    wait_until(
-        lambda: partitions_covered(started, 6) and all(m.holding() for m in started),
-        30,
-        "three members sharing six partitions",
-        started,
-    )
+    started += [ConfluentMember(f"m{i}", ledger, fast_bootstrap, group_name, topic_name).start() for i in range(3)]
+    wait_until(lambda: partitions_covered(started, 6) and all(m.holding() for m in started), 30,
+               "three members sharing six partitions", started)
     leaving, staying = started[0], started[1:]
     began = time.monotonic()
     leaving.stop()  # LeaveGroup: the coordinator rebalances now, not after a session timeout
@@ -37,9 +30,8 @@ def test_a_clean_leave_settles_the_group_at_once(
     assert group_state(fast_bootstrap, group_name) == ("STABLE", 2)
 
 
-def test_a_member_that_stops_heartbeating_is_evicted(
-    fast_bootstrap: str, topic_name: str, group_name: str, started: list[Member]
-) -> None:
+def test_a_member_that_stops_heartbeating_is_evicted(fast_bootstrap: str, topic_name: str, group_name: str,
+                                                     started: list[Member]) -> None:
     create_topic(fast_bootstrap, topic_name, 2)
     ledger = Ledger()
     survivor = ConfluentMember("survivor", ledger, fast_bootstrap, group_name, topic_name).start()
@@ -56,12 +48,8 @@ def test_a_member_that_stops_heartbeating_is_evicted(
     silent_partitions = decode_assignment(synced.assignment)[topic_name]
     assert len(silent_partitions) == 1
     assert group_state(fast_bootstrap, group_name) == ("STABLE", 2)
-    wait_until(
-        lambda: survivor.holding() == {0, 1} - set(silent_partitions),
-        10,
-        "the survivor to give up the silent member's share",
-        started,
-    )
+    wait_until(lambda: survivor.holding() == {0, 1} - set(silent_partitions), 10,
+               "the survivor to give up the silent member's share", started)
 
     wait_until(lambda: survivor.holding() == {0, 1}, 10, "the survivor to take everything back", started)
     evicted_after_s = time.monotonic() - synced_at
@@ -100,32 +88,22 @@ while True:
 """
 
 
-def test_a_killed_member_process_is_evicted_after_its_session(
-    fast_bootstrap: str, topic_name: str, group_name: str, started: list[Member]
-) -> None:
+def test_a_killed_member_process_is_evicted_after_its_session(fast_bootstrap: str, topic_name: str,
+                                                              group_name: str, started: list[Member]) -> None:
     create_topic(fast_bootstrap, topic_name, 2)
     survivor = ConfluentMember("survivor", Ledger(), fast_bootstrap, group_name, topic_name).start()
     started.append(survivor)
     wait_until(lambda: survivor.holding() == {0, 1}, 30, "the first member to hold both partitions", started)
     session_ms = 1500
-    child = subprocess.Popen(
-        [sys.executable, "-c", KAFKA_PYTHON_MEMBER, fast_bootstrap, group_name, topic_name, str(session_ms)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    child = subprocess.Popen([sys.executable, "-c", KAFKA_PYTHON_MEMBER, fast_bootstrap, group_name, topic_name,
+                              str(session_ms)], stdout=subprocess.PIPE, text=True)
     reports: list[str] = []
     assert child.stdout is not None
-    reader = threading.Thread(
-        target=lambda: reports.extend(line.strip() for line in child.stdout), daemon=True
-    )
+    reader = threading.Thread(target=lambda: reports.extend(line.strip() for line in child.stdout), daemon=True)
     reader.start()
     try:
-        wait_until(
-            lambda: any(r != "assigned" for r in reports) and len(survivor.holding()) == 1,
-            60,
-            "the kafka-python process to take a partition",
-            started,
-        )
+        wait_until(lambda: any(r != "assigned" for r in reports) and len(survivor.holding()) == 1, 60,
+                   "the kafka-python process to take a partition", started)
         child_partition = int(next(r for r in reports if r != "assigned").split()[1])
         assert survivor.holding() == {1 - child_partition}
         killed_at = time.monotonic()
@@ -140,9 +118,8 @@ def test_a_killed_member_process_is_evicted_after_its_session(
     assert group_state(fast_bootstrap, group_name) == ("STABLE", 1)
 
 
-def test_a_static_member_restarts_without_a_rebalance(
-    fast_bootstrap: str, topic_name: str, group_name: str, started: list[Member]
-) -> None:
+def test_a_static_member_restarts_without_a_rebalance(fast_bootstrap: str, topic_name: str, group_name: str,
+                                                      started: list[Member]) -> None:
     create_topic(fast_bootstrap, topic_name, 4)
     ledger = Ledger()
 
@@ -150,27 +127,16 @@ def test_a_static_member_restarts_without_a_rebalance(
     static_session_ms = 6000
 
     def static_member(name: str) -> ConfluentMember:
-        member = ConfluentMember(
-            name,
-            ledger,
-            fast_bootstrap,
-            group_name,
-            topic_name,
-            instance_id="static-1",
-            **{"session.timeout.ms": static_session_ms},
-        )
+        member = ConfluentMember(name, ledger, fast_bootstrap, group_name, topic_name, instance_id="static-1",
+                                 **{"session.timeout.ms": static_session_ms})
         started.append(member)
         return member
 
     other = ConfluentMember("other", ledger, fast_bootstrap, group_name, topic_name).start()
     started.append(other)
     first = static_member("static-first").start()
-    wait_until(
-        lambda: partitions_covered([other, first], 4) and first.holding() and other.holding(),
-        30,
-        "the two members to share the partitions",
-        started,
-    )
+    wait_until(lambda: partitions_covered([other, first], 4) and first.holding() and other.holding(), 30,
+               "the two members to share the partitions", started)
     owned = first.holding()
     produce(fast_bootstrap, topic_name, 4, 5)
     wait_until(lambda: ledger.total() == 20, 20, "the first messages consumed", started)
@@ -180,9 +146,7 @@ def test_a_static_member_restarts_without_a_rebalance(
     # its place, generation and partitions, and nobody else notices.
     first.stop()
     second = static_member("static-second").start()
-    wait_until(
-        lambda: second.holding() == owned, 10, "the restarted member to get its old partitions", started
-    )
+    wait_until(lambda: second.holding() == owned, 10, "the restarted member to get its old partitions", started)
     produce(fast_bootstrap, topic_name, 4, 5, start=5)
     wait_until(lambda: ledger.total() == 40, 20, "the later messages consumed", started)
     assert (other.assign_events, other.revoke_events) == (other_assigns, other_revokes)

@@ -38,9 +38,7 @@ def seeded_topic(bootstrap: str, topic_name: str) -> tuple[str, int]:
     """A topic of 3 x 10 messages stamped one second apart, starting a minute ago; returns (topic, base ms)."""
     base_ms = (int(time.time()) - 60) * 1000
     create_topic(bootstrap, topic_name, PARTITIONS)
-    produce(
-        bootstrap, topic_name, PARTITIONS, PER_PARTITION, timestamp_of=lambda _p, seq: base_ms + seq * 1000
-    )
+    produce(bootstrap, topic_name, PARTITIONS, PER_PARTITION, timestamp_of=lambda _p, seq: base_ms + seq * 1000)
     return topic_name, base_ms
 
 
@@ -48,29 +46,18 @@ def seeded_topic(bootstrap: str, topic_name: str) -> tuple[str, int]:
 def active_member(bootstrap: str, seeded_topic: tuple[str, int], group_name: str) -> Iterator[Consumer]:
     """One subscribed consumer holding every partition, with offsets 3, 4 and 5 committed."""
     topic, _ = seeded_topic
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group_name,
-            "client.id": "cli-test-member",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_name, "client.id": "cli-test-member",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
-    wait_for(
-        lambda: consumer.poll(0.1) is not None and len(consumer.assignment()) == PARTITIONS,
-        30,
-        "the consumer to be assigned every partition",
-    )
+    wait_for(lambda: consumer.poll(0.1) is not None and len(consumer.assignment()) == PARTITIONS, 30,
+             "the consumer to be assigned every partition")
     consumer.commit(offsets=[TopicPartition(topic, p, 3 + p) for p in range(PARTITIONS)], asynchronous=False)
     yield consumer
     consumer.close()
 
 
-def test_list_and_describe_an_active_group(
-    bootstrap: str, seeded_topic: tuple[str, int], group_name: str, active_member: Consumer
-) -> None:
+def test_list_and_describe_an_active_group(bootstrap: str, seeded_topic: tuple[str, int], group_name: str,
+                                           active_member: Consumer) -> None:
     topic, _ = seeded_topic
     listed = groups_json(bootstrap, "list")
     assert {"group": group_name, "state": "Stable", "type": "classic"} in listed
@@ -98,15 +85,12 @@ def test_list_and_describe_an_active_group(
     assert code == 0 and "Stable" in table and "classic" in table
 
 
-def test_an_active_group_refuses_reset_and_delete(
-    bootstrap: str, seeded_topic: tuple[str, int], group_name: str, active_member: Consumer
-) -> None:
+def test_an_active_group_refuses_reset_and_delete(bootstrap: str, seeded_topic: tuple[str, int],
+                                                  group_name: str, active_member: Consumer) -> None:
     topic, _ = seeded_topic
     before = committed_offsets(bootstrap, group_name)
     for dry_run in ([], ["--dry-run"]):
-        code, out, err = groups(
-            bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-earliest", *dry_run
-        )
+        code, out, err = groups(bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-earliest", *dry_run)
         assert code == 1 and "inactive" in err and "Stable" in err, (out, err)
     code, _, err = groups(bootstrap, "delete", group_name)
     assert code == 1 and "not empty" in err
@@ -114,9 +98,8 @@ def test_an_active_group_refuses_reset_and_delete(
     assert groups_json(bootstrap, "describe", group_name)["state"] == "Stable"
 
 
-def test_reset_offsets_every_option(
-    bootstrap: str, seeded_topic: tuple[str, int], group_name: str, active_member: Consumer
-) -> None:
+def test_reset_offsets_every_option(bootstrap: str, seeded_topic: tuple[str, int], group_name: str,
+                                    active_member: Consumer) -> None:
     topic, base_ms = seeded_topic
     active_member.close()  # an Empty group may be reset
 
@@ -156,9 +139,7 @@ def test_reset_offsets_every_option(
     reset("--to-datetime", (moment + timedelta(hours=1)).isoformat())  # after every record: the log end
     assert committed() == [10, 10, 10]
 
-    code, table, _ = groups(
-        bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-offset", "2", "--dry-run"
-    )
+    code, table, _ = groups(bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-offset", "2", "--dry-run")
     assert code == 0 and "dry run" in table and topic in table
     assert committed() == [10, 10, 10]
 
@@ -167,21 +148,13 @@ def test_reset_options_are_validated(bootstrap: str, seeded_topic: tuple[str, in
     topic, _ = seeded_topic
     code, _, err = groups(bootstrap, "reset-offsets", group_name, "--topic", topic)
     assert code == 2 and "exactly one" in err
-    code, _, err = groups(
-        bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-earliest", "--to-latest"
-    )
+    code, _, err = groups(bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-earliest", "--to-latest")
     assert code == 2 and "exactly one" in err
-    code, _, err = groups(
-        bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-datetime", "last tuesday"
-    )
+    code, _, err = groups(bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-datetime", "last tuesday")
     assert code == 2 and "ISO-8601" in err
-    code, _, err = groups(
-        bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-earliest", "-p", "7"
-    )
+    code, _, err = groups(bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-earliest", "-p", "7")
     assert code == 1 and "no partition 7" in err
-    code, _, err = groups(
-        bootstrap, "reset-offsets", group_name, "--topic", f"{topic}-absent", "--to-earliest"
-    )
+    code, _, err = groups(bootstrap, "reset-offsets", group_name, "--topic", f"{topic}-absent", "--to-earliest")
     assert code == 1 and "does not exist" in err
     # Shifting needs something to shift from; the group never committed.
     code, _, err = groups(bootstrap, "reset-offsets", group_name, "--topic", topic, "--shift-by", "1")
@@ -189,31 +162,23 @@ def test_reset_options_are_validated(bootstrap: str, seeded_topic: tuple[str, in
     assert committed_offsets(bootstrap, group_name) == {}
 
 
-def test_reset_creates_offsets_for_a_new_group(
-    bootstrap: str, seeded_topic: tuple[str, int], group_name: str
-) -> None:
+def test_reset_creates_offsets_for_a_new_group(bootstrap: str, seeded_topic: tuple[str, int],
+                                               group_name: str) -> None:
     topic, _ = seeded_topic
     groups_json(bootstrap, "reset-offsets", group_name, "--topic", topic, "--to-offset", "6")
     assert committed_offsets(bootstrap, group_name) == {(topic, p): 6 for p in range(PARTITIONS)}
     assert groups_json(bootstrap, "describe", group_name)["state"] == "Empty"
     # A consumer of the group starts exactly there.
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group_name,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group_name, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
     first = wait_for(lambda: consumer.poll(0.2), 30, "the first message")
     consumer.close()
     assert first.offset() == 6
 
 
-def test_delete_an_empty_group(
-    bootstrap: str, seeded_topic: tuple[str, int], group_name: str, active_member: Consumer
-) -> None:
+def test_delete_an_empty_group(bootstrap: str, seeded_topic: tuple[str, int], group_name: str,
+                               active_member: Consumer) -> None:
     active_member.close()
     code, out, err = groups(bootstrap, "delete", group_name)
     assert code == 0 and "deleted" in out, err
@@ -225,15 +190,10 @@ def test_delete_an_empty_group(
     assert code == 1 and "does not exist" in err
 
 
-def test_the_sluice_command_mounts_groups(
-    bootstrap: str, seeded_topic: tuple[str, int], group_name: str, active_member: Consumer
-) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "sluice", "groups", "list", "--json", "--bootstrap", bootstrap],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def test_the_sluice_command_mounts_groups(bootstrap: str, seeded_topic: tuple[str, int],
+                                          group_name: str, active_member: Consumer) -> None:
+    done = subprocess.run([sys.executable, "-m", "sluice", "groups", "list", "--json", "--bootstrap", bootstrap],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert group_name in {g["group"] for g in json.loads(done.stdout)}
 

@@ -31,9 +31,7 @@ def offsets_log_range(bootstrap: str) -> tuple[int, int]:
 
 def offsets_log_records(bootstrap: str) -> list[int]:
     """Offsets of every record __consumer_offsets still holds, read from its start."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "inspect-records", "enable.auto.commit": False}
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "inspect-records", "enable.auto.commit": False})
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition("__consumer_offsets", 0), timeout=10)
         consumer.assign([TopicPartition("__consumer_offsets", 0, low)])
@@ -56,10 +54,8 @@ def test_offsets_log_is_compacted_and_commits_survive(tmp_path: Path) -> None:
         admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(10)
         consumer = Consumer({"bootstrap.servers": proc.bootstrap, "group.id": "billing"})
         for i in range(1, 301):
-            consumer.commit(
-                offsets=[TopicPartition("orders", 0, i), TopicPartition("orders", 1, 2 * i)],
-                asynchronous=False,
-            )
+            consumer.commit(offsets=[TopicPartition("orders", 0, i), TopicPartition("orders", 1, 2 * i)],
+                            asynchronous=False)
         consumer.close()
         start, end = offsets_log_range(proc.bootstrap)
         assert start == 0 and end >= 600, "300 commits of 2 offsets each"

@@ -42,12 +42,8 @@ def java_classpaths() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session", params=VERSIONS, ids=[f"kafka-clients-{v}" for v in VERSIONS])
-def java(
-    request: pytest.FixtureRequest,
-    java_classpaths: dict[str, str],
-    java_broker: BrokerProcess,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[JavaClient]:
+def java(request: pytest.FixtureRequest, java_classpaths: dict[str, str], java_broker: BrokerProcess,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[JavaClient]:
     version: str = request.param
     log = tmp_path_factory.mktemp(f"java-{version}") / "stderr.log"
     client = JavaClient(version, java_classpaths[version], java_broker.bootstrap, log)

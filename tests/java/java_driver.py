@@ -67,14 +67,8 @@ class JavaError(Exception):
 class JavaClient:
     """One SluiceJavaClient JVM for one kafka-clients version, talking to one broker."""
 
-    def __init__(
-        self,
-        version: str,
-        classpath: str,
-        bootstrap: str,
-        stderr_log: Path,
-        security: dict[str, str] | None = None,
-    ) -> None:
+    def __init__(self, version: str, classpath: str, bootstrap: str, stderr_log: Path,
+                 security: dict[str, str] | None = None) -> None:
         """`security`: client settings every client of this JVM gets (SCRAM mode: security.protocol, sasl.*)."""
         self.version = version
         self.major = int(version.split(".")[0])
@@ -85,13 +79,8 @@ class JavaClient:
             properties.write_text("".join(f"{key}={value}\n" for key, value in security.items()))
             args.append(str(properties))
         with stderr_log.open("w") as stderr:  # the child keeps its own copy of the descriptor
-            self.proc = subprocess.Popen(
-                ["java", *JVM_FLAGS, "-cp", classpath, "SluiceJavaClient", *args],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                text=True,
-            )
+            self.proc = subprocess.Popen(["java", *JVM_FLAGS, "-cp", classpath, "SluiceJavaClient", *args],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
         self.replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.listeners: dict[str, Callable[[dict[str, Any]], None]] = {}
         self.lock = threading.Lock()  # one command at a time: replies come back in order
@@ -109,10 +98,8 @@ class JavaClient:
             except queue.Empty:
                 raise TimeoutError(f"no reply to {line!r} in {timeout}s") from None
         if reply is None:
-            raise RuntimeError(
-                f"the JVM exited (code {self.proc.poll()}) before answering {line!r}; "
-                f"its stderr: {self.stderr_log}"
-            )
+            raise RuntimeError(f"the JVM exited (code {self.proc.poll()}) before answering {line!r}; "
+                               f"its stderr: {self.stderr_log}")
         if "error" in reply:
             raise JavaError(reply["error"], reply["message"])
         return reply["reply"]
@@ -148,15 +135,8 @@ class JavaMember(Member):
 
     kind = "java"
 
-    def __init__(
-        self,
-        name: str,
-        ledger: Ledger,
-        client: JavaClient,
-        group: str,
-        topic: str,
-        config: dict[str, str | int],
-    ) -> None:
+    def __init__(self, name: str, ledger: Ledger, client: JavaClient, group: str, topic: str,
+                 config: dict[str, str | int]) -> None:
         super().__init__(name, ledger)
         self.client, self.group, self.topic = client, group, topic
         self.java_name = f"{group}/{name}"  # unique in the JVM, which outlives the test

@@ -20,9 +20,7 @@ def test_topic_lifecycle(java: JavaClient, topic_name: str, tmp_path_factory: py
     described = java.call("describe-topics", topic_name)[topic_name]
     assert described["id"] == topic_id and topic_id != "AAAAAAAAAAAAAAAAAAAAAA"  # not Uuid.ZERO
     assert not described["internal"]
-    assert described["partitions"] == [
-        {"partition": p, "leader": 1, "replicas": [1], "isr": [1]} for p in range(3)
-    ]
+    assert described["partitions"] == [{"partition": p, "leader": 1, "replicas": [1], "isr": [1]} for p in range(3)]
     assert topic_name in java.call("list-topics")
     with pytest.raises(JavaError) as exists:
         java.call("create-topic", topic_name, 1)

@@ -34,23 +34,12 @@ PARTITIONS = 6
 PER_PHASE = 5  # messages per partition produced before each membership change
 
 
-def run_churn(
-    bootstrap: str,
-    topic: str,
-    group: str,
-    started: list[Member],
-    first: list[MemberFactory],
-    later: list[MemberFactory],
-    when_all_joined: Callable[[list[Member]], None] | None = None,
-) -> Churn:
+def run_churn(bootstrap: str, topic: str, group: str, started: list[Member], first: list[MemberFactory],
+              later: list[MemberFactory], when_all_joined: Callable[[list[Member]], None] | None = None) -> Churn:
     """Two members, then one more, then the first leaves; messages flow before every change and are drained
     after it."""
     churn = Churn(bootstrap, topic, group, started, partitions=PARTITIONS, per_phase=PER_PHASE)
-    for change in (
-        lambda: churn.add(*first),
-        lambda: churn.add(*later),
-        lambda: churn.remove(churn.active[0]),
-    ):
+    for change in (lambda: churn.add(*first), lambda: churn.add(*later), lambda: churn.remove(churn.active[0])):
         churn.produce()
         change()
         if when_all_joined and len(churn.active) == len(first) + len(later):
@@ -65,17 +54,9 @@ def java_member(java: JavaClient, group: str, topic: str, **config: str | int) -
 
 
 @pytest.mark.parametrize("assignor", list(ASSIGNORS))
-def test_java_members_come_and_go(
-    java: JavaClient,
-    java_bootstrap: str,
-    topic_name: str,
-    group_name: str,
-    started: list[Member],
-    assignor: str,
-) -> None:
-    factory = java_member(
-        java, group_name, topic_name, **{"partition.assignment.strategy": ASSIGNORS[assignor]}
-    )
+def test_java_members_come_and_go(java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str,
+                                  started: list[Member], assignor: str) -> None:
+    factory = java_member(java, group_name, topic_name, **{"partition.assignment.strategy": ASSIGNORS[assignor]})
     churn = run_churn(java_bootstrap, topic_name, group_name, started, [factory] * 2, [factory])
     if assignor == "cooperative-sticky":
         assert churn.survivors_revoked == 0  # incremental: when a member leaves, the others only gain
@@ -84,37 +65,21 @@ def test_java_members_come_and_go(
 
 
 @pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
-def test_java_and_librdkafka_share_a_group(
-    java: JavaClient,
-    java_bootstrap: str,
-    topic_name: str,
-    group_name: str,
-    started: list[Member],
-    assignor: str,
-) -> None:
+def test_java_and_librdkafka_share_a_group(java: JavaClient, java_bootstrap: str, topic_name: str,
+                                           group_name: str, started: list[Member], assignor: str) -> None:
     """The protocol names match ("range", "cooperative-sticky"), so either client may lead the group."""
-    in_java = java_member(
-        java, group_name, topic_name, **{"partition.assignment.strategy": ASSIGNORS[assignor]}
-    )
+    in_java = java_member(java, group_name, topic_name, **{"partition.assignment.strategy": ASSIGNORS[assignor]})
 
     def rdkafka(name: str, ledger: Ledger) -> Member:
-        return ConfluentMember(
-            name,
-            ledger,
-            java_bootstrap,
-            group_name,
-            topic_name,
-            assignor=assignor,
-            **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500},
-        )
+        return ConfluentMember(name, ledger, java_bootstrap, group_name, topic_name, assignor=assignor,
+                               **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
 
     run_churn(java_bootstrap, topic_name, group_name, started, [in_java, rdkafka], [in_java])
     assert {m.kind for m in started} == {"java", "confluent-kafka"}
 
 
-def test_static_members_restart_without_a_rebalance(
-    java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str, started: list[Member]
-) -> None:
+def test_static_members_restart_without_a_rebalance(java: JavaClient, java_bootstrap: str, topic_name: str,
+                                                    group_name: str, started: list[Member]) -> None:
     """A static member (group.instance.id) that closes does not leave; when it comes back within the
     session timeout it gets its old assignment in the same generation, and nobody else notices."""
     partitions = 4
@@ -123,28 +88,15 @@ def test_static_members_restart_without_a_rebalance(
 
     def member(name: str, instance: str) -> JavaMember:
         # A 10 s session: the restart must happen within it even on a loaded machine.
-        m = JavaMember(
-            name,
-            ledger,
-            java,
-            group_name,
-            topic_name,
-            {
-                "group.instance.id": instance,
-                "partition.assignment.strategy": ASSIGNORS["range"],
-                "session.timeout.ms": 10_000,
-            },
-        )
+        m = JavaMember(name, ledger, java, group_name, topic_name,
+                       {"group.instance.id": instance, "partition.assignment.strategy": ASSIGNORS["range"],
+                        "session.timeout.ms": 10_000})
         started.append(m)
         return m.start()  # type: ignore[return-value]
 
     def settle(members: list[JavaMember], what: str) -> None:
-        wait_until(
-            lambda: partitions_covered(members, partitions) and all(m.holding() for m in members),
-            30,
-            what,
-            members,
-        )
+        wait_until(lambda: partitions_covered(members, partitions) and all(m.holding() for m in members),
+                   30, what, members)
 
     produced = 0
 
@@ -186,21 +138,16 @@ def test_static_members_restart_without_a_rebalance(
     ledger.check_exactly_once(dict.fromkeys(range(partitions), produced))
 
 
-def test_group_admin_operations(
-    java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str, started: list[Member]
-) -> None:
+def test_group_admin_operations(java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str,
+                                started: list[Member]) -> None:
     create_topic(java_bootstrap, topic_name, 2)
     produce(java_bootstrap, topic_name, 2, 5)
     ledger = Ledger()
     # Explicitly the classic protocol (the default of both 3.9 and 4.x, the only one sluice serves).
     member = JavaMember("m", ledger, java, group_name, topic_name, {"group.protocol": "classic"})
     started.append(member.start())
-    wait_until(
-        lambda: committed_offsets(java_bootstrap, group_name) == {(topic_name, 0): 5, (topic_name, 1): 5},
-        30,
-        "everything processed and committed",
-        [member],
-    )
+    wait_until(lambda: committed_offsets(java_bootstrap, group_name) == {(topic_name, 0): 5, (topic_name, 1): 5},
+               30, "everything processed and committed", [member])
 
     assert java.call("list-groups")[group_name] == "Stable"
     description = java.call("describe-groups", group_name)[group_name]
@@ -237,19 +184,12 @@ def skip_preview_client(java: JavaClient) -> None:
 
 
 @pytest.mark.parametrize("assignor", ["uniform", "range"])
-def test_kip_848_members_come_and_go(
-    java: JavaClient,
-    java_bootstrap: str,
-    topic_name: str,
-    group_name: str,
-    started: list[Member],
-    assignor: str,
-) -> None:
+def test_kip_848_members_come_and_go(java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str,
+                                     started: list[Member], assignor: str) -> None:
     """group.protocol=consumer: the broker assigns (group.remote.assignor), members only heartbeat."""
     skip_preview_client(java)
-    factory = java_member(
-        java, group_name, topic_name, **{"group.protocol": "consumer", "group.remote.assignor": assignor}
-    )
+    factory = java_member(java, group_name, topic_name,
+                          **{"group.protocol": "consumer", "group.remote.assignor": assignor})
 
     def described(members: list[Member]) -> None:
         # The admin asks with ConsumerGroupDescribe. The group is Stable once the members' heartbeats have
@@ -263,21 +203,16 @@ def test_kip_848_members_come_and_go(
             held = {m.java_name: sorted(m.holding()) for m in members}  # type: ignore[attr-defined]
             return found if by_client == held else None
 
-        description = wait_for(
-            settled, 10, "the group Stable, each member holding what the broker assigned it"
-        )
+        description = wait_for(settled, 10, "the group Stable, each member holding what the broker assigned it")
         assert description["assignor"] == assignor
 
     churn = run_churn(java_bootstrap, topic_name, group_name, started, [factory] * 2, [factory], described)
     if assignor == "uniform":
-        assert (
-            churn.survivors_revoked == 0
-        )  # sticky and incremental: when a member leaves, the others only gain
+        assert churn.survivors_revoked == 0  # sticky and incremental: when a member leaves, the others only gain
 
 
-def test_kip_848_java_and_librdkafka_share_a_group(
-    java: JavaClient, java_bootstrap: str, topic_name: str, group_name: str, started: list[Member]
-) -> None:
+def test_kip_848_java_and_librdkafka_share_a_group(java: JavaClient, java_bootstrap: str, topic_name: str,
+                                                  group_name: str, started: list[Member]) -> None:
     skip_preview_client(java)
     in_java = java_member(java, group_name, topic_name, **{"group.protocol": "consumer"})
 

@@ -30,7 +30,6 @@ class Rec:
 
     def line(self) -> str:
         """One line of SluiceJavaClient's produce file: hex everywhere, "-" for null ("" is empty)."""
-
         def hx(data: bytes | None) -> str:
             return "-" if data is None else data.hex()
 
@@ -46,25 +45,10 @@ def sample(count: int, seed: int) -> list[Rec]:
     records = []
     for i in range(count):
         key = None if i % 7 == 3 else b"" if i % 7 == 5 else f"key-{i}".encode() + bytes([0, 255, i % 256])
-        value = (
-            None
-            if i % 11 == 5
-            else b""
-            if i % 13 == 4
-            else b"compressible " * rng.randint(10, 1500)
-            if i % 3 == 0
-            else rng.randbytes(rng.randint(1, 3000))
-        )
-        headers: tuple[tuple[str, bytes | None], ...] = (
-            ()
-            if i % 4 == 0
-            else (
-                ("trace", rng.randbytes(8)),
-                ("nullable", None),
-                ("trace", b""),
-                ("zählung", str(i).encode()),
-            )
-        )
+        value = (None if i % 11 == 5 else b"" if i % 13 == 4
+                 else b"compressible " * rng.randint(10, 1500) if i % 3 == 0 else rng.randbytes(rng.randint(1, 3000)))
+        headers: tuple[tuple[str, bytes | None], ...] = () if i % 4 == 0 else (
+            ("trace", rng.randbytes(8)), ("nullable", None), ("trace", b""), ("zählung", str(i).encode()))
         timestamp = BASE_TIME + i if i % 2 == 0 else None
         records.append(Rec(i % PARTITIONS, timestamp, key, value, headers))
     return records
@@ -79,21 +63,9 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list[BatchHeader]
     """The record batch headers as the broker serves them (Fetch v4), to see compression and producer ids."""
     with WireClient.connect(bootstrap) as client:
         cls = client.request_class("Fetch")
-        request = cls(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=64 << 20,
-            isolation_level=0,
-            topics=[
-                cls.FetchTopic(
-                    topic=topic,
-                    partitions=[
-                        cls.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=64 << 20)
-                    ],
-                )
-            ],
-        )
+        request = cls(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20, isolation_level=0,
+                      topics=[cls.FetchTopic(topic=topic, partitions=[
+                          cls.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=64 << 20)])])
         records = client.call("Fetch", 4, request).responses[0].partitions[0].records
         return [header for _, header in iter_batches(bytes(records))]
 
@@ -107,15 +79,8 @@ def confluent_read(bootstrap: str, topic: str, partition: int, count: int) -> li
         for _ in range(100):
             for message in consumer.consume(count - len(out), 0.5):
                 assert message.error() is None, message.error()
-                out.append(
-                    {
-                        "offset": message.offset(),
-                        "timestamp": message.timestamp()[1],
-                        "key": message.key(),
-                        "value": message.value(),
-                        "headers": tuple(message.headers() or ()),
-                    }
-                )
+                out.append({"offset": message.offset(), "timestamp": message.timestamp()[1], "key": message.key(),
+                            "value": message.value(), "headers": tuple(message.headers() or ())})
             if len(out) >= count:
                 break
     finally:
@@ -124,21 +89,13 @@ def confluent_read(bootstrap: str, topic: str, partition: int, count: int) -> li
 
 
 @pytest.mark.parametrize("codec", list(CODECS))
-def test_every_codec_round_trips_byte_exact(
-    java: JavaClient, java_bootstrap: str, topic_name: str, tmp_path: Path, codec: str
-) -> None:
+def test_every_codec_round_trips_byte_exact(java: JavaClient, java_bootstrap: str, topic_name: str, tmp_path: Path,
+                                            codec: str) -> None:
     java.call("create-topic", topic_name, PARTITIONS)
     records = sample(60, seed=len(codec))
     # linger.ms gathers several records per batch, so the codec compresses real multi-record batches.
-    produced = java.call(
-        "produce",
-        topic_name,
-        write_records(tmp_path / "in.txt", records),
-        f"compression.type={codec}",
-        "acks=all",
-        "linger.ms=20",
-        "enable.idempotence=false",
-    )
+    produced = java.call("produce", topic_name, write_records(tmp_path / "in.txt", records),
+                         f"compression.type={codec}", "acks=all", "linger.ms=20", "enable.idempotence=false")
     by_partition: dict[int, list[tuple[Rec, int]]] = {p: [] for p in range(PARTITIONS)}
     for rec, (partition, offset, timestamp) in zip(records, produced, strict=True):
         assert partition == rec.partition
@@ -147,21 +104,14 @@ def test_every_codec_round_trips_byte_exact(
         assert offset == len(by_partition[partition]) - 1  # one producer, in order: offsets 0, 1, 2...
 
     for partition, sent in by_partition.items():
-        expected = [
-            {"offset": o, "timestamp": ts, "key": r.key, "value": r.value, "headers": r.headers}
-            for o, (r, ts) in enumerate(sent)
-        ]
+        expected = [{"offset": o, "timestamp": ts, "key": r.key, "value": r.value, "headers": r.headers}
+                    for o, (r, ts) in enumerate(sent)]
         from_java = java.call("consume", topic_name, partition, 0, len(sent))
-        assert [
-            {
-                "offset": m["offset"],
-                "timestamp": m["timestamp"],
-                "key": None if m["key"] is None else bytes.fromhex(m["key"]),
-                "value": None if m["value"] is None else bytes.fromhex(m["value"]),
-                "headers": tuple((n, None if v is None else bytes.fromhex(v)) for n, v in m["headers"]),
-            }
-            for m in from_java
-        ] == expected
+        assert [{"offset": m["offset"], "timestamp": m["timestamp"],
+                 "key": None if m["key"] is None else bytes.fromhex(m["key"]),
+                 "value": None if m["value"] is None else bytes.fromhex(m["value"]),
+                 "headers": tuple((n, None if v is None else bytes.fromhex(v)) for n, v in m["headers"])}
+                for m in from_java] == expected
         assert {m["timestamp_type"] for m in from_java} == {"CreateTime"}
         assert confluent_read(java_bootstrap, topic_name, partition, len(sent)) == expected
         batches = raw_batches(java_bootstrap, topic_name, partition)
@@ -195,25 +145,16 @@ def test_list_offsets_and_offsets_for_times(java: JavaClient, topic_name: str, t
     assert java.call("offsets-for-times", topic_name, 0, BASE_TIME + 120_000)["offset"] is None
 
 
-def test_idempotent_producer_writes_each_record_once(
-    java: JavaClient, java_bootstrap: str, topic_name: str, tmp_path: Path
-) -> None:
+def test_idempotent_producer_writes_each_record_once(java: JavaClient, java_bootstrap: str, topic_name: str,
+                                                     tmp_path: Path) -> None:
     java.call("create-topic", topic_name, PARTITIONS)
     count = 3000
     path = tmp_path / "seq.txt"
     path.write_text("".join(f"- - {i % 50:04x} {i:08x} -\n" for i in range(count)))  # keyed: 50 keys
     # Five requests in flight per connection and small batches: many concurrent sequenced batches.
-    produced = java.call(
-        "produce",
-        topic_name,
-        str(path),
-        "enable.idempotence=true",
-        "acks=all",
-        "max.in.flight.requests.per.connection=5",
-        "batch.size=2048",
-        "linger.ms=2",
-        "compression.type=lz4",
-    )
+    produced = java.call("produce", topic_name, str(path), "enable.idempotence=true", "acks=all",
+                         "max.in.flight.requests.per.connection=5", "batch.size=2048", "linger.ms=2",
+                         "compression.type=lz4")
     assert len(produced) == count
     seen: list[int] = []
     for partition in range(PARTITIONS):

@@ -65,21 +65,13 @@ def test_metrics_while_producing_and_consuming(admin_broker: BrokerProcess) -> N
     seen = [sc.get("sluice_topic_messages_in_total", {}).get((("topic", topic),), 0) for sc in scrapes]
     assert seen == sorted(seen) and 0 < seen[-1] <= 2000
 
-    consumer = Consumer(
-        {
-            "bootstrap.servers": admin_broker.bootstrap,
-            "group.id": f"{topic}-g",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-        }
-    )
+    consumer = Consumer({"bootstrap.servers": admin_broker.bootstrap, "group.id": f"{topic}-g",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
     got = 0
     while got < 2000:
         got += sum(1 for m in consumer.consume(1000, 5) if m.error() is None)
-    consumer.commit(
-        offsets=[TopicPartition(topic, 0, 600), TopicPartition(topic, 1, 1000)], asynchronous=False
-    )
+    consumer.commit(offsets=[TopicPartition(topic, 0, 600), TopicPartition(topic, 1, 1000)], asynchronous=False)
     consumer.close()
 
     samples = scrape(url)
@@ -87,9 +79,7 @@ def test_metrics_while_producing_and_consuming(admin_broker: BrokerProcess) -> N
     assert samples["sluice_topic_messages_in_total"][by_topic] == 2000
     assert samples["sluice_topic_bytes_in_total"][by_topic] >= 2000 * 50
     assert samples["sluice_topic_messages_out_total"][by_topic] >= 2000
-    assert (
-        samples["sluice_topic_bytes_out_total"][by_topic] >= samples["sluice_topic_bytes_in_total"][by_topic]
-    )
+    assert samples["sluice_topic_bytes_out_total"][by_topic] >= samples["sluice_topic_bytes_in_total"][by_topic]
     for partition in ("0", "1"):
         labels = (("partition", partition), ("topic", topic))
         assert samples["sluice_partition_high_watermark"][labels] == 1000
@@ -100,18 +90,11 @@ def test_metrics_while_producing_and_consuming(admin_broker: BrokerProcess) -> N
     group = f"{topic}-g"
     assert lag[(("group", group), ("partition", "0"), ("topic", topic))] == 400
     assert lag[(("group", group), ("partition", "1"), ("topic", topic))] == 0
-    assert (
-        samples["sluice_consumer_group_committed_offset"][
-            (("group", group), ("partition", "0"), ("topic", topic))
-        ]
-        == 600
-    )
+    assert samples["sluice_consumer_group_committed_offset"][(("group", group), ("partition", "0"),
+                                                               ("topic", topic))] == 600
     produce_count = samples["sluice_request_duration_seconds_count"][(("api", "Produce"),)]
     assert produce_count >= 1
-    assert (
-        samples["sluice_request_duration_seconds_bucket"][(("api", "Produce"), ("le", "+Inf"))]
-        == produce_count
-    )
+    assert samples["sluice_request_duration_seconds_bucket"][(("api", "Produce"), ("le", "+Inf"))] == produce_count
     assert samples["sluice_request_duration_seconds_count"][(("api", "Fetch"),)] >= 1
     assert samples["sluice_fsync_duration_seconds_count"][()] >= 1
     assert samples["sluice_connections"][()] >= 1
@@ -157,29 +140,11 @@ def test_metrics_come_back_after_kill_and_restart(tmp_path: Path) -> None:
 
 def test_a_taken_metrics_port_is_a_clear_error(admin_broker: BrokerProcess) -> None:
     port = admin_broker.admin_url.rsplit(":", 1)[1]
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sluice",
-            "broker",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            ":memory:",
-            "--metrics-listen",
-            f"127.0.0.1:{port}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = subprocess.run([sys.executable, "-m", "sluice", "broker", "--listen", "127.0.0.1:0", "--data-dir",
+                             ":memory:", "--metrics-listen", f"127.0.0.1:{port}"],
+                            capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "address already in use" in (result.stdout + result.stderr).lower()
-    bad = subprocess.run(
-        [sys.executable, "-m", "sluice", "broker", "--data-dir", ":memory:", "--metrics-listen", "nowhere"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = subprocess.run([sys.executable, "-m", "sluice", "broker", "--data-dir", ":memory:", "--metrics-listen",
+                          "nowhere"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "HOST:PORT" in bad.stderr

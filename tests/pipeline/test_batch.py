@@ -22,13 +22,8 @@ def test_batch_read_returns_every_record_with_kafka_schema(spark: Any, kafka: An
     kafka.produce(
         topic,
         [
-            {
-                "value": b"v%d" % i,
-                "key": b"k%d" % i,
-                "partition": i % 2,
-                "timestamp": 1_700_000_000_000 + i,
-                "headers": [("h", b"x%d" % i), ("empty", None)],
-            }
+            {"value": b"v%d" % i, "key": b"k%d" % i, "partition": i % 2, "timestamp": 1_700_000_000_000 + i,
+             "headers": [("h", b"x%d" % i), ("empty", None)]}
             for i in range(20)
         ],
     )
@@ -56,9 +51,7 @@ def test_batch_read_honours_offsets_and_min_partitions(spark: Any, kafka: Any) -
     kafka.produce(topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(40)])
     starting = json.dumps({topic: {"0": 5, "1": -2}})
     ending = json.dumps({topic: {"0": 15, "1": -1}})
-    frame = _read(
-        spark, kafka, subscribe=topic, startingOffsets=starting, endingOffsets=ending, minPartitions="6"
-    )
+    frame = _read(spark, kafka, subscribe=topic, startingOffsets=starting, endingOffsets=ending, minPartitions="6")
     assert frame.rdd.getNumPartitions() >= 6
     offsets = sorted((r.partition, r.offset) for r in frame.select("partition", "offset").collect())
     assert offsets == [(0, o) for o in range(5, 15)] + [(1, o) for o in range(20)]
@@ -97,20 +90,14 @@ def test_batch_write_then_read_back(spark: Any, kafka: Any) -> None:
         ("value string", {}, "needs option 'topic' or a 'topic' column"),
         ("value int", {"topic": "t"}, "column 'value' must be string or binary, not int"),
         ("value string, partition string", {"topic": "t"}, "column 'partition' must be int"),
-        (
-            "value string",
-            {"topic": "t", "subscribe": "t"},
-            "unknown write option(s) for format 'sluice': subscribe",
-        ),
+        ("value string", {"topic": "t", "subscribe": "t"}, "unknown write option(s) for format 'sluice': subscribe"),
     ],
 )
 def test_bad_writes_fail_with_a_clear_message(
     spark: Any, kafka: Any, ddl: str, options: dict[str, str], message: str
 ) -> None:
     frame = spark.createDataFrame([], ddl)
-    writer = (
-        frame.write.format("sluice").option("kafka.bootstrap.servers", kafka.bootstrap).options(**options)
-    )
+    writer = frame.write.format("sluice").option("kafka.bootstrap.servers", kafka.bootstrap).options(**options)
     with pytest.raises(Exception) as caught:
         writer.mode("append").save()
     assert message in str(caught.value)
@@ -118,13 +105,9 @@ def test_bad_writes_fail_with_a_clear_message(
 
 def test_topic_column_routes_rows_and_option_overrides_it(spark: Any, kafka: Any) -> None:
     first, second = kafka.new_topic("route-a"), kafka.new_topic("route-b")
-    frame = spark.createDataFrame(
-        [(first, b"1"), (second, b"2"), (second, b"3")], "topic string, value binary"
-    )
+    frame = spark.createDataFrame([(first, b"1"), (second, b"2"), (second, b"3")], "topic string, value binary")
     overrides = {f"kafka.{k}": v for k, v in kafka.producer_overrides.items()}
-    writer = (
-        frame.write.format("sluice").option("kafka.bootstrap.servers", kafka.bootstrap).options(**overrides)
-    )
+    writer = frame.write.format("sluice").option("kafka.bootstrap.servers", kafka.bootstrap).options(**overrides)
     writer.mode("append").save()
     assert [m.value() for m in kafka.consume_all(first, 1)] == [b"1"]
     assert sorted(m.value() for m in kafka.consume_all(second, 1)) == [b"2", b"3"]

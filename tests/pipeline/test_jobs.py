@@ -73,24 +73,15 @@ def test_topic_to_parquet_to_topic_is_byte_exact(spark: Any, kafka: Any, tmp_pat
 def test_archive_dates_are_utc_days_at_the_boundary(spark: Any, kafka: Any, tmp_path: Path) -> None:
     topic = kafka.new_topic("archive-days")
     midnight_ms = 1_700_006_400_000  # 2023-11-15T00:00:00Z
-    kafka.produce(
-        topic,
-        [{"value": b"late", "timestamp": midnight_ms - 1}, {"value": b"early", "timestamp": midnight_ms}],
-    )
+    kafka.produce(topic, [{"value": b"late", "timestamp": midnight_ms - 1}, {"value": b"early", "timestamp": midnight_ms}])
     archive_dir = tmp_path / "archive"
 
     start_archive(spark, kafka.bootstrap, [topic], archive_dir, available_now=True).awaitTermination(120)
 
-    assert sorted(p.name for p in (archive_dir / f"topic={topic}").iterdir()) == [
-        "date=2023-11-14",
-        "date=2023-11-15",
-    ]
+    assert sorted(p.name for p in (archive_dir / f"topic={topic}").iterdir()) == ["date=2023-11-14", "date=2023-11-15"]
     rows = read_archive(spark, archive_dir).select("value", "date").collect()
     # The date stays a string column when read back, whatever type it was written from.
-    assert sorted((bytes(r.value), r.date) for r in rows) == [
-        (b"early", "2023-11-15"),
-        (b"late", "2023-11-14"),
-    ]
+    assert sorted((bytes(r.value), r.date) for r in rows) == [(b"early", "2023-11-15"), (b"late", "2023-11-14")]
 
 
 def test_replay_time_window(spark: Any, kafka: Any, tmp_path: Path) -> None:
@@ -98,15 +89,11 @@ def test_replay_time_window(spark: Any, kafka: Any, tmp_path: Path) -> None:
 
     source = kafka.new_topic("window-src")
     target = kafka.new_topic("window-dst")
-    kafka.produce(
-        source, [{"value": b"%d" % i, "timestamp": 1_700_000_000_000 + i * 1000} for i in range(10)]
-    )
+    kafka.produce(source, [{"value": b"%d" % i, "timestamp": 1_700_000_000_000 + i * 1000} for i in range(10)])
     start_archive(spark, kafka.bootstrap, source, tmp_path / "a", available_now=True).awaitTermination(120)
     since = datetime.fromtimestamp(1_700_000_003, tz=UTC)
     until = datetime.fromtimestamp(1_700_000_007, tz=UTC)
-    result = replay(
-        spark, kafka.bootstrap, tmp_path / "a", target, since, until, kafka_settings=kafka.producer_overrides
-    )
+    result = replay(spark, kafka.bootstrap, tmp_path / "a", target, since, until, kafka_settings=kafka.producer_overrides)
     assert result.records == 4
     assert [m.value() for m in kafka.consume_all(target, partitions=1)] == [b"3", b"4", b"5", b"6"]
 
@@ -139,23 +126,16 @@ def test_archive_stopped_half_way_and_restarted_loses_and_duplicates_nothing(
 
 
 def _archived_offsets(spark: Any, archive_dir: Path) -> list[tuple[int, int]]:
-    return sorted(
-        (r.partition, r.offset)
-        for r in read_archive(spark, archive_dir).select("partition", "offset").collect()
-    )
+    return sorted((r.partition, r.offset) for r in read_archive(spark, archive_dir).select("partition", "offset").collect())
 
 
-def test_archive_of_many_micro_batches_survives_sink_log_compaction(
-    spark: Any, kafka: Any, tmp_path: Path
-) -> None:
+def test_archive_of_many_micro_batches_survives_sink_log_compaction(spark: Any, kafka: Any, tmp_path: Path) -> None:
     # Spark's sink log compacts every 10th batch into one file; readers must still see every batch.
     topic = kafka.new_topic("many-batches", partitions=2)
     kafka.produce(topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(130)])
     archive_dir = tmp_path / "archive"
 
-    query = start_archive(
-        spark, kafka.bootstrap, topic, archive_dir, available_now=True, max_offsets_per_trigger=10
-    )
+    query = start_archive(spark, kafka.bootstrap, topic, archive_dir, available_now=True, max_offsets_per_trigger=10)
     query.awaitTermination(180)
 
     assert query.batches_written == 13 and query.records_written == 130
@@ -178,9 +158,7 @@ def test_archive_replaying_an_uncommitted_batch_duplicates_nothing(
     topic = kafka.new_topic("replayed-batch", partitions=2)
     kafka.produce(topic, [{"value": b"%d" % i, "partition": i % 2} for i in range(40)])
     archive_dir = tmp_path / "archive"
-    start_archive(
-        spark, kafka.bootstrap, topic, archive_dir, available_now=True, max_offsets_per_trigger=20
-    ).awaitTermination(120)
+    start_archive(spark, kafka.bootstrap, topic, archive_dir, available_now=True, max_offsets_per_trigger=20).awaitTermination(120)
     expected = [(p, o) for p in range(2) for o in range(20)]
     assert _archived_offsets(spark, archive_dir) == expected
 
@@ -202,24 +180,14 @@ def test_stats_per_topic_partition_and_hour(spark: Any, kafka: Any) -> None:
     topic = kafka.new_topic("stats", partitions=2)
     hour = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
     records = [
-        {
-            "value": b"12345",
-            "key": b"k%d" % (i % 3),
-            "partition": i % 2,
-            "timestamp": hour + (i // 4) * 3_600_000,
-        }
+        {"value": b"12345", "key": b"k%d" % (i % 3), "partition": i % 2, "timestamp": hour + (i // 4) * 3_600_000}
         for i in range(8)
     ]
     kafka.produce(topic, records)
     report = stats(read_topics(spark, kafka.bootstrap, topic))
-    assert [(r.topic, r.messages, r.bytes, r.distinct_keys) for r in report.by_topic] == [
-        (topic, 8, 8 * 7, 3)
-    ]
+    assert [(r.topic, r.messages, r.bytes, r.distinct_keys) for r in report.by_topic] == [(topic, 8, 8 * 7, 3)]
     assert [(r.partition, r.messages, r.bytes) for r in report.by_hour] == [
-        (0, 2, 14),
-        (0, 2, 14),
-        (1, 2, 14),
-        (1, 2, 14),
+        (0, 2, 14), (0, 2, 14), (1, 2, 14), (1, 2, 14)
     ]
     assert len({r.hour for r in report.by_hour}) == 2
 
@@ -235,9 +203,7 @@ def test_stats_per_topic_partition_and_hour(spark: Any, kafka: Any) -> None:
         ({"subscribe": "t", "kafka.no.such.setting": "1"}, "invalid kafka.* option"),
     ],
 )
-def test_bad_options_fail_with_a_clear_message(
-    spark: Any, kafka: Any, options: dict[str, str], message: str
-) -> None:
+def test_bad_options_fail_with_a_clear_message(spark: Any, kafka: Any, options: dict[str, str], message: str) -> None:
     reader = spark.read.format("sluice").option("kafka.bootstrap.servers", kafka.bootstrap).options(**options)
     with pytest.raises(Exception) as caught:
         reader.load().count()
@@ -252,9 +218,7 @@ def test_unreachable_broker_fails_fast(spark: Any) -> None:
         .option("subscribe", "t")
         .option("metadataTimeoutMs", "1500")
     )
-    with pytest.raises(
-        Exception, match=r"Kafka at 127\.0\.0\.1:1 did not answer a metadata request within 1\.5s"
-    ):
+    with pytest.raises(Exception, match=r"Kafka at 127\.0\.0\.1:1 did not answer a metadata request within 1\.5s"):
         reader.load().count()
     assert time.monotonic() - started < 30
 
@@ -267,28 +231,19 @@ def test_cli_archive_and_stats(kafka: Any, tmp_path: Path) -> None:
     common = ["--bootstrap", kafka.bootstrap, "--master", "local[1]"]
     archived = subprocess.run(
         [*command, "archive", "--topics", topic, "--to", str(tmp_path / "a"), "--available-now", *common],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=environment,
+        capture_output=True, text=True, timeout=600, env=environment,
     )
     assert archived.returncode == 0, archived.stderr[-3000:]
     assert "archived 12 records" in archived.stderr
     summary = subprocess.run(
         [*command, "stats", "--from", str(tmp_path / "a"), *common],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=environment,
+        capture_output=True, text=True, timeout=600, env=environment,
     )
     assert summary.returncode == 0, summary.stderr[-3000:]
     assert topic in summary.stdout and "12" in summary.stdout
     missing = subprocess.run(
         [*command, "replay", "--from", str(tmp_path / "a"), "--to-topic", "nowhere", *common],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=environment,
+        capture_output=True, text=True, timeout=600, env=environment,
     )
     assert missing.returncode == 2
     assert "topic 'nowhere' does not exist" in missing.stderr

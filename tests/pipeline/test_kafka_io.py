@@ -34,9 +34,7 @@ SCHEMA = to_arrow_schema(kafka_schema(include_headers=True), timezone="UTC")
 def test_read_range_yields_exactly_the_range_as_arrow(kafka: Any) -> None:
     topic = kafka.new_topic("range-read")
     kafka.produce(topic, [{"value": b"%d" % i, "headers": [("i", b"%d" % i)]} for i in range(30)])
-    batches = list(
-        read_range(kafka.bootstrap, {}, OffsetRange(topic, 0, 7, 19), SCHEMA, 10, True, max_batch_rows=5)
-    )
+    batches = list(read_range(kafka.bootstrap, {}, OffsetRange(topic, 0, 7, 19), SCHEMA, 10, True, max_batch_rows=5))
     assert all(batch.schema.equals(SCHEMA) for batch in batches)
     table = pa.Table.from_batches(batches)
     assert table.column("offset").to_pylist() == list(range(7, 19))
@@ -73,10 +71,7 @@ def _message(offset: int, **fields: Any) -> Message:
 
 
 def test_batch_of_contiguous_records_without_headers() -> None:
-    records = [
-        _message(10 + i, value=b"v%d" % i, key=None if i % 2 else b"k", timestamp=(1, 1_000 + i))
-        for i in range(4)
-    ]
+    records = [_message(10 + i, value=b"v%d" % i, key=None if i % 2 else b"k", timestamp=(1, 1_000 + i)) for i in range(4)]
     batch = records_to_batch(records, "t", 3, SCHEMA)
     assert batch.schema.equals(SCHEMA)
     assert batch.to_pydict() == {
@@ -99,17 +94,10 @@ def test_batch_with_offset_gaps_mixed_timestamps_and_headers() -> None:
     ]
     batch = records_to_batch(records, "t", 3, SCHEMA)
     assert batch.column("offset").to_pylist() == [3, 7, 8]
-    assert batch.column("timestamp").to_pylist() == [
-        None,
-        datetime(1970, 1, 1, 0, 0, 0, 55_000, UTC),
-        datetime(1970, 1, 1, 0, 0, 0, 9_000, UTC),
-    ]
+    assert batch.column("timestamp").to_pylist() == [None, datetime(1970, 1, 1, 0, 0, 0, 55_000, UTC),
+                                                     datetime(1970, 1, 1, 0, 0, 0, 9_000, UTC)]
     assert batch.column("timestampType").to_pylist() == [-1, 1, 0]
-    assert batch.column("headers").to_pylist() == [
-        None,
-        [{"key": "h", "value": None}, {"key": "i", "value": b"1"}],
-        [],
-    ]
+    assert batch.column("headers").to_pylist() == [None, [{"key": "h", "value": None}, {"key": "i", "value": b"1"}], []]
     without_headers = to_arrow_schema(kafka_schema(include_headers=False), timezone="UTC")
     assert records_to_batch(records, "t", 3, without_headers).schema.equals(without_headers)
 
@@ -122,16 +110,12 @@ def test_consume_results_are_cut_at_the_range_end() -> None:
     assert [r.offset() for r in records] == [5, 6, 7] and next_offset == 8
     # An end-of-partition event past the range end (transaction markers) finishes the range.
     eof = _message(10, error=KafkaError(KafkaError._PARTITION_EOF))
-    records, next_offset = _records_in_range(
-        None, [*messages[:2], eof], OffsetRange("t", 3, 5, 9), 5, 9, True
-    )  # type: ignore[arg-type]
+    records, next_offset = _records_in_range(None, [*messages[:2], eof], OffsetRange("t", 3, 5, 9), 5, 9, True)  # type: ignore[arg-type]
     assert [r.offset() for r in records] == [5, 6] and next_offset == 9
 
 
 def test_readers_fetch_again_soon_unless_told_otherwise() -> None:
-    assert (
-        _consumer_config("b:9092", {})["fetch.queue.backoff.ms"] == READER_DEFAULTS["fetch.queue.backoff.ms"]
-    )
+    assert _consumer_config("b:9092", {})["fetch.queue.backoff.ms"] == READER_DEFAULTS["fetch.queue.backoff.ms"]
     assert _consumer_config("b:9092", {"fetch.queue.backoff.ms": "500"})["fetch.queue.backoff.ms"] == "500"
     # What readers rely on cannot be overridden.
     assert _consumer_config("b:9092", {"enable.auto.commit": "true"})["enable.auto.commit"] is False
@@ -142,9 +126,7 @@ def test_cycle_collector_is_paused_only_while_a_batch_is_made(kafka: Any) -> Non
     kafka.produce(topic, [{"value": b"%d" % i} for i in range(12)])
     assert gc.isenabled()
     batches = 0
-    for _batch in read_range(
-        kafka.bootstrap, {}, OffsetRange(topic, 0, 0, 12), SCHEMA, 10, True, max_batch_rows=5
-    ):
+    for _batch in read_range(kafka.bootstrap, {}, OffsetRange(topic, 0, 0, 12), SCHEMA, 10, True, max_batch_rows=5):
         assert gc.isenabled()  # Spark's worker code runs here, between batches
         batches += 1
     assert batches >= 3 and gc.isenabled()

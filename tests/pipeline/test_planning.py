@@ -95,16 +95,10 @@ def test_offset_json_keeps_earliest_and_latest_markers() -> None:
 def test_specific_offsets_must_cover_exactly_the_subscribed_partitions() -> None:
     watermarks = {("t", 0): (0, 5), ("t", 1): (0, 5)}
     with pytest.raises(PipelineOptionError, match="leaves out partitions"):
-        resolve_spec(
-            parse_offset_spec('{"t":{"0":1}}', "o"), list(watermarks), watermarks, _never_called, "o"
-        )
+        resolve_spec(parse_offset_spec('{"t":{"0":1}}', "o"), list(watermarks), watermarks, _never_called, "o")
     with pytest.raises(PipelineOptionError, match="do not exist"):
         resolve_spec(
-            parse_offset_spec('{"t":{"0":1,"1":1,"7":1}}', "o"),
-            list(watermarks),
-            watermarks,
-            _never_called,
-            "o",
+            parse_offset_spec('{"t":{"0":1,"1":1,"7":1}}', "o"), list(watermarks), watermarks, _never_called, "o"
         )
 
 

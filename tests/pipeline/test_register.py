@@ -24,8 +24,8 @@ def python_without_sluice(directory: Path) -> str:
     script.write_text(
         "#!/bin/sh\n"
         f"PYTHONPATH=$({system} -c 'import os; print(os.pathsep.join(p for p in "
-        'os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and not '
-        'os.path.isdir(os.path.join(p, "sluice"))))\')\n'
+        "os.environ.get(\"PYTHONPATH\", \"\").split(os.pathsep) if p and not "
+        "os.path.isdir(os.path.join(p, \"sluice\"))))')\n"
         "export PYTHONPATH\n"
         f'exec {system} "$@"\n'
     )
@@ -34,8 +34,7 @@ def python_without_sluice(directory: Path) -> str:
 
 
 def test_register_checks_the_workers_and_names_the_setting(
-    spark: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+        spark: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from sluice.pipeline import register
     from sluice.pipeline.workers import SparkWorkersCannotImportSluice
 

@@ -58,11 +58,8 @@ def test_stream_from_topic_to_topic_with_group_commit(spark: Any, kafka: Any, tm
     source = kafka.new_topic("copy-src", partitions=2)
     target = kafka.new_topic("copy-dst", partitions=2)
     kafka.produce(
-        source,
-        [
-            {"value": b"v%d" % i, "key": b"k%d" % i, "partition": i % 2, "headers": [("n", b"%d" % i)]}
-            for i in range(30)
-        ],
+        source, [{"value": b"v%d" % i, "key": b"k%d" % i, "partition": i % 2, "headers": [("n", b"%d" % i)]}
+                 for i in range(30)]
     )
     group = f"group-{source}"
     frame = _stream(spark, kafka, source, includeHeaders="true", **{"kafka.group.id": group})
@@ -100,11 +97,7 @@ def test_recreated_topic_is_data_loss_unless_allowed(spark: Any, kafka: Any, tmp
     failed = _run_available_now(_stream(spark, kafka, topic), checkpoint, out)
     assert failed.exception() is not None
     message = str(failed.exception())
-    assert (
-        "DataLossError" in message
-        and "deleted and recreated" in message
-        and "failOnDataLoss=false" in message
-    )
+    assert "DataLossError" in message and "deleted and recreated" in message and "failOnDataLoss=false" in message
 
     resumed = _run_available_now(_stream(spark, kafka, topic, failOnDataLoss="false"), checkpoint, out)
     assert resumed.exception() is None

@@ -13,9 +13,8 @@ BASE_MS = 1_700_000_000_000
 
 def test_batch_read_between_timestamps(spark: Any, kafka: Any) -> None:
     topic = kafka.new_topic("ts", partitions=2)
-    kafka.produce(
-        topic, [{"value": b"v%d" % i, "partition": i % 2, "timestamp": BASE_MS + 1000 * i} for i in range(10)]
-    )
+    kafka.produce(topic, [{"value": b"v%d" % i, "partition": i % 2, "timestamp": BASE_MS + 1000 * i}
+                          for i in range(10)])
     frame = (
         spark.read.format("sluice")
         .option("kafka.bootstrap.servers", kafka.bootstrap)

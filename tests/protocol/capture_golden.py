@@ -85,14 +85,10 @@ def confluent_flow(bootstrap: str) -> None:
     admin.create_partitions([NewPartitions("golden", 2)])["golden"].result(10)
     resource = ConfigResource("topic", "golden")
     admin.describe_configs([resource])[resource].result(10)
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": "lz4"}
-    )
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "compression.type": "lz4"})
     producer.produce("golden", key=b"k", value=b"v", headers=[("h", b"x")])
     producer.flush(10)
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "golden-cf", "auto.offset.reset": "earliest"}
-    )
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "golden-cf", "auto.offset.reset": "earliest"})
     consumer.subscribe(["golden"])
     deadline = time.time() + 20
     while time.time() < deadline:
@@ -116,13 +112,8 @@ def kafka_python_flow(bootstrap: str) -> None:
     producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type="gzip")
     producer.send("golden-kp", key=b"k", value=b"v", headers=[("h", b"x")]).get(10)
     producer.close()
-    consumer = KafkaConsumer(
-        "golden-kp",
-        bootstrap_servers=bootstrap,
-        group_id="golden-kp",
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=8000,
-    )
+    consumer = KafkaConsumer("golden-kp", bootstrap_servers=bootstrap, group_id="golden-kp",
+                             auto_offset_reset="earliest", consumer_timeout_ms=8000)
     for _ in consumer:
         break
     consumer.commit()
@@ -134,15 +125,12 @@ def aiokafka_flow(bootstrap: str) -> None:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     async def run() -> None:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, enable_idempotence=True, compression_type="zstd"
-        )
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, compression_type="zstd")
         await producer.start()
         await producer.send_and_wait("golden-aio", key=b"k", value=b"v", headers=[("h", b"x")])
         await producer.stop()
-        consumer = AIOKafkaConsumer(
-            "golden-aio", bootstrap_servers=bootstrap, group_id="golden-aio", auto_offset_reset="earliest"
-        )
+        consumer = AIOKafkaConsumer("golden-aio", bootstrap_servers=bootstrap, group_id="golden-aio",
+                                    auto_offset_reset="earliest")
         await consumer.start()
         await asyncio.wait_for(consumer.getone(), 20)
         await consumer.commit()
@@ -160,10 +148,9 @@ def main() -> None:
         out_dir.mkdir(parents=True, exist_ok=True)
         # The broker advertises the proxy, so every connection a client opens goes through it.
         proxy = run_proxy(0, out_dir)
-        with (
-            tempfile.TemporaryDirectory() as data,
-            BrokerProcess(Path(data), extra_args=["--advertise", f"127.0.0.1:{proxy.port}"]) as broker,
-        ):
+        with tempfile.TemporaryDirectory() as data, BrokerProcess(
+            Path(data), extra_args=["--advertise", f"127.0.0.1:{proxy.port}"]
+        ) as broker:
             proxy.upstream_port = broker.port
             flow(f"127.0.0.1:{proxy.port}")
         print(f"{name}: captured {len(proxy.seen)} request kinds", file=sys.stderr)

@@ -35,7 +35,5 @@ def test_captured_request_round_trips_byte_exact(path: Path) -> None:
     codec = request_codecs(api_key)[version]
     request, end = codec.decode(frame, pos)
     assert end == len(frame)
-    rebuilt = request_header(
-        api_key, version, header.correlation_id, header.client_id, flexible
-    ) + codec.encode(request)
+    rebuilt = request_header(api_key, version, header.correlation_id, header.client_id, flexible) + codec.encode(request)
     assert rebuilt == frame

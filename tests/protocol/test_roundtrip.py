@@ -30,9 +30,7 @@ INT_RANGES = {
 }
 
 
-def value_strategy(
-    f: FieldDef, version: int, classes: dict[str, type], element: bool = False
-) -> st.SearchStrategy:
+def value_strategy(f: FieldDef, version: int, classes: dict[str, type], element: bool = False) -> st.SearchStrategy:
     if f.is_array and not element:
         inner = value_strategy(f, version, classes, element=True)
         base: st.SearchStrategy = st.lists(inner, max_size=3)

@@ -169,9 +169,7 @@ def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, F
             continue  # the common case: nothing to take out
         keep = []
         for item in items:
-            ok, resource = _item_allowed(
-                access, check, item
-            )  # cached by the authorizer: cheap the second time
+            ok, resource = _item_allowed(access, check, item)  # cached by the authorizer: cheap the second time
             if ok:
                 keep.append(item)
             else:

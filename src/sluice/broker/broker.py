@@ -166,12 +166,10 @@ class Broker:
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
         deadlines = [
-            d
-            for d in (
+            d for d in (
                 self.groups.next_deadline() if self.groups is not None else None,
                 self.transactions.next_deadline() if self.transactions is not None else None,
-            )
-            if d is not None
+            ) if d is not None
         ]
         deadline = min(deadlines, default=None)
         if deadline is not None and self._ticks_deferred_until is not None:
@@ -195,11 +193,7 @@ class Broker:
         ready, self.ready_replies = self.ready_replies, []
         if self.reply_finishers:
             ready = [
-                (
-                    token,
-                    finish(response) if (finish := self.reply_finishers.pop(token, None)) else response,
-                    durable,
-                )
+                (token, finish(response) if (finish := self.reply_finishers.pop(token, None)) else response, durable)
                 for token, response, durable in ready
             ]
         return ready
@@ -254,9 +248,7 @@ class Broker:
         state.producers = ProducerStateManager()
         self._rebuild_producer_state(state, state.log.log_start_offset)
 
-    def create_topic(
-        self, name: str, partitions: int, configs: dict[str, str], *, internal: bool = False
-    ) -> TopicMeta:
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str], *, internal: bool = False) -> TopicMeta:
         check_topic_name(name)
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"partitions must be at least 1, got {partitions}")
@@ -294,12 +286,7 @@ class Broker:
 
     def topic_for_metadata(self, name: str, allow_auto_create: bool) -> TopicMeta | None:
         meta = self.storage.topic(name)
-        if (
-            meta is None
-            and allow_auto_create
-            and self.config.auto_create_topics
-            and not topic_name_problem(name)
-        ):
+        if meta is None and allow_auto_create and self.config.auto_create_topics and not topic_name_problem(name):
             meta = self.create_topic(name, self.config.default_partitions, {})
         return meta
 
@@ -367,9 +354,7 @@ class Broker:
             if header.producer_id >= 0:
                 if header.is_transactional:
                     if self.txn_verifier is None:
-                        raise KafkaError(
-                            ErrorCode.INVALID_TXN_STATE, "this broker has no transaction coordinator"
-                        )
+                        raise KafkaError(ErrorCode.INVALID_TXN_STATE, "this broker has no transaction coordinator")
                     self.txn_verifier(header.producer_id, header.producer_epoch, state.topic, state.index)
                 duplicate = producers.check(header)
                 if duplicate is not None:
@@ -402,23 +387,13 @@ class Broker:
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
     def write_marker(
-        self,
-        state: PartitionState,
-        producer_id: int,
-        epoch: int,
-        *,
-        commit: bool,
-        coordinator_epoch: int,
-        now_ms: int,
+        self, state: PartitionState, producer_id: int, epoch: int, *, commit: bool, coordinator_epoch: int, now_ms: int
     ) -> int:
         """Append a COMMIT/ABORT control batch ending `producer_id`'s transaction here; returns its offset."""
         lso = state.last_stable_offset
         batch = encode_end_txn_batch(
-            commit=commit,
-            producer_id=producer_id,
-            producer_epoch=epoch,
-            coordinator_epoch=coordinator_epoch,
-            timestamp=now_ms,
+            commit=commit, producer_id=producer_id, producer_epoch=epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=now_ms,
         )
         offset = state.log.append(batch, parse_batch_header(batch), append_time_ms=now_ms)
         done = state.producers.complete(producer_id, epoch, offset, aborted=not commit)
@@ -523,9 +498,7 @@ class Broker:
         state = self.partition(topic, index)
         producers = state.producers
         return [
-            ActiveProducer(
-                pid, p.epoch, p.last_sequence, current_txn_start_offset=producers.ongoing.get(pid, -1)
-            )
+            ActiveProducer(pid, p.epoch, p.last_sequence, current_txn_start_offset=producers.ongoing.get(pid, -1))
             for pid, p in sorted(producers.producers.items())
         ]
 
@@ -571,9 +544,7 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
     return ControlRecordType.UNKNOWN
 
 
-def read_internal_records(
-    log: PartitionLog, name: str, chunk_bytes: int
-) -> Iterator[tuple[bytes, bytes | None]]:
+def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Iterator[tuple[bytes, bytes | None]]:
     """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
     replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
     recovery) is skipped with an error line: the records before and after it still count, and the broker
@@ -587,13 +558,8 @@ def read_internal_records(
             try:
                 _, records = decode_batch(data, pos)
             except CorruptRecordError as exc:
-                _log.error(
-                    "%s: skipping damaged batch at offsets %d-%d: %s",
-                    name,
-                    header.base_offset,
-                    header.last_offset,
-                    exc.message,
-                )
+                _log.error("%s: skipping damaged batch at offsets %d-%d: %s",
+                           name, header.base_offset, header.last_offset, exc.message)
                 records = []
             for record in records:
                 if record.key is not None:

@@ -58,9 +58,7 @@ class TransactionService:
         one: that marker ends no open transaction, so the committed data stays committed."""
         state_key_ = (TRANSACTION_STATE_TOPIC, 0)
         # Only this call's own records may be deferred: an earlier append there has an answer waiting on it.
-        deferrable = (
-            ending and state_key_ not in self.broker.unflushed and state_key_ not in self.broker.deferred
-        )
+        deferrable = ending and state_key_ not in self.broker.unflushed and state_key_ not in self.broker.deferred
         if outcome.prepare:
             self._persist(outcome.prepare, now_ms)
             if self.broker.config.fsync_before_ack and _spans_several(outcome):

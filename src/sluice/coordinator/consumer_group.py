@@ -185,9 +185,7 @@ def _eligible(members: Mapping[str, ConsumerMember], topic: str) -> list[str]:
 
 
 def assign_range(
-    members: Mapping[str, ConsumerMember],
-    topics: Mapping[str, TopicInfo],
-    previous: Mapping[str, frozenset[TP]],
+    members: Mapping[str, ConsumerMember], topics: Mapping[str, TopicInfo], previous: Mapping[str, frozenset[TP]]
 ) -> dict[str, frozenset[TP]]:
     """Per topic, contiguous ranges of partitions to the subscribed members in member-id order."""
     del previous  # range is deterministic from the membership alone
@@ -206,9 +204,7 @@ def assign_range(
 
 
 def assign_uniform(
-    members: Mapping[str, ConsumerMember],
-    topics: Mapping[str, TopicInfo],
-    previous: Mapping[str, frozenset[TP]],
+    members: Mapping[str, ConsumerMember], topics: Mapping[str, TopicInfo], previous: Mapping[str, frozenset[TP]]
 ) -> dict[str, frozenset[TP]]:
     """Balanced and sticky: partitions stay with their previous target owner while counts stay even.
 
@@ -252,8 +248,7 @@ def assign_uniform(
 
 
 AssignorFn = Callable[
-    [Mapping[str, ConsumerMember], Mapping[str, TopicInfo], Mapping[str, frozenset[TP]]],
-    dict[str, frozenset[TP]],
+    [Mapping[str, ConsumerMember], Mapping[str, TopicInfo], Mapping[str, frozenset[TP]]], dict[str, frozenset[TP]]
 ]
 ASSIGNOR_FUNCTIONS: dict[str, AssignorFn] = {UNIFORM_ASSIGNOR: assign_uniform, RANGE_ASSIGNOR: assign_range}
 
@@ -295,8 +290,7 @@ class ConsumerGroups:
     """All KIP-848 groups of the coordinator. The classic coordinator owns it and routes to it."""
 
     def __init__(
-        self,
-        config: ConsumerGroupConfig | None = None,
+        self, config: ConsumerGroupConfig | None = None,
         member_id_factory: Callable[[], str] = random_consumer_member_id,
     ) -> None:
         self.config = config or ConsumerGroupConfig()
@@ -320,9 +314,7 @@ class ConsumerGroups:
         group = self.groups.get(request.group_id)
         if group is None:
             if request.member_epoch != JOIN_EPOCH:
-                raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id!r} has no members"
-                )
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id!r} has no members")
             group = ConsumerGroup(request.group_id)
         member, before_epoch, before_assigned = self._member_for(group, request, now_ms)
         self.groups[group.group_id] = group
@@ -371,9 +363,7 @@ class ConsumerGroups:
             if member is None:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in the group")
             if request.instance_id is not None and group.static_members.get(request.instance_id) != member_id:
-                raise HeartbeatError(
-                    ErrorCode.FENCED_INSTANCE_ID, f"instance {request.instance_id!r} is taken"
-                )
+                raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID, f"instance {request.instance_id!r} is taken")
             self._check_epoch(member, request)
             return member, member.member_epoch, member.assigned
         if not member_id:
@@ -516,9 +506,7 @@ class ConsumerGroups:
         group = self.groups.get(request.group_id)
         member = None if group is None else group.members.get(request.member_id)
         if group is None or member is None:
-            raise HeartbeatError(
-                ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in the group"
-            )
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in the group")
         if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # Keeps its partitions (nobody else gets them) until it comes back or its session ends.
             if member.member_epoch != STATIC_LEAVE_EPOCH:
@@ -528,9 +516,7 @@ class ConsumerGroups:
         else:
             self.remove_member(group, member)
         return ConsumerGroupHeartbeatResult(
-            ErrorCode.NONE,
-            member_id=request.member_id,
-            member_epoch=request.member_epoch,
+            ErrorCode.NONE, member_id=request.member_id, member_epoch=request.member_epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
         )
 
@@ -578,9 +564,7 @@ class ConsumerGroups:
         # for partitions it holds, since nobody else can hold them; Kafka would say STALE_MEMBER_EPOCH.
         if request.generation_id == member.previous_member_epoch and request.generation_id > 0:
             owned = member.owns()
-            committed = {
-                (group.topic_id(t.name), p.partition_index) for t in request.topics for p in t.partitions
-            }
+            committed = {(group.topic_id(t.name), p.partition_index) for t in request.topics for p in t.partitions}
             if committed <= owned:
                 return ErrorCode.NONE
         return ErrorCode.STALE_MEMBER_EPOCH
@@ -654,3 +638,5 @@ def _validate(request: ConsumerGroupHeartbeat) -> None:
             ErrorCode.UNSUPPORTED_ASSIGNOR,
             f"assignor {request.server_assignor!r} is not one of {', '.join(ASSIGNORS)}",
         )
+
+

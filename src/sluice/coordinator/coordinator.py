@@ -140,14 +140,10 @@ class GroupCoordinator(GroupManagement):
         self._arm_offsets_check(now_ms)
         out = Outcome()
         settings = self.settings.get(request.group_id)
-        if (
-            settings is not None
-            and settings.session_timeout_ms is not None
-            and not (
-                self.config.group_min_session_timeout_ms
-                <= request.session_timeout_ms
-                <= self.config.group_max_session_timeout_ms
-            )
+        if settings is not None and settings.session_timeout_ms is not None and not (
+            self.config.group_min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= self.config.group_max_session_timeout_ms
         ):
             # A created group's session timeout is what a member gets when it asks for none that fits.
             request = replace(request, session_timeout_ms=settings.session_timeout_ms)
@@ -613,27 +609,17 @@ class GroupCoordinator(GroupManagement):
         if classic is not None:
             idle = classic.is_in(_S.EMPTY) and not classic.members and not classic.pending_members
             if not idle:
-                out.reply(
-                    reply_to,
-                    ConsumerGroupHeartbeatResult(
-                        ErrorCode.GROUP_ID_NOT_FOUND,
-                        f"Group {request.group_id} is not a consumer group.",
-                        member_epoch=request.member_epoch,
-                    ),
-                )
+                out.reply(reply_to, ConsumerGroupHeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.",
+                    member_epoch=request.member_epoch))
                 return out
             if request.member_epoch != JOIN_EPOCH:
                 # A member from before a restart: KIP-848 membership is not persisted and the group's
                 # offsets came back as an idle classic group. UNKNOWN_MEMBER_ID makes it rejoin with
                 # epoch 0 (GROUP_ID_NOT_FOUND would be fatal to the client).
-                out.reply(
-                    reply_to,
-                    ConsumerGroupHeartbeatResult(
-                        ErrorCode.UNKNOWN_MEMBER_ID,
-                        f"member {request.member_id!r} is not in the group",
-                        member_epoch=request.member_epoch,
-                    ),
-                )
+                out.reply(reply_to, ConsumerGroupHeartbeatResult(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in the group",
+                    member_epoch=request.member_epoch))
                 return out
             # An idle classic group (or one that only has offsets) becomes a consumer group, keeping
             # its offsets; its group record goes so that a restart does not bring the classic one back.
@@ -661,17 +647,11 @@ class GroupCoordinator(GroupManagement):
             if group is not None:
                 described.append(self.consumer.describe(group))
             elif group_id in self.groups:
-                described.append(
-                    ConsumerGroupDescribedGroup(
-                        ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} is not a consumer group."
-                    )
-                )
+                described.append(ConsumerGroupDescribedGroup(
+                    ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} is not a consumer group."))
             else:
-                described.append(
-                    ConsumerGroupDescribedGroup(
-                        ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} not found."
-                    )
-                )
+                described.append(ConsumerGroupDescribedGroup(
+                    ErrorCode.GROUP_ID_NOT_FOUND, group_id, f"Group {group_id} not found."))
         return Outcome([(reply_to, ConsumerGroupDescribeResult(described))])
 
     # --- offsets and administration ------------------------------------------------------------
@@ -694,8 +674,7 @@ class GroupCoordinator(GroupManagement):
             if error is not ErrorCode.NONE:
                 return Outcome([(reply_to, offsets.commit_refused(request, error))])
             result, records = offsets.write_offsets(
-                consumer_group.group_id, consumer_group.offsets, request, now_ms, limit
-            )
+                consumer_group.group_id, consumer_group.offsets, request, now_ms, limit)
             return Outcome([(reply_to, result)], records)
         result, records = offsets.commit_offsets(self.groups, request, now_ms, limit)
         return Outcome([(reply_to, result)], records)
@@ -717,9 +696,7 @@ class GroupCoordinator(GroupManagement):
         limit = self.config.offset_metadata_max_bytes
         consumer_group = self.consumer.groups.get(request.group_id)
         if consumer_group is not None:
-            return offsets.write_offsets(
-                consumer_group.group_id, consumer_group.offsets, request, now_ms, limit
-            )[1]
+            return offsets.write_offsets(consumer_group.group_id, consumer_group.offsets, request, now_ms, limit)[1]
         group = self.groups.get(request.group_id)
         if group is None:
             group = self.groups[request.group_id] = ClassicGroup(request.group_id, state_timestamp_ms=now_ms)
@@ -757,13 +734,8 @@ class GroupCoordinator(GroupManagement):
             if group_id in self.consumer.groups:
                 # As Kafka: the classic describe does not describe a KIP-848 group (v6+ says why).
                 result.groups[index] = DescribedGroup(
-                    ErrorCode.NONE,
-                    group_id,
-                    GroupState.DEAD.value,
-                    "",
-                    "",
-                    error_message=f"Group {group_id} is not a classic group.",
-                )
+                    ErrorCode.NONE, group_id, GroupState.DEAD.value, "", "",
+                    error_message=f"Group {group_id} is not a classic group.")
         return Outcome([(reply_to, result)])
 
     def delete_groups(self, request: DeleteGroups, now_ms: int, reply_to: Hashable) -> Outcome:
@@ -851,8 +823,7 @@ class GroupCoordinator(GroupManagement):
             self._next_offsets_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
             out.records += offsets.expire_offsets(self.groups, now_ms, self.config.offsets_retention_ms)
             out.records += offsets.expire_consumer_group_offsets(
-                self.consumer.groups, now_ms, self.config.offsets_retention_ms
-            )
+                self.consumer.groups, now_ms, self.config.offsets_retention_ms)
             self._keep_created_groups(now_ms)
         self._reap_ephemeral(now_ms, out)
         return out

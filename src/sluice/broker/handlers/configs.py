@@ -302,16 +302,16 @@ def _describe_one(broker: Broker, resource: Any, request: Any, now_ms: int) -> A
         for name, value in _cleaner_status(broker, meta, now_ms).items():
             if resource.configuration_keys and name not in resource.configuration_keys:
                 continue
-            result.configs.append(_entry(R, name, value, UNKNOWN_SOURCE, STRING, None, [], True, request))
+            result.configs.append(
+                _entry(R, name, value, UNKNOWN_SOURCE, STRING, None, [], True, request)
+            )
     return result
 
 
 @handles("DescribeConfigs")
 def describe_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     return Respond(
-        DescribeConfigsResponse(
-            results=[_describe_one(broker, r, request, ctx.now_ms) for r in request.resources]
-        )
+        DescribeConfigsResponse(results=[_describe_one(broker, r, request, ctx.now_ms) for r in request.resources])
     )
 
 

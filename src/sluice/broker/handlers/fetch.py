@@ -66,11 +66,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
                     for a in aborted
                 ] or None
             total += len(data)
-        topics.append(
-            FetchResponse.FetchableTopicResponse(
-                topic=topic.topic, topic_id=topic.topic_id, partitions=partitions
-            )
-        )
+        topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
     return FetchResponse(responses=topics, session_id=0), total
 
 
@@ -88,9 +84,7 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
 
     by_id = ctx.api_version >= 13
     watch = [
-        (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition)
-        for t in request.topics
-        for p in t.partitions
+        (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition) for t in request.topics for p in t.partitions
     ]
     return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
 
@@ -128,9 +122,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
-            out = ListOffsetsResponse.ListOffsetsPartitionResponse(
-                partition_index=part.partition_index, leader_epoch=0
-            )
+            out = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=part.partition_index, leader_epoch=0)
             state = broker.partitions.get((topic.name, part.partition_index))
             if state is None:
                 out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
