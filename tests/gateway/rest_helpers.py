@@ -130,3 +130,38 @@ def records_until(
         assert reply.status_code == 200, reply.text
         found.extend(reply.json())
     return found
+
+
+@contextmanager
+def registry_process(bootstrap: str) -> Iterator[str]:
+    """`sluice registry` on its own `_schemas` topic and election group: its URL once it takes writes."""
+    port = free_port()
+    name = unique("_schemas-rest")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sluice", "registry", "--bootstrap", bootstrap, "--listen", f"127.0.0.1:{port}",
+         "--topic", name, "--group", f"{name}-group"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"the registry exited with {proc.returncode}"
+            try:
+                # A write answers once this registry is the primary.
+                reply = requests.put(f"{url}/config/probe", json={"compatibility": "BACKWARD"}, timeout=5)
+                if reply.status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline, "the registry never took a write"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -184,6 +184,9 @@ def gateway(
             help="Idle v2 consumer instances are closed after this long (consumer.instance.timeout.ms)."
         ),
     ] = 300_000,
+    schema_registry: Annotated[
+        str, typer.Option(help="Schema registry URL behind the REST API's avro and jsonschema formats.")
+    ] = "",
     verbose: bool = False,
 ) -> None:
     """Run the kafka-pixy-compatible gateway (and the REST Proxy API) in front of one or more Kafka clusters."""
@@ -205,6 +208,7 @@ def gateway(
             http_listen=http_listen,
             rest_listen=listen_or_off(rest_listen, "--rest-listen"),
             rest_instance_timeout_ms=rest_instance_timeout_ms,
+            schema_registry_url=schema_registry,
         )
     except (ConfigError, OSError) as exc:
         fail(str(exc))

@@ -57,6 +57,7 @@ class Gateway:
         rest_listen: str = "",
         rest_instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
         rest_optional: bool = False,
+        schema_registry_url: str = "",
         shutdown_grace: float = 5.0,
     ) -> None:
         self.config = config
@@ -72,6 +73,7 @@ class Gateway:
                 config,
                 *split_host_port(rest_listen),
                 instance_timeout_ms=rest_instance_timeout_ms,
+                schema_registry_url=schema_registry_url,
             )
             if rest_listen
             else None
@@ -203,6 +205,7 @@ def serve_forever(
     http_listen: str | None = None,
     rest_listen: str = "",
     rest_instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
+    schema_registry_url: str = "",
 ) -> None:
     """Blocking entry point for a command line: runs until SIGINT or SIGTERM."""
     if not isinstance(config, GatewayConfig):
@@ -217,6 +220,7 @@ def serve_forever(
             http_listen=http_listen,
             rest_listen=rest_listen,
             rest_instance_timeout_ms=rest_instance_timeout_ms,
+            schema_registry_url=schema_registry_url,
         ):
             freeze_startup_objects()
             await stop.wait()

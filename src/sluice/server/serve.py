@@ -18,6 +18,7 @@ async def serve_all(
     grpc_listen: str,
     http_listen: str,
     rest_listen: str = "",
+    schema_registry_url: str = "",
     console_listen: tuple[str, int] | None = None,
     console_login: tuple[str | None, tuple[str, str] | None] = (None, None),
 ) -> None:
@@ -34,6 +35,7 @@ async def serve_all(
         http_listen=http_listen,
         rest_listen=rest_listen,
         rest_optional=True,
+        schema_registry_url=schema_registry_url,
     )
     await gateway.start()
     print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)

@@ -9,6 +9,7 @@ from aiohttp import web
 from ..kafka import ClusterClient
 from .admin import RestAdmin
 from .instances import ConsumerInstances
+from .schemas import SchemaFormats
 
 
 @dataclass
@@ -16,6 +17,8 @@ class RestContext:
     producer: ClusterClient
     admin: RestAdmin
     instances: ConsumerInstances
+    # The schema registry behind the avro and jsonschema formats, if one is configured.
+    schemas: SchemaFormats | None = None
 
 
 CONTEXT = web.AppKey("rest_context", RestContext)

@@ -13,6 +13,7 @@ from .admin import RestAdmin
 from .app import create_rest_app
 from .context import RestContext
 from .instances import DEFAULT_INSTANCE_TIMEOUT_MS, ConsumerInstances
+from .schemas import SchemaFormats
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +27,14 @@ class RestProxy:
         port: int,
         *,
         instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
+        schema_registry_url: str = "",
     ) -> None:
         self.service = service
         self.config = config
         self.host = host
         self.requested_port = port
         self.instance_timeout_ms = instance_timeout_ms
+        self.schema_registry_url = schema_registry_url
         self.port: int | None = None
         self.instances: ConsumerInstances | None = None
         self._runner: web.AppRunner | None = None
@@ -47,7 +50,8 @@ class RestProxy:
         cluster = self.config.cluster("")
         self.instances = ConsumerInstances(cluster, client.client_id, self.instance_timeout_ms)
         self.instances.start()
-        context = RestContext(client, RestAdmin(cluster, client.client_id), self.instances)
+        schemas = SchemaFormats(self.schema_registry_url) if self.schema_registry_url else None
+        context = RestContext(client, RestAdmin(cluster, client.client_id), self.instances, schemas)
         app = create_rest_app(context, self.config.max_http_body_bytes)
         if self.config.client_auth is not None:
             app.middlewares.insert(0, http_middleware(self.config.client_auth))

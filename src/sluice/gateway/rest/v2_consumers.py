@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from typing import Any
 
@@ -73,7 +75,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     body = await _body(request, required=False) or {}
     group = request.match_info["group"]
     settings = settings_from(body, ("binary", "json", "avro", "protobuf", "jsonschema"))
-    check_supported(settings.fmt, 406)
+    check_supported(settings.fmt, 406, context_of(request).schemas is not None)
     name = body.get("name", body.get("id"))
     if name is not None and not isinstance(name, str):
         raise unprocessable("name must be a string")
@@ -193,21 +195,37 @@ async def records(request: web.Request) -> web.StreamResponse:
             )
     timeout = _query_int(request, "timeout", 300_000)
     max_bytes = _query_int(request, "max_bytes", DEFAULT_MAX_BYTES) or DEFAULT_MAX_BYTES
-    messages = await context_of(request).instances.records(instance, timeout, max_bytes)
-    assert fmt in PLAIN_FORMATS
-    return json_response(
-        [
-            {
-                "topic": m.topic(),
-                "key": decode_field(fmt, m.key()),
-                "value": decode_field(fmt, m.value()),
-                "partition": m.partition(),
-                "offset": m.offset(),
-            }
-            for m in messages
-        ],
+    context = context_of(request)
+    messages = await context.instances.records(instance, timeout, max_bytes)
+    if fmt in PLAIN_FORMATS:
+        decoded = [(decode_field(fmt, m.key()), decode_field(fmt, m.value())) for m in messages]
+    else:
+        schemas = context.schemas
+        assert schemas is not None
+        decoded = await asyncio.to_thread(
+            lambda: [
+                (
+                    schemas.decode(fmt, m.topic(), "key", m.key()),
+                    schemas.decode(fmt, m.topic(), "value", m.value()),
+                )
+                for m in messages
+            ]
+        )
+    body = [
+        {"topic": m.topic(), "key": key, "value": value, "partition": m.partition(), "offset": m.offset()}
+        for m, (key, value) in zip(messages, decoded, strict=True)
+    ]
+    return web.Response(
+        body=json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode(),
         content_type=content_type,
     )
+
+
+def _bytes_as_text(value: Any) -> Any:
+    """Avro bytes and fixed values, as Avro's JSON encoding writes them (one code point per byte)."""
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 async def commit(request: web.Request) -> web.StreamResponse:

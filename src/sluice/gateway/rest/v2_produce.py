@@ -14,6 +14,7 @@ from ..service import failure_of
 from .context import context_of
 from .errors import (
     PARTITION_NOT_FOUND,
+    SCHEMA_FORMATS,
     RestError,
     check_accept,
     error_code_of,
@@ -31,7 +32,7 @@ MAX_RECORDS_PER_REQUEST = 100_000
 
 
 def parse_records(
-    document: Any, fmt: str, fixed_partition: int | None
+    document: Any, fmt: str, fixed_partition: int | None, *, encode: bool = True
 ) -> list[tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes]]]]:
     body = require_object(document)
     records = body.get("records")
@@ -48,8 +49,9 @@ def parse_records(
             not isinstance(partition, int) or isinstance(partition, bool) or partition < 0
         ):
             raise unprocessable(f"records[{index}].partition must be a non-negative integer")
-        key = encode_field(fmt, record.get("key"), index, "key")
-        value = encode_field(fmt, record.get("value"), index, "value")
+        # Schema formats are encoded later, all at once, by the registry's serializers.
+        key = encode_field(fmt, record.get("key"), index, "key") if encode else None
+        value = encode_field(fmt, record.get("value"), index, "value") if encode else None
         parsed.append((key, value, partition, []))
     return parsed
 
@@ -61,8 +63,19 @@ async def produce(request: web.Request) -> web.StreamResponse:
     fixed_partition = int(raw_partition) if raw_partition is not None else None
     fmt = produce_format(request)
     check_accept(request)
-    check_supported(fmt, 415)
-    records = parse_records(await read_json(request), fmt, fixed_partition)
+    check_supported(fmt, 415, context.schemas is not None)
+    document = await read_json(request)
+    key_schema_id = value_schema_id = None
+    if fmt in SCHEMA_FORMATS:
+        assert context.schemas is not None
+        records = parse_records(document, "binary", fixed_partition, encode=False)
+        await context.admin.topic(topic)
+        encoded, key_schema_id, value_schema_id = await context.schemas.encode(
+            fmt, topic, document, document["records"]
+        )
+        records = [(k, v, p, h) for (k, v), (_, _, p, h) in zip(encoded, records, strict=True)]
+    else:
+        records = parse_records(document, fmt, fixed_partition)
     topic_info = await context.admin.topic(topic)
     count = len(topic_info.partitions)
     for index, (_, _, partition, _) in enumerate(records):
@@ -87,4 +100,6 @@ async def produce(request: web.Request) -> web.StreamResponse:
                     "error": result.message,
                 }
             )
-    return json_response({"key_schema_id": None, "value_schema_id": None, "offsets": offsets})
+    return json_response(
+        {"key_schema_id": key_schema_id, "value_schema_id": value_schema_id, "offsets": offsets}
+    )

@@ -1,0 +1,142 @@
+"""The REST Proxy's avro embedded format against a real `sluice registry`, through a real gateway and broker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import requests
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from rest_helpers import V2, RestGateway, create_topic, records_until, registry_process, rest_gateway, unique
+
+from sluice.testing import BrokerProcess
+
+AVRO = "application/vnd.kafka.avro.v2+json"
+VALUE_SCHEMA = json.dumps(
+    {
+        "type": "record",
+        "name": "Order",
+        "fields": [
+            {"name": "id", "type": "int"},
+            {"name": "note", "type": ["null", "string"], "default": None},
+        ],
+    }
+)
+KEY_SCHEMA = json.dumps({"type": "string"})
+
+
+@pytest.fixture(scope="module")
+def registry(broker: BrokerProcess) -> Iterator[str]:
+    with registry_process(broker.bootstrap) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def rest(broker: BrokerProcess, registry: str) -> Iterator[RestGateway]:
+    with rest_gateway(broker.bootstrap, "--schema-registry", registry) as gateway:
+        yield gateway
+
+
+def _produce(rest: RestGateway, topic: str, body: dict) -> requests.Response:
+    return requests.post(f"{rest.url}/topics/{topic}", json=body, headers={"Content-Type": AVRO}, timeout=30)
+
+
+def test_avro_produce_registers_and_consumers_decode(
+    rest: RestGateway, registry: str, broker: BrokerProcess
+) -> None:
+    topic = unique("rest-avro")
+    create_topic(rest.url, topic)
+    first = _produce(
+        rest,
+        topic,
+        {
+            "key_schema": KEY_SCHEMA,
+            "value_schema": VALUE_SCHEMA,
+            "records": [{"key": "a", "value": {"id": 1, "note": {"string": "x"}}}],
+        },
+    )
+    assert first.status_code == 200, first.text
+    ids = first.json()
+    assert ids["key_schema_id"] > 0 and ids["value_schema_id"] > 0
+    # The schema is the subject's in the registry; a second request names it by id.
+    assert (
+        requests.get(f"{registry}/subjects/{topic}-value/versions/latest", timeout=30).json()["id"]
+        == ids["value_schema_id"]
+    )
+    second = _produce(
+        rest,
+        topic,
+        {
+            "key_schema_id": ids["key_schema_id"],
+            "value_schema_id": ids["value_schema_id"],
+            "records": [{"key": "b", "value": {"id": 2, "note": None}}],
+        },
+    )
+    assert second.status_code == 200 and second.json()["offsets"][0]["offset"] == 1
+
+    # Any Confluent client reads what the REST Proxy wrote.
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry}))
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("direct")})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        messages = []
+        while len(messages) < 2:
+            messages.extend(m for m in consumer.consume(2, timeout=10) if m.error() is None)
+    finally:
+        consumer.close()
+    context = SerializationContext(topic, MessageField.VALUE)
+    assert [deserializer(m.value(), context) for m in messages] == [
+        {"id": 1, "note": "x"},
+        {"id": 2, "note": None},
+    ]
+
+    base = requests.post(
+        f"{rest.url}/consumers/{unique('avro-group')}",
+        json={"format": "avro", "auto.offset.reset": "earliest"},
+        headers={"Content-Type": V2},
+        timeout=30,
+    ).json()["base_uri"]
+    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
+    records = records_until(base, 2, fmt=AVRO)
+    # Avro's JSON encoding, as the records were sent.
+    assert [(r["key"], r["value"]) for r in records] == [
+        ("a", {"id": 1, "note": {"string": "x"}}),
+        ("b", {"id": 2, "note": None}),
+    ]
+    requests.delete(base, timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "names"),
+    [
+        ({"records": [{"value": {"id": 1}}]}, 42202, "value schema"),
+        ({"value_schema": VALUE_SCHEMA, "records": [{"key": "k", "value": {"id": 1}}]}, 42201, "key schema"),
+        (
+            {"value_schema": VALUE_SCHEMA, "records": [{"value": {"id": 1}}, {"value": {"id": "two"}}]},
+            42203,
+            "records[1]",
+        ),
+        ({"value_schema": '{"type": "nope"}', "records": [{"value": 1}]}, 42205, "value_schema"),
+        ({"value_schema_id": 987654, "records": [{"value": 1}]}, 42205, "987654"),
+    ],
+)
+def test_avro_errors(rest: RestGateway, body: dict, code: int, names: str) -> None:
+    topic = unique("rest-avro-bad")
+    create_topic(rest.url, topic)
+    reply = _produce(rest, topic, body)
+    assert (reply.status_code, reply.json()["error_code"]) == (422, code), reply.text
+    assert names in reply.json()["message"]
+
+
+def test_protobuf_is_refused_clearly(rest: RestGateway) -> None:
+    reply = requests.post(
+        f"{rest.url}/topics/any",
+        json={"records": []},
+        headers={"Content-Type": "application/vnd.kafka.protobuf.v2+json"},
+        timeout=30,
+    )
+    assert reply.status_code == 415 and "protobuf" in reply.json()["message"]
