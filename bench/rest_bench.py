@@ -111,26 +111,34 @@ async def rest_produce(url: str, topic: str, values: list[bytes], batch: int, co
 
 
 async def rest_consume(url: str, topic: str, count: int) -> float:
-    """Seconds from the first record to the last through a v2 consumer instance (group join not timed)."""
+    """Seconds to read the topic from offset 0 through a v2 consumer instance (group join not timed: the instance
+    first waits for a record, then seeks back to the beginning)."""
     async with aiohttp.ClientSession(headers={"Content-Type": V2}) as session:
         group = f"bench-{uuid.uuid4().hex[:8]}"
         body = {"format": "binary", "auto.offset.reset": "earliest", "auto.commit.enable": "false"}
         async with session.post(f"{url}/consumers/{group}", json=body) as reply:
-            base = (await reply.json(content_type=None))["base_uri"]
+            # From the instance id rather than base_uri: a proxy may advertise another host name.
+            base = f"{url}/consumers/{group}/instances/{(await reply.json(content_type=None))['instance_id']}"
         async with session.post(f"{base}/subscription", json={"topics": [topic]}) as reply:
             assert reply.status == 204
-        seen, started = 0, 0.0
-        while seen < count:
-            async with session.get(
-                f"{base}/records",
-                params={"timeout": "1000", "max_bytes": "8000000"},
-                headers={"Accept": BINARY},
-            ) as reply:
+        accept = {"Accept": BINARY}
+        params = {"timeout": "1000", "max_bytes": "8000000"}
+
+        async def fetch() -> int:
+            async with session.get(f"{base}/records", params=params, headers=accept) as reply:
                 records = await reply.json(content_type=None)
                 assert reply.status == 200, records
-            if records and not started:
-                started = time.perf_counter()
-            seen += len(records)
+                return len(records)
+
+        # Until the instance has joined its group and holds the partition, then the timed read from offset 0.
+        while not await fetch():
+            pass
+        beginning = {"partitions": [{"topic": topic, "partition": 0}]}
+        async with session.post(f"{base}/positions/beginning", json=beginning) as reply:
+            assert reply.status == 204, await reply.text()
+        seen, started = 0, time.perf_counter()
+        while seen < count:
+            seen += await fetch()
         elapsed = time.perf_counter() - started
         await session.delete(base)
         return elapsed

@@ -50,7 +50,7 @@ DEFAULT_REQUEST_TIMEOUT_MS = 1_000
 MAX_REQUEST_TIMEOUT_MS = 30_000
 MAX_INSTANCES = 1_000
 # How many records one fetch from librdkafka takes at most; what a caller does not take stays buffered.
-FETCH_BATCH = 2_000
+FETCH_BATCH = 5_000
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _SUBSCRIPTION_CONFLICT = 40903
 
@@ -132,7 +132,14 @@ class ConsumerInstance:
     def take(self, timeout: float, max_bytes: int) -> list[Message]:
         """Up to `max_bytes` of records (at least one when any arrived within `timeout`); marks them consumed."""
         if not self.buffer:
-            for message in self.consumer.consume(FETCH_BATCH, timeout):
+            # What librdkafka already holds, at once; else wait for the first record and take what came with it
+            # (one consume(n, timeout) call would wait for all n or the whole timeout).
+            fetched = self.consumer.consume(FETCH_BATCH, 0)
+            if not fetched:
+                fetched = self.consumer.consume(1, timeout)
+                if fetched:
+                    fetched.extend(self.consumer.consume(FETCH_BATCH - 1, 0))
+            for message in fetched:
                 error = message.error()
                 if error is None:
                     self.buffer.append(message)
