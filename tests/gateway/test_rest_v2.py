@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 
 import pytest
 import requests
@@ -17,7 +16,6 @@ from rest_helpers import (
     new_consumer,
     produce_json,
     records_until,
-    rest_gateway,
     unique,
 )
 
@@ -25,9 +23,8 @@ from sluice.testing import BrokerProcess
 
 
 @pytest.fixture(scope="module")
-def rest(broker: BrokerProcess) -> Iterator[RestGateway]:
-    with rest_gateway(broker.bootstrap) as gateway:
-        yield gateway
+def rest(rest_proxy: RestGateway) -> RestGateway:
+    return rest_proxy
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from rest_helpers import (
     new_consumer,
     produce_json,
     records_until,
-    rest_gateway,
     unique,
 )
 
@@ -27,9 +26,8 @@ from sluice.testing import BrokerProcess
 
 
 @pytest.fixture(scope="module")
-def rest(broker: BrokerProcess) -> Iterator[RestGateway]:
-    with rest_gateway(broker.bootstrap) as gateway:
-        yield gateway
+def rest(rest_proxy: RestGateway) -> RestGateway:
+    return rest_proxy
 
 
 @pytest.fixture(scope="module")
