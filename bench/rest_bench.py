@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--peer-url", help="a REST proxy already serving on the same broker")
     parser.add_argument(
         "--peer-cmd", help="command starting a REST proxy: {bootstrap} and {port} are filled in"

@@ -247,3 +247,30 @@ def test_v3_bodies_are_checked(v3: str) -> None:
         assert reply.json()["error_code"] == reply.status_code
     wrong = requests.post(f"{v3}/topics", data="{}", headers={"Content-Type": "text/plain"}, timeout=30)
     assert wrong.status_code == 415
+
+
+def test_records_body_over_the_limit_is_413(v3: str, rest: RestGateway) -> None:
+    topic = unique("rest-big")
+    create_topic(rest.url, topic)
+    record = json.dumps({"value": {"type": "STRING", "data": "x" * (12 * 1024 * 1024)}})
+    reply = requests.post(
+        f"{v3}/topics/{topic}/records", data=record, headers={"Content-Type": "application/json"}, timeout=60
+    )
+    assert (reply.status_code, reply.json()["error_code"]) == (413, 413)
+
+    def streamed() -> Iterator[bytes]:
+        yield b'{"value": {"type": "STRING", "data": "'
+        for _ in range(13):
+            yield b"y" * (1024 * 1024)
+        yield b'"}}'
+
+    answer = requests.post(
+        f"{v3}/topics/{topic}/records",
+        data=streamed(),
+        headers={"Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert answer.status_code == 200 and json.loads(answer.text.splitlines()[0])["error_code"] == 413
+    assert (
+        requests.get(f"{rest.url}/topics/{topic}/partitions/0/offsets", timeout=30).json()["end_offset"] == 0
+    )

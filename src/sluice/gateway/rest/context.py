@@ -22,6 +22,8 @@ class RestContext:
 
 
 CONTEXT = web.AppKey("rest_context", RestContext)
+# The largest request body accepted (aiohttp enforces it for read(); streamed bodies check it themselves).
+MAX_BODY_BYTES = web.AppKey("rest_max_body_bytes", int)
 
 
 def context_of(request: web.Request) -> RestContext:

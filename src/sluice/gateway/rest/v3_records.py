@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -19,13 +20,12 @@ from aiohttp import web
 
 from ..errors import GatewayError
 from ..service import failure_of
-from .context import RestContext, context_of
+from .context import MAX_BODY_BYTES, RestContext, context_of
 from .errors import V3_JSON, RestError, from_gateway_error
 from .v3_common import cluster_id
 
 log = logging.getLogger(__name__)
 
-MAX_PENDING_TEXT = 16 * 1024 * 1024
 _DECODER = json.JSONDecoder()
 Record = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes]]]
 
@@ -113,10 +113,16 @@ async def _produce_one(
 
 
 async def _documents(request: web.Request) -> AsyncIterator[Any]:
+    limit = request.app[MAX_BODY_BYTES]
     """Each complete JSON value of the body as it arrives; a malformed one is yielded as a RestError."""
     pending = ""
+    # Incremental: a character split between two chunks is decoded once both have come.
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
     async for chunk in request.content.iter_any():
-        pending += chunk.decode("utf-8", "replace")
+        text = decoder.decode(chunk)
+        pending += text
+        if "}" not in text and len(pending) <= limit:
+            continue  # a record is an object: none can have ended in this chunk (and no re-parse of a long one)
         while True:
             pending = pending.lstrip()
             if not pending:
@@ -124,8 +130,8 @@ async def _documents(request: web.Request) -> AsyncIterator[Any]:
             try:
                 document, end = _DECODER.raw_decode(pending)
             except ValueError:
-                if len(pending) > MAX_PENDING_TEXT:
-                    yield RestError(413, 413, f"a record exceeds {MAX_PENDING_TEXT} bytes")
+                if len(pending) > limit:
+                    yield RestError(413, 413, f"a record exceeds {limit} bytes")
                     return
                 break  # incomplete: wait for more
             pending = pending[end:]
@@ -143,6 +149,10 @@ async def produce_records(request: web.Request) -> web.StreamResponse:
     if request.body_exists and content_type not in ("application/json", "application/octet-stream"):
         raise RestError(415, 415, f"unsupported Content-Type {content_type!r}: expected application/json")
     streaming = request.content_length is None
+    # The body is read here, not by aiohttp's read(): its size limit is checked here too.
+    limit = request.app[MAX_BODY_BYTES]
+    if request.content_length is not None and request.content_length > limit:
+        raise RestError(413, 413, f"request body of {request.content_length} bytes exceeds {limit}")
     if not streaming:
         documents = [d async for d in _documents(request)]
         if not documents:
