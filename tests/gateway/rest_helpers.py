@@ -22,9 +22,9 @@ JSON = "application/vnd.kafka.json.v2+json"
 class RestGateway:
     """`sluice gateway` with only its REST listener: `source` is ("--bootstrap", HOST:PORT) or ("--config", FILE)."""
 
-    def __init__(self, *source: str, auth: tuple[str, str] | None = None) -> None:
+    def __init__(self, *source: str, auth: tuple[str, str] | None = None, ca_file: str | None = None) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if ca_file else 'http'}://127.0.0.1:{self.port}"
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -42,7 +42,7 @@ class RestGateway:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self.wait_ready(auth=auth)
+        self.wait_ready(auth=auth, verify=ca_file or True)
 
     def wait_ready(self, timeout: float = 60.0, **kwargs: Any) -> None:
         deadline = time.monotonic() + timeout
@@ -71,10 +71,12 @@ class RestGateway:
 
 
 @contextmanager
-def rest_gateway(bootstrap: str, *extra: str, auth: tuple[str, str] | None = None) -> Iterator[RestGateway]:
+def rest_gateway(
+    bootstrap: str, *extra: str, auth: tuple[str, str] | None = None, ca_file: str | None = None
+) -> Iterator[RestGateway]:
     """A gateway in front of `bootstrap`; `extra` options go after it (e.g. "--config", FILE instead)."""
     source = extra if extra and extra[0] == "--config" else ("--bootstrap", bootstrap, *extra)
-    gateway = RestGateway(*source, auth=auth)
+    gateway = RestGateway(*source, auth=auth, ca_file=ca_file)
     try:
         yield gateway
     finally:
@@ -118,15 +120,13 @@ def new_consumer(url: str, group: str, **settings: Any) -> str:
 
 
 def records_until(
-    base: str, count: int, *, fmt: str = JSON, within: float = 30.0, auth: tuple[str, str] | None = None
+    base: str, count: int, *, fmt: str = JSON, within: float = 30.0, session: Any = requests
 ) -> list[dict[str, Any]]:
     """GET records until `count` have come (a new member needs a moment to join its group)."""
     found: list[dict[str, Any]] = []
     deadline = time.monotonic() + within
     while len(found) < count and time.monotonic() < deadline:
-        reply = requests.get(
-            f"{base}/records", params={"timeout": 500}, headers={"Accept": fmt}, auth=auth, timeout=30
-        )
+        reply = session.get(f"{base}/records", params={"timeout": 500}, headers={"Accept": fmt}, timeout=30)
         assert reply.status_code == 200, reply.text
         found.extend(reply.json())
     return found

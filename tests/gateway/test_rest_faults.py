@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import requests
+import trustme
 from rest_helpers import V2, create_topic, new_consumer, produce_json, records_until, rest_gateway, unique
 
 from sluice.testing import BrokerProcess
@@ -58,23 +60,37 @@ def test_commits_survive_kill_9_and_uncommitted_records_come_again(broker: Broke
         assert [r["value"] for r in records_until(base, 1)] == [22]
 
 
-def test_two_gateways_expiry_and_credentials(broker: BrokerProcess, tmp_path: Path) -> None:
+def test_two_gateways_expiry_tls_and_credentials(broker: BrokerProcess, tmp_path: Path) -> None:
+    authority = trustme.CA()
+    issued = authority.issue_cert("127.0.0.1")
+    certificate, key, ca = tmp_path / "server.crt", tmp_path / "server.key", tmp_path / "ca.pem"
+    issued.private_key_pem.write_to_path(str(key))
+    certificate.write_bytes(b"".join(pem.bytes() for pem in issued.cert_chain_pems))
+    authority.cert_pem.write_to_path(str(ca))
     config = tmp_path / "gateway.yaml"
     config.write_text(
         f"proxies:\n  default:\n    kafka:\n      seed_peers: ['{broker.bootstrap}']\n"
+        f"tls:\n  http: {{certificate_path: '{certificate}', key_path: '{key}'}}\n"
         "auth:\n  basic: {alice: s3cret}\n"
     )
     auth = ("alice", "s3cret")
     options = ("--config", str(config), "--rest-instance-timeout-ms", "1500")
-    # Two gateways behind one load balancer: the second with credentials and a short instance timeout.
-    with rest_gateway(broker.bootstrap) as plain, rest_gateway("", *options, auth=auth) as guarded:
-        assert requests.get(f"{guarded.url}/topics", timeout=30).status_code == 401
-        assert requests.get(f"{guarded.url}/topics", auth=auth, timeout=30).status_code == 200
+    # Two gateways behind one load balancer: the second on TLS, with credentials and a short instance timeout.
+    with (
+        rest_gateway(broker.bootstrap) as plain,
+        rest_gateway("", *options, auth=auth, ca_file=str(ca)) as guarded,
+    ):
+        secure = requests.Session()
+        secure.verify = str(ca)
+        secure.trust_env = False  # else REQUESTS_CA_BUNDLE from the environment overrides verify
+        assert secure.get(f"{guarded.url}/topics", timeout=30).status_code == 401
+        assert secure.get(f"{guarded.url}/topics", auth=auth, timeout=30).status_code == 200
+        with pytest.raises(requests.ConnectionError):
+            requests.get(guarded.url.replace("https", "http") + "/topics", auth=auth, timeout=30)
+        secure.auth = auth
         group = unique("rest-two")
         base = new_consumer(plain.url, group, name="only-on-plain")
-        elsewhere = requests.get(
-            f"{base.replace(plain.url, guarded.url)}/subscription", auth=auth, timeout=30
-        )
+        elsewhere = secure.get(f"{base.replace(plain.url, guarded.url)}/subscription", timeout=30)
         assert (elsewhere.status_code, elsewhere.json()["error_code"]) == (404, 40403)
         assert requests.get(f"{base}/subscription", timeout=30).status_code == 200
         requests.delete(base, timeout=30)
@@ -82,16 +98,21 @@ def test_two_gateways_expiry_and_credentials(broker: BrokerProcess, tmp_path: Pa
         topic = unique("rest-idle")
         create_topic(plain.url, topic)
         produce_json(plain.url, topic, [1])
-        reply = requests.post(
+        reply = secure.post(
             f"{guarded.url}/consumers/{group}",
             json={"name": "idle", "format": "json", "auto.offset.reset": "earliest"},
             headers={"Content-Type": V2},
-            auth=auth,
             timeout=30,
         )
         idle = reply.json()["base_uri"]
-        _subscribe_with(idle, topic, auth)
-        assert [r["value"] for r in records_until(idle, 1, auth=auth)] == [1]
+        assert idle.startswith("https://")
+        assert (
+            secure.post(
+                f"{idle}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30
+            ).status_code
+            == 204
+        )
+        assert [r["value"] for r in records_until(idle, 1, session=secure)] == [1]
         # Left alone, it expires: it leaves its group (watched without touching it), then is gone.
         cluster = requests.get(f"{plain.url}/v3/clusters", timeout=30).json()["data"][0]["cluster_id"]
         members_url = f"{plain.url}/v3/clusters/{cluster}/consumer-groups/{group}/consumers"
@@ -99,12 +120,5 @@ def test_two_gateways_expiry_and_credentials(broker: BrokerProcess, tmp_path: Pa
         while requests.get(members_url, timeout=30).json()["data"] and time.monotonic() < deadline:
             time.sleep(0.1)
         assert requests.get(members_url, timeout=30).json()["data"] == []
-        gone = requests.get(f"{idle}/subscription", auth=auth, timeout=30)
+        gone = secure.get(f"{idle}/subscription", timeout=30)
         assert (gone.status_code, gone.json()["error_code"]) == (404, 40403)
-
-
-def _subscribe_with(base: str, topic: str, auth: tuple[str, str]) -> None:
-    reply = requests.post(
-        f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, auth=auth, timeout=30
-    )
-    assert reply.status_code == 204, reply.text
