@@ -7,6 +7,8 @@ in the producer's own poll thread; the event loop only awaits futures.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import logging
 import threading
 import time
@@ -226,70 +228,40 @@ class ClusterClient:
         Records without a partition go where the Java producer would put them (Confluent's REST Proxy is one):
         murmur2 of the key, or librdkafka's sticky choice for a null key."""
         partition_count = await self.partition_count(topic)
-        loop = asyncio.get_running_loop()
-        results: list[tuple[int, int] | GatewayError | None] = [None] * len(records)
-        remaining = [len(records)]
-        done: asyncio.Future[None] = loop.create_future()
-        lock = threading.Lock()
-
-        def finish() -> None:
-            if not done.done():
-                done.set_result(None)
-
-        def on_delivery_of(index: int) -> Any:
-            def on_delivery(error: KafkaError | None, message: Any) -> None:
-                results[index] = (
-                    _kafka_failure(error, f"produce to {topic}")
-                    if error is not None
-                    else (message.partition(), message.offset())
-                )
-                with lock:
-                    remaining[0] -= 1
-                    last = remaining[0] == 0
-                if last:
-                    loop.call_soon_threadsafe(finish)
-
-            return on_delivery
-
+        batch = _BatchDelivery(topic, asyncio.get_running_loop(), len(records))
         limit = self.config.producer.max_message_bytes
         for index, (key, value, partition, headers) in enumerate(records):
-            failure: GatewayError | None = None
             if len(value or b"") + len(key or b"") > limit:
-                failure = GatewayError(
-                    Failure.TOO_LARGE, f"record exceeds producer.max_message_bytes={limit}"
+                batch.settle(
+                    index,
+                    GatewayError(Failure.TOO_LARGE, f"record exceeds producer.max_message_bytes={limit}"),
                 )
-            elif partition is not None and not 0 <= partition < partition_count:
-                failure = GatewayError(Failure.NOT_FOUND, f"Partition {partition} of {topic} not found")
-            else:
-                if partition is not None:
-                    chosen = partition
-                elif key is not None:
-                    chosen = murmur2_partition(key, partition_count)
-                else:
-                    chosen = -1  # librdkafka's sticky partitioning, as the Java producer does for null keys
-                try:
-                    self._producer.produce(
-                        topic,
-                        value=value,
-                        key=key,
-                        partition=chosen,
-                        headers=list(headers) or None,
-                        on_delivery=on_delivery_of(index),
-                    )
-                except BufferError:
-                    failure = GatewayError(Failure.TOO_MANY_REQUESTS, "producer queue is full, retry later")
-                except KafkaException as exc:
-                    failure = self._failure(exc.args[0], f"produce to {topic}")
-            if failure is not None:
-                results[index] = failure
-                with lock:
-                    remaining[0] -= 1
-        with lock:
-            if remaining[0] == 0:
-                finish()
+                continue
+            if partition is None:
+                # murmur2 of the key; a null key is left to librdkafka's sticky partitioning, as Java does.
+                partition = -1 if key is None else murmur2_partition(key, partition_count)
+            elif not 0 <= partition < partition_count:
+                batch.settle(
+                    index, GatewayError(Failure.NOT_FOUND, f"Partition {partition} of {topic} not found")
+                )
+                continue
+            try:
+                self._producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    headers=list(headers) or None,
+                    on_delivery=functools.partial(batch.report, index),
+                )
+            except BufferError:
+                batch.settle(
+                    index, GatewayError(Failure.TOO_MANY_REQUESTS, "producer queue is full, retry later")
+                )
+            except KafkaException as exc:
+                batch.settle(index, self._failure(exc.args[0], f"produce to {topic}"))
         self.metrics.produced.labels(self.config.name, "sync").inc(len(records))
-        await done
-        return [r for r in results if r is not None]
+        return await batch.done
 
     # -- admin -----------------------------------------------------------------
     async def list_topics(self, with_config: bool = False) -> dict[str, TopicInfo]:
@@ -493,6 +465,43 @@ class ClusterClient:
         # while; dropping them here ends that as soon as the gateway stops.
         del self._admin
         del self._producer
+
+
+class _BatchDelivery:
+    """The outcomes of one batch of records; `done` resolves once every record has one.
+
+    `report` runs in the producer's poll thread: counting with `itertools.count` (atomic under the GIL) rather
+    than a lock keeps each delivery report cheap.
+    """
+
+    def __init__(self, topic: str, loop: asyncio.AbstractEventLoop, size: int) -> None:
+        self.topic = topic
+        self.loop = loop
+        self.size = size
+        self.results: list[Any] = [None] * size
+        self.done: asyncio.Future[list[tuple[int, int] | GatewayError]] = loop.create_future()
+        self._settled = itertools.count(1)
+        if size == 0:
+            self.done.set_result([])
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(self.results)
+
+    def report(self, index: int, error: KafkaError | None, message: Any) -> None:
+        self.results[index] = (
+            _kafka_failure(error, f"produce to {self.topic}")
+            if error is not None
+            else (message.partition(), message.offset())
+        )
+        if next(self._settled) == self.size:
+            self.loop.call_soon_threadsafe(self._finish)
+
+    def settle(self, index: int, failure: GatewayError) -> None:
+        """A record refused before it reached the producer (called on the event loop)."""
+        self.results[index] = failure
+        if next(self._settled) == self.size:
+            self._finish()
 
 
 def _partitions_of(topic: Any) -> tuple[PartitionInfo, ...]:
