@@ -42,6 +42,9 @@ def test_clusters(rest: RestGateway, v3: str) -> None:
     assert cluster["metadata"]["self"] == v3
     assert cluster["topics"]["related"] == f"{v3}/topics"
     assert requests.get(v3, timeout=30).json()["cluster_id"] == cluster["cluster_id"]
+    (broker,) = requests.get(f"{v3}/brokers", timeout=30).json()["data"]
+    assert requests.get(f"{v3}/brokers/{broker['broker_id']}", timeout=30).json()["port"] == broker["port"]
+    assert requests.get(f"{v3}/brokers/99", timeout=30).status_code == 404
     missing = requests.get(f"{rest.url}/v3/clusters/not-this-one/topics", timeout=30)
     assert missing.status_code == 404 and missing.json()["error_code"] == 404
 
@@ -63,6 +66,10 @@ def test_topic_create_get_configs_alter_delete(v3: str) -> None:
     assert again.status_code == 409 and again.json()["error_code"] == 409
     assert name in [t["topic_name"] for t in requests.get(f"{v3}/topics", timeout=30).json()["data"]]
     assert requests.get(f"{v3}/topics/{name}", timeout=30).json()["replication_factor"] == 1
+    partitions = requests.get(f"{v3}/topics/{name}/partitions", timeout=30).json()["data"]
+    assert [p["partition_id"] for p in partitions] == [0, 1, 2]
+    assert requests.get(f"{v3}/topics/{name}/partitions/2", timeout=30).json()["partition_id"] == 2
+    assert requests.get(f"{v3}/topics/{name}/partitions/3", timeout=30).status_code == 404
     retention = requests.get(f"{v3}/topics/{name}/configs/retention.ms", timeout=30).json()
     assert (retention["value"], retention["is_default"]) == ("123456", False)
     assert retention["source"] == "DYNAMIC_TOPIC_CONFIG"

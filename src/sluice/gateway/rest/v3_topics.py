@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .admin import ConfigValue, Topic, parse_configs
+from .admin import ConfigValue, Partition, Topic, parse_configs
 from .context import context_of
 from .errors import RestError, bad_request
 from .v3_common import answer, body_object, cluster_id, listing, no_content, related, resource
@@ -185,6 +185,68 @@ async def alter_configs(request: web.Request) -> web.StreamResponse:
     return no_content()
 
 
+async def list_brokers(request: web.Request) -> web.StreamResponse:
+    cluster = await cluster_id(request)
+    _, _, brokers = await context_of(request).admin.describe_cluster()
+    return listing(request, "KafkaBrokerList", [_broker(request, cluster, *b) for b in brokers])
+
+
+async def get_broker(request: web.Request) -> web.StreamResponse:
+    cluster = await cluster_id(request)
+    _, _, brokers = await context_of(request).admin.describe_cluster()
+    for broker in brokers:
+        if str(broker[0]) == request.match_info["broker"]:
+            return answer(_broker(request, cluster, *broker))
+    raise RestError(404, 404, f"Broker {request.match_info['broker']} cannot be found.")
+
+
+def _broker(request: web.Request, cluster: str, broker_id: int, host: str, port: int) -> dict[str, Any]:
+    return resource(
+        request,
+        "KafkaBroker",
+        f"clusters/{cluster}/brokers/{broker_id}",
+        f"kafka={cluster}/broker={broker_id}",
+        cluster_id=cluster,
+        broker_id=broker_id,
+        host=host,
+        port=port,
+        rack=None,
+    )
+
+
+def partition_json(request: web.Request, cluster: str, topic: str, partition: Partition) -> dict[str, Any]:
+    base = f"clusters/{cluster}/topics/{topic}/partitions/{partition.partition}"
+    return resource(
+        request,
+        "KafkaPartition",
+        base,
+        f"kafka={cluster}/topic={topic}/partition={partition.partition}",
+        cluster_id=cluster,
+        topic_name=topic,
+        partition_id=partition.partition,
+        leader=related(request, f"{base}/replicas/{partition.leader}"),
+        replicas=related(request, f"{base}/replicas"),
+        reassignment=related(request, f"{base}/reassignment"),
+    )
+
+
+async def list_partitions(request: web.Request) -> web.StreamResponse:
+    cluster = await cluster_id(request)
+    topic = await context_of(request).admin.topic(request.match_info["topic"])
+    return listing(
+        request,
+        "KafkaPartitionList",
+        [partition_json(request, cluster, topic.name, p) for p in topic.partitions],
+    )
+
+
+async def get_partition(request: web.Request) -> web.StreamResponse:
+    cluster = await cluster_id(request)
+    topic = request.match_info["topic"]
+    found = await context_of(request).admin.partition(topic, int(request.match_info["partition"]))
+    return answer(partition_json(request, cluster, topic, found))
+
+
 ROUTES = [
     ("GET", "/v3/clusters", list_clusters),
     ("GET", "/v3/clusters/{cluster}", get_cluster),
@@ -193,6 +255,10 @@ ROUTES = [
     ("GET", _TOPICS + "/{topic}", get_topic),
     ("DELETE", _TOPICS + "/{topic}", delete_topic),
     ("GET", _TOPICS + "/{topic}/configs", list_configs),
+    ("GET", _TOPICS + "/{topic}/partitions", list_partitions),
+    ("GET", _TOPICS + "/{topic}/partitions/{partition:[0-9]{1,9}}", get_partition),
+    ("GET", "/v3/clusters/{cluster}/brokers", list_brokers),
+    ("GET", "/v3/clusters/{cluster}/brokers/{broker}", get_broker),
     ("POST", _TOPICS + "/{topic}/configs:alter", alter_configs),
     ("GET", _TOPICS + "/{topic}/configs/{name}", get_config),
     ("PUT", _TOPICS + "/{topic}/configs/{name}", set_config),
