@@ -20,7 +20,7 @@ from sluice.testing import free_port
 
 def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: Path) -> None:
     kafka_port, grpc_port, http_port, admin_port = free_port(), free_port(), free_port(), free_port()
-    rest_port = free_port()
+    rest_port, registry_port = free_port(), free_port()
     data_dir = tmp_path / "sluice-data"
     proc = subprocess.Popen(
         [
@@ -43,6 +43,8 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
             f"127.0.0.1:{admin_port}",
             "--rest-listen",
             f"127.0.0.1:{rest_port}",
+            "--registry-listen",
+            f"127.0.0.1:{registry_port}",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -99,6 +101,19 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
             assert json.loads(reply.read()) == {
                 "offsets": [{"partition": http_ack["partition"], "requested": 50, "actual": 2}]
             }
+        # The REST Proxy API writes avro through the registry served beside it.
+        avro = urllib.request.Request(
+            f"http://127.0.0.1:{rest_port}/topics/served",
+            data=json.dumps({"value_schema": '"string"', "records": [{"value": "typed"}]}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/vnd.kafka.avro.v2+json"},
+        )
+        with urllib.request.urlopen(avro, timeout=30) as reply:
+            schema_id = json.loads(reply.read())["value_schema_id"]
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{registry_port}/schemas/ids/{schema_id}", timeout=30
+        ) as reply:
+            assert json.loads(json.loads(reply.read())["schema"]) == "string"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -43,7 +43,7 @@ class RegistryProcess:
             sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
             "--listen", f"127.0.0.1:{self.port}", "--topic", self.topic, "--group", self.group, *self.extra,
         ]  # fmt: skip
-        self.output = []
+        self.output, self.url = [], ""
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -62,7 +62,7 @@ class RegistryProcess:
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(timeout) or self.proc.poll() is not None:
+        if not ready.wait(timeout) or not self.url or self.proc.poll() is not None:
             self.kill()
             raise RuntimeError("registry did not start:\n" + "".join(self.output))
         return self

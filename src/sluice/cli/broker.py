@@ -144,9 +144,12 @@ def serve(
     rest_listen: Annotated[str, typer.Option(help="Confluent REST Proxy API listener ('off' for none).")] = (
         "127.0.0.1:8082"
     ),
+    registry_listen: Annotated[
+        str, typer.Option(help="Schema Registry address ('off' for none); its state is the _schemas topic.")
+    ] = "127.0.0.1:8081",
     verbose: bool = False,
 ) -> None:
-    """Run the broker, the gateway and the web console beside it, on loopback by default."""
+    """Run the broker, the gateway, the Schema Registry and the web console beside it, on loopback by default."""
     from sluice.cli.console import parse_basic_auth
     from sluice.eventloop import run_event_loop
     from sluice.security.acl import StoreDamaged
@@ -154,11 +157,7 @@ def serve(
 
     setup_logging(verbose)
     broker_config = _broker_config(kafka_listen, data_dir, None, config, admin_listen=admin_listen)
-    console_address = (
-        None
-        if console_listen.lower() in ("off", "none", "")
-        else split_hostport(console_listen, "--console-listen")
-    )
+    console_address = _optional_address(console_listen, "--console-listen")
     try:
         run_event_loop(
             serve_all(
@@ -168,10 +167,16 @@ def serve(
                 rest_listen=listen_or_off(rest_listen, "--rest-listen"),
                 console_listen=console_address,
                 console_login=(console_token, parse_basic_auth(console_basic_auth)),
+                registry_listen=_optional_address(registry_listen, "--registry-listen"),
             )
         )
     except (StoreDamaged, OSError) as exc:  # OSError: a listener's address is taken or not ours
         fail(str(exc))
+
+
+def _optional_address(value: str, option: str) -> tuple[str, int] | None:
+    """HOST:PORT, or None for 'off'."""
+    return None if value.lower() in ("off", "none", "") else split_hostport(value, option)
 
 
 @app.command()

@@ -43,7 +43,10 @@ def registry_command(
     tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: serve HTTPS.")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
     tls_client_ca: Annotated[
-        Path | None, typer.Option(help="PEM CA: clients need a certificate it signed (mutual TLS).")
+        Path | None,
+        typer.Option(
+            help="PEM CA: clients need a certificate it signed (mutual TLS); trusted when forwarding."
+        ),
     ] = None,
     verbose: bool = False,
 ) -> None:

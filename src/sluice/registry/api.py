@@ -6,18 +6,22 @@ them, unchanged (Authorization header included), to the primary's URL and relays
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, web
+from aiohttp import ClientConnectionError, ClientError, ClientSession, ClientTimeout, web
 
+from sluice.client.internal_topic import StoreUnavailable
 from sluice.registry import commands, errors, records
 from sluice.registry.commands import RegisterRequest
 from sluice.registry.formats import supported_types
 from sluice.registry.records import Reference
 from sluice.registry.service import RegistryService
+from sluice.registry.state import DEFAULT_LEVEL, DEFAULT_MODE
 
 log = logging.getLogger("sluice.registry.api")
 
@@ -54,7 +58,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         if exc.status == 404:
-            return error_reply(404, 404, f"HTTP 404 Not Found: no such resource {request.path}")
+            return error_reply(404, 404, f"HTTP 404 Not Found: no such resource {request.path[:200]}")
         return error_reply(
             exc.status, exc.status, exc.reason if exc.status != 413 else exc.text or exc.reason
         )
@@ -166,24 +170,41 @@ def _stored_or_404(request: web.Request) -> tuple[int, Any]:
 
 
 def write_route(handler: Handler) -> Handler:
-    """Run on the primary; on a secondary, relay the request to the primary (once: never forwarded twice)."""
+    """Run on the primary; on a secondary, relay the request to the primary (once: never forwarded twice).
+    A primary that cannot be reached (stopping, hand-over under way) is looked up again until the store
+    timeout."""
 
     async def run(request: web.Request) -> web.StreamResponse:
         service = _service(request)
         if service.is_primary or request.headers.get(FORWARDED_HEADER):
             return await handler(request)
-        primary = await service.primary_url()
-        if primary is None:
-            raise errors.unknown_primary("no primary registry is elected yet; try again shortly")
-        if primary == (service.election.my_url if service.election else None):
-            return await handler(request)
-        return await _forward(request, primary)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + service.settings.store_timeout_s
+        while True:
+            primary = await service.primary_url()
+            if primary is None:
+                raise errors.unknown_primary("no primary registry is elected yet; try again shortly")
+            if service.is_primary or primary == (service.election.my_url if service.election else None):
+                return await handler(request)
+            try:
+                answer = await _forward(request, primary)
+            except ClientConnectionError as exc:
+                if service.election is not None:
+                    service.election.forget_primary()
+                if loop.time() >= deadline:
+                    raise errors.forwarding_failed(f"cannot reach the primary {primary}: {exc}") from None
+                await asyncio.sleep(0.2)
+                continue
+            if answer.status == 200:
+                # Read-your-writes here too: answer once this registry has read the primary's write.
+                with contextlib.suppress(StoreUnavailable):
+                    await service.store.sync()
+            return answer
 
     return run
 
 
 async def _forward(request: web.Request, primary: str) -> web.StreamResponse:
-    service = _service(request)
     headers = {FORWARDED_HEADER: "1", "Content-Type": request.headers.get("Content-Type", CONTENT_TYPE)}
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]
@@ -193,9 +214,9 @@ async def _forward(request: web.Request, primary: str) -> web.StreamResponse:
         async with request.app[SESSION].request(request.method, url, data=body, headers=headers) as answer:
             payload = await answer.read()
             return web.Response(body=payload, status=answer.status, content_type=CONTENT_TYPE)
+    except ClientConnectionError:
+        raise
     except (ClientError, TimeoutError) as exc:
-        if service.election is not None:
-            service.election.forget_primary()
         raise errors.forwarding_failed(f"forwarding to the primary {primary} failed: {exc}") from None
 
 
@@ -356,14 +377,23 @@ async def get_global_config(request: web.Request) -> web.Response:
     return reply({"compatibilityLevel": _service(request).state.level(None)})
 
 
+def _subject_setting(
+    request: web.Request, table: dict[str | None, str], default: str, name: str, missing: errors.RegistryError
+) -> web.Response:
+    """A subject's own config/mode; the global one with ?defaultToGlobal=true; else 40408/40409."""
+    subject = _subject(request)
+    if subject in table:
+        return reply({name: table[subject]})
+    if _flag(request, "defaultToGlobal"):
+        return reply({name: table.get(None, default)})
+    raise missing
+
+
 @routes.get("/config/{subject}")
 async def get_subject_config(request: web.Request) -> web.Response:
-    subject, state = _subject(request), _service(request).state
-    if subject in state.config:
-        return reply({"compatibilityLevel": state.config[subject]})
-    if _flag(request, "defaultToGlobal"):
-        return reply({"compatibilityLevel": state.level(None)})
-    raise errors.no_subject_config(subject)
+    state = _service(request).state
+    missing = errors.no_subject_config(_subject(request))
+    return _subject_setting(request, state.config, DEFAULT_LEVEL, "compatibilityLevel", missing)
 
 
 async def _level_from(request: web.Request) -> object:
@@ -409,12 +439,10 @@ async def get_global_mode(request: web.Request) -> web.Response:
 
 @routes.get("/mode/{subject}")
 async def get_subject_mode(request: web.Request) -> web.Response:
-    subject, state = _subject(request), _service(request).state
-    if subject in state.mode:
-        return reply({"mode": state.mode[subject]})
-    if _flag(request, "defaultToGlobal"):
-        return reply({"mode": state.mode_of(None)})
-    raise errors.no_subject_mode(subject)
+    state = _service(request).state
+    return _subject_setting(
+        request, state.mode, DEFAULT_MODE, "mode", errors.no_subject_mode(_subject(request))
+    )
 
 
 @routes.put("/mode")

@@ -91,7 +91,8 @@ def register(state: RegistryState, catalog: Catalog, subject: str, request: Regi
         if schema_id in state.schemas and (taken is None or taken.fingerprint != parsed.fingerprint):
             raise errors.id_taken(schema_id)
     else:
-        schema_id = catalog.id_with_fingerprint(parsed.fingerprint, normalize=normalize) or state.next_id
+        same = catalog.id_with_fingerprint(parsed.fingerprint, normalize=normalize)
+        schema_id = state.next_id if same is None else same
     text = parsed.text if schema_id not in state.schemas else state.schemas[schema_id].text
 
     every_version = state.versions(subject, deleted=True)

@@ -42,6 +42,15 @@ class ListenerSecurity:
             context.verify_mode = ssl.CERT_REQUIRED
         return context
 
+    def forwarding_context(self) -> ssl.SSLContext | None:
+        """How a secondary calls the primary over HTTPS: trusting `client_ca_path` (the registries' own CA)
+        when given, else the system's; presenting this registry's certificate, for mutual TLS."""
+        if not self.certificate_path:
+            return None
+        context = ssl.create_default_context(cafile=self.client_ca_path)
+        context.load_cert_chain(self.certificate_path, self.key_path)
+        return context
+
 
 def auth_middleware(auth: ClientAuth) -> Callable[..., Awaitable[web.StreamResponse]]:
     @web.middleware
@@ -94,9 +103,7 @@ async def start_registry(
     app = web.Application(client_max_size=settings.max_request_bytes, middlewares=middlewares)
     app.add_routes(routes)
     app[SERVICE] = service
-    # Forwarding reaches another registry configured like this one: trust its certificate chain loosely only
-    # when ours is self-made is not our call, so the default context (system CAs) applies.
-    app[SESSION] = forwarding_session(settings.store_timeout_s * 2 + 5)
+    app[SESSION] = forwarding_session(settings.store_timeout_s * 2 + 5, security.forwarding_context())
 
     async def close_session(app: web.Application) -> None:
         await app[SESSION].close()

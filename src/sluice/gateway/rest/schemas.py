@@ -76,6 +76,11 @@ class SchemaFormats:
         conf = {"auto.register.schemas": False, "use.schema.id": schema_id}
         serializer: Any
         if fmt == "avro":
+            if isinstance(json.loads(schema.schema_str), str):
+                # A primitive named by a bare string ('"string"'): confluent-kafka's AvroSerializer expects an object.
+                schema = Schema(
+                    json.dumps({"type": json.loads(schema.schema_str)}), "AVRO", schema.references
+                )
             # Records arrive in Avro's JSON encoding (a union value is {"type": value}), as Confluent's take them.
             parsed = self._avro_schema(schema_id)
 

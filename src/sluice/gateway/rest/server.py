@@ -38,6 +38,7 @@ class RestProxy:
         self.port: int | None = None
         self.instances: ConsumerInstances | None = None
         self._runner: web.AppRunner | None = None
+        self._context: RestContext | None = None
 
     @property
     def url(self) -> str:
@@ -51,7 +52,9 @@ class RestProxy:
         self.instances = ConsumerInstances(cluster, client.client_id, self.instance_timeout_ms)
         self.instances.start()
         schemas = SchemaFormats(self.schema_registry_url) if self.schema_registry_url else None
-        context = RestContext(client, RestAdmin(cluster, client.client_id), self.instances, schemas)
+        self._context = context = RestContext(
+            client, RestAdmin(cluster, client.client_id), self.instances, schemas
+        )
         app = create_rest_app(context, self.config.max_http_body_bytes)
         if self.config.client_auth is not None:
             app.middlewares.insert(0, http_middleware(self.config.client_auth))
@@ -62,6 +65,13 @@ class RestProxy:
         await web.TCPSite(self._runner, self.host, self.requested_port, ssl_context=ssl_context).start()
         self.port = self._runner.addresses[0][1]
         log.info("REST Proxy API listening on %s", self.url)
+
+    def use_schema_registry(self, url: str) -> None:
+        """Serve the avro and jsonschema formats through the registry at `url` from now on (`sluice serve`
+        starts its registry after the gateway)."""
+        self.schema_registry_url = url
+        if self._context is not None:
+            self._context.schemas = SchemaFormats(url)
 
     async def stop(self) -> None:
         if self._runner is not None:
