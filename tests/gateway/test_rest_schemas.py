@@ -140,3 +140,43 @@ def test_protobuf_is_refused_clearly(rest: RestGateway) -> None:
         timeout=30,
     )
     assert reply.status_code == 415 and "protobuf" in reply.json()["message"]
+
+
+def test_jsonschema_produce_and_consume(rest: RestGateway, registry: str) -> None:
+    topic = unique("rest-jsonschema")
+    create_topic(rest.url, topic)
+    schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}},
+            "required": ["id"],
+            "additionalProperties": False,
+        }
+    )
+    content_type = "application/vnd.kafka.jsonschema.v2+json"
+    ok = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema": schema, "records": [{"value": {"id": 7}}]},
+        headers={"Content-Type": content_type},
+        timeout=30,
+    )
+    assert ok.status_code == 200, ok.text
+    schema_id = ok.json()["value_schema_id"]
+    assert requests.get(f"{registry}/schemas/ids/{schema_id}", timeout=30).json()["schemaType"] == "JSON"
+    bad = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema_id": schema_id, "records": [{"value": {"id": 8}}, {"value": {"id": "eight"}}]},
+        headers={"Content-Type": content_type},
+        timeout=30,
+    )
+    assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
+    assert "records[1]" in bad.json()["message"]
+    base = requests.post(
+        f"{rest.url}/consumers/{unique('json-group')}",
+        json={"format": "jsonschema", "auto.offset.reset": "earliest"},
+        headers={"Content-Type": V2},
+        timeout=30,
+    ).json()["base_uri"]
+    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
+    assert [r["value"] for r in records_until(base, 1, fmt=content_type)] == [{"id": 7}]
+    requests.delete(base, timeout=30)
