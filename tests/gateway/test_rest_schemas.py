@@ -132,14 +132,50 @@ def test_avro_errors(rest: RestGateway, body: dict, code: int, names: str) -> No
     assert names in reply.json()["message"]
 
 
-def test_protobuf_is_refused_clearly(rest: RestGateway) -> None:
-    reply = requests.post(
-        f"{rest.url}/topics/any",
-        json={"records": []},
-        headers={"Content-Type": "application/vnd.kafka.protobuf.v2+json"},
+def test_protobuf_produce_and_consume(rest: RestGateway, registry: str, broker: BrokerProcess) -> None:
+    topic = unique("rest-proto")
+    create_topic(rest.url, topic)
+    schema = 'syntax = "proto3";\nmessage Order {\n  int32 id = 1;\n  string note = 2;\n  repeated string tags = 3;\n}\n'
+    content_type = "application/vnd.kafka.protobuf.v2+json"
+    ok = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema": schema, "records": [{"value": {"id": 5, "note": "n", "tags": ["a", "b"]}}]},
+        headers={"Content-Type": content_type},
         timeout=30,
     )
-    assert reply.status_code == 415 and "protobuf" in reply.json()["message"]
+    assert ok.status_code == 200, ok.text
+    schema_id = ok.json()["value_schema_id"]
+    assert requests.get(f"{registry}/schemas/ids/{schema_id}", timeout=30).json()["schemaType"] == "PROTOBUF"
+    bad = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={
+            "value_schema_id": schema_id,
+            "records": [{"value": {"id": 1}}, {"value": {"id": "x", "nope": 1}}],
+        },
+        headers={"Content-Type": content_type},
+        timeout=30,
+    )
+    assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
+    assert "records[1]" in bad.json()["message"]
+    # Confluent's framing on the topic: magic byte 0, the schema id, message index [0], the message.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("direct")})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        (message,) = consumer.consume(1, timeout=15)
+    finally:
+        consumer.close()
+    assert message.value()[:6] == b"\x00" + schema_id.to_bytes(4, "big") + b"\x00"
+    base = requests.post(
+        f"{rest.url}/consumers/{unique('proto-group')}",
+        json={"format": "protobuf", "auto.offset.reset": "earliest"},
+        headers={"Content-Type": V2},
+        timeout=30,
+    ).json()["base_uri"]
+    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
+    assert [r["value"] for r in records_until(base, 1, fmt=content_type)] == [
+        {"id": 5, "note": "n", "tags": ["a", "b"]}
+    ]
+    requests.delete(base, timeout=30)
 
 
 def test_jsonschema_produce_and_consume(rest: RestGateway, registry: str) -> None:

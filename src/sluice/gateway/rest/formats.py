@@ -1,7 +1,8 @@
 """Embedded formats: how a v2 record's key and value travel in JSON.
 
 binary: base64 text; json: any JSON value (written as its UTF-8 JSON text). The schema formats (avro,
-jsonschema; `schemas.py`) need a schema registry; without one configured they are refused with a clear 415/406.
+jsonschema, protobuf; `schemas.py`) need a schema registry; without one configured they are refused with a
+clear 415/406.
 """
 
 from __future__ import annotations
@@ -26,12 +27,6 @@ def schema_formats_unavailable(fmt: str, status: int) -> RestError:
 
 
 def check_supported(fmt: str, status: int, with_registry: bool = False) -> None:
-    if fmt == "protobuf" and with_registry:
-        raise RestError(
-            status,
-            status * 100 + 1 if status == 406 else 415,
-            "the protobuf embedded format is not served by this gateway (avro, jsonschema, binary and json are)",
-        )
     if fmt in SCHEMA_FORMATS:
         if not with_registry:
             raise schema_formats_unavailable(fmt, status)

@@ -1,10 +1,10 @@
-"""The schema embedded formats (avro, jsonschema) through a schema registry.
+"""The schema embedded formats (avro, jsonschema, protobuf) through a schema registry.
 
 A v2 produce names its schemas as ``value_schema`` (text: registered under ``<topic>-value``, or found if it is
-already there) or ``value_schema_id`` (and the key equivalents); each record is then serialized with
-confluent-kafka's serializers into Confluent's framing (magic byte, schema id, payload). Consumers of these
-formats get each record decoded with the schema its id names. Avro travels in Avro's JSON encoding both ways. protobuf is refused (415/406): its records need
-message classes generated from the schema, which this gateway does not build.
+already there) or ``value_schema_id`` (and the key equivalents); each record is then serialized into Confluent's
+framing (magic byte, schema id, payload): avro and jsonschema by confluent-kafka's serializers, protobuf by
+`protobuf_format.py`. Consumers of these formats get each record decoded with the schema its id names. Avro
+travels in Avro's JSON encoding both ways, protobuf in protobuf's JSON mapping.
 """
 
 from __future__ import annotations
@@ -23,9 +23,12 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from .errors import KEY_SCHEMA_MISSING, RECORD_CONVERSION_FAILED, VALUE_SCHEMA_MISSING, RestError, kafka_error
+from sluice.registry.formats import InvalidSchemaError
 
-SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON"}
+from .errors import KEY_SCHEMA_MISSING, RECORD_CONVERSION_FAILED, VALUE_SCHEMA_MISSING, RestError, kafka_error
+from .protobuf_format import ProtobufCodec
+
+SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
 INVALID_SCHEMA = 42205
 Encoder = Callable[[Any], bytes | None]
 
@@ -47,6 +50,7 @@ class SchemaFormats:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         self._encoders: dict[tuple[str, str, int], Encoder] = {}
         self._avro_schemas: dict[int, Any] = {}
+        self._protobuf = ProtobufCodec(self._schema_text)
         self._decoders: dict[str, Callable[[bytes, SerializationContext], Any]] = {}
 
     # -- producing -------------------------------------------------------------
@@ -65,10 +69,23 @@ class SchemaFormats:
         except Exception as exc:
             raise _registry_error(exc, f"{field}_schema") from None
 
+    def _schema_text(self, schema_id: int) -> tuple[str, list[Any]]:
+        schema = self.client.get_schema(schema_id)
+        return schema.schema_str or "", list(schema.references or [])
+
     def _encoder(self, fmt: str, topic: str, field: str, schema_id: int) -> Encoder:
         cached = self._encoders.get((fmt, f"{topic}-{field}", schema_id))
         if cached is not None:
             return cached
+        if fmt == "protobuf":
+            try:
+                encode_protobuf = self._protobuf.encoder(schema_id)
+            except InvalidSchemaError as exc:
+                raise RestError(422, INVALID_SCHEMA, f"{field}_schema_id {schema_id}: {exc}") from None
+            except Exception as exc:
+                raise _registry_error(exc, f"{field}_schema_id {schema_id}") from None
+            self._encoders[(fmt, f"{topic}-{field}", schema_id)] = encode_protobuf
+            return encode_protobuf
         try:
             schema = self.client.get_schema(schema_id)
         except Exception as exc:
@@ -157,6 +174,13 @@ class SchemaFormats:
     def decode(self, fmt: str, topic: str, field: str, data: bytes | None) -> Any:
         if data is None:
             return None
+        if fmt == "protobuf":
+            try:
+                return self._protobuf.decode(data)
+            except Exception as exc:
+                raise RestError(
+                    500, 50002, f"a record of {topic} cannot be decoded as protobuf: {exc}"
+                ) from None
         if fmt == "avro":
             try:
                 return self._decode_avro(data)
