@@ -45,6 +45,20 @@ def _produce(rest: RestGateway, topic: str, body: dict) -> requests.Response:
     return requests.post(f"{rest.url}/topics/{topic}", json=body, headers={"Content-Type": AVRO}, timeout=30)
 
 
+def _read_values(rest: RestGateway, topic: str, fmt: str, count: int) -> list[tuple[object, object]]:
+    """(key, value) of the first `count` records of `topic`, through a consumer instance of format `fmt`."""
+    base = requests.post(
+        f"{rest.url}/consumers/{unique(fmt + '-group')}",
+        json={"format": fmt, "auto.offset.reset": "earliest"},
+        headers={"Content-Type": V2},
+        timeout=30,
+    ).json()["base_uri"]
+    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
+    records = records_until(base, count, fmt=f"application/vnd.kafka.{fmt}.v2+json")
+    requests.delete(base, timeout=30)
+    return [(r["key"], r["value"]) for r in records]
+
+
 def test_avro_produce_registers_and_consumers_decode(
     rest: RestGateway, registry: str, broker: BrokerProcess
 ) -> None:
@@ -94,20 +108,11 @@ def test_avro_produce_registers_and_consumers_decode(
         {"id": 2, "note": None},
     ]
 
-    base = requests.post(
-        f"{rest.url}/consumers/{unique('avro-group')}",
-        json={"format": "avro", "auto.offset.reset": "earliest"},
-        headers={"Content-Type": V2},
-        timeout=30,
-    ).json()["base_uri"]
-    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
-    records = records_until(base, 2, fmt=AVRO)
     # Avro's JSON encoding, as the records were sent.
-    assert [(r["key"], r["value"]) for r in records] == [
+    assert _read_values(rest, topic, "avro", 2) == [
         ("a", {"id": 1, "note": {"string": "x"}}),
         ("b", {"id": 2, "note": None}),
     ]
-    requests.delete(base, timeout=30)
 
 
 @pytest.mark.parametrize(
@@ -165,17 +170,7 @@ def test_protobuf_produce_and_consume(rest: RestGateway, registry: str, broker: 
     finally:
         consumer.close()
     assert message.value()[:6] == b"\x00" + schema_id.to_bytes(4, "big") + b"\x00"
-    base = requests.post(
-        f"{rest.url}/consumers/{unique('proto-group')}",
-        json={"format": "protobuf", "auto.offset.reset": "earliest"},
-        headers={"Content-Type": V2},
-        timeout=30,
-    ).json()["base_uri"]
-    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
-    assert [r["value"] for r in records_until(base, 1, fmt=content_type)] == [
-        {"id": 5, "note": "n", "tags": ["a", "b"]}
-    ]
-    requests.delete(base, timeout=30)
+    assert _read_values(rest, topic, "protobuf", 1) == [(None, {"id": 5, "note": "n", "tags": ["a", "b"]})]
 
 
 def test_jsonschema_produce_and_consume(rest: RestGateway, registry: str) -> None:
@@ -207,12 +202,4 @@ def test_jsonschema_produce_and_consume(rest: RestGateway, registry: str) -> Non
     )
     assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
     assert "records[1]" in bad.json()["message"]
-    base = requests.post(
-        f"{rest.url}/consumers/{unique('json-group')}",
-        json={"format": "jsonschema", "auto.offset.reset": "earliest"},
-        headers={"Content-Type": V2},
-        timeout=30,
-    ).json()["base_uri"]
-    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
-    assert [r["value"] for r in records_until(base, 1, fmt=content_type)] == [{"id": 7}]
-    requests.delete(base, timeout=30)
+    assert _read_values(rest, topic, "jsonschema", 1) == [(None, {"id": 7})]

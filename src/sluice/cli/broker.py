@@ -233,8 +233,5 @@ def gateway(
 
 
 def listen_or_off(value: str, option: str) -> str:
-    """HOST:PORT checked, or "" for 'off'."""
-    if value.lower() in ("off", "none", ""):
-        return ""
-    split_hostport(value, option)
-    return value
+    """HOST:PORT checked, or "" for 'off' (the listen-string form the gateway takes)."""
+    return "" if _optional_address(value, option) is None else value
