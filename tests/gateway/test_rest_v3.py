@@ -7,6 +7,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -19,6 +20,7 @@ from rest_helpers import (
     new_consumer,
     produce_json,
     records_until,
+    rest_gateway,
     unique,
 )
 
@@ -281,3 +283,48 @@ def test_records_body_over_the_limit_is_413(v3: str, rest: RestGateway) -> None:
     assert (
         requests.get(f"{rest.url}/topics/{topic}/partitions/0/offsets", timeout=30).json()["end_offset"] == 0
     )
+
+
+def test_acls_on_a_cluster_with_an_authorizer(tmp_path: Path) -> None:
+    config = tmp_path / "broker.yaml"
+    # The gateway connects as User:ANONYMOUS (plaintext), made a super user so that it may manage ACLs.
+    config.write_text("authorizer: acl\nsuper_users: ['User:ANONYMOUS']\n")
+    with (
+        BrokerProcess(tmp_path / "data", config=config) as secured,
+        rest_gateway(secured.bootstrap) as gateway,
+    ):
+        v3 = f"{gateway.url}/v3/clusters/{cluster_id(gateway.url)}"
+        acl = {
+            "resource_type": "TOPIC",
+            "resource_name": "orders",
+            "pattern_type": "LITERAL",
+            "principal": "User:bob",
+            "host": "*",
+            "operation": "READ",
+            "permission": "ALLOW",
+        }
+        assert requests.post(f"{v3}/acls", json=acl, timeout=30).status_code == 201
+        assert (
+            requests.post(
+                f"{v3}/acls", json={**acl, "resource_name": "audit", "operation": "WRITE"}, timeout=30
+            ).status_code
+            == 201
+        )
+        listed = requests.get(f"{v3}/acls", params={"principal": "User:bob"}, timeout=30).json()["data"]
+        assert sorted((a["resource_name"], a["operation"]) for a in listed) == [
+            ("audit", "WRITE"),
+            ("orders", "READ"),
+        ]
+        only = requests.get(
+            f"{v3}/acls", params={"resource_type": "TOPIC", "resource_name": "orders"}, timeout=30
+        )
+        assert [a["operation"] for a in only.json()["data"]] == ["READ"]
+        deleted = requests.delete(
+            f"{v3}/acls",
+            params={"resource_type": "TOPIC", "resource_name": "orders", "pattern_type": "LITERAL"},
+            timeout=30,
+        )
+        assert [a["resource_name"] for a in deleted.json()["data"]] == ["orders"]
+        remaining = requests.get(f"{v3}/acls", timeout=30).json()["data"]
+        assert [a["resource_name"] for a in remaining] == ["audit"]
+        assert requests.delete(f"{v3}/acls", timeout=30).status_code == 400  # resource_type is required
