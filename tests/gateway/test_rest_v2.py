@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import socket
 
 import pytest
 import requests
@@ -317,4 +318,32 @@ def test_consumer_bodies_are_validated(rest: RestGateway) -> None:
     ]:
         reply = requests.post(base + path, json=body, headers={"Content-Type": V2}, timeout=30)
         assert reply.status_code == 422, (path, body, reply.text)
+    requests.delete(base, timeout=30)
+
+
+def test_records_a_client_never_received_are_handed_out_again(rest: RestGateway, topic: str) -> None:
+    base = new_consumer(rest.url, unique("rest-gone"), format="binary", **{"auto.offset.reset": "earliest"})
+    assign = {"partitions": [{"topic": topic, "partition": 0}]}
+    requests.post(f"{base}/assignments", json=assign, headers={"Content-Type": V2}, timeout=30)
+    path = base.removeprefix(rest.url)
+    with socket.create_connection(("127.0.0.1", rest.port), timeout=30) as sock:
+        # A long poll, and the client goes away before anything arrives.
+        sock.sendall(f"GET {path}/records?timeout=5000 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n".encode())
+    produced = requests.post(
+        f"{rest.url}/topics/{topic}/partitions/0",
+        json={"records": [{"value": base64.b64encode(b"kept").decode()}]},
+        headers={"Content-Type": BINARY},
+        timeout=30,
+    ).json()["offsets"][0]["offset"]
+    # Whether the abandoned poll took it or not, the next caller gets it: nothing handed to nobody is consumed.
+    found = records_until(base, 1, fmt=BINARY)
+    assert [(r["offset"], base64.b64decode(r["value"])) for r in found] == [(produced, b"kept")]
+    requests.post(f"{base}/offsets", timeout=30)
+    committed = requests.get(
+        f"{base}/offsets",
+        json={"partitions": [{"topic": topic, "partition": 0}]},
+        headers={"Content-Type": V2},
+        timeout=30,
+    ).json()["offsets"][0]["offset"]
+    assert committed == produced + 1
     requests.delete(base, timeout=30)

@@ -122,15 +122,19 @@ class ConsumerInstance:
     pattern: str = ""
     assigned: list[tuple[str, int]] = field(default_factory=list)
     closed: bool = False
+    # Counts seeks, assignments and revocations: what was handed out under an older one cannot be given back.
+    generation: int = 0
 
     def drop_buffered(self, partitions: set[tuple[str, int]] | None = None) -> None:
+        self.generation += 1  # records handed out before this are not put back (they would be stale)
         if partitions is None:
             self.buffer.clear()
         else:
             self.buffer = [m for m in self.buffer if (m.topic(), m.partition()) not in partitions]
 
-    def take(self, timeout: float, max_bytes: int) -> list[Message]:
-        """Up to `max_bytes` of records (at least one when any arrived within `timeout`); marks them consumed."""
+    def take(self, timeout: float, max_bytes: int) -> tuple[list[Message], int]:
+        """Up to `max_bytes` of records (at least one when any arrived within `timeout`), and the generation they
+        belong to. They count as consumed only once `confirm`ed (their answer was written), else `give_back`."""
         if not self.buffer:
             # What librdkafka already holds, at once; else wait for the first record and take what came with it
             # (one consume(n, timeout) call would wait for all n or the whole timeout).
@@ -154,6 +158,10 @@ class ConsumerInstance:
                 break
             taken += 1
         handed, self.buffer = self.buffer[:taken], self.buffer[taken:]
+        return handed, self.generation
+
+    def confirm(self, handed: list[Message]) -> None:
+        """Store the offsets after `handed` (what a commit, or auto commit, then writes to Kafka)."""
         last: dict[tuple[str, int], int] = {}
         for message in handed:
             last[(message.topic(), message.partition())] = message.offset()
@@ -162,7 +170,11 @@ class ConsumerInstance:
                 self.consumer.store_offsets(
                     offsets=[TopicPartition(t, p, o + 1) for (t, p), o in last.items()]
                 )
-        return handed
+
+    def give_back(self, handed: list[Message], generation: int) -> None:
+        """Records whose answer never reached the caller: the next fetch hands them out again."""
+        if generation == self.generation:
+            self.buffer[:0] = handed
 
 
 class ConsumerInstances:
@@ -342,9 +354,18 @@ class ConsumerInstances:
 
     async def records(
         self, instance: ConsumerInstance, timeout_ms: int | None, max_bytes: int
-    ) -> list[Message]:
+    ) -> tuple[list[Message], int]:
         timeout = (instance.settings.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         return await self.run(instance, lambda: instance.take(timeout, max_bytes), "fetch records")
+
+    async def confirm(self, instance: ConsumerInstance, handed: list[Message]) -> None:
+        if handed:
+            await self.run(instance, lambda: instance.confirm(handed), "store offsets")
+
+    async def give_back(self, instance: ConsumerInstance, handed: list[Message], generation: int) -> None:
+        if handed:
+            async with instance.lock:
+                instance.give_back(handed, generation)
 
     async def commit(
         self, instance: ConsumerInstance, offsets: list[tuple[str, int, int, str]] | None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import json
+import logging
 import re
 from typing import Any
 
@@ -25,6 +26,8 @@ from .errors import (
 )
 from .formats import PLAIN_FORMATS, check_supported, decode_field
 from .instances import OFFSET_BEGINNING, OFFSET_END, ConsumerInstance, settings_from
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 _NO_CONTENT = 204
@@ -196,14 +199,31 @@ async def records(request: web.Request) -> web.StreamResponse:
             )
     timeout = _query_int(request, "timeout", 300_000)
     max_bytes = _query_int(request, "max_bytes", DEFAULT_MAX_BYTES) or DEFAULT_MAX_BYTES
-    context = context_of(request)
-    messages = await context.instances.records(instance, timeout, max_bytes)
+    instances = context_of(request).instances
+    messages, generation = await instances.records(instance, timeout, max_bytes)
+    response = web.Response(content_type=content_type)
+    try:
+        response.body = await _records_json(request, fmt, messages)
+        await response.prepare(request)
+        await response.write_eof()
+    except BaseException as exc:
+        # The caller never got them (it went away, or they could not be encoded): they are handed out again.
+        await instances.give_back(instance, messages, generation)
+        if isinstance(exc, ConnectionError):
+            log.info("records for %s/%s not delivered: %s", instance.group, instance.name, exc)
+            return response
+        raise
+    await instances.confirm(instance, messages)
+    return response
+
+
+async def _records_json(request: web.Request, fmt: str, messages: list[Any]) -> bytes:
     if fmt == "binary":
-        return web.Response(body=binary_records_json(messages), content_type=content_type)
+        return binary_records_json(messages)
     if fmt in PLAIN_FORMATS:
         decoded = [(decode_field(fmt, m.key()), decode_field(fmt, m.value())) for m in messages]
     else:
-        schemas = context.schemas
+        schemas = context_of(request).schemas
         assert schemas is not None
         decoded = await asyncio.to_thread(
             lambda: [
@@ -218,10 +238,7 @@ async def records(request: web.Request) -> web.StreamResponse:
         {"topic": m.topic(), "key": key, "value": value, "partition": m.partition(), "offset": m.offset()}
         for m, (key, value) in zip(messages, decoded, strict=True)
     ]
-    return web.Response(
-        body=json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode(),
-        content_type=content_type,
-    )
+    return json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode()
 
 
 def _base64_json(data: bytes | None) -> bytes:
