@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import socket
+import time
 
 import pytest
 import requests
@@ -347,3 +349,28 @@ def test_records_a_client_never_received_are_handed_out_again(rest: RestGateway,
     ).json()["offsets"][0]["offset"]
     assert committed == produced + 1
     requests.delete(base, timeout=30)
+
+
+def test_deleting_an_instance_ends_its_long_poll(rest: RestGateway, topic: str) -> None:
+    base = new_consumer(rest.url, unique("rest-poll"), format="binary")
+    requests.post(
+        f"{base}/assignments",
+        json={"partitions": [{"topic": topic, "partition": 0}]},
+        headers={"Content-Type": V2},
+        timeout=30,
+    )
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        poll = pool.submit(
+            requests.get,
+            f"{base}/records",
+            params={"timeout": 60_000},
+            headers={"Accept": BINARY},
+            timeout=90,
+        )
+        # The poll is under way once the instance is busy; deleting it must not wait out the minute.
+        started = time.monotonic()
+        assert requests.delete(base, timeout=90).status_code == 204
+        answer = poll.result(timeout=90)
+        assert time.monotonic() - started < 30
+    assert answer.status_code in (200, 404)
+    assert requests.delete(base, timeout=30).json()["error_code"] == 40403

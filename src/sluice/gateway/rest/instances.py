@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -51,6 +52,8 @@ MAX_REQUEST_TIMEOUT_MS = 30_000
 MAX_INSTANCES = 1_000
 # How many records one fetch from librdkafka takes at most; what a caller does not take stays buffered.
 FETCH_BATCH = 5_000
+POLL_SLICE_SECONDS = 0.5
+CLOSE_TIMEOUT_SECONDS = 10.0
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _SUBSCRIPTION_CONFLICT = 40903
 
@@ -139,8 +142,10 @@ class ConsumerInstance:
             # What librdkafka already holds, at once; else wait for the first record and take what came with it
             # (one consume(n, timeout) call would wait for all n or the whole timeout).
             fetched = self.consumer.consume(FETCH_BATCH, 0)
-            if not fetched:
-                fetched = self.consumer.consume(1, timeout)
+            deadline = time.monotonic() + timeout
+            # In slices, so that deleting the instance (or a shutdown) does not wait out a long poll.
+            while not fetched and not self.closed and (left := deadline - time.monotonic()) > 0:
+                fetched = self.consumer.consume(1, min(left, POLL_SLICE_SECONDS))
                 if fetched:
                     fetched.extend(self.consumer.consume(FETCH_BATCH - 1, 0))
             for message in fetched:
@@ -245,10 +250,25 @@ class ConsumerInstances:
         instance = self._instances.pop((group, name), None)
         if instance is None:
             raise not_found(CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
+        instance.closed = (
+            True  # a fetch in progress notices within POLL_SLICE_SECONDS and lets go of the lock
+        )
         async with instance.lock:
-            instance.closed = True
-            # close() commits what auto commit would and leaves the group at once.
-            await asyncio.get_running_loop().run_in_executor(self._executor, _close_quietly, instance)
+            # close() commits what auto commit would and leaves the group at once, or hangs when the cluster
+            # is gone: in a daemon thread, waited for a bounded time, it never holds up a shutdown.
+            closed = asyncio.get_running_loop().create_future()
+            threading.Thread(
+                target=_close_quietly, args=(instance, closed), name=f"close-{instance.name}", daemon=True
+            ).start()
+            try:
+                await asyncio.wait_for(closed, CLOSE_TIMEOUT_SECONDS)
+            except TimeoutError:
+                log.warning(
+                    "consumer %s/%s did not close within %ss",
+                    instance.group,
+                    instance.name,
+                    CLOSE_TIMEOUT_SECONDS,
+                )
 
     async def expire_idle(self) -> int:
         deadline = time.monotonic() - self.instance_timeout
@@ -401,11 +421,14 @@ class ConsumerInstances:
         )
 
 
-def _close_quietly(instance: ConsumerInstance) -> None:
+def _close_quietly(instance: ConsumerInstance, closed: asyncio.Future[None]) -> None:
     try:
         instance.consumer.close()
     except (KafkaException, RuntimeError) as exc:
         log.warning("closing consumer %s/%s: %s", instance.group, instance.name, exc)
+    loop = closed.get_loop()
+    with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+        loop.call_soon_threadsafe(lambda: closed.done() or closed.set_result(None))
 
 
 __all__ = ["OFFSET_BEGINNING", "OFFSET_END", "ConsumerInstance", "ConsumerInstances", "settings_from"]
