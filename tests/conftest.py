@@ -16,6 +16,36 @@ from sluice.testing import BrokerProcess
 
 _names = itertools.count()
 
+# Under pytest-xdist (`make test` runs `-n 4 --dist loadgroup`) the suite is as long as its longest worker. The
+# directories whose tests start JVMs and browsers go first, so no worker starts one near the end; tests that
+# use the `spark` fixture share two workers (two SparkSessions instead of one per worker: each costs about
+# 20 s of CPU on a 2-core machine), split by module so a module's tests reuse one session.
+_HEAVY_FIRST = ("pipeline", "java", "console", "compaction", "transactions", "groups", "security", "gateway")
+_SPARK_WORKERS = 2
+
+
+def _heaviness(item: pytest.Item) -> int:
+    parts = Path(str(item.fspath)).parts
+    directory = parts[parts.index("tests") + 1] if "tests" in parts else ""
+    return _HEAVY_FIRST.index(directory) if directory in _HEAVY_FIRST else len(_HEAVY_FIRST)
+
+
+_spark_groups: dict[str, str] = {}
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Marked as each test is collected: xdist turns the marks into its groups in its own
+    # pytest_collection_modifyitems, which may run before any conftest's. Modules take the groups in turn, in
+    # collection order, which is the same on every worker.
+    if "spark" in getattr(item, "fixturenames", ()):
+        module = str(item.fspath)
+        group = _spark_groups.setdefault(module, f"spark-{len(_spark_groups) % _SPARK_WORKERS}")
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=_heaviness)  # stable: each module keeps its order
+
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
