@@ -42,7 +42,7 @@ V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
 
 
-def start_gateway(bootstrap: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_gateway(bootstrap: str, settings: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -58,6 +58,7 @@ def start_gateway(bootstrap: str) -> tuple[subprocess.Popen[bytes], str]:
             "",
             "--rest-listen",
             f"{HOST}:{port}",
+            *(arg for setting in settings for arg in ("-X", setting)),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -199,10 +200,17 @@ def main() -> None:
         "--peer-cmd", help="command starting a REST proxy: {bootstrap} and {port} are filled in"
     )
     parser.add_argument("--peer-name", default="karapace")
+    parser.add_argument(
+        "--gateway-setting",
+        "-X",
+        action="append",
+        default=[],
+        help="KEY=VALUE librdkafka setting for the gateway",
+    )
     args = parser.parse_args()
     values = [(b"%08d" % i).ljust(args.size, b"x") for i in range(args.messages)]
     with SluiceBroker() as broker:
-        gateway, url = start_gateway(broker.bootstrap)
+        gateway, url = start_gateway(broker.bootstrap, args.gateway_setting)
         peer = None
         try:
             rest = measure("sluice", url, gateway.pid, broker.bootstrap, values, args)

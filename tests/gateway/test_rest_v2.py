@@ -164,7 +164,10 @@ def test_oversized_body_is_413(rest: RestGateway, topic: str) -> None:
 
 
 def test_consumer_instance_lifecycle(rest: RestGateway, topic: str) -> None:
-    produce_json(rest.url, topic, [{"n": n} for n in range(6)])
+    spread = {"records": [{"value": {"n": n}, "partition": n % 2} for n in range(6)]}
+    assert requests.post(
+        f"{rest.url}/topics/{topic}", json=spread, headers={"Content-Type": JSON}, timeout=30
+    ).ok
     group = unique("rest-group")
     base = new_consumer(
         rest.url,

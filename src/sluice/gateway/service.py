@@ -122,10 +122,6 @@ class GatewayService:
             raise invalid(f"Unknown cluster: {name}")
         return cluster
 
-    def cluster_client(self, name: str = "") -> ClusterClient:
-        """The named (or default) cluster's Kafka client, for APIs built beside kafka-pixy's."""
-        return self._cluster(name).client
-
     # -- produce ---------------------------------------------------------------
     async def produce(
         self,

@@ -47,7 +47,8 @@ def encode_field(fmt: str, value: Any, index: int, what: str) -> bytes | None:
                 f"records[{index}].{what}: binary data must be a base64 string", RECORD_CONVERSION_FAILED
             )
         try:
-            return base64.b64decode(value, validate=True)
+            # strict_mode: only the base64 alphabet and right padding, as b64decode(validate=True) but cheaper.
+            return binascii.a2b_base64(value, strict_mode=True)
         except (binascii.Error, ValueError):
             raise unprocessable(
                 f"records[{index}].{what}: not valid base64", RECORD_CONVERSION_FAILED

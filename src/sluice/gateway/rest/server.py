@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 
 from aiohttp import web
 
 from ..auth import http_middleware
-from ..config import GatewayConfig
+from ..config import ClusterConfig, GatewayConfig
+from ..kafka import ClusterClient
 from ..service import GatewayService
 from .admin import RestAdmin
 from .app import create_rest_app
@@ -16,6 +19,21 @@ from .instances import DEFAULT_INSTANCE_TIMEOUT_MS, ConsumerInstances
 from .schemas import SchemaFormats
 
 log = logging.getLogger(__name__)
+
+
+# Records wait this long for others to share their produce request, unless the cluster's producer settings
+# (flush_frequency, or linger.ms in -X / librdkafka:) say otherwise: with many requests in flight it costs a
+# quarter less CPU per record than sending each at once, for 5 ms of latency on top of an HTTP round trip.
+REST_LINGER_SECONDS = 0.005
+
+
+def rest_producer_cluster(cluster: ClusterConfig) -> ClusterConfig:
+    """The cluster's settings for the REST API's own producer (kafka-pixy's keeps linger.ms 0 for latency)."""
+    producer = cluster.producer
+    if producer.flush_frequency is None:
+        producer = dataclasses.replace(producer, flush_frequency=REST_LINGER_SECONDS)
+    client_id = f"{cluster.client_id}-rest" if cluster.client_id else ""
+    return dataclasses.replace(cluster, producer=producer, client_id=client_id)
 
 
 class RestProxy:
@@ -39,6 +57,7 @@ class RestProxy:
         self.instances: ConsumerInstances | None = None
         self._runner: web.AppRunner | None = None
         self._context: RestContext | None = None
+        self._producer: ClusterClient | None = None
 
     @property
     def url(self) -> str:
@@ -47,13 +66,13 @@ class RestProxy:
         return f"{scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
-        client = self.service.cluster_client()
         cluster = self.config.cluster("")
-        self.instances = ConsumerInstances(cluster, client.client_id, self.instance_timeout_ms)
+        self._producer = producer = ClusterClient(rest_producer_cluster(cluster), self.service.metrics)
+        self.instances = ConsumerInstances(cluster, cluster.client_id, self.instance_timeout_ms)
         self.instances.start()
         schemas = SchemaFormats(self.schema_registry_url) if self.schema_registry_url else None
         self._context = context = RestContext(
-            client, RestAdmin(cluster, client.client_id), self.instances, schemas
+            producer, RestAdmin(cluster, cluster.client_id), self.instances, schemas
         )
         app = create_rest_app(context, self.config.max_http_body_bytes)
         if self.config.client_auth is not None:
@@ -80,3 +99,7 @@ class RestProxy:
         if self.instances is not None:
             await self.instances.close()
             self.instances = None
+        if self._producer is not None:
+            await self._producer.close()
+            await asyncio.to_thread(self._producer.close_admin)
+            self._producer = None
