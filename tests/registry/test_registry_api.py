@@ -370,3 +370,16 @@ def test_global_import_mode_needs_force_when_schemas_exist(registry: RegistryPro
         assert registry.call("GET", f"/mode/{subject}?defaultToGlobal=true")[1] == {"mode": "IMPORT"}
     finally:
         assert registry.call("PUT", "/mode", {"mode": "READWRITE"})[0] == 200
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/octet-stream", "application/vnd.schemaregistry+json"]
+)
+def test_json_and_octet_stream_bodies_are_accepted(
+    registry: RegistryProcess, subject: str, content_type: str
+) -> None:
+    text = record("Typed", ("t", "int"))
+    status, body = registry.call(
+        "POST", f"/subjects/{subject}/versions", {"schema": text}, headers={"Content-Type": content_type}
+    )
+    assert status == 200 and body["version"] == 1

@@ -19,7 +19,7 @@ from sluice.client.internal_topic import StoreUnavailable
 from sluice.registry import commands, errors, records
 from sluice.registry.commands import RegisterRequest
 from sluice.registry.formats import supported_types
-from sluice.registry.records import Reference
+from sluice.registry.records import Reference, SchemaValue
 from sluice.registry.service import RegistryService
 from sluice.registry.state import DEFAULT_LEVEL, DEFAULT_MODE
 
@@ -268,26 +268,20 @@ async def register(request: web.Request) -> web.Response:
     return reply(answer)
 
 
+def _version(request: web.Request) -> SchemaValue:
+    """The subject version the path names (?deleted=true: soft-deleted ones too)."""
+    state, subject = _service(request).state, _subject(request)
+    return commands.resolve(state, subject, request.match_info["version"], deleted=_flag(request, "deleted"))
+
+
 @routes.get("/subjects/{subject}/versions/{version}")
 async def get_version(request: web.Request) -> web.Response:
-    value = commands.resolve(
-        _service(request).state,
-        _subject(request),
-        request.match_info["version"],
-        deleted=_flag(request, "deleted"),
-    )
-    return reply(commands.schema_answer(value))
+    return reply(commands.schema_answer(_version(request)))
 
 
 @routes.get("/subjects/{subject}/versions/{version}/schema")
 async def get_version_text(request: web.Request) -> web.Response:
-    value = commands.resolve(
-        _service(request).state,
-        _subject(request),
-        request.match_info["version"],
-        deleted=_flag(request, "deleted"),
-    )
-    return web.Response(text=value.schema, content_type=CONTENT_TYPE)
+    return web.Response(text=_version(request).schema, content_type=CONTENT_TYPE)
 
 
 @routes.get("/subjects/{subject}/versions/{version}/referencedby")

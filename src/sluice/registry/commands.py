@@ -55,6 +55,11 @@ def _tombstone(subject: str, version: int) -> Record:
     return records.encode_key(Key(records.SCHEMA, subject, version)), None
 
 
+def _keep_max_id(state: RegistryState) -> Record:
+    """Written before tombstones: compaction will drop the deleted records, and their ids with them."""
+    return records.MAX_ID_KEY, records.encode_max_id(state.max_id)
+
+
 def _answer(value: SchemaValue) -> dict[str, Any]:
     out: dict[str, Any] = {"subject": value.subject, "version": value.version, "id": value.id}
     if value.schema_type != records.DEFAULT_SCHEMA_TYPE:
@@ -206,7 +211,7 @@ def delete_version(state: RegistryState, subject: str, version: str, *, permanen
             [_schema_record(deleted)],
             lambda after: (v := after.version(subject, number)) is None or v.deleted,
         )
-    out = [_tombstone(subject, number)]
+    out = [_keep_max_id(state), _tombstone(subject, number)]
     if len(state.versions(subject, deleted=True)) == 1:
         out += _forget_subject_settings(state, subject)
     return Plan(number, out, lambda after: after.version(subject, number) is None)
@@ -238,7 +243,7 @@ def delete_subject(state: RegistryState, subject: str, *, permanent: bool) -> Pl
             [(key, records.encode_delete_subject(subject, last))],
             lambda after: not after.versions(subject),
         )
-    out = [_tombstone(subject, v.version) for v in reversed(every)]
+    out = [_keep_max_id(state), *(_tombstone(subject, v.version) for v in reversed(every))]
     out += _forget_subject_settings(state, subject)
     return Plan([v.version for v in every], out, lambda after: not after.versions(subject, deleted=True))
 

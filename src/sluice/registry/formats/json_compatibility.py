@@ -14,6 +14,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+import jsonschema
+
 from .jsonschema import JsonModel, Resolver
 from .parsed import Problem, Roles, compact_json
 
@@ -21,6 +23,7 @@ _COMBINATORS = ("oneOf", "anyOf", "allOf")
 _LOWER_BOUNDS = ("minLength", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties")
 _MAX_REF_HOPS = 50
+_REF_REPLACES = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
 
 
 def problems(reader: JsonModel, writer: JsonModel, roles: Roles) -> list[Problem]:
@@ -70,7 +73,12 @@ class _Diff:
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 return schema, resolver
             target, resolver = model.lookup(resolver, schema["$ref"])
-            siblings = {key: value for key, value in schema.items() if key != "$ref"}
+            # Up to draft 7 a $ref replaces its object; from 2019-09 the keywords beside it apply too.
+            siblings = (
+                {key: value for key, value in schema.items() if key != "$ref"}
+                if model.draft not in _REF_REPLACES
+                else {}
+            )
             schema = {**target, **siblings} if isinstance(target, dict) and siblings else target
         return {}, resolver  # a $ref chain this long is a loop: treat it as unconstrained
 
@@ -182,6 +190,8 @@ class _Diff:
         if r_types is None:
             return True
         w_types = _type_set(w)
+        if w_types is None and _enum_values(w) is not None:
+            w_types = {_json_type(value) for value in _enum_values(w) or ()}
         if w_types is None:
             self.report("TYPE_NARROWED", path, self._says(f"restricts the type to {sorted(r_types)}", path))
             return False
@@ -463,6 +473,20 @@ def _type_set(schema: dict[str, Any]) -> set[str] | None:
     if isinstance(declared, list):
         return {t for t in declared if isinstance(t, str)}
     return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _accepts(types: set[str], kind: str) -> bool:
