@@ -202,8 +202,8 @@ class ConsumerInstances:
             self._janitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._janitor
-        for instance in list(self._instances.values()):
-            await self.delete(instance.group, instance.name)
+        # All at once: with the cluster gone each close may take its whole CLOSE_TIMEOUT_SECONDS.
+        await asyncio.gather(*(self.delete(i.group, i.name) for i in list(self._instances.values())))
         self._executor.shutdown(wait=False)
 
     def __len__(self) -> int:
@@ -250,9 +250,8 @@ class ConsumerInstances:
         instance = self._instances.pop((group, name), None)
         if instance is None:
             raise not_found(CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
-        instance.closed = (
-            True  # a fetch in progress notices within POLL_SLICE_SECONDS and lets go of the lock
-        )
+        # A fetch in progress notices within POLL_SLICE_SECONDS and lets go of the lock.
+        instance.closed = True
         async with instance.lock:
             # close() commits what auto commit would and leaves the group at once, or hangs when the cluster
             # is gone: in a daemon thread, waited for a bounded time, it never holds up a shutdown.
