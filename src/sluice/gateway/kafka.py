@@ -227,7 +227,16 @@ class ClusterClient:
         (partition, offset) of each, or why that one failed. One future for the batch, not one per record.
         Records without a partition go where the Java producer would put them (Confluent's REST Proxy is one):
         murmur2 of the key, or librdkafka's sticky choice for a null key."""
-        partition_count = await self.partition_count(topic)
+        return await self.enqueue_many(topic, records, await self.partition_count(topic))
+
+    def enqueue_many(
+        self,
+        topic: str,
+        records: Sequence[tuple[bytes | None, bytes | None, int | None, Sequence[tuple[str, bytes]]]],
+        partition_count: int,
+    ) -> asyncio.Future[list[tuple[int, int] | GatewayError]]:
+        """`produce_many`'s first half, without suspending: records handed over one after the other keep
+        their order on each partition; the future resolves as `produce_many` does."""
         batch = _BatchDelivery(topic, asyncio.get_running_loop(), len(records))
         limit = self.config.producer.max_message_bytes
         for index, (key, value, partition, headers) in enumerate(records):
@@ -261,7 +270,7 @@ class ClusterClient:
             except KafkaException as exc:
                 batch.settle(index, self._failure(exc.args[0], f"produce to {topic}"))
         self.metrics.produced.labels(self.config.name, "sync").inc(len(records))
-        return await batch.done
+        return batch.done
 
     # -- admin -----------------------------------------------------------------
     async def list_topics(self, with_config: bool = False) -> dict[str, TopicInfo]:

@@ -8,6 +8,7 @@ goes away halfway keeps what was produced before; nothing after the last complet
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import codecs
@@ -27,6 +28,8 @@ from .v3_common import cluster_id
 log = logging.getLogger(__name__)
 
 _DECODER = json.JSONDecoder()
+# Records of one stream being produced at once (their answers wait for the earliest).
+STREAM_WINDOW = 1000
 Record = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes]]]
 
 
@@ -86,21 +89,46 @@ def parse_record(document: Any) -> tuple[Record, dict[str, Any]]:
     return (key, value, partition, headers), described
 
 
-async def _produce_one(
+def _failed(error: RestError) -> tuple[int, dict[str, Any]]:
+    return error.status, {"error_code": error.status, "message": error.message}
+
+
+def _settled(answer: tuple[int, dict[str, Any]]) -> asyncio.Future[tuple[int, dict[str, Any]]]:
+    future: asyncio.Future[tuple[int, dict[str, Any]]] = asyncio.get_running_loop().create_future()
+    future.set_result(answer)
+    return future
+
+
+async def start_record(
     context: RestContext, cluster: str, topic: str, document: Any
-) -> tuple[int, dict[str, Any]]:
+) -> asyncio.Future[tuple[int, dict[str, Any]]]:
+    """Check one record and hand it to the producer: records started one after another keep their order.
+    The future is its answer: HTTP status and body."""
+    if isinstance(document, RestError):
+        return _settled(_failed(document))
     try:
         record, described = parse_record(document)
         if record[2] is not None:
             await context.admin.partition(topic, record[2])
-        (result,) = await context.producer.produce_many(topic, [record])
-        if isinstance(result, GatewayError):
-            raise from_gateway_error(result)
+        delivered = context.producer.enqueue_many(
+            topic, [record], await context.producer.partition_count(topic)
+        )
     except RestError as error:
-        return error.status, {"error_code": error.status, "message": error.message}
+        return _settled(_failed(error))
     except Exception as exc:  # the producer's own failures
-        error = from_gateway_error(failure_of(exc))
-        return error.status, {"error_code": error.status, "message": error.message}
+        return _settled(_failed(from_gateway_error(failure_of(exc))))
+    return asyncio.ensure_future(_answer(delivered, cluster, topic, described))
+
+
+async def _answer(
+    delivered: asyncio.Future[list[tuple[int, int] | GatewayError]],
+    cluster: str,
+    topic: str,
+    described: dict[str, Any],
+) -> tuple[int, dict[str, Any]]:
+    (result,) = await delivered
+    if isinstance(result, GatewayError):
+        return _failed(from_gateway_error(result))
     partition, offset = result
     return 200, {
         "error_code": 200,
@@ -160,26 +188,42 @@ async def produce_records(request: web.Request) -> web.StreamResponse:
         if len(documents) == 1:
             if isinstance(documents[0], RestError):
                 raise documents[0]
-            status, body = await _produce_one(context, cluster, topic, documents[0])
+            status, body = await (await start_record(context, cluster, topic, documents[0]))
             return web.Response(
                 body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type=V3_JSON
             )
     response = web.StreamResponse(status=200)
     response.content_type = V3_JSON
     await response.prepare(request)
+    # Records are produced as they arrive, up to STREAM_WINDOW at a time; a writer sends each answer back, in
+    # order, as soon as its record is settled.
+    pending: asyncio.Queue[asyncio.Future[tuple[int, dict[str, Any]]] | None] = asyncio.Queue(STREAM_WINDOW)
+    started: list[asyncio.Future[tuple[int, dict[str, Any]]]] = []
+
+    async def write_answers() -> None:
+        while (task := await pending.get()) is not None:
+            _, body = await task
+            await response.write(json.dumps(body, separators=(",", ":")).encode() + b"\n")
+
+    writer = asyncio.ensure_future(write_answers())
     try:
         source = _documents(request) if streaming else _iterate(documents)
         async for document in source:
-            if isinstance(document, RestError):
-                body = {"error_code": document.status, "message": document.message}
-            else:
-                _, body = await _produce_one(context, cluster, topic, document)
-            await response.write(json.dumps(body, separators=(",", ":")).encode() + b"\n")
+            if writer.done():
+                break  # the answers cannot be sent any more: the caller is gone
+            started.append(await start_record(context, cluster, topic, document))
+            await pending.put(started[-1])
+        await pending.put(None)
+        await writer
         await response.write_eof()
     except (ConnectionError, web.HTTPException) as exc:
         log.info("records stream to %s ended early: %s", topic, exc)
     except Exception as exc:  # aiohttp's ClientPayloadError when the client aborts its chunked body
         log.info("records stream to %s ended early: %s: %s", topic, type(exc).__name__, exc)
+    finally:
+        writer.cancel()
+        # Records already handed to the producer are written whether or not their answer can still be sent.
+        await asyncio.gather(writer, *started, return_exceptions=True)
     return response
 
 
