@@ -8,6 +8,7 @@ import io.confluent.kafka.schemaregistry.ParsedSchema;
 import io.confluent.kafka.schemaregistry.avro.AvroSchema;
 import io.confluent.kafka.schemaregistry.client.CachedSchemaRegistryClient;
 import io.confluent.kafka.schemaregistry.client.SchemaMetadata;
+import io.confluent.kafka.schemaregistry.client.rest.entities.SchemaReference;
 import io.confluent.kafka.schemaregistry.client.rest.exceptions.RestClientException;
 import io.confluent.kafka.schemaregistry.protobuf.ProtobufSchema;
 import io.confluent.kafka.serializers.KafkaAvroDeserializer;
@@ -69,41 +70,84 @@ public final class RegistryJavaClient {
 
     private static Object run(JsonNode command) throws Exception {
         String format = command.path("format").asText("avro");
-        switch (command.get("op").asText()) {
+        String op = command.get("op").asText();
+        switch (op) {
             case "produce":  // topic, schema, values [, keys (strings, Avro-serialized when key_avro)] [, config]
                 return produce(command, format);
             case "consume":  // topic, count: every record from the start of each partition, deserialized
                 return consume(command, format);
-            case "register": {  // subject, schema: the id the registry gives
-                return registryClient().register(command.get("subject").asText(), parse(format, command.get("schema").asText()));
-            }
-            case "compatible": {  // subject, schema: does the subject's latest version accept it
-                return registryClient().testCompatibility(command.get("subject").asText(), parse(format, command.get("schema").asText()));
-            }
-            case "latest": {  // subject: its newest version as the client sees it
-                SchemaMetadata latest = registryClient().getLatestSchemaMetadata(command.get("subject").asText());
-                return Map.of("id", latest.getId(), "version", latest.getVersion(), "schema", latest.getSchema(),
-                        "type", latest.getSchemaType());
-            }
-            case "by-id": {  // id: the schema text, as the deserializers fetch it
-                return registryClient().getSchemaById(command.get("id").asInt()).canonicalString();
-            }
             default:
-                throw new IllegalArgumentException("unknown op " + command.get("op"));
+                break;
+        }
+        // The rest are CachedSchemaRegistryClient calls, on a new client each (no cache from an earlier command).
+        CachedSchemaRegistryClient client = new CachedSchemaRegistryClient(url(command), 100, serdeConfig(command));
+        String subject = command.path("subject").asText();
+        switch (op) {
+            case "register": {  // subject, schema [, references] [, version and id (IMPORT mode)]: the id
+                ParsedSchema schema = parse(client, format, command);
+                if (command.has("id")) return client.register(subject, schema, command.get("version").asInt(), command.get("id").asInt());
+                return client.register(subject, schema);
+            }
+            case "lookup": {  // subject, schema [, references]: {id, version} of the registered schema
+                ParsedSchema schema = parse(client, format, command);
+                return Map.of("id", client.getId(subject, schema), "version", client.getVersion(subject, schema));
+            }
+            case "compatible":  // subject, schema: does the subject's latest version accept it
+                return client.testCompatibility(subject, parse(client, format, command));
+            case "latest":  // subject: its newest version as the client sees it
+                return metadata(client.getLatestSchemaMetadata(subject));
+            case "version":  // subject, version
+                return metadata(client.getSchemaMetadata(subject, command.get("version").asInt()));
+            case "by-id":  // id: the schema, as the deserializers fetch it
+                return client.getSchemaById(command.get("id").asInt()).canonicalString();
+            case "subjects-by-id":
+                return client.getAllSubjectsById(command.get("id").asInt());
+            case "subjects":
+                return client.getAllSubjects();
+            case "versions":
+                return client.getAllVersions(subject);
+            case "delete-version":  // subject, version [, permanent]: the version deleted
+                return client.deleteSchemaVersion(subject, command.get("version").asText(), command.path("permanent").asBoolean());
+            case "delete-subject":  // subject [, permanent]: the versions deleted
+                return client.deleteSubject(subject, command.path("permanent").asBoolean());
+            case "set-compatibility":  // subject ("" for the global level), level
+                return client.updateCompatibility(subject.isEmpty() ? null : subject, command.get("level").asText());
+            case "get-compatibility":
+                return client.getCompatibility(subject.isEmpty() ? null : subject);
+            case "set-mode":  // subject ("" for the global mode), mode
+                return subject.isEmpty() ? client.setMode(command.get("mode").asText()) : client.setMode(command.get("mode").asText(), subject);
+            case "get-mode":
+                return subject.isEmpty() ? client.getMode() : client.getMode(subject);
+            default:
+                throw new IllegalArgumentException("unknown op " + op);
         }
     }
 
-    private static CachedSchemaRegistryClient registryClient() {
-        return new CachedSchemaRegistryClient(registryUrl, 100);
+    private static String url(JsonNode command) {
+        return command.path("url").asText(registryUrl);  // another registry than the module's, for one command
     }
 
-    private static ParsedSchema parse(String format, String text) {
-        return format.equals("protobuf") ? new ProtobufSchema(text) : new AvroSchema(text);
+    private static Map<String, Object> metadata(SchemaMetadata m) {
+        List<Object> references = new ArrayList<>();
+        for (SchemaReference r : m.getReferences())
+            references.add(Map.of("name", r.getName(), "subject", r.getSubject(), "version", r.getVersion()));
+        return Map.of("id", m.getId(), "version", m.getVersion(), "schema", m.getSchema(), "type", m.getSchemaType(),
+                "references", references);
+    }
+
+    /** The command's schema as the client parses it: references are resolved by fetching them from the registry. */
+    private static ParsedSchema parse(CachedSchemaRegistryClient client, String format, JsonNode command) {
+        List<SchemaReference> references = new ArrayList<>();
+        for (JsonNode r : command.path("references"))
+            references.add(new SchemaReference(r.get("name").asText(), r.get("subject").asText(), r.get("version").asInt()));
+        String type = format.equals("protobuf") ? ProtobufSchema.TYPE : AvroSchema.TYPE;
+        return client.parseSchema(type, command.get("schema").asText(), references)
+                .orElseThrow(() -> new IllegalArgumentException("the client cannot parse this " + type + " schema"));
     }
 
     private static Map<String, Object> serdeConfig(JsonNode command) {
         Map<String, Object> config = new HashMap<>();
-        config.put("schema.registry.url", registryUrl);
+        config.put("schema.registry.url", url(command));
         command.path("config").fields().forEachRemaining(e -> config.put(e.getKey(), e.getValue().asText()));
         return config;
     }
@@ -192,7 +236,10 @@ public final class RegistryJavaClient {
     private static void describe(Throwable e, ObjectNode reply) {
         reply.putNull("reply");
         reply.put("error", e.getClass().getSimpleName());
-        reply.put("message", String.valueOf(e.getMessage()));
+        StringBuilder message = new StringBuilder(String.valueOf(e.getMessage()));
+        for (Throwable t = e.getCause(); t != null; t = t.getCause())
+            message.append(" / caused by ").append(t.getClass().getSimpleName()).append(": ").append(t.getMessage());
+        reply.put("message", message.toString());
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof RestClientException rest) {
                 reply.put("status", rest.getStatus());

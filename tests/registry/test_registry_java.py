@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import trustme
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
@@ -231,3 +234,150 @@ def test_java_client_sees_registry_errors(
     with pytest.raises(JavaSerdeError) as read_only:
         java.call("produce", topic=topic_name, schema=USER_V1, values=['{"name": "ada", "visits": 1}'])
     assert (read_only.value.status, read_only.value.error_code) == (422, 42205)
+
+
+def test_java_client_over_https_with_basic_and_bearer_credentials(
+    java: RegistryJava, broker: BrokerProcess, tmp_path: Path, topic_name: str
+) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    ca.cert_pem.write_to_path(str(ca_path))
+    extra = [
+        "--basic-auth",
+        "alice:s3cret",
+        "--token",
+        "tok-1",
+        "--tls-cert",
+        str(cert_path),
+        "--tls-key",
+        str(key_path),
+    ]
+    secured = RegistryProcess(
+        broker.bootstrap, f"_schemas-java-tls-{uuid.uuid4().hex[:8]}", extra=extra
+    ).start()
+    try:
+        # The Java client's TLS settings: 7.0's RestService reads JKS/PKCS12 stores (not PEM), so keytool
+        # makes one from the CA, as a Java user would.
+        store = tmp_path / "truststore.p12"
+        keytool = ["keytool", "-importcert", "-noprompt", "-alias", "ca", "-file", str(ca_path),
+                   "-keystore", str(store), "-storetype", "PKCS12", "-storepass", "changeit"]  # fmt: skip
+        subprocess.run(keytool, check=True, capture_output=True, timeout=60)
+        tls = {
+            "schema.registry.ssl.truststore.location": str(store),
+            "schema.registry.ssl.truststore.password": "changeit",
+            "schema.registry.ssl.truststore.type": "PKCS12",
+        }
+        basic = {**tls, "basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": "alice:s3cret"}
+        bearer = {**tls, "bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": "tok-1"}
+        offsets = java.call("produce", url=secured.url, config=basic, topic=topic_name, schema=USER_V1,
+                            values=['{"name": "ada", "visits": 1}'])  # fmt: skip
+        assert offsets == [0]
+        (record,) = java.call("consume", url=secured.url, config=bearer, topic=topic_name, count=1)
+        assert json.loads(record["value"]) == {"name": "ada", "visits": 1}
+        assert (
+            java.call("latest", url=secured.url, config=bearer, subject=f"{topic_name}-value")["version"] == 1
+        )
+        wrong = {**tls, "basic.auth.credentials.source": "USER_INFO", "basic.auth.user.info": "alice:nope"}
+        with pytest.raises(JavaSerdeError) as refused:
+            java.call("subjects", url=secured.url, config=wrong)
+        assert (refused.value.status, refused.value.error_code) == (401, 40101)
+        with pytest.raises(JavaSerdeError) as anonymous:
+            java.call("subjects", url=secured.url, config=tls)
+        assert anonymous.value.status == 401
+    finally:
+        secured.kill()
+
+
+def test_ids_the_java_client_framed_survive_a_registry_kill9(
+    java: RegistryJava, broker: BrokerProcess, topic_name: str
+) -> None:
+    own = RegistryProcess(broker.bootstrap, f"_schemas-java-kill-{uuid.uuid4().hex[:8]}").start()
+    try:
+        own.wait_primary()
+        subject = f"{topic_name}-value"
+        java.call(
+            "produce", url=own.url, topic=topic_name, schema=USER_V1, values=['{"name": "ada", "visits": 1}']
+        )
+        v1 = java.call("latest", url=own.url, subject=subject)
+        own.kill()  # kill -9
+        own.start()  # the same port, state read back from its topic
+        own.wait_primary()
+        # A fresh deserializer (no cache) resolves the id the serializer framed before the kill.
+        (record,) = java.call("consume", url=own.url, topic=topic_name, count=1)
+        assert json.loads(record["value"]) == {"name": "ada", "visits": 1}
+        assert java.call("lookup", url=own.url, subject=subject, schema=USER_V1) == {
+            "id": v1["id"],
+            "version": 1,
+        }
+        java.call("produce", url=own.url, topic=topic_name, schema=USER_V2,
+                  values=['{"name": "bob", "visits": 2, "email": "b@x"}'])  # fmt: skip
+        v2 = java.call("latest", url=own.url, subject=subject)
+        assert v2["version"] == 2 and v2["id"] > v1["id"]  # no id reused after the restart
+    finally:
+        own.kill()
+
+
+def test_avro_schema_references_through_the_java_client(
+    java: RegistryJava, client: SchemaRegistryClient, bootstrap: str, topic_name: str
+) -> None:
+    address = json.dumps({"type": "record", "name": "Address", "namespace": "shop",
+                          "fields": [{"name": "city", "type": "string"}]})  # fmt: skip
+    customer = json.dumps({"type": "record", "name": "Customer", "namespace": "shop",
+                           "fields": [{"name": "name", "type": "string"}, {"name": "home", "type": "shop.Address"}]})  # fmt: skip
+    address_subject, subject = f"{topic_name}-address", f"{topic_name}-value"
+    java.call("register", subject=address_subject, schema=address)
+    reference = {"name": "shop.Address", "subject": address_subject, "version": 1}
+    customer_id = java.call("register", subject=subject, schema=customer, references=[reference])
+    latest = java.call("latest", subject=subject)
+    assert latest["id"] == customer_id and latest["references"] == [reference]
+    assert java.call("lookup", subject=subject, schema=customer, references=[reference])["id"] == customer_id
+    # The serializer, told to use the subject's latest version, frames records with the referencing schema's id.
+    inline = json.dumps({"type": "record", "name": "Customer", "namespace": "shop", "fields": [
+        {"name": "name", "type": "string"}, {"name": "home", "type": json.loads(address)},
+    ]})  # fmt: skip
+    config = {"auto.register.schemas": "false", "use.latest.version": "true"}
+    java.call("produce", topic=topic_name, schema=inline, config=config,
+              values=['{"name": "ada", "home": {"city": "London"}}'])  # fmt: skip
+    ((_, payload),) = read_raw(bootstrap, topic_name, 1)
+    assert schema_id(payload) == customer_id
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    assert AvroDeserializer(client)(payload, context) == {"name": "ada", "home": {"city": "London"}}
+    (record,) = java.call("consume", topic=topic_name, count=1)
+    assert json.loads(record["value"]) == {"name": "ada", "home": {"city": "London"}}
+
+
+def test_java_client_api_sweep(java: RegistryJava, registry: RegistryProcess, topic_name: str) -> None:
+    """The CachedSchemaRegistryClient calls a Java application makes, each parsing sluice's answers."""
+    subject = f"{topic_name}-value"
+    first = java.call("register", subject=subject, schema=USER_V1)
+    second = java.call("register", subject=subject, schema=USER_V2)
+    assert java.call("register", subject=subject, schema=USER_V1) == first  # registering again: the same id
+    assert subject in java.call("subjects")
+    assert java.call("versions", subject=subject) == [1, 2]
+    assert java.call("version", subject=subject, version=1)["id"] == first
+    assert java.call("lookup", subject=subject, schema=USER_V2) == {"id": second, "version": 2}
+    assert subject in java.call("subjects-by-id", id=second)  # one id per schema text, in any subject
+    assert json.loads(java.call("by-id", id=second))["fields"][2]["name"] == "email"
+    assert java.call("set-compatibility", subject=subject, level="FULL") == "FULL"
+    assert java.call("get-compatibility", subject=subject) == "FULL"
+    assert java.call("set-mode", subject=subject, mode="READONLY") == "READONLY"
+    assert java.call("get-mode", subject=subject) == "READONLY"
+    java.call("set-mode", subject=subject, mode="READWRITE")
+    assert java.call("delete-version", subject=subject, version="2") == 2
+    assert java.call("versions", subject=subject) == [1]
+    assert java.call("delete-subject", subject=subject) == [1]
+    assert subject not in java.call("subjects")
+    # A permanent delete names every version it removes, the one soft-deleted alone before included.
+    assert java.call("delete-subject", subject=subject, permanent=True) == [1, 2]
+    with pytest.raises(JavaSerdeError) as gone:
+        java.call("versions", subject=subject)
+    assert (gone.value.status, gone.value.error_code) == (404, 40401)
+    # IMPORT mode: the client registers with the id and version it names.
+    imported = f"{topic_name}-imported"
+    assert java.call("set-mode", subject=imported, mode="IMPORT") == "IMPORT"
+    wanted = 1_500_000 + int(uuid.uuid4().hex[:5], 16)
+    assert java.call("register", subject=imported, schema=USER_V1, version=7, id=wanted) == wanted
+    assert registry.call("GET", f"/subjects/{imported}/versions/7")[1]["id"] == wanted
