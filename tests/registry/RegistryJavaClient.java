@@ -5,12 +5,15 @@ import com.google.protobuf.DynamicMessage;
 import com.google.protobuf.Message;
 import com.google.protobuf.util.JsonFormat;
 import io.confluent.kafka.schemaregistry.ParsedSchema;
+import io.confluent.kafka.schemaregistry.SchemaProvider;
+import io.confluent.kafka.schemaregistry.avro.AvroSchemaProvider;
 import io.confluent.kafka.schemaregistry.avro.AvroSchema;
 import io.confluent.kafka.schemaregistry.client.CachedSchemaRegistryClient;
 import io.confluent.kafka.schemaregistry.client.SchemaMetadata;
 import io.confluent.kafka.schemaregistry.client.rest.entities.SchemaReference;
 import io.confluent.kafka.schemaregistry.client.rest.exceptions.RestClientException;
 import io.confluent.kafka.schemaregistry.protobuf.ProtobufSchema;
+import io.confluent.kafka.schemaregistry.protobuf.ProtobufSchemaProvider;
 import io.confluent.kafka.serializers.KafkaAvroDeserializer;
 import io.confluent.kafka.serializers.KafkaAvroSerializer;
 import io.confluent.kafka.serializers.protobuf.KafkaProtobufDeserializer;
@@ -80,7 +83,8 @@ public final class RegistryJavaClient {
                 break;
         }
         // The rest are CachedSchemaRegistryClient calls, on a new client each (no cache from an earlier command).
-        CachedSchemaRegistryClient client = new CachedSchemaRegistryClient(url(command), 100, serdeConfig(command));
+        List<SchemaProvider> providers = List.of(new AvroSchemaProvider(), new ProtobufSchemaProvider());
+        CachedSchemaRegistryClient client = new CachedSchemaRegistryClient(url(command), 100, providers, serdeConfig(command));
         String subject = command.path("subject").asText();
         switch (op) {
             case "register": {  // subject, schema [, references] [, version and id (IMPORT mode)]: the id

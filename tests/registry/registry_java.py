@@ -11,6 +11,7 @@ FileDescriptorProto. Nothing else of Confluent's or Google's is replaced.
 from __future__ import annotations
 
 import base64
+import fcntl
 import hashlib
 import importlib
 import json
@@ -71,7 +72,14 @@ def stand_in(java_class: str, module: str) -> str:
 
 def build() -> str:
     """Fetch the jars (skipped when they are there) and compile the driver and the stand-ins unless build/
-    already has them for this exact source: the JVM's classpath."""
+    already has them for this exact source: the JVM's classpath. One xdist worker at a time."""
+    CLASSES.parent.mkdir(parents=True, exist_ok=True)
+    with (CLASSES.parent / ".registry-java-driver.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build()
+
+
+def _build() -> str:
     subprocess.run([sys.executable, str(FETCH), CLIENTS, SERDES], check=True, stdout=subprocess.DEVNULL)
     sources = {SOURCE.name: SOURCE.read_text()}
     sources.update({f"{name}.java": stand_in(name, module) for name, module in MISSING_TYPES.items()})

@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.type import date_pb2
+from google.type import date_pb2, interval_pb2
 from registry_java import JavaSerdeError, RegistryJava, build
 from registry_process import RegistryProcess
 
@@ -381,3 +381,39 @@ def test_java_client_api_sweep(java: RegistryJava, registry: RegistryProcess, to
     wanted = 1_500_000 + int(uuid.uuid4().hex[:5], 16)
     assert java.call("register", subject=imported, schema=USER_V1, version=7, id=wanted) == wanted
     assert registry.call("GET", f"/subjects/{imported}/versions/7")[1]["id"] == wanted
+
+
+def test_protobuf_references_and_evolution_through_the_java_client(
+    java: RegistryJava,
+    registry: RegistryProcess,
+    client: SchemaRegistryClient,
+    bootstrap: str,
+    topic_name: str,
+) -> None:
+    # confluent-kafka registers interval.proto with its import, timestamp.proto, as a reference; the Java
+    # deserializer fetches both and resolves the import.
+    config = {"use.deprecated.format": False, "skip.known.types": False}
+    serializer = ProtobufSerializer(interval_pb2.Interval, client, config)
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    interval = interval_pb2.Interval()
+    interval.start_time.FromSeconds(1_700_000_000)
+    interval.end_time.FromSeconds(1_700_003_600)
+    produce_raw(bootstrap, topic_name, [serializer(interval, context)])
+    latest = java.call("latest", subject=f"{topic_name}-value")
+    assert [r["name"] for r in latest["references"]] == ["google/protobuf/timestamp.proto"]
+    (record,) = java.call("consume", format="protobuf", topic=topic_name, count=1)
+    assert record["schema"] == "google.type.Interval"
+    assert json.loads(record["value"]) == {
+        "start_time": "2023-11-14T22:13:20Z",
+        "end_time": "2023-11-14T23:13:20Z",
+    }
+    # Protobuf evolution as the Java client sees it: a new field registers, a changed field type is refused.
+    subject = f"{topic_name}-dates"
+    java.call("register", format="protobuf", subject=subject, schema=DATE_PROTO)
+    grown = DATE_PROTO.replace("int32 day = 3;", "int32 day = 3; string note = 4;")
+    assert java.call("register", format="protobuf", subject=subject, schema=grown) > 0
+    changed = DATE_PROTO.replace("int32 year = 1;", "string year = 1;")
+    with pytest.raises(JavaSerdeError) as refused:
+        java.call("register", format="protobuf", subject=subject, schema=changed)
+    assert (refused.value.status, refused.value.error_code) == (409, 409)
+    assert registry.call("GET", f"/subjects/{subject}/versions")[1] == [1, 2]
