@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -417,3 +418,30 @@ def test_protobuf_references_and_evolution_through_the_java_client(
         java.call("register", format="protobuf", subject=subject, schema=changed)
     assert (refused.value.status, refused.value.error_code) == (409, 409)
     assert registry.call("GET", f"/subjects/{subject}/versions")[1] == [1, 2]
+
+
+def test_java_client_writes_through_a_second_registry(
+    java: RegistryJava,
+    registry: RegistryProcess,
+    broker: BrokerProcess,
+    client: SchemaRegistryClient,
+    topic_name: str,
+) -> None:
+    follower = RegistryProcess(broker.bootstrap, registry.topic, group=registry.group).start()
+    try:
+        # Two registries share the topic and group; writes sent to the new one are forwarded unless it won the seat.
+        follower.wait_primary()
+        # The Java client's URL list: a registry that is down first, then the follower; it moves on to the next.
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            down = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        urls = f"{down},{follower.url}"
+        java.call(
+            "produce", url=urls, topic=topic_name, schema=USER_V1, values=['{"name": "ada", "visits": 1}']
+        )
+        registered = java.call("latest", url=follower.url, subject=f"{topic_name}-value")
+        assert registry.call("GET", f"/subjects/{topic_name}-value/versions/1")[1]["id"] == registered["id"]
+        (record,) = java.call("consume", url=urls, topic=topic_name, count=1)
+        assert json.loads(record["value"]) == {"name": "ada", "visits": 1}
+    finally:
+        follower.stop()
