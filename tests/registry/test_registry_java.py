@@ -304,7 +304,10 @@ def test_ids_the_java_client_framed_survive_a_registry_kill9(
         )
         v1 = java.call("latest", url=own.url, subject=subject)
         own.kill()  # kill -9
-        own.start()  # the same port, state read back from its topic
+        # The same port, the state read back from its topic; a fresh election group, so the restarted registry
+        # need not wait out the killed member's 6 s session before it may write.
+        own.group = f"{own.group}-after-kill"
+        own.start()
         own.wait_primary()
         # A fresh deserializer (no cache) resolves the id the serializer framed before the kill.
         (record,) = java.call("consume", url=own.url, topic=topic_name, count=1)
