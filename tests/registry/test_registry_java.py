@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trustme
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
@@ -22,7 +21,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.type import date_pb2, interval_pb2
 from registry_java import JavaSerdeError, RegistryJava, build
-from registry_process import RegistryProcess
+from registry_process import RegistryProcess, tls_files
 
 from sluice.testing import BrokerProcess
 
@@ -240,12 +239,7 @@ def test_java_client_sees_registry_errors(
 def test_java_client_over_https_with_basic_and_bearer_credentials(
     java: RegistryJava, broker: BrokerProcess, tmp_path: Path, topic_name: str
 ) -> None:
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert.cert_chain_pems[0].write_to_path(str(cert_path))
-    cert.private_key_pem.write_to_path(str(key_path))
-    ca.cert_pem.write_to_path(str(ca_path))
+    cert_path, key_path, ca_path = tls_files(tmp_path)
     extra = [
         "--basic-auth",
         "alice:s3cret",
