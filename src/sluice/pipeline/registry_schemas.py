@@ -1,0 +1,150 @@
+"""Schema Registry look-ups for the pipeline: which schema a column is read or written with.
+
+confluent-kafka's ``SchemaRegistryClient`` does the HTTP and caches by id and by subject version;
+one client per registry URL and process (the driver, every Python worker) is kept here. Every
+fetched schema is flattened with its references (transitively) into a picklable
+:class:`RegistrySchema`, so executors get the reader schema in the task and only ask the registry
+for writer schemas of other ids they meet.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sluice.pipeline.options import PipelineOptionError, RegistryConnection
+
+AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
+_MAX_REFERENCE_DEPTH = 32
+
+
+class RegistryLookupError(PipelineOptionError):
+    """The registry could not be reached, or does not have the subject, version or id asked for."""
+
+
+@dataclass(frozen=True)
+class RegistrySchema:
+    """A registered schema with every reference it needs, by reference name (flattened)."""
+
+    schema_id: int
+    schema_type: str
+    text: str
+    references: Mapping[str, str] = field(default_factory=dict)
+    # Reference names in the order they must be parsed (a reference's own references first).
+    reference_order: tuple[str, ...] = ()
+    subject: str | None = None
+    version: int | None = None
+
+
+_clients: dict[RegistryConnection, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def client(connection: RegistryConnection) -> Any:
+    """This process's SchemaRegistryClient for ``connection`` (it caches schemas by id)."""
+    with _clients_lock:
+        found = _clients.get(connection)
+        if found is None:
+            from confluent_kafka.schema_registry import SchemaRegistryClient
+
+            try:
+                found = _clients[connection] = SchemaRegistryClient(connection.client_config())
+            except (ValueError, TypeError) as error:
+                raise RegistryLookupError(f"schema registry settings are not valid: {error}") from None
+        return found
+
+
+def _failed(connection: RegistryConnection, what: str, error: Exception) -> RegistryLookupError:
+    return RegistryLookupError(f"schema registry {connection.url}: {what} failed: {error}")
+
+
+def _flatten(connection: RegistryConnection, schema: Any, depth: int = 0) -> tuple[dict[str, str], list[str]]:
+    """Texts of all references of ``schema``, transitively, and a parse order (dependencies first)."""
+    texts: dict[str, str] = {}
+    order: list[str] = []
+    if depth > _MAX_REFERENCE_DEPTH:
+        raise RegistryLookupError(f"schema references nest deeper than {_MAX_REFERENCE_DEPTH}")
+    for reference in schema.references or []:
+        if reference.name in texts:
+            continue
+        try:
+            registered = client(connection).get_version(reference.subject, reference.version)
+        except Exception as error:
+            raise _failed(
+                connection, f"reference {reference.name} ({reference.subject} v{reference.version})", error
+            ) from None
+        inner_texts, inner_order = _flatten(connection, registered.schema, depth + 1)
+        for name in inner_order:
+            if name not in texts:
+                texts[name] = inner_texts[name]
+                order.append(name)
+        texts[reference.name] = registered.schema.schema_str
+        order.append(reference.name)
+    return texts, order
+
+
+def _registry_schema(
+    connection: RegistryConnection, schema_id: int, schema: Any, subject: str | None, version: int | None
+) -> RegistrySchema:
+    texts, order = _flatten(connection, schema)
+    return RegistrySchema(
+        schema_id=schema_id,
+        schema_type=(schema.schema_type or AVRO).upper(),
+        text=schema.schema_str,
+        references=texts,
+        reference_order=tuple(order),
+        subject=subject,
+        version=version,
+    )
+
+
+def by_id(connection: RegistryConnection, schema_id: int) -> RegistrySchema:
+    try:
+        schema = client(connection).get_schema(schema_id)
+    except Exception as error:
+        raise _failed(connection, f"schema id {schema_id}", error) from None
+    return _registry_schema(connection, schema_id, schema, None, None)
+
+
+def by_subject(connection: RegistryConnection, subject: str, version: int | None) -> RegistrySchema:
+    """The subject's ``version``, or its latest when None."""
+    try:
+        if version is None:
+            registered = client(connection).get_latest_version(subject)
+        else:
+            registered = client(connection).get_version(subject, version)
+    except Exception as error:
+        which = "latest version" if version is None else f"version {version}"
+        raise _failed(connection, f"the {which} of subject {subject!r}", error) from None
+    return _registry_schema(connection, registered.schema_id, registered.schema, subject, registered.version)
+
+
+def register(connection: RegistryConnection, subject: str, schema_type: str, text: str) -> RegistrySchema:
+    """Register ``text`` under ``subject`` (idempotent: the same schema keeps its id)."""
+    from confluent_kafka.schema_registry import Schema
+
+    try:
+        schema_id = client(connection).register_schema(subject, Schema(text, schema_type))
+    except Exception as error:
+        raise _failed(connection, f"registering a schema under subject {subject!r}", error) from None
+    return RegistrySchema(schema_id=schema_id, schema_type=schema_type, text=text, subject=subject)
+
+
+def parsed_avro(schema: RegistrySchema) -> Any:
+    """fastavro's parsed form, with the named types of the references known."""
+    import fastavro
+
+    named: dict[str, Any] = {}
+    for name in schema.reference_order:
+        fastavro.parse_schema(json.loads(schema.references[name]), named_schemas=named)
+    return fastavro.parse_schema(json.loads(schema.text), named_schemas=named)
+
+
+def parsed_protobuf(schema: RegistrySchema) -> Any:
+    """The registry's parsed Protobuf schema (a FileDescriptor with its imports loaded)."""
+    from sluice.registry.formats import parse_schema
+
+    return parse_schema(PROTOBUF, schema.text, dict(schema.references))
