@@ -66,12 +66,12 @@ def _is_map(field: FieldDescriptor) -> bool:
     return bool(
         message is not None
         and message.GetOptions().map_entry
-        and field.label == FieldDescriptor.LABEL_REPEATED
+        and field.is_repeated
     )
 
 
 def _is_repeated(field: FieldDescriptor) -> bool:
-    return field.label == FieldDescriptor.LABEL_REPEATED
+    return field.is_repeated
 
 
 def spark_type(descriptor: Descriptor) -> StructType:

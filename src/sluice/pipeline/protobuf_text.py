@@ -120,7 +120,7 @@ def fill_message(message: Message, row: dict[str, Any]) -> None:
                     _fill_single(target[key], item)
                 else:
                     target[key] = _plain(item)
-        elif field.label == FieldDescriptor.LABEL_REPEATED:
+        elif field.is_repeated:
             target = getattr(message, field.name)
             for item in value:
                 if is_message:
