@@ -30,16 +30,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sluice.pipeline import avro_spark, jsonschema_spark, protobuf_spark
-from sluice.pipeline.encoding import ColumnEncoder
-from sluice.pipeline.formats import (
-    ColumnCodec,
-    UndecodableRecordError,
+from sluice.client.schema_framing import (
     decode_message_index,
     encode_message_index,
     frame,
     split_frame,
 )
+from sluice.pipeline import avro_spark, jsonschema_spark, protobuf_spark
+from sluice.pipeline.encoding import ColumnEncoder
+from sluice.pipeline.formats import ColumnCodec, UndecodableRecordError
 from sluice.pipeline.options import (
     PipelineOptionError,
     RegistryConnection,

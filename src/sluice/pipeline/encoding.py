@@ -18,8 +18,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import DataType, StructType
 
+from sluice.client.schema_framing import frame
 from sluice.pipeline import registry_schemas as schemas
-from sluice.pipeline.formats import frame
 from sluice.pipeline.options import PipelineOptionError, RegistryConnection
 from sluice.pipeline.registry_schemas import AVRO, JSON, PROTOBUF, RegistrySchema
 
@@ -130,10 +130,10 @@ class ColumnEncoder:
 
     def _protobuf_writer(self) -> Callable[[Any], bytes]:
         if "protobuf" not in self._cache:
-            from sluice.pipeline.formats import _message_class
+            from sluice.pipeline.formats import message_class
             from sluice.pipeline.protobuf_text import fill_message
 
-            message_class = _message_class(self.schema, (0,))
+            message_class = message_class(self.schema, (0,))
             schema_id = self.schema.schema_id
 
             def write(row: Any) -> bytes:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,77 +32,17 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
+from sluice.client.schema_framing import (
+    UndecodableRecordError,
+    decode_message_index,
+    split_frame,
+    zigzag,
+)
 from sluice.pipeline import registry_schemas as schemas
 from sluice.pipeline.options import PipelineOptionError, RegistryConnection, RegistryFormats
 from sluice.pipeline.registry_schemas import AVRO, JSON, PROTOBUF, RegistrySchema
 
-MAGIC = 0
-_HEADER = struct.Struct(">bI")
 Located = Callable[[int], str]
-
-
-class UndecodableRecordError(ValueError):
-    """A key or value is not registry-framed data of the expected format."""
-
-
-def frame(schema_id: int, payload: bytes, message_index: Sequence[int] | None = None) -> bytes:
-    """Magic byte, schema id, (Protobuf: message indexes,) payload."""
-    prefix = _HEADER.pack(MAGIC, schema_id)
-    if message_index is not None:
-        prefix += encode_message_index(message_index)
-    return prefix + payload
-
-
-def split_frame(data: bytes) -> tuple[int, memoryview]:
-    """(schema id, payload) of a framed value; raises UndecodableRecordError when it is not framed."""
-    if len(data) < _HEADER.size or data[0] != MAGIC:
-        first = f"0x{data[0]:02x}" if data else "nothing"
-        raise UndecodableRecordError(
-            f"not registry-framed: starts with {first}, expected magic byte 0 and a 4-byte schema id"
-        )
-    return int.from_bytes(data[1:5], "big"), memoryview(data)[5:]
-
-
-def _zigzag(value: int) -> bytes:
-    encoded = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while encoded > 0x7F:
-        out.append((encoded & 0x7F) | 0x80)
-        encoded >>= 7
-    out.append(encoded)
-    return bytes(out)
-
-
-def _read_zigzag(data: memoryview, at: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise UndecodableRecordError("the Protobuf message-index array is cut short")
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
-
-
-def encode_message_index(indexes: Sequence[int]) -> bytes:
-    if list(indexes) == [0]:
-        return b"\x00"
-    return _zigzag(len(indexes)) + b"".join(_zigzag(i) for i in indexes)
-
-
-def decode_message_index(payload: memoryview) -> tuple[tuple[int, ...], memoryview]:
-    count, at = _read_zigzag(payload, 0)
-    if count == 0:
-        return (0,), payload[at:]
-    if count < 0 or count > 100:
-        raise UndecodableRecordError(f"the Protobuf message-index array claims {count} entries")
-    indexes = []
-    for _ in range(count):
-        index, at = _read_zigzag(payload, at)
-        indexes.append(index)
-    return tuple(indexes), payload[at:]
 
 
 def spark_type_of(schema: RegistrySchema) -> DataType:
@@ -115,7 +54,7 @@ def spark_type_of(schema: RegistrySchema) -> DataType:
     if schema.schema_type == PROTOBUF:
         from sluice.pipeline import protobuf_spark
 
-        return protobuf_spark.spark_type(_message_class(schema, (0,)).DESCRIPTOR)
+        return protobuf_spark.spark_type(message_class(schema, (0,)).DESCRIPTOR)
     if schema.schema_type == JSON:
         from sluice.pipeline import jsonschema_spark
 
@@ -123,10 +62,10 @@ def spark_type_of(schema: RegistrySchema) -> DataType:
     raise UndecodableRecordError(f"unknown schema type {schema.schema_type}")
 
 
-def _message_class(schema: RegistrySchema, index: Sequence[int]) -> type:
-    from sluice.registry.formats import protobuf_message_class
+def message_class(schema: RegistrySchema, index: Sequence[int]) -> type:
+    from sluice.registry.formats import protobufmessage_class
 
-    return protobuf_message_class(schemas.parsed_protobuf(schema), tuple(index))
+    return protobufmessage_class(schemas.parsed_protobuf(schema), tuple(index))
 
 
 def project(data_type: DataType) -> Callable[[Any], Any] | None:
@@ -294,7 +233,7 @@ class ColumnCodec:
         _writer, reader, header, adapter = self._avro(schema_id)
         body = b"".join(payloads)
         sync = header[-16:]
-        block = header + _zigzag(len(payloads)) + _zigzag(len(body)) + body + sync
+        block = header + zigzag(len(payloads)) + zigzag(len(body)) + body + sync
         records = list(fastavro.reader(io.BytesIO(block), reader_schema=reader))
         if len(records) != len(payloads):
             raise UndecodableRecordError(f"{len(payloads)} payloads decoded as {len(records)} records")
@@ -327,12 +266,12 @@ class ColumnCodec:
         if key not in self._cache:
             from sluice.pipeline import protobuf_spark
 
-            message_class = _message_class(self._writer(schema_id), index)
-            to_row = protobuf_spark.row_converter(message_class.DESCRIPTOR)  # type: ignore[attr-defined]
+            writer_class = message_class(self._writer(schema_id), index)
+            to_row = protobuf_spark.row_converter(writer_class.DESCRIPTOR)  # type: ignore[attr-defined]
             same = schema_id == self.reader.schema_id and index == (0,)
             projection = None if same else project(self.spark_type)
             convert = to_row if projection is None else (lambda m: projection(to_row(m)))
-            self._cache[key] = (message_class, convert)
+            self._cache[key] = (writer_class, convert)
         return self._cache[key]
 
     # ----- JSON Schema -----

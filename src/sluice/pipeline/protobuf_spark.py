@@ -63,11 +63,7 @@ class ProtobufTypeError(ValueError):
 
 def _is_map(field: FieldDescriptor) -> bool:
     message = field.message_type
-    return bool(
-        message is not None
-        and message.GetOptions().map_entry
-        and field.is_repeated
-    )
+    return bool(message is not None and message.GetOptions().map_entry and field.is_repeated)
 
 
 def _is_repeated(field: FieldDescriptor) -> bool:
