@@ -36,6 +36,7 @@ from sluice.client.schema_framing import (
     frame,
     split_frame,
 )
+from sluice.client.schema_registry import RegistrySchema
 from sluice.pipeline import avro_spark, jsonschema_spark, protobuf_spark
 from sluice.pipeline.encoding import ColumnEncoder
 from sluice.pipeline.formats import ColumnCodec, UndecodableRecordError
@@ -45,7 +46,6 @@ from sluice.pipeline.options import (
     parse_sink_options,
     parse_source_options,
 )
-from sluice.pipeline.registry_schemas import RegistrySchema
 
 NOWHERE = RegistryConnection("http://127.0.0.1:9")  # never asked: only the reader's own id is decoded
 

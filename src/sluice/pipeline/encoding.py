@@ -18,10 +18,10 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import DataType, StructType
 
+from sluice.client import schema_registry as schemas
 from sluice.client.schema_framing import frame
-from sluice.pipeline import registry_schemas as schemas
+from sluice.client.schema_registry import AVRO, JSON, PROTOBUF, RegistrySchema
 from sluice.pipeline.options import PipelineOptionError, RegistryConnection
-from sluice.pipeline.registry_schemas import AVRO, JSON, PROTOBUF, RegistrySchema
 
 
 def derived_schema_text(schema_type: str, data_type: DataType, record_name: str) -> str:

@@ -32,15 +32,15 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
+from sluice.client import schema_registry as schemas
 from sluice.client.schema_framing import (
     UndecodableRecordError,
     decode_message_index,
     split_frame,
     zigzag,
 )
-from sluice.pipeline import registry_schemas as schemas
+from sluice.client.schema_registry import AVRO, JSON, PROTOBUF, RegistrySchema
 from sluice.pipeline.options import PipelineOptionError, RegistryConnection, RegistryFormats
-from sluice.pipeline.registry_schemas import AVRO, JSON, PROTOBUF, RegistrySchema
 
 Located = Callable[[int], str]
 
@@ -63,9 +63,10 @@ def spark_type_of(schema: RegistrySchema) -> DataType:
 
 
 def message_class(schema: RegistrySchema, index: Sequence[int]) -> type:
-    from sluice.registry.formats import protobufmessage_class
+    from sluice.registry.formats import parse_schema, protobuf_message_class
 
-    return protobufmessage_class(schemas.parsed_protobuf(schema), tuple(index))
+    parsed = parse_schema(PROTOBUF, schema.text, dict(schema.references))
+    return protobuf_message_class(parsed, tuple(index))
 
 
 def project(data_type: DataType) -> Callable[[Any], Any] | None:

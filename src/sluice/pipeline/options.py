@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sluice.client.schema_registry import RegistryConnection
+
 EARLIEST = -2
 LATEST = -1
 
@@ -61,17 +63,6 @@ class OffsetSpec:
     kind: Literal["earliest", "latest", "specific", "timestamp"]
     per_partition: Mapping[tuple[str, int], int] = field(default_factory=dict)
     timestamp_ms: int | None = None
-
-
-@dataclass(frozen=True)
-class RegistryConnection:
-    """Where the schema registry is: its URL and confluent-kafka client settings (TLS, basic auth)."""
-
-    url: str
-    settings: tuple[tuple[str, str], ...] = ()
-
-    def client_config(self) -> dict[str, str]:
-        return {**dict(self.settings), "url": self.url}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Schema Registry look-ups for the pipeline: which schema a column is read or written with.
+"""Schema Registry look-ups shared by the pipeline and the console: schemas by id and by subject version.
 
 confluent-kafka's ``SchemaRegistryClient`` does the HTTP and caches by id and by subject version;
 one client per registry URL and process (the driver, every Python worker) is kept here. Every
@@ -15,13 +15,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sluice.pipeline.options import PipelineOptionError, RegistryConnection
-
 AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
 _MAX_REFERENCE_DEPTH = 32
 
 
-class RegistryLookupError(PipelineOptionError):
+@dataclass(frozen=True)
+class RegistryConnection:
+    """Where the schema registry is: its URL and confluent-kafka client settings (TLS, basic auth)."""
+
+    url: str
+    settings: tuple[tuple[str, str], ...] = ()
+
+    def client_config(self) -> dict[str, str]:
+        return {**dict(self.settings), "url": self.url}
+
+
+class RegistryLookupError(ValueError):
     """The registry could not be reached, or does not have the subject, version or id asked for."""
 
 
@@ -141,10 +150,3 @@ def parsed_avro(schema: RegistrySchema) -> Any:
     for name in schema.reference_order:
         fastavro.parse_schema(json.loads(schema.references[name]), named_schemas=named)
     return fastavro.parse_schema(json.loads(schema.text), named_schemas=named)
-
-
-def parsed_protobuf(schema: RegistrySchema) -> Any:
-    """The registry's parsed Protobuf schema (a FileDescriptor with its imports loaded)."""
-    from sluice.registry.formats import parse_schema
-
-    return parse_schema(PROTOBUF, schema.text, dict(schema.references))
