@@ -15,6 +15,7 @@ from types import TracebackType
 
 _READY = re.compile(r"^sluice broker listening on [^ ]+:(\d+)$")
 _ADMIN_READY = re.compile(r"^sluice admin listening on (https?://[^ ]+)$")
+_REGISTRY_READY = re.compile(r"^sluice registry listening on (https?://[^ ]+)$")
 
 
 class BrokerProcess:
@@ -119,6 +120,73 @@ class BrokerProcess:
         return 0
 
     def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.kill()
+
+
+class RegistryProcess:
+    """`sluice registry` against ``bootstrap`` on 127.0.0.1 with an ephemeral port; ``url`` once started.
+
+    A restart keeps the port (and the ``_schemas`` topic, so the schemas); ``kill()`` is a real SIGKILL.
+    """
+
+    def __init__(self, bootstrap: str, *, port: int = 0, extra_args: list[str] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.port = port
+        self.extra_args = extra_args or []
+        self.url: str | None = None
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    def start(self, timeout: float = 60.0) -> RegistryProcess:
+        cmd = [sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
+               "--listen", f"127.0.0.1:{self.port}", *self.extra_args]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line)
+                match = _REGISTRY_READY.match(line.rstrip())
+                if match and not ready.is_set():
+                    self.url = match.group(1)
+                    self.port = int(self.url.rsplit(":", 1)[1])
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(timeout):
+            self.kill()
+            raise TimeoutError("registry did not start:\n" + "".join(self.output))
+        if self.proc.poll() is not None or self.url is None:
+            raise RuntimeError("registry exited at start:\n" + "".join(self.output))
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, exactly like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: the clean shutdown path."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise
+        return self.proc.returncode
+
+    def __enter__(self) -> RegistryProcess:
         return self.start()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
