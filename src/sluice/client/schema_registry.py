@@ -26,8 +26,10 @@ class RegistryConnection:
     url: str
     settings: tuple[tuple[str, str], ...] = ()
 
-    def client_config(self) -> dict[str, str]:
-        return {**dict(self.settings), "url": self.url}
+    def client_config(self) -> dict[str, Any]:
+        # Settings come as text (Spark options, CLI flags); the client wants numbers as int.
+        config: dict[str, Any] = {k: int(v) if v.isdigit() else v for k, v in self.settings}
+        return {**config, "url": self.url}
 
 
 class RegistryLookupError(ValueError):
