@@ -159,8 +159,9 @@ class SchemaBrowser:
         schema_id, payload = split_frame(data)
         try:
             schema, subject, read = self._decoder(schema_id)
-        except ClusterError as error:
-            return _undecoded(data, f"looks registry-framed (schema id {schema_id}) but {error.message}")
+        except (ClusterError, registry.RegistryLookupError) as error:
+            reason = error.message if isinstance(error, ClusterError) else str(error)
+            return _undecoded(data, f"looks registry-framed, but not decoded: {reason}")
         try:
             value = read(payload)
         except Exception as exc:
@@ -182,7 +183,7 @@ class SchemaBrowser:
             found = self._decoders.get(schema_id)
         if found is not None:
             return found
-        schema = self._call(f"schema id {schema_id}", lambda: registry.by_id(self.connection, schema_id))
+        schema = registry.by_id(self.connection, schema_id)
         subjects = self._call(
             f"subjects of schema id {schema_id}", lambda: self._client().get_subjects_by_schema_id(schema_id)
         )
@@ -218,6 +219,7 @@ def _reader(schema: RegistrySchema) -> Callable[[memoryview], Any]:
     if schema.schema_type == JSON:
         return lambda payload: json.loads(bytes(payload))
     from google.protobuf.json_format import MessageToDict
+
     from sluice.registry.formats import parse_schema, protobuf_message_class
 
     parsed = parse_schema(PROTOBUF, schema.text, dict(schema.references))
