@@ -128,9 +128,12 @@ def serve(
         typer.Option(envvar="SLUICE_CONSOLE_BASIC_AUTH", help="USER:PASSWORD the console requires."),
     ] = None,
     metrics_listen: MetricsListen = "127.0.0.1:9644",
+    registry_listen: Annotated[
+        str, typer.Option(help="Schema Registry address ('off' for none); its state is the _schemas topic.")
+    ] = "127.0.0.1:8081",
     verbose: bool = False,
 ) -> None:
-    """Run the broker, the gateway and the web console beside it, on loopback by default."""
+    """Run the broker, the gateway, the Schema Registry and the web console beside it, on loopback by default."""
     from sluice.cli.console import parse_basic_auth
     from sluice.eventloop import run_event_loop
     from sluice.security.acl import StoreDamaged
@@ -138,11 +141,7 @@ def serve(
 
     setup_logging(verbose)
     broker_config = _broker_config(kafka_listen, data_dir, None, config, metrics_listen=metrics_listen)
-    console_address = (
-        None
-        if console_listen.lower() in ("off", "none", "")
-        else split_hostport(console_listen, "--console-listen")
-    )
+    console_address = _optional_address(console_listen, "--console-listen")
     try:
         run_event_loop(
             serve_all(
@@ -151,10 +150,16 @@ def serve(
                 http_listen=http_listen,
                 console_listen=console_address,
                 console_login=(console_token, parse_basic_auth(console_basic_auth)),
+                registry_listen=_optional_address(registry_listen, "--registry-listen"),
             )
         )
     except StoreDamaged as exc:
         fail(str(exc))
+
+
+def _optional_address(value: str, option: str) -> tuple[str, int] | None:
+    """HOST:PORT, or None for 'off'."""
+    return None if value.lower() in ("off", "none", "") else split_hostport(value, option)
 
 
 @app.command()

@@ -6,12 +6,13 @@ them, unchanged (Authorization header included), to the primary's URL and relays
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, web
+from aiohttp import ClientConnectionError, ClientError, ClientSession, ClientTimeout, web
 
 from sluice.registry import commands, errors, records
 from sluice.registry.commands import RegisterRequest
@@ -166,24 +167,35 @@ def _stored_or_404(request: web.Request) -> tuple[int, Any]:
 
 
 def write_route(handler: Handler) -> Handler:
-    """Run on the primary; on a secondary, relay the request to the primary (once: never forwarded twice)."""
+    """Run on the primary; on a secondary, relay the request to the primary (once: never forwarded twice).
+    A primary that cannot be reached (stopping, hand-over under way) is looked up again until the store
+    timeout."""
 
     async def run(request: web.Request) -> web.StreamResponse:
         service = _service(request)
         if service.is_primary or request.headers.get(FORWARDED_HEADER):
             return await handler(request)
-        primary = await service.primary_url()
-        if primary is None:
-            raise errors.unknown_primary("no primary registry is elected yet; try again shortly")
-        if primary == (service.election.my_url if service.election else None):
-            return await handler(request)
-        return await _forward(request, primary)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + service.settings.store_timeout_s
+        while True:
+            primary = await service.primary_url()
+            if primary is None:
+                raise errors.unknown_primary("no primary registry is elected yet; try again shortly")
+            if service.is_primary or primary == (service.election.my_url if service.election else None):
+                return await handler(request)
+            try:
+                return await _forward(request, primary)
+            except ClientConnectionError as exc:
+                if service.election is not None:
+                    service.election.forget_primary()
+                if loop.time() >= deadline:
+                    raise errors.forwarding_failed(f"cannot reach the primary {primary}: {exc}") from None
+                await asyncio.sleep(0.2)
 
     return run
 
 
 async def _forward(request: web.Request, primary: str) -> web.StreamResponse:
-    service = _service(request)
     headers = {FORWARDED_HEADER: "1", "Content-Type": request.headers.get("Content-Type", CONTENT_TYPE)}
     if "Authorization" in request.headers:
         headers["Authorization"] = request.headers["Authorization"]
@@ -193,9 +205,9 @@ async def _forward(request: web.Request, primary: str) -> web.StreamResponse:
         async with request.app[SESSION].request(request.method, url, data=body, headers=headers) as answer:
             payload = await answer.read()
             return web.Response(body=payload, status=answer.status, content_type=CONTENT_TYPE)
+    except ClientConnectionError:
+        raise
     except (ClientError, TimeoutError) as exc:
-        if service.election is not None:
-            service.election.forget_primary()
         raise errors.forwarding_failed(f"forwarding to the primary {primary} failed: {exc}") from None
 
 

@@ -187,7 +187,8 @@ def _forget_subject_settings(state: RegistryState, subject: str) -> list[Record]
 
 def delete_version(state: RegistryState, subject: str, version: str, *, permanent: bool) -> Plan:
     _writable(state, subject)
-    value = resolve(state, subject, version, deleted=permanent)
+    # "latest" of a soft delete is the newest live version; a numbered one may be soft-deleted (40406).
+    value = resolve(state, subject, version, deleted=permanent or parse_version(version) != "latest")
     if not permanent and value.deleted:
         raise errors.version_soft_deleted(subject, value.version)
     if permanent and not value.deleted:

@@ -58,7 +58,8 @@ class Election:
                 "enable.auto.commit": False,
                 "session.timeout.ms": 10000,
                 "heartbeat.interval.ms": 1000,
-                "partition.assignment.strategy": "range",
+                # Sticky: a registry joining or leaving does not move the seat off a primary that stays.
+                "partition.assignment.strategy": "cooperative-sticky",
             }
         )
         self._consumer.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked)
@@ -66,9 +67,13 @@ class Election:
         self._thread.start()
 
     def _assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Cooperative rebalancing hands over increments: take them here (so they can be paused at once), and
+        # count everything now held.
+        consumer.incremental_assign(partitions)
         if partitions:
             consumer.pause(partitions)
-        primary = any(p.topic == self.topic and p.partition == 0 for p in partitions)
+        held = consumer.assignment()
+        primary = any(p.topic == self.topic and p.partition == 0 for p in held)
         if primary != self.is_primary:
             log.info("registry %s is %s", self.my_url, "now the primary" if primary else "a secondary")
         self.is_primary = primary
@@ -76,6 +81,7 @@ class Election:
 
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if any(p.topic == self.topic and p.partition == 0 for p in partitions):
+            log.info("registry %s is no longer the primary", self.my_url)
             self.is_primary = False
             self._known = (0.0, None)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
@@ -19,6 +20,7 @@ async def serve_all(
     http_listen: str,
     console_listen: tuple[str, int] | None = None,
     console_login: tuple[str | None, tuple[str, str] | None] = (None, None),
+    registry_listen: tuple[str, int] | None = None,
 ) -> None:
     stop = asyncio.Event()
     install_stop_signals(stop)
@@ -58,12 +60,34 @@ async def serve_all(
             print(f"sluice console not started: {exc}", flush=True)
         else:
             print(f"sluice console on {console.url}", flush=True)
+    registry = await _start_registry(f"{running.host}:{running.port}", registry_listen)
     freeze_startup_objects()
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
+        if registry is not None:
+            await registry.stop()
         if console is not None:
             await console.stop()
         await gateway.stop()
         await running.stop()
+
+
+async def _start_registry(bootstrap: str, listen: tuple[str, int] | None) -> Any:
+    """The Schema Registry, a Kafka client of the broker like the console; a taken port leaves the rest serving."""
+    if listen is None:
+        return None
+    from sluice.client.internal_topic import StoreUnavailable
+    from sluice.registry.server import start_registry
+    from sluice.registry.service import RegistrySettings
+
+    try:
+        registry = await start_registry(
+            RegistrySettings(kafka={"bootstrap.servers": bootstrap}, replication_factor=1), *listen
+        )
+    except (OSError, StoreUnavailable) as exc:
+        print(f"sluice registry not started: {exc}", flush=True)
+        return None
+    print(f"sluice registry listening on {registry.url}", flush=True)
+    return registry

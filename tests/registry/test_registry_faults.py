@@ -1,0 +1,192 @@
+"""The registry under faults: restarts, kill -9 of the registry and of the broker, a `_schemas` topic written
+by Confluent's registry, and two registries sharing one topic (forwarding, racing registers)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from registry_process import RegistryProcess
+
+from sluice.testing import BrokerProcess
+
+
+def schema(name: str, *fields: str) -> str:
+    return json.dumps(
+        {"type": "record", "name": name, "fields": [{"name": f, "type": "string"} for f in fields]}
+    )
+
+
+def register(proc: RegistryProcess, subject: str, text: str) -> int:
+    status, body = proc.call("POST", f"/subjects/{subject}/versions", {"schema": text})
+    assert status == 200, body
+    return int(body["id"])
+
+
+def unique_topic() -> str:
+    return f"_schemas-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="module")
+def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker this module may kill."""
+    proc = BrokerProcess(tmp_path_factory.mktemp("registry-broker")).start()
+    yield proc
+    proc.kill()
+
+
+def test_restart_and_kill9_keep_every_id(broker: BrokerProcess) -> None:
+    proc = RegistryProcess(broker.bootstrap, unique_topic()).start()
+    try:
+        proc.wait_primary()
+        kept = register(proc, "kept", schema("K", "a"))
+        doomed = register(proc, "doomed", schema("D", "a"))
+        assert doomed > kept
+        assert proc.call("DELETE", "/subjects/doomed")[0] == 200
+        assert proc.call("DELETE", "/subjects/doomed?permanent=true")[0] == 200
+        for restart in (proc.stop, proc.kill):
+            restart()
+            proc.start()
+            proc.wait_primary()
+            assert proc.call("GET", "/subjects/kept/versions/1")[1]["id"] == kept
+            assert proc.call("GET", f"/schemas/ids/{doomed}")[1]["error_code"] == 40403
+        fresh = register(proc, "fresh", schema("F", "a"))
+        assert fresh > doomed  # the permanently deleted id is not handed out again
+        assert register(proc, "doomed", schema("D", "a")) > fresh
+    finally:
+        proc.kill()
+
+
+def test_broker_down_answers_503_quickly_and_recovers(own_broker: BrokerProcess) -> None:
+    proc = RegistryProcess(own_broker.bootstrap, unique_topic(), extra=["--store-timeout", "2"]).start()
+    try:
+        proc.wait_primary()
+        before = register(proc, "s", schema("S", "a"))
+        own_broker.kill()
+        started = time.monotonic()
+        status, body = proc.call("POST", "/subjects/t/versions", {"schema": schema("T", "a")})
+        assert (status, body["error_code"]) == (503, 50003), body
+        assert "Kafka" in body["message"]
+        assert time.monotonic() - started < 15
+        # Reads are served from the replayed state meanwhile.
+        assert proc.call("GET", f"/schemas/ids/{before}")[0] == 200
+        own_broker.restart()
+        deadline = time.monotonic() + 60
+        while True:
+            status, body = proc.call("POST", "/subjects/t/versions", {"schema": schema("T", "a")})
+            if status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == 200 and body["id"] > before, body
+    finally:
+        proc.kill()
+
+
+def test_broker_kill9_loses_no_acknowledged_schema(own_broker: BrokerProcess) -> None:
+    topic = unique_topic()
+    proc = RegistryProcess(own_broker.bootstrap, topic).start()
+    try:
+        proc.wait_primary()
+        ids = [register(proc, f"k{i}", schema(f"K{i}", "a")) for i in range(5)]
+        own_broker.kill()
+        proc.kill()
+        own_broker.restart()
+        proc.start()
+        proc.wait_primary()
+        assert [proc.call("GET", f"/subjects/k{i}/versions/1")[1]["id"] for i in range(5)] == ids
+        assert register(proc, "after", schema("After", "a")) > max(ids)
+    finally:
+        proc.kill()
+
+
+def test_a_topic_written_by_confluent_is_read_as_is(broker: BrokerProcess) -> None:
+    """Records exactly as Confluent's registry (and Karapace, with `"subject":null` keys) write them."""
+    topic = unique_topic()
+    broker.create_topic(topic, config={"cleanup.policy": "compact"})
+    avro_a, avro_b = schema("A", "x"), schema("B", "y")
+    written = [
+        ('{"keytype":"CONFIG","subject":null,"magic":0}', '{"compatibilityLevel":"FULL"}'),
+        ('{"keytype":"SCHEMA","subject":"orders-value","version":1,"magic":1}',
+         json.dumps({"subject": "orders-value", "version": 1, "id": 21, "schema": avro_a, "deleted": False})),
+        ('{"keytype":"SCHEMA","subject":"orders-value","version":2,"magic":1}',
+         json.dumps({"subject": "orders-value", "version": 2, "id": 40, "schema": avro_b, "deleted": False})),
+        ('{"keytype":"SCHEMA","subject":"gone","version":1,"magic":1}',
+         json.dumps({"subject": "gone", "version": 1, "id": 57, "schema": schema("G", "z"), "deleted": True})),
+        ('{"keytype":"SCHEMA","subject":"gone","version":1,"magic":1}', None),
+        ('{"keytype":"NOOP","magic":0}', None),
+        ('{"keytype":"CONFIG","subject":"orders-value","magic":0}',
+         '{"subject":"orders-value","compatibilityLevel":"NONE"}'),
+        ('{"keytype":"SCHEMA","subject":"old","version":1,"magic":1}',
+         json.dumps({"subject": "old", "version": 1, "id": 3, "schema": '"string"', "deleted": False})),
+        ('{"keytype":"DELETE_SUBJECT","subject":"old","magic":0}', '{"subject":"old","version":1}'),
+    ]  # fmt: skip
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for key, value in written:
+        producer.produce(topic, value.encode() if value else None, key.encode())
+    assert producer.flush(30) == 0
+    proc = RegistryProcess(broker.bootstrap, topic).start()
+    try:
+        assert proc.call("GET", "/subjects")[1] == ["orders-value"]
+        assert proc.call("GET", "/subjects?deleted=true")[1] == ["old", "orders-value"]
+        latest = proc.call("GET", "/subjects/orders-value/versions/latest")[1]
+        assert (latest["version"], latest["id"], latest["schema"]) == (2, 40, avro_b)
+        assert proc.call("GET", "/config")[1] == {"compatibilityLevel": "FULL"}
+        assert proc.call("GET", "/config/orders-value")[1] == {"compatibilityLevel": "NONE"}
+        assert proc.call("GET", "/schemas/ids/57")[1]["error_code"] == 40403
+        proc.wait_primary()
+        assert register(proc, "new", schema("N", "n")) == 58  # past every id ever written, 57 included
+    finally:
+        proc.kill()
+
+
+def test_two_registries_forward_writes_and_never_split_an_id(broker: BrokerProcess) -> None:
+    topic = unique_topic()
+    first = RegistryProcess(broker.bootstrap, topic).start()
+    second = RegistryProcess(broker.bootstrap, topic, group=first.group)
+    try:
+        first.wait_primary()
+        second.start()
+        second.wait_primary()
+        assert second.call("PUT", "/config", {"compatibility": "NONE"})[0] == 200  # forwarded if need be
+
+        def race(i: int) -> tuple[str, int]:
+            proc = (first, second)[i % 2]
+            return f"S{i}", register(proc, f"race-{i % 3}", schema(f"S{i}", "a"))
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(race, range(24)))
+        ids = [schema_id for _, schema_id in results]
+        # The first stays primary (the seat is sticky): the writes sent to the second were forwarded to it.
+        assert "now the primary" in "".join(first.output)
+        assert "now the primary" not in "".join(second.output)
+        assert len(set(ids)) == len(ids)  # 24 different schemas, 24 different ids
+        deadline = time.monotonic() + 30
+        for name, schema_id in results:
+            for proc in (first, second):
+                while True:
+                    status, body = proc.call("GET", f"/schemas/ids/{schema_id}")
+                    if status == 200 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+                assert json.loads(body["schema"])["name"] == name
+        # A clean stop of one hands the primary role to the other at once.
+        first.stop()
+        assert register(second, "after-handover", schema("H", "a")) > max(ids)
+    finally:
+        first.kill()
+        second.kill()
+
+
+def test_kafka_unreachable_at_start_is_one_clear_error(tmp_path: Path) -> None:
+    from sluice.testing import free_port
+
+    proc = RegistryProcess(f"127.0.0.1:{free_port()}", unique_topic(), extra=["--store-timeout", "1"])
+    with pytest.raises(RuntimeError) as caught:
+        proc.start(timeout=60)
+    assert "cannot open" in caught.value.args[0] and "Traceback" not in caught.value.args[0]

@@ -1,0 +1,61 @@
+"""The registry's own listener secured as the gateway's is: HTTPS, and HTTP basic or bearer credentials."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import trustme
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from registry_process import CONTENT_TYPE, RegistryProcess
+
+from sluice.testing import BrokerProcess
+
+
+def test_https_with_basic_and_bearer_credentials(broker: BrokerProcess, tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    ca.cert_pem.write_to_path(str(ca_path))
+    extra = [
+        "--basic-auth",
+        "alice:s3cret",
+        "--token",
+        "tok-1",
+        "--tls-cert",
+        str(cert_path),
+        "--tls-key",
+        str(key_path),
+    ]
+    proc = RegistryProcess(broker.bootstrap, f"_schemas-sec-{uuid.uuid4().hex[:8]}", extra=extra).start()
+    try:
+        assert proc.url.startswith("https://")
+        context = ssl.create_default_context(cafile=str(ca_path))
+
+        def get(headers: dict[str, str]) -> tuple[int, dict]:
+            request = urllib.request.Request(proc.url + "/subjects", headers=headers)
+            try:
+                with urllib.request.urlopen(request, context=context, timeout=30) as reply:
+                    return reply.status, json.loads(reply.read())
+            except urllib.error.HTTPError as error:
+                assert error.headers["Content-Type"].startswith(CONTENT_TYPE)
+                return error.code, json.loads(error.read())
+
+        status, body = get({})
+        assert (status, body["error_code"]) == (401, 40101)
+        assert get({"Authorization": "Bearer wrong"})[0] == 401
+        assert get({"Authorization": "Bearer tok-1"}) == (200, [])
+        client = SchemaRegistryClient(
+            {"url": proc.url, "basic.auth.user.info": "alice:s3cret", "ssl.ca.location": str(ca_path)}
+        )
+        text = json.dumps({"type": "record", "name": "Sec", "fields": [{"name": "a", "type": "int"}]})
+        schema_id = client.register_schema("sec-value", Schema(text, "AVRO"))
+        assert client.get_schema(schema_id).schema_str == text
+    finally:
+        proc.kill()
