@@ -343,7 +343,8 @@ def value_for(type_: Any, draw: st.DrawFn) -> Any:
         "float": st.floats(width=32, allow_nan=False),
         "double": st.floats(allow_nan=False),
         "string": st.text(max_size=5),
-        "bytes": st.binary(max_size=5),
+        # The specification promotes bytes to string; that reads only UTF-8 (fastavro refuses anything else).
+        "bytes": st.text(max_size=5).map(str.encode),
         "boolean": st.booleans(),
     }
     return draw(strategies[type_])
@@ -366,7 +367,17 @@ def test_whenever_the_check_says_backward_fastavro_reads_old_data_with_the_new_s
         assert set(decoded) == {f["name"] for f in new["fields"]}
         return
     kinds = {message.split("'")[1] for message in problems}
-    if kinds <= {"READER_FIELD_MISSING_DEFAULT_VALUE", "TYPE_MISMATCH"}:
-        # These break every record, not just some values: fastavro must refuse too.
+    if kinds == {"READER_FIELD_MISSING_DEFAULT_VALUE"}:
+        # This breaks every record, whatever its values: fastavro must refuse too.
         with pytest.raises(SchemaResolutionError):
             fastavro.schemaless_reader(buffer, writer.raw, reader.raw)
+
+
+def test_a_named_pair_found_incompatible_inside_a_union_stays_incompatible_elsewhere() -> None:
+    inner_old = record(field("x", "int"), name="In")
+    inner_new = record(field("x", "int"), field("y", "int"), name="In")  # y has no default
+    old = record(field("u", ["null", inner_old]), field("v", "ns.In"))
+    new = record(field("u", ["null", inner_new]), field("v", "ns.In"))
+    messages = check("BACKWARD", new, old)
+    assert any("MISSING_UNION_BRANCH" in m for m in messages)
+    assert any("READER_FIELD_MISSING_DEFAULT_VALUE" in m for m in messages)

@@ -144,6 +144,10 @@ def test_a_primitive_schema_is_accepted() -> None:
     )
 
 
+def one_field(**field: object) -> str:
+    return json.dumps({"type": "record", "name": "R", "fields": [field]})
+
+
 BAD = [
     ("garbage", "not json {", "not valid JSON"),
     ("number", "5", "not a schema"),
@@ -151,22 +155,14 @@ BAD = [
     ("unknown type object", '{"type": "foo"}', "foo"),
     ("record without fields", '{"type": "record", "name": "R"}', "fields"),
     ("bad name", '{"type": "record", "name": "1R", "fields": []}', "'1R'"),
-    (
-        "bad field name",
-        '{"type": "record", "name": "R", "fields": [{"name": "a-b", "type": "int"}]}',
-        "'a-b'",
-    ),
+    ("bad field name", one_field(name="a-b", type="int"), "'a-b'"),
     (
         "repeated field",
-        '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}, {"name": "a", "type": "int"}]}',
+        one_field(name="a", type="int").replace("}]", '}, {"name": "a", "type": "int"}]'),
         "repeated",
     ),
-    ("field without type", '{"type": "record", "name": "R", "fields": [{"name": "a"}]}', "no 'type'"),
-    (
-        "bad default",
-        '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int", "default": "x"}]}',
-        "Default",
-    ),
+    ("field without type", one_field(name="a"), "no 'type'"),
+    ("bad default", one_field(name="a", type="int", default="x"), "Default"),
     ("enum repeated symbol", '{"type": "enum", "name": "E", "symbols": ["A", "A"]}', "unique"),
     ("enum bad default", '{"type": "enum", "name": "E", "symbols": ["A"], "default": "B"}', "symbols"),
     ("enum bad symbol", '{"type": "enum", "name": "E", "symbols": ["a b"]}', "'a b'"),
@@ -175,21 +171,11 @@ BAD = [
     ("map without values", '{"type": "map"}', "values"),
     ("nested union", '["null", ["int"]]', "union"),
     ("duplicate union branch", '["int", "string", "int"]', "two branches"),
-    (
-        "redefined name",
-        '{"type": "record", "name": "R", "fields": [{"name": "a", "type": {"type": "fixed", "name": "R", "size": 1}}]}',
-        "R",
-    ),
-    (
-        "bad order",
-        '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int", "order": "up"}]}',
-        "order",
-    ),
-    (
-        "unresolved reference",
-        '{"type": "record", "name": "R", "fields": [{"name": "a", "type": "x.Missing"}]}',
-        "x.Missing",
-    ),
+    ("redefined name", one_field(name="a", type={"type": "fixed", "name": "R", "size": 1}), "R"),
+    ("int default too big", one_field(name="a", type="int", default=2**31), "does not fit int"),
+    ("long default too big", one_field(name="a", type={"type": "long"}, default=2**63), "does not fit long"),
+    ("bad order", one_field(name="a", type="int", order="up"), "order"),
+    ("unresolved reference", one_field(name="a", type="x.Missing"), "x.Missing"),
     ("deep", "[" * 5000 + "]" * 5000, "nested"),
     ("huge", '"' + "a" * 1_100_000 + '"', "limit"),
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .formats import avro_compatibility, json_compatibility
+from .formats import avro_compatibility, json_compatibility, protobuf_compatibility
 from .formats.parsed import Problem, Roles, Schema
 
 LEVELS = (
@@ -26,6 +26,7 @@ LEVELS = (
 _CHECKERS: dict[str, Callable[[Any, Any, Roles], list[Problem]]] = {
     "AVRO": avro_compatibility.problems,
     "JSON": json_compatibility.problems,
+    "PROTOBUF": protobuf_compatibility.problems,
 }
 _NEW_READS_OLD = Roles(reader="new", writer="old")
 _OLD_READS_NEW = Roles(reader="old", writer="new")
@@ -56,8 +57,14 @@ def _check_pair(base: str, new: Schema, old: Schema) -> list[str]:
         ]
     checker = _CHECKERS[new.schema_type]
     found: list[Problem] = []
-    if base in ("BACKWARD", "FULL"):
-        found.extend(checker(new.model, old.model, _NEW_READS_OLD))
-    if base in ("FORWARD", "FULL"):
-        found.extend(checker(old.model, new.model, _OLD_READS_NEW))
+    try:
+        if base in ("BACKWARD", "FULL"):
+            found.extend(checker(new.model, old.model, _NEW_READS_OLD))
+        if base in ("FORWARD", "FULL"):
+            found.extend(checker(old.model, new.model, _OLD_READS_NEW))
+    except RecursionError:
+        return [
+            "{errorType:'SCHEMA_TOO_DEEP', description:'The schemas are nested too deeply to compare', "
+            "additionalInfo:'/'}"
+        ]
     return [problem.message() for problem in found]

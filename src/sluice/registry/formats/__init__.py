@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from . import avro, jsonschema
+from . import avro, jsonschema, protobuf
 from .jsonschema import json_validator
-from .parsed import InvalidSchemaError, Reference, Schema
+from .parsed import MAX_REFERENCES, InvalidSchemaError, Reference, Schema, fingerprint_of
+from .protobuf import message_descriptor, protobuf_message_class
 
 __all__ = [
     "InvalidSchemaError",
@@ -19,11 +20,13 @@ __all__ = [
     "Reference",
     "Schema",
     "json_validator",
+    "message_descriptor",
     "parse_schema",
+    "protobuf_message_class",
     "supported_types",
 ]
 
-_PARSERS = {"AVRO": avro.parse, "JSON": jsonschema.parse}
+_PARSERS = {"AVRO": avro.parse, "JSON": jsonschema.parse, "PROTOBUF": protobuf.parse}
 
 
 class ParsedSchema(Protocol):
@@ -53,8 +56,8 @@ def parse_schema(
     in the fingerprint: the same text with other references is another schema).
     Raises InvalidSchemaError, and nothing else, for anything it cannot use.
     """
-    kind = (schema_type or "AVRO").upper() if isinstance(schema_type, (str, type(None))) else None
-    parser = _PARSERS.get(kind or "")
+    kind = (schema_type or "AVRO").upper() if isinstance(schema_type, str) or schema_type is None else ""
+    parser = _PARSERS.get(kind)
     if parser is None:
         raise InvalidSchemaError(
             f"unknown schema type {schema_type!r}; supported types are {', '.join(supported_types())}"
@@ -62,7 +65,18 @@ def parse_schema(
     refs = dict(references or {})
     if not all(isinstance(key, str) and isinstance(value, str) for key, value in refs.items()):
         raise InvalidSchemaError("references must map names to schema texts")
+    if len(refs) > MAX_REFERENCES:
+        raise InvalidSchemaError(f"a schema may have at most {MAX_REFERENCES} references")
     try:
-        return parser(text, refs, normalize=normalize, reference_list=tuple(reference_list))
+        parsed = parser(text, refs)
     except RecursionError:
         raise InvalidSchemaError("the schema is nested too deeply") from None
+    declared = tuple(reference_list)
+    return Schema(
+        schema_type=kind,
+        text=parsed.normalized if normalize else text,
+        fingerprint=fingerprint_of(kind, parsed.identity, declared),
+        raw=parsed.raw,
+        references=declared,
+        model=parsed.model,
+    )

@@ -16,15 +16,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
 
-from .parsed import (
-    MAX_REFERENCES,
-    InvalidSchemaError,
-    Reference,
-    Schema,
-    compact_json,
-    fingerprint_of,
-    load_json,
-)
+from .parsed import InvalidSchemaError, Parsed, compact_json, load_json
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 NAMED_KINDS = frozenset({"record", "error", "enum", "fixed"})
@@ -46,16 +38,8 @@ class AvroModel:
     named: dict[str, dict[str, Any]]
 
 
-def parse(
-    text: str,
-    references: Mapping[str, str],
-    *,
-    normalize: bool = False,
-    reference_list: tuple[Reference, ...] = (),
-) -> Schema:
+def parse(text: str, references: Mapping[str, str]) -> Parsed:
     value = load_json(text)
-    if len(references) > MAX_REFERENCES:
-        raise InvalidSchemaError(f"a schema may have at most {MAX_REFERENCES} references")
     named: dict[str, Any] = {}
     referenced = _parse_references(references, named)
     check_structure(value, "")
@@ -67,13 +51,8 @@ def parse(
         raw = fastavro.parse_schema(root)
     except Exception as error:  # fastavro raises many types; the input was already accepted once above
         raise InvalidSchemaError(f"Invalid Avro schema: {error}") from None
-    return Schema(
-        schema_type="AVRO",
-        text=canonical if normalize else text,
-        fingerprint=fingerprint_of("AVRO", canonical, reference_list),
-        raw=raw,
-        references=reference_list,
-        model=AvroModel(root=root, named=model_named),
+    return Parsed(
+        normalized=canonical, identity=canonical, raw=raw, model=AvroModel(root=root, named=model_named)
     )
 
 
@@ -193,6 +172,23 @@ def _check_fields(node: dict[str, Any], namespace: str, path: str) -> None:
         if order not in ("ascending", "descending", "ignore"):
             raise InvalidSchemaError(f"Invalid Avro schema at {where}: 'order' {order!r} is not valid")
         check_structure(field_node["type"], namespace, f"{where}/type")
+        _check_integer_default(field_node, where)
+
+
+_INTEGER_RANGES = {"int": 2**31, "long": 2**63}
+
+
+def _check_integer_default(field_node: dict[str, Any], where: str) -> None:
+    """fastavro accepts any integer as an int/long default; one that cannot be written is no default."""
+    kind = field_node["type"]
+    kind = kind.get("type") if isinstance(kind, dict) else kind
+    default = field_node.get("default")
+    if isinstance(kind, str) and kind in _INTEGER_RANGES and type(default) is int:
+        bound = _INTEGER_RANGES[kind]
+        if not -bound <= default < bound:
+            raise InvalidSchemaError(
+                f"Invalid Avro schema at {where}: the default {default} does not fit {kind}"
+            )
 
 
 def _check_enum(node: dict[str, Any], where: str) -> None:

@@ -35,8 +35,9 @@ class _Resolver:
         self.reader = reader
         self.writer = writer
         self.roles = roles
-        # Pairs of named types being compared (or done): recursive types would otherwise never end.
-        self.visited: set[tuple[str, str]] = set()
+        # Named type pairs -> their problems, or None while being compared: a recursive type meeting itself
+        # again is taken as compatible (what is compared around it decides), and each pair is compared once.
+        self.results: dict[tuple[str, str], list[Problem] | None] = {}
 
     def check(self, reader: Any, writer: Any, path: str) -> list[Problem]:
         r_node = _resolve(reader, self.reader)
@@ -86,9 +87,16 @@ class _Resolver:
 
     def _named(self, reader: dict[str, Any], writer: dict[str, Any], kind: str, path: str) -> list[Problem]:
         pair = (reader["name"], writer["name"])
-        if pair in self.visited:
-            return []
-        self.visited.add(pair)
+        if pair in self.results:
+            return list(self.results[pair] or ())
+        self.results[pair] = None
+        found = self._named_pair(reader, writer, kind, path)
+        self.results[pair] = found
+        return found
+
+    def _named_pair(
+        self, reader: dict[str, Any], writer: dict[str, Any], kind: str, path: str
+    ) -> list[Problem]:
         if not _names_match(reader, writer):
             return [
                 self._problem(

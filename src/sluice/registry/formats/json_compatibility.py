@@ -43,7 +43,9 @@ class _Diff:
         self.writer = writer
         self.roles = roles
         self.found: list[Problem] = []
-        self.visited: set[tuple[int, int]] = set()
+        # (writer node, reader node) -> its problems, or None while being compared: each pair is compared
+        # once (oneOf x oneOf probing stays polynomial) and a recursive $ref meeting itself again passes.
+        self.results: dict[tuple[int, int], list[Problem] | None] = {}
 
     # ---------------------------------------------------------------------------------------------- helpers
     def report(self, error_type: str, path: str, description: str) -> None:
@@ -74,14 +76,27 @@ class _Diff:
 
     # --------------------------------------------------------------------------------------------- the walk
     def compare(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> None:
-        w, w_res = self.deref(w, w_res, self.writer)
-        r, r_res = self.deref(r, r_res, self.reader)
+        key = (id(w), id(r))  # the nodes as they sit in the schemas (deref builds new dicts)
+        if key in self.results:
+            self.found.extend(self.results[key] or ())
+            return
+        self.results[key] = None
+        outer, self.found = self.found, []
+        try:
+            self._compare_nodes(w, w_res, r, r_res, path)
+        finally:
+            self.results[key] = self.found
+            self.found = outer + self.found
+
+    def _compare_nodes(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> None:
+        w_target, w_res = self.deref(w, w_res, self.writer)
+        r_target, r_res = self.deref(r, r_res, self.reader)
+        if w_target is not w or r_target is not r:
+            # Compare the targets as pairs of their own, so a recursive $ref meets the pair in progress.
+            self.compare(w_target, w_res, r_target, r_res, path)
+            return
         if not isinstance(w, dict) or not isinstance(r, dict):
             return
-        key = (id(w), id(r))
-        if key in self.visited:
-            return
-        self.visited.add(key)
         if not self._combined(w, w_res, r, r_res, path):
             return
         self._not(w, w_res, r, r_res, path)

@@ -18,15 +18,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema.protocols import Validator
 
-from .parsed import (
-    MAX_REFERENCES,
-    InvalidSchemaError,
-    Reference,
-    Schema,
-    compact_json,
-    fingerprint_of,
-    load_json,
-)
+from .parsed import InvalidSchemaError, Parsed, Schema, compact_json, load_json
 
 _DRAFTS: dict[str, type[Validator]] = {
     "json-schema.org/draft-04/schema": jsonschema.Draft4Validator,
@@ -70,16 +62,8 @@ class JsonModel:
         raise InvalidSchemaError(f"Invalid JSON schema: the $ref {ref!r} does not resolve")
 
 
-def parse(
-    text: str,
-    references: Mapping[str, str],
-    *,
-    normalize: bool = False,
-    reference_list: tuple[Reference, ...] = (),
-) -> Schema:
+def parse(text: str, references: Mapping[str, str]) -> Parsed:
     root = load_json(text)
-    if len(references) > MAX_REFERENCES:
-        raise InvalidSchemaError(f"a schema may have at most {MAX_REFERENCES} references")
     draft = draft_of(root, "the schema")
     check_meta(root, draft, "the schema")
     resources: list[tuple[str, referencing.Resource[Any]]] = []
@@ -106,14 +90,7 @@ def parse(
         for base, ref in _refs(contents, _resource(contents, draft).id() or name, draft):
             model.lookup(model.resolver(base), ref)
     canonical = compact_json(root, sort_keys=True)
-    return Schema(
-        schema_type="JSON",
-        text=canonical if normalize else text,
-        fingerprint=fingerprint_of("JSON", canonical, reference_list),
-        raw=root,
-        references=reference_list,
-        model=model,
-    )
+    return Parsed(normalized=canonical, identity=canonical, raw=root, model=model)
 
 
 def draft_of(schema: Any, what: str, default: type[Validator] = DEFAULT_DRAFT) -> type[Validator]:

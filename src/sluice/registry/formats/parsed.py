@@ -41,6 +41,15 @@ class Schema:
     model: Any = field(default=None, repr=False)
 
 
+class Parsed(NamedTuple):
+    """What a format's parser returns; parse_schema turns it into the Schema."""
+
+    normalized: str  # the text stored when registering with normalize=true
+    identity: str  # equal exactly when Confluent treats two schemas (of this type) as the same
+    raw: Any
+    model: Any
+
+
 def fingerprint_of(schema_type: str, canonical: str, references: tuple[Reference, ...]) -> str:
     """A digest that is equal exactly when the type, the canonical text and the reference list are."""
     digest = hashlib.sha256()

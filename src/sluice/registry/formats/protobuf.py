@@ -1,0 +1,158 @@
+"""Protobuf schemas: compiled by grpcio-tools' bundled protoc into descriptors held in a private pool.
+
+The schema and its references are written to a temporary directory and compiled in-process
+(grpc_tools._protoc_compiler.get_protos reports errors as values instead of printing them). protoc's Python
+generator embeds each file's serialized FileDescriptorProto in the code it returns; we read that literal
+(never execute the code) and load the files, dependencies first, into a DescriptorPool of our own, so two
+schemas defining the same names never meet. The well-known types (google/protobuf/*.proto) come from the
+include directory grpcio-tools ships; a reference of the same name wins over it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import grpc_tools
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor, FileDescriptor
+from grpc_tools import _protoc_compiler
+
+from .parsed import InvalidSchemaError, Parsed, Schema, check_size
+from .protobuf_text import has_custom_options, render_file
+
+MAIN_FILE = "schema.proto"
+_WELL_KNOWN_INCLUDE = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+# protoc's compiler keeps global state (its error collector and source tree) per call: one at a time.
+_COMPILER_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class ProtobufModel:
+    """The compiled file and its dependencies, for the compatibility checks."""
+
+    file: descriptor_pb2.FileDescriptorProto
+    files: dict[str, descriptor_pb2.FileDescriptorProto]  # every file by name, the schema's own included
+    pool: descriptor_pool.DescriptorPool
+
+
+def parse(text: str, references: Mapping[str, str]) -> Parsed:
+    check_size(text)
+    for name, ref_text in references.items():
+        _check_import_path(name)
+        check_size(ref_text, f"referenced schema {name!r}")
+    files = _compile(text, references)
+    pool = descriptor_pool.DescriptorPool()
+    for proto in files.values():
+        try:
+            pool.Add(proto)
+        except Exception as error:  # the pool's own checks (e.g. a name defined twice across files)
+            raise InvalidSchemaError(f"Invalid Protobuf schema: {proto.name}: {error}") from None
+    main = files[MAIN_FILE]
+    normalized = text if has_custom_options(main) else render_file(main)
+    return Parsed(
+        normalized=normalized,
+        identity=_descriptor_digest(main),
+        raw=pool.FindFileByName(MAIN_FILE),
+        model=ProtobufModel(file=main, files=files, pool=pool),
+    )
+
+
+def _check_import_path(name: str) -> None:
+    path = PurePosixPath(name)
+    if (
+        not name
+        or path.is_absolute()
+        or ".." in path.parts
+        or "\\" in name
+        or "\0" in name
+        or name == MAIN_FILE
+    ):
+        raise InvalidSchemaError(f"Invalid Protobuf schema: {name!r} is not usable as an import path")
+
+
+def _compile(text: str, references: Mapping[str, str]) -> dict[str, descriptor_pb2.FileDescriptorProto]:
+    """Schema text -> every FileDescriptorProto it needs, dependencies first, the schema's own last."""
+    with tempfile.TemporaryDirectory(prefix="sluice-proto-") as workdir:
+        root = Path(workdir)
+        for name, ref_text in {**references, MAIN_FILE: text}.items():
+            target = root / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(ref_text, encoding="utf-8")
+        include = [workdir.encode(), _WELL_KNOWN_INCLUDE.encode()]
+        with _COMPILER_LOCK:
+            try:
+                generated = _protoc_compiler.get_protos(MAIN_FILE.encode(), include)
+            except _protoc_compiler.ProtocErrors as errors:
+                raise InvalidSchemaError(_describe_errors(errors.errors(), workdir)) from None
+            except Exception as error:  # the compiler's other failures (unreadable file, encoding)
+                raise InvalidSchemaError(f"Invalid Protobuf schema: {error}") from None
+    files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+    for _module, code in generated:
+        proto = descriptor_pb2.FileDescriptorProto.FromString(_embedded_descriptor(code))
+        files[proto.name] = proto
+    if MAIN_FILE not in files:
+        raise InvalidSchemaError("Invalid Protobuf schema: the compiler produced no descriptor")
+    return files
+
+
+def _describe_errors(errors: Sequence[Any], workdir: str) -> str:
+    parts = []
+    for error in errors[:10]:
+        name = error.filename.decode(errors="replace").replace(workdir + os.sep, "")
+        where = "the schema" if name == MAIN_FILE else f"referenced schema {name!r}"
+        message = error.message.decode(errors="replace").replace(workdir + os.sep, "")
+        if error.line >= 0:
+            where += f" line {error.line + 1} column {error.column + 1}"
+        parts.append(f"{where}: {message}")
+    return "Invalid Protobuf schema: " + "; ".join(parts)
+
+
+def _embedded_descriptor(code: bytes) -> bytes:
+    """The bytes literal passed to AddSerializedFile in protoc's generated Python, read as a literal."""
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "AddSerializedFile" and node.args:
+            value = ast.literal_eval(node.args[0])
+            if isinstance(value, bytes):
+                return value
+    raise InvalidSchemaError("Invalid Protobuf schema: the compiler's output holds no descriptor")
+
+
+def _descriptor_digest(proto: descriptor_pb2.FileDescriptorProto) -> str:
+    """Equal exactly when the compiled descriptors are, import order aside (comments and layout are not in them)."""
+    canonical = descriptor_pb2.FileDescriptorProto()
+    canonical.CopyFrom(proto)
+    order = sorted(range(len(proto.dependency)), key=lambda index: proto.dependency[index])
+    del canonical.dependency[:], canonical.public_dependency[:], canonical.weak_dependency[:]
+    canonical.dependency.extend(proto.dependency[index] for index in order)
+    canonical.public_dependency.extend(sorted(order.index(index) for index in proto.public_dependency))
+    canonical.weak_dependency.extend(sorted(order.index(index) for index in proto.weak_dependency))
+    return hashlib.sha256(canonical.SerializeToString(deterministic=True)).hexdigest()
+
+
+def message_descriptor(schema: Schema, message_index: Sequence[int] = (0,)) -> Descriptor:
+    """Confluent's message-index path (top-level message, then nested ones) -> the message descriptor."""
+    file: FileDescriptor = schema.raw
+    if not message_index:
+        message_index = (0,)
+    candidates = list(file.message_types_by_name.values())
+    descriptor: Descriptor | None = None
+    for position in message_index:
+        if not 0 <= position < len(candidates):
+            raise InvalidSchemaError(f"the schema has no message at index path {list(message_index)}")
+        descriptor = candidates[position]
+        candidates = list(descriptor.nested_types)
+    assert descriptor is not None
+    return descriptor
+
+
+def protobuf_message_class(schema: Schema, message_index: Sequence[int] = (0,)) -> type:
+    """The generated message class for the message at Confluent's message-index path."""
+    return message_factory.GetMessageClass(message_descriptor(schema, message_index))
