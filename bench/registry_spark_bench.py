@@ -55,9 +55,8 @@ def fill(bootstrap: str, registry_url: str, topic: str, messages: int, partition
     """Produce ``messages`` framed orders; returns the payload bytes of one (for the report)."""
     import datetime
 
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])[
-        topic
-    ].result(10)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: a collected client cancels its futures
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
     serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(ORDER))
     context = SerializationContext(topic, MessageField.VALUE)
     placed = datetime.datetime(2024, 5, 1, tzinfo=datetime.UTC)
