@@ -19,6 +19,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from protobuf_orders import ORDER_PROTO, order_message_class
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
@@ -287,61 +288,6 @@ def test_archive_keeps_typed_columns_in_parquet(
     assert all(isinstance(r["date"], str) for r in rows)
 
 
-ORDER_PROTO = """syntax = "proto3";
-package shop;
-
-import "google/protobuf/timestamp.proto";
-
-message Order {
-  int64 id = 1;
-  repeated string lines = 2;
-  Status status = 3;
-  google.protobuf.Timestamp placed = 4;
-  map<string, int32> stock = 5;
-  optional string coupon = 6;
-}
-
-enum Status {
-  NEW = 0;
-  PAID = 1;
-}
-"""
-
-
-def _protobuf_order_class() -> type:
-    """The same message as ORDER_PROTO, built as a class the way generated code would be."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
-
-    file = descriptor_pb2.FileDescriptorProto(name="shop.proto", package="shop", syntax="proto3")
-    file.dependency.append("google/protobuf/timestamp.proto")
-    field = descriptor_pb2.FieldDescriptorProto
-    order = file.message_type.add(name="Order")
-    order.field.add(name="id", number=1, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL)
-    order.field.add(name="lines", number=2, type=field.TYPE_STRING, label=field.LABEL_REPEATED)
-    order.field.add(name="status", number=3, type=field.TYPE_ENUM, type_name=".shop.Status")
-    order.field.add(name="placed", number=4, type=field.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp")
-    entry = order.nested_type.add(name="StockEntry")
-    entry.options.map_entry = True
-    entry.field.add(name="key", number=1, type=field.TYPE_STRING)
-    entry.field.add(name="value", number=2, type=field.TYPE_INT32)
-    order.field.add(
-        name="stock",
-        number=5,
-        type=field.TYPE_MESSAGE,
-        type_name=".shop.Order.StockEntry",
-        label=field.LABEL_REPEATED,
-    )
-    order.oneof_decl.add(name="_coupon")
-    order.field.add(name="coupon", number=6, type=field.TYPE_STRING, oneof_index=0, proto3_optional=True)
-    status = file.enum_type.add(name="Status")
-    status.value.add(name="NEW", number=0)
-    status.value.add(name="PAID", number=1)
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
-
-
 def test_protobuf_values_read_as_typed_columns_and_written_back(
     spark: Any, kafka: Any, registry: RegistryProcess, registry_client: SchemaRegistryClient
 ) -> None:
@@ -352,7 +298,7 @@ def test_protobuf_values_read_as_typed_columns_and_written_back(
     # descriptors, a form the registry does not serve yet: the .proto text is registered with the client and
     # values are framed here by hand (magic 0, the id, message index [0] as one 0 byte, the message).
     schema_id = registry_client.register_schema(f"{topic}-value", Schema(ORDER_PROTO, "PROTOBUF"))
-    order_class = _protobuf_order_class()
+    order_class = order_message_class()
 
     def serializer(order: Any, _context: Any) -> bytes:
         return b"\x00" + schema_id.to_bytes(4, "big") + b"\x00" + order.SerializeToString()
@@ -362,6 +308,7 @@ def test_protobuf_values_read_as_typed_columns_and_written_back(
         order = order_class(id=i, lines=["a"] * i, status=i % 2)
         order.placed.FromDatetime(PLACED)
         order.stock["x"] = i
+        order.big = 2**64 - 1 - i
         if i == 2:
             order.coupon = "SAVE"
         producer.produce(topic, value=serializer(order, SerializationContext(topic, MessageField.VALUE)))
@@ -369,7 +316,8 @@ def test_protobuf_values_read_as_typed_columns_and_written_back(
 
     frame = _read(spark, kafka, registry, topic, valueFormat="protobuf")
     assert frame.schema["value"].dataType.simpleString() == (
-        "struct<id:bigint,lines:array<string>,status:string,placed:timestamp,stock:map<string,int>,coupon:string>"
+        "struct<id:bigint,lines:array<string>,status:string,placed:timestamp,stock:map<string,int>,coupon:string,"
+        "big:decimal(20,0)>"
     )
     rows = [r["value"].asDict() for r in frame.orderBy("offset").select("value").collect()]
     assert [(r["id"], r["status"], r["coupon"], r["stock"]) for r in rows] == [
@@ -378,6 +326,7 @@ def test_protobuf_values_read_as_typed_columns_and_written_back(
         (2, "NEW", "SAVE", {"x": 2}),
     ]
     assert rows[2]["placed"].replace(tzinfo=datetime.UTC) == PLACED and rows[2]["lines"] == ["a", "a"]
+    assert rows[0]["big"] == decimal.Decimal(2**64 - 1)  # uint64 beyond a long
 
     copy = kafka.new_topic("typed-proto-copy")
     (

@@ -10,6 +10,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from sluice.errors import CorruptRecordError
+from sluice.protocol.records import decode_varint, encode_varlong
+
 __all__ = [
     "MAGIC",
     "UndecodableRecordError",
@@ -53,26 +56,15 @@ def split_frame(data: bytes) -> tuple[int, memoryview]:
 
 
 def zigzag(value: int) -> bytes:
-    encoded = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while encoded > 0x7F:
-        out.append((encoded & 0x7F) | 0x80)
-        encoded >>= 7
-    out.append(encoded)
-    return bytes(out)
+    """A zigzag varint, as Avro (block counts) and Confluent's message indexes write them."""
+    return encode_varlong(value)
 
 
-def _readzigzag(data: memoryview, at: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise UndecodableRecordError("the Protobuf message-index array is cut short")
-        byte = data[at]
-        at += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), at
-        shift += 7
+def _read_zigzag(data: memoryview, at: int) -> tuple[int, int]:
+    try:
+        return decode_varint(data, at)
+    except CorruptRecordError:
+        raise UndecodableRecordError("the Protobuf message-index array is cut short or malformed") from None
 
 
 def encode_message_index(indexes: Sequence[int]) -> bytes:
@@ -82,13 +74,13 @@ def encode_message_index(indexes: Sequence[int]) -> bytes:
 
 
 def decode_message_index(payload: memoryview) -> tuple[tuple[int, ...], memoryview]:
-    count, at = _readzigzag(payload, 0)
+    count, at = _read_zigzag(payload, 0)
     if count == 0:
         return (0,), payload[at:]
     if count < 0 or count > 100:
         raise UndecodableRecordError(f"the Protobuf message-index array claims {count} entries")
     indexes = []
     for _ in range(count):
-        index, at = _readzigzag(payload, at)
+        index, at = _read_zigzag(payload, at)
         indexes.append(index)
     return tuple(indexes), payload[at:]

@@ -297,28 +297,27 @@ def _matches(schema: Any, value: Any) -> bool:
 # ----- Spark -> Avro, for the sink -----
 
 
+_AVRO_OF_SPARK: dict[type[DataType], Any] = {
+    BooleanType: "boolean",
+    ByteType: "int",
+    ShortType: "int",
+    IntegerType: "int",
+    LongType: "long",
+    FloatType: "float",
+    DoubleType: "double",
+    StringType: "string",
+    BinaryType: "bytes",
+    DateType: {"type": "int", "logicalType": "date"},
+    TimestampType: {"type": "long", "logicalType": "timestamp-micros"},
+    TimestampNTZType: {"type": "long", "logicalType": "local-timestamp-micros"},
+}
+
+
 def avro_schema_for(data_type: DataType, name: str = "topLevelRecord", namespace: str = "") -> Any:
     """The Avro schema (JSON-able) a Spark type is written with; structs become records."""
-    if isinstance(data_type, BooleanType):
-        return "boolean"
-    if isinstance(data_type, ByteType | ShortType | IntegerType):
-        return "int"
-    if isinstance(data_type, LongType):
-        return "long"
-    if isinstance(data_type, FloatType):
-        return "float"
-    if isinstance(data_type, DoubleType):
-        return "double"
-    if isinstance(data_type, StringType):
-        return "string"
-    if isinstance(data_type, BinaryType):
-        return "bytes"
-    if isinstance(data_type, DateType):
-        return {"type": "int", "logicalType": "date"}
-    if isinstance(data_type, TimestampType):
-        return {"type": "long", "logicalType": "timestamp-micros"}
-    if isinstance(data_type, TimestampNTZType):
-        return {"type": "long", "logicalType": "local-timestamp-micros"}
+    simple = _AVRO_OF_SPARK.get(type(data_type))
+    if simple is not None:
+        return dict(simple) if isinstance(simple, dict) else simple
     if isinstance(data_type, DecimalType):
         return {
             "type": "bytes",

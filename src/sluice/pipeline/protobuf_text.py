@@ -38,24 +38,25 @@ from sluice.pipeline.options import PipelineOptionError
 _TIMESTAMP = "google.protobuf.Timestamp"
 
 
+_PROTO_SCALARS: dict[type[DataType], str] = {
+    BooleanType: "bool",
+    ByteType: "int32",
+    ShortType: "int32",
+    IntegerType: "int32",
+    LongType: "int64",
+    FloatType: "float",
+    DoubleType: "double",
+    StringType: "string",
+    DateType: "string",
+    DecimalType: "string",
+    BinaryType: "bytes",
+    TimestampType: _TIMESTAMP,
+    TimestampNTZType: _TIMESTAMP,
+}
+
+
 def _scalar(data_type: DataType) -> str | None:
-    if isinstance(data_type, BooleanType):
-        return "bool"
-    if isinstance(data_type, ByteType | ShortType | IntegerType):
-        return "int32"
-    if isinstance(data_type, LongType):
-        return "int64"
-    if isinstance(data_type, FloatType):
-        return "float"
-    if isinstance(data_type, DoubleType):
-        return "double"
-    if isinstance(data_type, StringType | DateType | DecimalType):
-        return "string"
-    if isinstance(data_type, BinaryType):
-        return "bytes"
-    if isinstance(data_type, TimestampType | TimestampNTZType):
-        return _TIMESTAMP
-    return None
+    return _PROTO_SCALARS.get(type(data_type))
 
 
 def _message_name(field_name: str) -> str:
