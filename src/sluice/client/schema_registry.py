@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,11 +144,18 @@ def register(connection: RegistryConnection, subject: str, schema_type: str, tex
     return RegistrySchema(schema_id=schema_id, schema_type=schema_type, text=text, subject=subject)
 
 
-def parsed_avro(schema: RegistrySchema) -> Any:
-    """fastavro's parsed form, with the named types of the references known."""
+def parsed_avro(schema: RegistrySchema, transform: Callable[[Any], Any] | None = None) -> Any:
+    """fastavro's parsed form, with the named types of the references known.
+
+    ``transform`` rewrites each JSON document (the schema's and its references') before parsing.
+    """
     import fastavro
+
+    def load(text: str) -> Any:
+        document = json.loads(text)
+        return document if transform is None else transform(document)
 
     named: dict[str, Any] = {}
     for name in schema.reference_order:
-        fastavro.parse_schema(json.loads(schema.references[name]), named_schemas=named)
-    return fastavro.parse_schema(json.loads(schema.text), named_schemas=named)
+        fastavro.parse_schema(load(schema.references[name]), named_schemas=named)
+    return fastavro.parse_schema(load(schema.text), named_schemas=named)

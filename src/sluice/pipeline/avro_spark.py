@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -165,6 +166,71 @@ def _union_type(union: list[Any], seen: tuple[str, ...], named: Mapping[str, Any
 
 
 # ----- values read by fastavro -> values Arrow takes for the Spark type -----
+
+# Read as plain numbers and typed by Arrow: fastavro's datetime objects cost ~1 us per timestamp.
+_NUMERIC_TIME = {
+    "date": "int",
+    "timestamp-millis": "long",
+    "timestamp-micros": "long",
+    "local-timestamp-millis": "long",
+    "local-timestamp-micros": "long",
+}
+
+
+def without_time_logical_types(document: Any) -> Any:
+    """A schema JSON document whose dates and timestamps read as their numbers (days, ms, us)."""
+    if isinstance(document, list):
+        return [without_time_logical_types(item) for item in document]
+    if not isinstance(document, dict):
+        return document
+    logical = document.get("logicalType")
+    if isinstance(logical, str) and _NUMERIC_TIME.get(logical) == document.get("type"):
+        return {k: v for k, v in document.items() if k != "logicalType"}
+    return {k: without_time_logical_types(v) for k, v in document.items()}
+
+
+def arrow_read_type(
+    schema: Any, arrow_type: pa.DataType, named: Mapping[str, Any] | None = None
+) -> pa.DataType:
+    """``arrow_type`` with millisecond timestamps kept in ms, so numbers read raw build it as they are.
+
+    The column is then cast to ``arrow_type`` by Arrow (ms -> us for the whole column at once).
+    """
+    named = named_types(schema) if named is None else named
+    schema = _resolve(schema, named)
+    kind = _type_name(schema)
+    if kind == "union":
+        branches = [_resolve(b, named) for b in _nonnull_branches(schema)]
+        if len(branches) == 1:
+            return arrow_read_type(branches[0], arrow_type, named)
+        if pa.types.is_struct(arrow_type) and len(branches) == arrow_type.num_fields:
+            return pa.struct(
+                [
+                    f.with_type(arrow_read_type(b, f.type, named))
+                    for b, f in zip(branches, arrow_type, strict=True)
+                ]
+            )
+        return arrow_type
+    if not isinstance(schema, dict):
+        return arrow_type
+    if schema.get("logicalType") in ("timestamp-millis", "local-timestamp-millis") and kind == "long":
+        return pa.timestamp("ms", tz=arrow_type.tz)
+    if kind == "array":
+        item = arrow_type.value_field
+        return pa.list_(item.with_type(arrow_read_type(schema["items"], item.type, named)))
+    if kind == "map":
+        item = arrow_type.item_field
+        return pa.map_(
+            arrow_type.key_type, item.with_type(arrow_read_type(schema["values"], item.type, named))
+        )
+    if kind in ("record", "error"):
+        return pa.struct(
+            [
+                f.with_type(arrow_read_type(avro_field["type"], f.type, named))
+                for avro_field, f in zip(schema["fields"], arrow_type, strict=True)
+            ]
+        )
+    return arrow_type
 
 
 def read_adapter(schema: Any, named: Mapping[str, Any] | None = None) -> Adapter | None:

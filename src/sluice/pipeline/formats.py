@@ -36,6 +36,7 @@ from sluice.client import schema_registry as schemas
 from sluice.client.schema_framing import (
     UndecodableRecordError,
     decode_message_index,
+    is_framed,
     split_frame,
     zigzag,
 )
@@ -159,6 +160,13 @@ class ColumnCodec:
         self, values: Sequence[bytes | None], decoded: list[Any], located: Located
     ) -> list[tuple[int, list[int], list[memoryview]]]:
         """Consecutive records of one schema id (in practice one run per batch)."""
+        first = values[0] if values else None
+        if first is not None and is_framed(first):
+            head = first[:5]
+            if all(
+                [v is not None and v.startswith(head) for v in values]
+            ):  # one id, no nulls: no Python loop
+                return [(int.from_bytes(head[1:], "big"), list(range(len(values))), [v[5:] for v in values])]
         runs: list[tuple[int, list[int], list[memoryview]]] = []
         for index, data in enumerate(values):
             if data is None:
@@ -207,16 +215,22 @@ class ColumnCodec:
     # ----- Avro -----
 
     def _avro(self, schema_id: int) -> tuple[Any, Any, bytes, Callable[[Any], Any] | None]:
-        """(writer schema, reader schema or None, container header, read adapter) for an id."""
+        """(writer schema, reader schema or None, container header, read adapter) for an id.
+
+        Dates and timestamps are read as numbers (see ``_to_arrow``), for writer and reader alike.
+        """
         key = ("avro", schema_id)
         if key not in self._cache:
             import fastavro
 
             from sluice.pipeline import avro_spark
 
-            reader = schemas.parsed_avro(self.reader)
+            numeric = avro_spark.without_time_logical_types
+            reader = schemas.parsed_avro(self.reader, numeric)
             writer = (
-                reader if schema_id == self.reader.schema_id else schemas.parsed_avro(self._writer(schema_id))
+                reader
+                if schema_id == self.reader.schema_id
+                else schemas.parsed_avro(self._writer(schema_id), numeric)
             )
             header = io.BytesIO()
             fastavro.writer(header, writer, [], codec="null")
@@ -288,8 +302,24 @@ class ColumnCodec:
 
     # ----- to Arrow -----
 
+    def _read_type(self) -> pa.DataType:
+        """The Arrow type values are built with: Avro timestamps in ms stay ms until the final cast."""
+        if "read_type" not in self._cache:
+            read_type = self.arrow_type
+            if self.reader.schema_type == AVRO:
+                from sluice.pipeline import avro_spark
+
+                read_type = avro_spark.arrow_read_type(schemas.parsed_avro(self.reader), read_type)
+            self._cache["read_type"] = read_type
+        return self._cache["read_type"]
+
     def _to_arrow(self, decoded: list[Any]) -> pa.Array:
-        arrow_type = self.arrow_type
+        read_type = self._read_type()
+        built = self._build(decoded, read_type)
+        return built if read_type == self.arrow_type else built.cast(self.arrow_type)
+
+    @staticmethod
+    def _build(decoded: list[Any], arrow_type: pa.DataType) -> pa.Array:
         if not pa.types.is_struct(arrow_type):
             return pa.array(decoded, arrow_type)
         # Field by field: pa.array(list of dicts) looks every key up per record, ~4x slower.
