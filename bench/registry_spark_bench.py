@@ -7,7 +7,9 @@ serving the schema:
 (a) ``spark.read.format("sluice")`` -> ``write.format("noop")``: key and value as bytes,
 (b) the same with ``valueFormat=avro``: the value decoded into a struct column,
 
-printing records/s of each (medians of --rounds after a warm-up) and the ratio (b)/(a), target >= 0.50.
+printing records/s of each (medians of --rounds after a warm-up) and the ratio (b)/(a), target >= 0.50;
+and, steadier on a shared machine, the Spark CPU (JVM, Python workers and planners, this driver) per
+record of each and the rate ratio that CPU implies.
 The Spark JVM and its Python workers are started and warmed on the topic before timing.
 
     .venv/bin/python bench/registry_spark_bench.py --messages 500000 --rounds 3
@@ -26,6 +28,7 @@ import uuid
 from typing import Any
 
 from common import SluiceBroker, median, ratio
+from pipeline_archive import cpu_by_group
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -91,15 +94,22 @@ def fill(bootstrap: str, registry_url: str, topic: str, messages: int, partition
     return len(samples[0])
 
 
-def read(spark: Any, bootstrap: str, registry_url: str, topic: str, typed: bool) -> float:
+_SPARK_GROUPS = ("jvm", "python workers", "python planners", "driver")
+
+
+def read(spark: Any, bootstrap: str, registry_url: str, topic: str, typed: bool) -> tuple[float, float]:
+    """(wall seconds, Spark CPU seconds) of reading the whole topic into a no-op sink."""
     reader = (
         spark.read.format("sluice").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
     )
     if typed:
         reader = reader.option("schemaRegistry", registry_url).option("valueFormat", "avro")
+    before = cpu_by_group(None)
     started = time.perf_counter()
     reader.load().write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = cpu_by_group(None)
+    return wall, sum(after[g] - before[g] for g in _SPARK_GROUPS)
 
 
 def main() -> None:
@@ -114,7 +124,7 @@ def main() -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from sluice.pipeline.jobs import build_spark_session
 
-    walls: dict[str, list[float]] = {"raw bytes": [], "typed avro": []}
+    runs: dict[str, list[tuple[float, float]]] = {"raw bytes": [], "typed avro": []}
     with SluiceBroker() as broker, RegistryProcess(broker.bootstrap) as registry:
         assert registry.url is not None
         topic = f"registry-bench-{uuid.uuid4().hex[:8]}"
@@ -126,21 +136,25 @@ def main() -> None:
             read(spark, broker.bootstrap, registry.url, topic, typed)
         for round_number in range(args.rounds):
             print(f"round {round_number + 1}/{args.rounds} ...", flush=True)
-            walls["raw bytes"].append(read(spark, broker.bootstrap, registry.url, topic, False))
-            walls["typed avro"].append(read(spark, broker.bootstrap, registry.url, topic, True))
+            runs["raw bytes"].append(read(spark, broker.bootstrap, registry.url, topic, False))
+            runs["typed avro"].append(read(spark, broker.bootstrap, registry.url, topic, True))
         spark.stop()
 
     print(
         f"\n{args.messages} records ({size} B framed Avro values), {args.partitions} partitions, {args.master}"
     )
     print(f"medians of {args.rounds}")
-    rates = {}
-    for name, runs in walls.items():
-        wall = median(runs)
+    rates: dict[str, float | None] = {}
+    cpu_us: dict[str, float | None] = {}
+    for name, timings in runs.items():
+        wall = median(w for w, _ in timings)
+        cpu = median(c for _, c in timings)
         rates[name] = args.messages / wall if wall else None
-        print(f"{name:<12}{rates[name] or 0:>14,.0f} records/s{wall or 0:>9.2f} s")
-    print(f"typed avro / raw bytes = {ratio(rates['typed avro'], rates['raw bytes']) or 0:.2f} (target >= 0.50)")
-
+        cpu_us[name] = cpu / args.messages * 1e6 if cpu else None
+        print(f"{name:<12}{rates[name] or 0:>14,.0f} records/s{wall or 0:>9.2f} s{cpu_us[name] or 0:>9.2f} us CPU/record")
+    print(f"typed avro / raw bytes = {ratio(rates['typed avro'], rates['raw bytes']) or 0:.2f} wall (target >= 0.50)")
+    by_cpu = ratio(cpu_us["raw bytes"], cpu_us["typed avro"]) or 0
+    print(f"typed avro / raw bytes = {by_cpu:.2f} by Spark CPU per record")
 
 if __name__ == "__main__":
     main()

@@ -135,3 +135,28 @@ def test_without_a_registry_the_schemas_page_says_how_to_configure_one(
 ) -> None:
     page.goto(f"{sluice_console.url}/schemas")
     assert "--schema-registry" in page.locator(".alert").inner_text()
+
+
+def test_a_registry_that_is_down_reads_as_an_error_page_and_messages_still_show(
+    broker: Any, page: Any, bootstrap: str, topic_name: str
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    config = ConsoleConfig(
+        settings={"bootstrap.servers": broker.bootstrap}, port=free_port(), schema_registry_url=url
+    )
+    running = ConsoleThread(config).start()
+    try:
+        response = page.goto(f"{running.url}/schemas")
+        assert response is not None and response.status == 503
+        assert f"schema registry {url}" in page.locator(".alert").inner_text()
+        topic = create_topic(bootstrap, name=topic_name)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce(topic, value=b"\x00\x00\x00\x00\x05framed")
+        assert producer.flush(30) == 0
+        response = page.goto(f"{running.url}/topics/{topic}")
+        assert response is not None and response.status == 200
+        cell = page.locator("#messages-table tbody tr td.value")
+        cell.locator("summary").click()
+        assert "not decoded" in cell.inner_text() and url in cell.inner_text()
+    finally:
+        running.stop()

@@ -316,3 +316,22 @@ def test_format_options_are_checked_and_subjects_default_to_topic_name_strategy(
     )
     assert sink.formats is not None and sink.formats.key is not None
     assert sink.formats.key.subject == "out-key" and not sink.formats.key.pinned
+
+
+def test_a_registry_that_is_down_fails_the_batch_even_when_permissive() -> None:
+    """A record of another schema id needs its writer schema; with the registry gone no record is to blame,
+    so PERMISSIVE must not turn an outage into nulls."""
+    from sluice.client.schema_registry import RegistryLookupError
+    from sluice.testing import free_port
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    codec = ColumnCodec(
+        "value",
+        RegistryConnection(url, (("max.retries", "0"), ("timeout", "5"))),
+        RegistrySchema(7, "AVRO", json.dumps(schema), subject="t-value"),
+        permissive=True,
+    )
+    other_id = _avro_framed(schema, [{"s": "x"}], schema_id=8)
+    with pytest.raises(RegistryLookupError, match=rf"schema registry {url}: schema id 8 failed"):
+        codec.decode(other_id, _where)

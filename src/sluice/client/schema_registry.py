@@ -35,6 +35,11 @@ class RegistryConnection:
 class RegistryLookupError(ValueError):
     """The registry could not be reached, or does not have the subject, version or id asked for."""
 
+    def __init__(self, message: str, *, not_found: bool = False) -> None:
+        super().__init__(message)
+        # The registry answered 404: the data names something it does not have (not an outage).
+        self.not_found = not_found
+
 
 @dataclass(frozen=True)
 class RegistrySchema:
@@ -69,7 +74,10 @@ def client(connection: RegistryConnection) -> Any:
 
 
 def _failed(connection: RegistryConnection, what: str, error: Exception) -> RegistryLookupError:
-    return RegistryLookupError(f"schema registry {connection.url}: {what} failed: {error}")
+    return RegistryLookupError(
+        f"schema registry {connection.url}: {what} failed: {error}",
+        not_found=getattr(error, "http_status_code", None) == 404,
+    )
 
 
 def _flatten(connection: RegistryConnection, schema: Any, depth: int = 0) -> tuple[dict[str, str], list[str]]:

@@ -98,7 +98,9 @@ class SchemaBrowser:
 
     def __init__(self, url: str, timeout_s: float) -> None:
         self.url = url.rstrip("/")
-        self.connection = RegistryConnection(self.url, (("timeout", str(int(max(timeout_s, 1)))),))
+        # One retry at most: a page waits on these calls, and a registry that is down should say so soon.
+        settings = (("max.retries", "1"), ("timeout", str(int(max(timeout_s, 1)))))
+        self.connection = RegistryConnection(self.url, settings)
         self._decoders: dict[int, tuple[RegistrySchema, str | None, Callable[[memoryview], Any]]] = {}
         self._lock = threading.Lock()
 

@@ -207,6 +207,11 @@ class ColumnCodec:
                     results.extend(self._decode_protobuf(schema_id, [payload]))
                 else:
                     results.extend(self._decode_json(schema_id, [payload]))
+            except schemas.RegistryLookupError as lookup:
+                if not lookup.not_found:
+                    raise  # the registry is down: no record is to blame, PERMISSIVE or not
+                self._undecodable(index, located, lookup)
+                results.append(None)
             except Exception as single:
                 self._undecodable(index, located, single)
                 results.append(None)
