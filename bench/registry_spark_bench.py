@@ -28,12 +28,12 @@ import uuid
 from typing import Any
 
 from common import SluiceBroker, median, ratio
-from pipeline_archive import cpu_by_group
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from pipeline_archive import cpu_by_group
 
 from sluice.testing import RegistryProcess
 
@@ -151,10 +151,15 @@ def main() -> None:
         cpu = median(c for _, c in timings)
         rates[name] = args.messages / wall if wall else None
         cpu_us[name] = cpu / args.messages * 1e6 if cpu else None
-        print(f"{name:<12}{rates[name] or 0:>14,.0f} records/s{wall or 0:>9.2f} s{cpu_us[name] or 0:>9.2f} us CPU/record")
-    print(f"typed avro / raw bytes = {ratio(rates['typed avro'], rates['raw bytes']) or 0:.2f} wall (target >= 0.50)")
+        print(
+            f"{name:<12}{rates[name] or 0:>14,.0f} records/s{wall or 0:>9.2f} s{cpu_us[name] or 0:>9.2f} us CPU/record"
+        )
+    print(
+        f"typed avro / raw bytes = {ratio(rates['typed avro'], rates['raw bytes']) or 0:.2f} wall (target >= 0.50)"
+    )
     by_cpu = ratio(cpu_us["raw bytes"], cpu_us["typed avro"]) or 0
     print(f"typed avro / raw bytes = {by_cpu:.2f} by Spark CPU per record")
+
 
 if __name__ == "__main__":
     main()
