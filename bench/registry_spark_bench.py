@@ -97,8 +97,10 @@ def fill(bootstrap: str, registry_url: str, topic: str, messages: int, partition
 _SPARK_GROUPS = ("jvm", "python workers", "python planners", "driver")
 
 
-def read(spark: Any, bootstrap: str, registry_url: str, topic: str, typed: bool) -> tuple[float, float]:
-    """(wall seconds, Spark CPU seconds) of reading the whole topic into a no-op sink."""
+def read(
+    spark: Any, bootstrap: str, registry_url: str, topic: str, typed: bool
+) -> tuple[float, dict[str, float]]:
+    """(wall seconds, Spark CPU seconds by process group) of reading the whole topic into a no-op sink."""
     reader = (
         spark.read.format("sluice").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
     )
@@ -109,7 +111,7 @@ def read(spark: Any, bootstrap: str, registry_url: str, topic: str, typed: bool)
     reader.load().write.format("noop").mode("overwrite").save()
     wall = time.perf_counter() - started
     after = cpu_by_group(None)
-    return wall, sum(after[g] - before[g] for g in _SPARK_GROUPS)
+    return wall, {g: after[g] - before[g] for g in _SPARK_GROUPS}
 
 
 def main() -> None:
@@ -124,7 +126,7 @@ def main() -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from sluice.pipeline.jobs import build_spark_session
 
-    runs: dict[str, list[tuple[float, float]]] = {"raw bytes": [], "typed avro": []}
+    runs: dict[str, list[tuple[float, dict[str, float]]]] = {"raw bytes": [], "typed avro": []}
     with SluiceBroker() as broker, RegistryProcess(broker.bootstrap) as registry:
         assert registry.url is not None
         topic = f"registry-bench-{uuid.uuid4().hex[:8]}"
@@ -148,12 +150,16 @@ def main() -> None:
     cpu_us: dict[str, float | None] = {}
     for name, timings in runs.items():
         wall = median(w for w, _ in timings)
-        cpu = median(c for _, c in timings)
+        cpu = median(sum(c.values()) for _, c in timings)
+        split = ", ".join(
+            f"{g} {(median(c[g] for _, c in timings) or 0) / args.messages * 1e6:.2f}" for g in _SPARK_GROUPS
+        )
         rates[name] = args.messages / wall if wall else None
         cpu_us[name] = cpu / args.messages * 1e6 if cpu else None
         print(
             f"{name:<12}{rates[name] or 0:>14,.0f} records/s{wall or 0:>9.2f} s{cpu_us[name] or 0:>9.2f} us CPU/record"
         )
+        print(f"{'':<12}us CPU/record by process: {split}")
     print(
         f"typed avro / raw bytes = {ratio(rates['typed avro'], rates['raw bytes']) or 0:.2f} wall (target >= 0.50)"
     )
