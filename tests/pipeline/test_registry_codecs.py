@@ -335,3 +335,22 @@ def test_a_registry_that_is_down_fails_the_batch_even_when_permissive() -> None:
     other_id = _avro_framed(schema, [{"s": "x"}], schema_id=8)
     with pytest.raises(RegistryLookupError, match=rf"schema registry {url}: schema id 8 failed"):
         codec.decode(other_id, _where)
+
+
+def test_arrow_column_fast_path_decodes_like_the_general_one_and_still_names_a_bad_record() -> None:
+    import pyarrow as pa
+
+    schema = {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "n", "type": "long"}, {"name": "s", "type": "string"}],
+    }
+    framed = _avro_framed(schema, [{"n": i, "s": "x" * i} for i in range(50)])
+    column = pa.array(framed, pa.binary()).slice(3, 40)  # a slice: offsets that do not start at 0
+    codec = _avro_codec(schema)
+    assert codec.decode_column(column, _where).to_pylist() == codec.decode(framed[3:43], _where).to_pylist()
+    broken = pa.array([*framed[:5], framed[5][:-1] + b"\xff", *framed[6:10]], pa.binary())
+    with pytest.raises(UndecodableRecordError, match="orders-0 offset 105"):
+        codec.decode_column(broken, _where)
+    other_ids = pa.array([framed[0], _avro_framed(schema, [{"n": 1, "s": ""}], schema_id=9)[0]], pa.binary())
+    assert codec.decode_column(other_ids.slice(0, 1), _where).to_pylist() == [{"n": 0, "s": ""}]
