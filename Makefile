@@ -1,23 +1,40 @@
 # Two entry points that work on a fresh machine with Python 3.11 (and Java 17 for the Spark tests):
-#   make serve   create .venv, install sluice, run the broker and gateway on loopback
-#   make test    create .venv, install sluice with test extras (and kcat via apt-get), run the whole suite
+#   make serve   create .venv, install sluice at the locked versions, run the broker, gateway and console on loopback
+#   make test    create .venv, install sluice and its test tools at the locked versions (kcat and chromium via
+#                apt-get if missing), check the lock still matches pyproject.toml, run the whole suite in parallel
+# Dependencies come from requirements/lock.txt (make test) and requirements/runtime.txt (make serve): exact
+# versions with hashes, installed with --require-hashes --no-deps, then sluice itself without dependencies.
+# pyproject.toml keeps ranges, so `pip install sluice` still resolves; `make lock` refreshes the pins on purpose.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 PIP_FLAGS ?= --disable-pip-version-check -q
+LOCK := requirements/lock.txt
+RUNTIME_LOCK := requirements/runtime.txt
+# pytest-xdist workers: tests wait on brokers, JVMs and browsers far more than they compute, so more workers
+# than the 2 cores this project is built on finish sooner. `make test WORKERS=0` runs in one process.
+WORKERS ?= 4
+PYTEST_ARGS ?=
 
-.PHONY: serve test lint bench tools java-clients venv clean
+.PHONY: serve test test-latest lock lock-check lint bench tools java-clients venv clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install $(PIP_FLAGS) --upgrade pip
 
-$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install $(PIP_FLAGS) -e .
+lock-check: | $(BIN)/python
+	$(BIN)/python tools/check_lock.py
+
+$(VENV)/.installed-base: $(RUNTIME_LOCK) pyproject.toml | $(BIN)/python
+	$(BIN)/python tools/check_lock.py
+	$(BIN)/python -m pip install $(PIP_FLAGS) --require-hashes --no-deps -r $(RUNTIME_LOCK)
+	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install $(PIP_FLAGS) -e '.[test,pipeline,bench]'
+$(VENV)/.installed-test: $(LOCK) pyproject.toml | $(BIN)/python
+	$(BIN)/python tools/check_lock.py
+	$(BIN)/python -m pip install $(PIP_FLAGS) --require-hashes --no-deps -r $(LOCK)
+	$(BIN)/python -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip check
 	touch $@ $(VENV)/.installed-base
 
 venv: $(VENV)/.installed-base
@@ -42,16 +59,35 @@ tools:
 java-clients: | $(BIN)/python
 	$(BIN)/python tools/fetch_kafka_clients.py
 
-test: $(VENV)/.installed-test tools java-clients
-	$(BIN)/ruff check src tests bench
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+test: lock-check $(VENV)/.installed-test tools java-clients
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) $(PYTEST_ARGS)
+
+# The suite against the newest releases of the client libraries (not in CI): a separate venv, the lock
+# first, then the clients upgraded past it. What breaks here is what the next `make lock` would bring.
+LATEST_CLIENTS := kafka-python confluent-kafka aiokafka pyspark grpcio grpcio-tools protobuf
+test-latest: tools java-clients | $(BIN)/python
+	test -x .venv-latest/bin/python || $(PYTHON) -m venv .venv-latest
+	.venv-latest/bin/python -m pip install $(PIP_FLAGS) --require-hashes --no-deps -r $(LOCK)
+	.venv-latest/bin/python -m pip install $(PIP_FLAGS) --upgrade $(LATEST_CLIENTS)
+	.venv-latest/bin/python -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
+	.venv-latest/bin/python -m pip freeze | grep -iE '^($(shell echo $(LATEST_CLIENTS) | tr ' ' '|'))=='
+	.venv-latest/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) $(PYTEST_ARGS)
+
+# Re-resolve every pin (newest versions the ranges in pyproject.toml admit) and rewrite both lock files.
+LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-header
+lock: $(VENV)/.installed-test
+	$(BIN)/uv pip compile pyproject.toml requirements/build.in --extra test --extra pipeline --extra bench \
+	  $(LOCK_FLAGS) --upgrade -o $(LOCK)
+	$(BIN)/uv pip compile pyproject.toml requirements/build.in --constraint $(LOCK) $(LOCK_FLAGS) -o $(RUNTIME_LOCK)
+	$(BIN)/python tools/check_lock.py
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench tools
 	$(BIN)/ruff format --check src tests bench
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/broker_bench.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info
+	rm -rf $(VENV) .venv-latest build dist src/*.egg-info

@@ -243,6 +243,8 @@ class SluiceBroker(Broker):
             self.bootstrap,
             "--data-dir",
             data_arg,
+            "--admin-listen",
+            "off",
             *self.extra_args,
         ]
         log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child

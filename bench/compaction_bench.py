@@ -73,6 +73,8 @@ class SluiceIn(SluiceBroker):
             self.bootstrap,
             "--data-dir",
             str(self.fixed_dir),
+            "--admin-listen",
+            "off",
             *self.extra_args,
         ]
         log = open(self.fixed_dir.parent / "broker.log", "ab")  # noqa: SIM115 - handed to the child

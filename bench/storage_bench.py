@@ -85,7 +85,7 @@ class StartedBroker:
     def __init__(self, data_dir: Path) -> None:
         self.port = free_port()
         cmd = [sys.executable, "-m", "sluice", "broker", "--listen", f"127.0.0.1:{self.port}"]
-        cmd += ["--data-dir", str(data_dir), "--min-free-bytes", "0"]
+        cmd += ["--data-dir", str(data_dir), "--min-free-bytes", "0", "--admin-listen", "off"]
         self.started = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         self.proc = subprocess.Popen(

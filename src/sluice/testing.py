@@ -102,8 +102,8 @@ class BrokerProcess(_ChildProcess):
             cmd += ["--config", str(self.config)]
         if self.min_free_bytes is not None:
             cmd += ["--min-free-bytes", str(self.min_free_bytes)]
-        if self.admin:
-            cmd += ["--metrics-listen", f"127.0.0.1:{self._admin_port}"]
+        # The admin listener is on by default (127.0.0.1:9644); test brokers take an ephemeral port or none.
+        cmd += ["--admin-listen", f"127.0.0.1:{self._admin_port}" if self.admin else "off"]
         cmd += self.extra_args
 
         def on_line(line: str) -> bool:

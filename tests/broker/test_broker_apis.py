@@ -122,7 +122,7 @@ def test_long_poll_returns_as_soon_as_data_arrives(bootstrap: str, topic_name: s
                                                              base_timestamp=int(time.time() * 1000)))[0] == 0
     thread.join(15)
     assert waited["bytes"] > 0
-    assert 0.4 < waited["seconds"] < 3.0, waited
+    assert 0.4 < waited["seconds"] < 8.0, waited  # woken by the produce, well before max_wait_ms (10 s)
 
     with WireClient.connect(bootstrap) as client:
         start = time.monotonic()

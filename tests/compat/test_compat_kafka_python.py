@@ -11,7 +11,9 @@ sluice, today or at the start of this work; these tests keep it so."""
 
 from __future__ import annotations
 
-import threading
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,51 +42,60 @@ def kp_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProces
     proc.stop()
 
 
+# One group member per process: four kafka-python consumers in one process share its GIL with the test, and on a
+# loaded machine their heartbeat threads starve past a 3 s session. Closing stdin is the member's signal to leave.
+_MEMBER = """
+import json, select, sys
+from kafka import KafkaConsumer
+bootstrap, topic, index, settings = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="g-" + topic, client_id="c" + index,
+                         heartbeat_interval_ms=500, auto_offset_reset="earliest", **settings)
+while not select.select([sys.stdin], [], [], 0)[0]:
+    consumer.poll(timeout_ms=200)
+consumer.close()
+"""
+
+
 def _four_members_become_stable(bootstrap: str, topic_name: str, **settings: Any) -> None:
-    """kafka-python's test_group: four consumers share four partitions within 15 s, in one generation, none
-    of them rejoining, the partitions split without overlap."""
+    """kafka-python's test_group: four consumers share four partitions, the broker's group Stable with all four
+    members and the partitions split between them without overlap."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
     KafkaAdminClient(bootstrap_servers=bootstrap).create_topics([NewTopic(topic_name, 4, 1)])
-    stop = threading.Event()
-    consumers: list[KafkaConsumer] = []
-
-    def run(index: int) -> None:
-        consumer = KafkaConsumer(
-            topic_name,
-            bootstrap_servers=bootstrap,
-            group_id=f"g-{topic_name}",
-            client_id=f"c{index}",
-            heartbeat_interval_ms=500,
-            auto_offset_reset="earliest",
-            **settings,
+    members = [
+        subprocess.Popen(
+            [sys.executable, "-c", _MEMBER, bootstrap, topic_name, str(i), json.dumps(settings)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
-        consumers.append(consumer)
-        while not stop.is_set():
-            consumer.poll(timeout_ms=200)
-        consumer.close()
-
-    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(4)]
-    for thread in threads:
-        thread.start()
+        for i in range(4)
+    ]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 90  # four interpreters start on a loaded 2-core machine
         while True:
-            metas = [c.group_metadata() for c in list(consumers)]
-            stable = len(metas) == 4 and all(c.assignment() for c in consumers)
-            rejoining = any(c._coordinator.rejoining for c in list(consumers))
-            if stable and not rejoining and len({m.generation_id for m in metas}) == 1:
+            group = admin.describe_consumer_groups([f"g-{topic_name}"])[f"g-{topic_name}"].result(30)
+            owned = [(tp.topic, tp.partition) for m in group.members for tp in m.assignment.topic_partitions]
+            if group.state == ConsumerGroupState.STABLE and len(group.members) == 4 and len(owned) == 4:
                 break
-            assert time.monotonic() < deadline, "timeout waiting for stable group"
+            dead = [m.stderr.read() for m in members if m.poll() is not None]  # type: ignore[union-attr]
+            assert not dead, dead
+            assert time.monotonic() < deadline, f"not stable: {group.state}, {len(group.members)} members, {owned}"
             time.sleep(0.2)
-        assignment = [tp for c in consumers for tp in c.assignment()]
-        assert sorted(assignment) == sorted(TopicPartition(topic_name, p) for p in range(4))
+        assert sorted(owned) == [(topic_name, p) for p in range(4)]
+        assert {m.client_id for m in group.members} == {"c0", "c1", "c2", "c3"}
     finally:
-        stop.set()
-        for thread in threads:
-            thread.join(10)
+        for member in members:
+            member.stdin.close()  # type: ignore[union-attr]
+        for member in members:
+            try:
+                member.wait(30)
+            except subprocess.TimeoutExpired:
+                member.kill()
 
 
 def test_four_member_group_becomes_stable(kp_broker: BrokerProcess, topic_name: str) -> None:
-    """kafka-python's test_group: four consumers with 3 s sessions share four partitions, one generation."""
+    """kafka-python's test_group: four consumers with 3 s sessions share four partitions."""
     _four_members_become_stable(
         kp_broker.bootstrap, topic_name, session_timeout_ms=3000, request_timeout_ms=4000
     )

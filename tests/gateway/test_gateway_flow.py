@@ -415,7 +415,7 @@ async def test_a_caller_that_cannot_take_passes_new_messages_on(kafka, make_gate
         reply = await asyncio.wait_for(batch, 10)
         got = [m.message for m in reply.messages]
         assert got and got == [b"new-%d" % i for i in range(len(got))]
-        assert time.monotonic() - started < 4.0
+        assert time.monotonic() - started < 7.0  # answered when the messages came, before wait_ms (8 s)
         assert not blocked.done()
         blocked.cancel()
 

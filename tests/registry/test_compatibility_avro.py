@@ -297,6 +297,9 @@ FIELD_TYPES = [
     ["null", "string"],
     COLOR,
     COLOR_MORE,
+    {**COLOR, "default": "GREEN"},
+    {"type": "array", "items": "int"},
+    {"type": "map", "values": ["null", "long"]},
 ]
 DEFAULTS: dict[str, Any] = {
     "int": 1,
@@ -313,7 +316,7 @@ def default_for(type_: Any) -> Any:
     if isinstance(type_, list):
         return None
     if isinstance(type_, dict):
-        return type_["symbols"][0]
+        return {"array": [], "map": {}}.get(type_["type"]) if "symbols" not in type_ else type_["symbols"][0]
     return DEFAULTS[type_]
 
 
@@ -323,7 +326,11 @@ def record_schemas(draw: st.DrawFn) -> dict[str, Any]:
     fields = []
     for name in names:
         type_ = draw(st.sampled_from(FIELD_TYPES))
-        if isinstance(type_, dict) and any(isinstance(f["type"], dict) for f in fields):
+        if (
+            isinstance(type_, dict)
+            and "symbols" in type_
+            and any("symbols" in f["type"] for f in fields if isinstance(f["type"], dict))
+        ):
             type_ = "int"  # a named type is defined once per schema
         entry = field(name, type_)
         if draw(st.booleans()):
@@ -335,6 +342,13 @@ def record_schemas(draw: st.DrawFn) -> dict[str, Any]:
 def value_for(type_: Any, draw: st.DrawFn) -> Any:
     if isinstance(type_, list):
         return draw(st.sampled_from([None, value_for(type_[1], draw)]))
+    if isinstance(type_, dict) and type_["type"] == "array":
+        return [value_for(type_["items"], draw) for _ in range(draw(st.integers(0, 2)))]
+    if isinstance(type_, dict) and type_["type"] == "map":
+        return {
+            key: value_for(type_["values"], draw)
+            for key in draw(st.lists(st.sampled_from("xyz"), max_size=2))
+        }
     if isinstance(type_, dict):
         return draw(st.sampled_from(type_["symbols"]))
     strategies: dict[str, st.SearchStrategy[Any]] = {

@@ -245,7 +245,7 @@ def message_text(fields: dict[int, tuple[str, bool]]) -> str:
     return proto(f"message M {{ {body} }}")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(old=FIELDS, new=FIELDS, data=st.data())
 def test_whenever_backward_holds_the_new_schema_parses_old_bytes(
     old: dict[int, tuple[str, bool]], new: dict[int, tuple[str, bool]], data: st.DataObject

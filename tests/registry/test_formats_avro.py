@@ -7,6 +7,8 @@ import json
 
 import fastavro
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sluice.registry.formats import InvalidSchemaError, Reference, parse_schema, supported_types
 
@@ -218,3 +220,53 @@ def test_bad_references_are_invalid(refs: dict[str, str], needle: str) -> None:
 def test_unknown_schema_type_or_wrong_input_type(schema_type: object) -> None:
     with pytest.raises(InvalidSchemaError):
         parse_schema(schema_type, '"int"' if schema_type != "" else b'"int"')  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------ normalization is a fixed point
+@st.composite
+def named_schemas(draw: st.DrawFn) -> dict:
+    """Records nesting records and enums in assorted namespaces, later uses naming types by short name."""
+    namespaces = ["", "a", "a.b", None]
+    counter = iter(range(100))
+
+    def record(depth: int, namespace: str | None) -> dict:
+        fields = []
+        for index in range(draw(st.integers(1, 3))):
+            choice = draw(st.sampled_from(["int", "string", "record", "enum", "array", "union"]))
+            if choice == "record" and depth < 3:
+                kind: object = record(depth + 1, draw(st.sampled_from(namespaces)))
+            elif choice == "enum":
+                kind = {"type": "enum", "name": f"E{next(counter)}", "symbols": ["X", "Y"]}
+            elif choice == "array":
+                kind = {"type": "array", "items": draw(st.sampled_from(["long", {"type": "double"}]))}
+            elif choice == "union":
+                kind = ["null", "string"]
+            else:
+                kind = choice if choice in ("int", "string") else "bytes"
+            fields.append(
+                {"name": f"f{index}", "type": kind, **({"doc": "d"} if draw(st.booleans()) else {})}
+            )
+        schema = {"type": "record", "name": f"R{next(counter)}", "fields": fields}
+        if namespace is not None:
+            schema["namespace"] = namespace
+        return schema
+
+    return record(0, draw(st.sampled_from(namespaces)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(schema=named_schemas())
+def test_normalizing_twice_changes_nothing_and_keeps_the_fingerprint(schema: dict) -> None:
+    first = avro(schema, normalize=True)
+    second = parse_schema("AVRO", first.text, normalize=True)
+    assert second.text == first.text
+    assert second.fingerprint == first.fingerprint == avro(schema).fingerprint
+
+
+def test_a_type_in_the_null_namespace_nested_in_a_namespace_stays_there() -> None:
+    inner = {"type": "record", "name": "Inner", "namespace": "", "fields": [{"name": "x", "type": "int"}]}
+    schema = {"type": "record", "name": "Outer", "namespace": "a", "fields": [{"name": "n", "type": inner}]}
+    normalized = avro(schema, normalize=True)
+    assert json.loads(normalized.text)["fields"][0]["type"]["namespace"] == ""
+    assert parse_schema("AVRO", normalized.text).fingerprint == normalized.fingerprint
+    assert "Inner" in normalized.raw["__named_schemas"]

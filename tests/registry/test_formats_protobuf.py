@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sluice.registry.formats import (
     InvalidSchemaError,
@@ -179,3 +181,88 @@ def test_deeply_nested_messages_are_an_error_or_fine_never_a_crash() -> None:
         parse_schema("PROTOBUF", text)
     except InvalidSchemaError as error:
         assert "schema" in str(error)
+
+
+def test_a_base64_serialized_descriptor_is_accepted_as_confluent_kafka_registers_it(order) -> None:
+    import base64
+
+    # confluent-kafka's ProtobufSerializer registers base64(FileDescriptor.serialized_pb), references too.
+    def b64(parsed) -> str:
+        return base64.standard_b64encode(parsed.raw.serialized_pb).decode("ascii")
+
+    refs = {"common/money.proto": b64(parse_schema("PROTOBUF", MONEY))}
+    from_descriptor = parse_schema("PROTOBUF", b64(order), refs)
+    assert from_descriptor.fingerprint == order.fingerprint
+    assert from_descriptor.text.startswith('syntax = "proto3";') and "message Order {" in from_descriptor.text
+    assert protobuf_message_class(from_descriptor)(id="x").id == "x"
+    with pytest.raises(InvalidSchemaError):
+        parse_schema("PROTOBUF", "bm90IGEgZGVzY3JpcHRvcg==")  # base64 of text that is no descriptor
+
+
+# ------------------------------------------------------------------- printed text compiles to the same file
+@st.composite
+def proto_files(draw: st.DrawFn) -> str:
+    syntax = draw(st.sampled_from(["proto2", "proto3"]))
+    names = iter(f"T{i}" for i in range(1000))
+
+    def message(depth: int) -> str:
+        name = next(names)
+        parts, number = [], iter(range(1, 100))
+        for _ in range(draw(st.integers(0, 4))):
+            kind = draw(
+                st.sampled_from(
+                    [
+                        "int32",
+                        "string",
+                        "bytes",
+                        "double",
+                        "sint64",
+                        "map",
+                        "enum",
+                        "nested",
+                        "oneof",
+                        "group",
+                    ]
+                )
+            )
+            label = draw(
+                st.sampled_from(["optional ", "repeated ", "" if syntax == "proto3" else "required "])
+            )
+            if kind == "map":
+                parts.append(f"map<string, int64> m{next(number)} = {next(number)};")
+            elif kind == "enum":
+                enum = next(names)
+                parts.append(
+                    f"enum {enum} {{ {enum}_ZERO = 0; {enum}_ONE = 1; }} {label}{enum} e{next(number)} = {next(number)};"
+                )
+            elif kind == "nested" and depth < 2:
+                inner, body = message(depth + 1)
+                parts.append(f"{body} {label}{inner} n{next(number)} = {next(number)};")
+            elif kind == "group" and syntax == "proto2":
+                group = next(names)
+                parts.append(
+                    f"optional group {group} = {next(number)} {{ optional int32 g{next(number)} = {next(number)}; }}"
+                )
+            elif kind == "oneof":
+                parts.append(
+                    f"oneof o{next(number)} {{ string a{next(number)} = {next(number)}; int32 b{next(number)} = {next(number)}; }}"
+                )
+            else:
+                scalar = kind if kind not in ("nested", "group") else "int32"
+                parts.append(f"{label}{scalar} f{next(number)} = {next(number)};")
+        if draw(st.booleans()):
+            parts.append('reserved 200 to 210; reserved "gone";')
+        return name, f"message {name} {{ {' '.join(parts)} }}"
+
+    bodies = [message(0)[1] for _ in range(draw(st.integers(1, 3)))]
+    package = draw(st.sampled_from(["", "package a.b;"]))
+    return f'syntax = "{syntax}"; {package} ' + " ".join(bodies)
+
+
+@settings(max_examples=40, deadline=None)
+@given(text=proto_files())
+def test_the_printed_text_compiles_to_the_same_descriptor(text: str) -> None:
+    parsed = parse_schema("PROTOBUF", text, normalize=True)
+    again = parse_schema("PROTOBUF", parsed.text, normalize=True)
+    assert again.fingerprint == parsed.fingerprint == parse_schema("PROTOBUF", text).fingerprint
+    assert again.text == parsed.text

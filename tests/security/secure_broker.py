@@ -124,8 +124,7 @@ def write_config(path: Path, certs: Certificates, ports: dict[str, int], **extra
 
 def start_secure_broker(tmp: Path, **extra: Any) -> SecureBroker:
     certs = make_certificates(tmp / "certs")
-    data_dir = tmp / "data"
-    data_dir.mkdir()
+    data_dir = tmp / "data"  # not made here: `sluice users create --data-dir` makes it, as on a first run
     for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
         sluice_cli(
             "users",

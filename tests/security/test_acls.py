@@ -266,7 +266,8 @@ def test_a_damaged_security_file_stops_the_start_with_its_name(tmp_path) -> None
             good = path.read_bytes()
             path.write_bytes(good[: len(good) // 2])  # damage from outside: sluice only replaces it whole
             refused = sluice_cli(
-                "broker", "--config", str(broker.config_path), "--data-dir", str(broker.data_dir), check=False
+                "broker", "--config", str(broker.config_path), "--data-dir", str(broker.data_dir),
+                "--admin-listen", "off", check=False
             )
             assert refused.returncode != 0
             said = "".join(refused.stderr.split())  # the console wraps long lines

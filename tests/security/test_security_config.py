@@ -46,5 +46,7 @@ def test_bad_settings_are_refused(settings: dict, complaint: str) -> None:
 def test_the_broker_command_names_the_bad_setting(tmp_path: Path) -> None:
     config = tmp_path / "broker.yaml"
     config.write_text("listeners: [SASL_SSL://127.0.0.1:0]\n")
-    result = sluice_cli("broker", "--config", str(config), "--data-dir", ":memory:", check=False)
+    result = sluice_cli(
+        "broker", "--config", str(config), "--data-dir", ":memory:", "--admin-listen", "off", check=False
+    )
     assert result.returncode == 1 and "ssl_certfile" in result.stderr

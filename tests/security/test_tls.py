@@ -137,7 +137,9 @@ def test_an_encrypted_key_opens_with_ssl_key_password(tmp_path) -> None:
     ports = {"SSL": free_port()}
     wrong, right = tmp_path / "wrong.yaml", tmp_path / "right.yaml"
     write_config(wrong, certs, ports, ssl_key_password="not-it")
-    refused = sluice_cli("broker", "--config", str(wrong), "--data-dir", str(tmp_path / "d"), check=False)
+    refused = sluice_cli(
+        "broker", "--config", str(wrong), "--data-dir", str(tmp_path / "d"), "--admin-listen", "off", check=False
+    )
     assert refused.returncode != 0
     assert "ssl_key_password" in refused.stderr and "Traceback" not in refused.stderr
     write_config(right, certs, ports, ssl_key_password="key-secret", authorizer=None)

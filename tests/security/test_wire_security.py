@@ -181,9 +181,10 @@ def test_repeated_failed_logins_are_answered_ever_later(throttle_broker: SecureB
     first, second, third = (seconds for seconds, _ in delays)
     assert first >= 0.3 and second >= 0.6 and third >= 1.2  # 300 ms, doubled per repeat
     assert third - first >= 0.6
-    # A good login is never held back, and it forgives the host: the next failure costs the base delay.
+    # A good login is never held back (held, it would wait the next doubled delay, 2.4 s), and it forgives the
+    # host: the next failure costs the base delay again, not 2.4 s. The bounds sit halfway, for a loaded machine.
     seconds, code = timed_login(throttle_broker, ADMIN_PASSWORD)
-    assert code == 0 and seconds < 0.3
+    assert code == 0 and seconds < 1.2
     seconds, code = timed_login(throttle_broker, "wrong")
     assert code == ErrorCode.SASL_AUTHENTICATION_FAILED and 0.3 <= seconds < 1.2
 
@@ -199,7 +200,8 @@ def test_a_throttled_failure_does_not_hold_up_other_connections(throttle_broker:
             started = time.monotonic()
             assert login(client, ADMIN, ADMIN_PASSWORD, "PLAIN").error_code == 0
             assert metadata(client).brokers
-            assert time.monotonic() - started < 0.5  # served while the other connection waits
+            # Served while the failing connections are still held back (at least 0.3 + 0.6 + 1.2 s in all).
+            assert failing.is_alive(), time.monotonic() - started
     finally:
         failing.join()
 

@@ -21,16 +21,14 @@ def _broker_config(
     advertise: str | None,
     config: Path | None,
     min_free_bytes: int | None = None,
-    metrics_listen: str | None = None,
+    admin_listen: str | None = None,
 ) -> BrokerConfig:
     from sluice.broker.config import BrokerConfig
 
     host, port = split_hostport(listen, "--listen")
     adv_host, adv_port = split_hostport(advertise, "--advertise") if advertise else (None, None)
-    if metrics_listen:
-        split_hostport(metrics_listen, "--metrics-listen")
     overrides: dict[str, Any] = {
-        "admin_listen": metrics_listen or None,
+        "admin_listen": _admin_address(admin_listen),
         "listen_host": host,
         "listen_port": port,
         "data_dir": None if data_dir == ":memory:" else Path(data_dir),
@@ -43,6 +41,10 @@ def _broker_config(
             loaded = BrokerConfig.from_file(config, **overrides)
         else:
             loaded = BrokerConfig(**{k: v for k, v in overrides.items() if v is not None or k == "data_dir"})
+        if admin_listen is None and loaded.admin_listen is None:
+            loaded.admin_listen = DEFAULT_ADMIN_LISTEN  # neither the flag nor the file chose
+        elif admin_listen is not None and _admin_address(admin_listen) is None:
+            loaded.admin_listen = None  # --admin-listen off wins over the file
         loaded.validate()
     except (ValueError, TypeError, OSError) as exc:
         fail(f"{config or 'broker settings'}: {exc}")
@@ -68,14 +70,25 @@ def _check_tls_files(loaded: BrokerConfig, config: Path | None) -> None:
         )
 
 
-MetricsListen = Annotated[
+DEFAULT_ADMIN_LISTEN = "127.0.0.1:9644"
+
+AdminListen = Annotated[
     str | None,
     typer.Option(
-        "--metrics-listen",
         "--admin-listen",
-        help="HOST:PORT of the admin HTTP listener: Prometheus /metrics and the /v1 admin API ('' for none).",
+        "--metrics-listen",
+        help="HOST:PORT of the admin HTTP listener: Prometheus /metrics and the /v1 admin API ('off' for none; "
+        f"default {DEFAULT_ADMIN_LISTEN} unless the config file sets admin_listen).",
     ),
 ]
+
+
+def _admin_address(admin_listen: str | None) -> str | None:
+    """The admin listener's HOST:PORT as given on the command line, or None for 'off' or not given."""
+    if admin_listen is None or admin_listen.strip().lower() in ("off", "none", ""):
+        return None
+    split_hostport(admin_listen, "--admin-listen")
+    return admin_listen
 
 
 @app.command()
@@ -92,7 +105,7 @@ def broker(
         int | None,
         typer.Option(help="Refuse produce below this much free disk (default max(1 GiB, 5%); 0: never)."),
     ] = None,
-    metrics_listen: MetricsListen = None,
+    admin_listen: AdminListen = None,
     verbose: bool = False,
 ) -> None:
     """Run the embedded Kafka-compatible broker until SIGTERM/SIGINT."""
@@ -103,9 +116,9 @@ def broker(
     setup_logging(verbose)
     try:
         run_event_loop(
-            serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes, metrics_listen))
+            serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes, admin_listen))
         )
-    except StoreDamaged as exc:
+    except (StoreDamaged, OSError) as exc:  # OSError: a listener's address is taken or not ours
         fail(str(exc))
 
 
@@ -127,7 +140,7 @@ def serve(
         str | None,
         typer.Option(envvar="SLUICE_CONSOLE_BASIC_AUTH", help="USER:PASSWORD the console requires."),
     ] = None,
-    metrics_listen: MetricsListen = "127.0.0.1:9644",
+    admin_listen: AdminListen = None,
     registry_listen: Annotated[
         str, typer.Option(help="Schema Registry address ('off' for none); its state is the _schemas topic.")
     ] = "127.0.0.1:8081",
@@ -140,7 +153,7 @@ def serve(
     from sluice.server.serve import serve_all
 
     setup_logging(verbose)
-    broker_config = _broker_config(kafka_listen, data_dir, None, config, metrics_listen=metrics_listen)
+    broker_config = _broker_config(kafka_listen, data_dir, None, config, admin_listen=admin_listen)
     console_address = _optional_address(console_listen, "--console-listen")
     try:
         run_event_loop(
@@ -153,7 +166,7 @@ def serve(
                 registry_listen=_optional_address(registry_listen, "--registry-listen"),
             )
         )
-    except StoreDamaged as exc:
+    except (StoreDamaged, OSError) as exc:  # OSError: a listener's address is taken or not ours
         fail(str(exc))
 
 

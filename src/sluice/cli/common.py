@@ -344,7 +344,8 @@ def admin_call(
             return exc.code, {"error": str(exc.code), "message": raw.decode(errors="replace")}
     except (urllib.error.URLError, OSError) as exc:
         fail(
-            f"cannot reach the broker's admin API at {shown} ({exc}); start the broker with "
-            "--metrics-listen HOST:PORT and pass --admin HOST:PORT (or SLUICE_ADMIN)"
+            f"cannot reach the broker's admin API at {shown} ({exc}): the broker serves it on 127.0.0.1:9644 "
+            "unless started with --admin-listen HOST:PORT|off; point this command at it with --admin HOST:PORT "
+            "(or SLUICE_ADMIN)"
         )
         raise  # unreachable: fail() exits

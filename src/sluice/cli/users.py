@@ -55,10 +55,17 @@ def _read_password(password_stdin: bool) -> str:
     return password
 
 
-def _store(data_dir: Path) -> Any:
+def _store(data_dir: Path, *, create: bool = False) -> Any:
+    """The credential store under `data_dir`. `create` makes the directory first: creating the first
+    administrator before the broker's first start is how a secured broker is set up."""
     from sluice.security.acl import StoreDamaged
     from sluice.security.authn import CredentialStore
 
+    if create and not data_dir.exists():
+        try:
+            data_dir.mkdir(parents=True)
+        except OSError as exc:
+            fail(f"cannot create the data directory {data_dir}: {exc.strerror or exc}")
     if not data_dir.is_dir():
         fail(f"{data_dir} is not a directory")
     try:
@@ -103,7 +110,7 @@ def create(
     _check_target(data_dir, bootstrap)
     password = _read_password(password_stdin)
     if data_dir is not None:
-        store = _store(data_dir)
+        store = _store(data_dir, create=True)
         try:
             store.upsert(name, mechanism, credential_from_password(mechanism, password, iterations))
         except CredentialError as exc:

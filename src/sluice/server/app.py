@@ -198,6 +198,13 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
         running.admin = AdminApp(server)
         try:
             await running.admin.start(admin_host.strip("[]"), int(admin_port))
+        except OSError as exc:
+            await running.stop()
+            raise OSError(
+                exc.errno,
+                f"the admin listener cannot bind {config.admin_listen}: {exc.strerror or exc} (choose another "
+                "address with --admin-listen HOST:PORT, or --admin-listen off)",
+            ) from exc
         except BaseException:
             await running.stop()
             raise
@@ -213,6 +220,7 @@ def announce(running: RunningBroker) -> None:
         print(f"sluice listener {protocol}://{host}:{port}", flush=True)
     if running.admin_url is not None:
         print(f"sluice admin listening on {running.admin_url}", flush=True)
+    print("sluice broker ready", flush=True)  # the last start-up line: every listener above is serving
 
 
 async def serve_broker(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:

@@ -74,7 +74,7 @@ def parse_schema(
     declared = tuple(reference_list)
     return Schema(
         schema_type=kind,
-        text=parsed.normalized if normalize else text,
+        text=parsed.normalized if normalize else parsed.text or text,
         fingerprint=fingerprint_of(kind, parsed.identity, declared),
         raw=parsed.raw,
         references=declared,

@@ -254,42 +254,44 @@ def render(
     kept = set(keep)
     out_defined = defined if defined is not None else {}
 
-    def walk(current: Any) -> Any:
+    def walk(current: Any, namespace: str) -> Any:
         if isinstance(current, str):
             if current in PRIMITIVES or current in seen:
                 return current
             if current in kept and not inline(current):
                 return current
-            return walk(named[current])
+            return walk(named[current], namespace)
         if isinstance(current, list):
-            return [walk(branch) for branch in current]
+            return [walk(branch, namespace) for branch in current]
         kind = current["type"]
         if not isinstance(kind, str):
-            return walk(kind)
+            return walk(kind, namespace)
         if kind in NAMED_KINDS:
-            return named_type(current, kind)
+            return named_type(current, kind, namespace)
         out: dict[str, Any] = {"type": kind}
         if kind == "array":
-            out["items"] = walk(current["items"])
+            out["items"] = walk(current["items"], namespace)
         elif kind == "map":
-            out["values"] = walk(current["values"])
+            out["values"] = walk(current["values"], namespace)
         out.update(_custom(current, ("type", "items", "values")))
         return kind if len(out) == 1 else out
 
-    def named_type(current: dict[str, Any], kind: str) -> Any:
+    def named_type(current: dict[str, Any], kind: str, enclosing: str) -> Any:
         full = current["name"]
         if full in seen:
             return full
         seen.add(full)
         namespace = full.rpartition(".")[0]
         out: dict[str, Any] = {"type": kind, "name": full}
+        if not namespace and enclosing:
+            out["namespace"] = ""  # a dotless name inside a namespace would otherwise join it
         if "doc" in current:
             out["doc"] = current["doc"]
         if current.get("aliases"):
             out["aliases"] = [_full_name(alias, namespace) for alias in current["aliases"]]
         out_defined[full] = out
         if kind in ("record", "error"):
-            out["fields"] = [field(f) for f in current["fields"]]
+            out["fields"] = [field(f, namespace) for f in current["fields"]]
         elif kind == "enum":
             out["symbols"] = list(current["symbols"])
         else:
@@ -299,8 +301,8 @@ def render(
         out.update(_custom(current, _NAMED_KEYS))
         return out
 
-    def field(current: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": current["name"], "type": walk(current["type"])}
+    def field(current: dict[str, Any], namespace: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": current["name"], "type": walk(current["type"], namespace)}
         for key in ("doc", "default"):
             if key in current:
                 out[key] = current[key]
@@ -311,7 +313,7 @@ def render(
         out.update(_custom(current, _FIELD_KEYS))
         return out
 
-    return walk(node)
+    return walk(node, "")
 
 
 def _custom(node: Mapping[str, Any], known: Iterable[str]) -> dict[str, Any]:

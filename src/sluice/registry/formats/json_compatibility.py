@@ -182,6 +182,8 @@ class _Diff:
         if r_types is None:
             return True
         w_types = _type_set(w)
+        if w_types is None and _enum_values(w) is not None:
+            w_types = {_json_type(value) for value in _enum_values(w) or ()}
         if w_types is None:
             self.report("TYPE_NARROWED", path, self._says(f"restricts the type to {sorted(r_types)}", path))
             return False
@@ -463,6 +465,20 @@ def _type_set(schema: dict[str, Any]) -> set[str] | None:
     if isinstance(declared, list):
         return {t for t in declared if isinstance(t, str)}
     return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _accepts(types: set[str], kind: str) -> bool:

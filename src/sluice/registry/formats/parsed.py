@@ -48,6 +48,7 @@ class Parsed(NamedTuple):
     identity: str  # equal exactly when Confluent treats two schemas (of this type) as the same
     raw: Any
     model: Any
+    text: str | None = None  # the text to store otherwise, when not the one given (a serialized descriptor)
 
 
 def fingerprint_of(schema_type: str, canonical: str, references: tuple[Reference, ...]) -> str:

@@ -11,8 +11,11 @@ include directory grpcio-tools ships; a reference of the same name wins over it.
 from __future__ import annotations
 
 import ast
+import base64
+import binascii
 import hashlib
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Mapping, Sequence
@@ -23,6 +26,7 @@ from typing import Any
 import grpc_tools
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FileDescriptor
+from google.protobuf.message import DecodeError
 from grpc_tools import _protoc_compiler
 
 from .parsed import InvalidSchemaError, Parsed, Schema, check_size
@@ -48,7 +52,11 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
     for name, ref_text in references.items():
         _check_import_path(name)
         check_size(ref_text, f"referenced schema {name!r}")
-    files = _compile(text, references)
+    proto_text = _as_proto_text(text, "the schema")
+    references = {
+        name: _as_proto_text(ref, f"referenced schema {name!r}") for name, ref in references.items()
+    }
+    files = _compile(proto_text, references)
     pool = descriptor_pool.DescriptorPool()
     for proto in files.values():
         try:
@@ -56,13 +64,36 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
         except Exception as error:  # the pool's own checks (e.g. a name defined twice across files)
             raise InvalidSchemaError(f"Invalid Protobuf schema: {proto.name}: {error}") from None
     main = files[MAIN_FILE]
-    normalized = text if has_custom_options(main) else render_file(main)
+    normalized = proto_text if has_custom_options(main) else render_file(main)
     return Parsed(
         normalized=normalized,
         identity=_descriptor_digest(main),
         raw=pool.FindFileByName(MAIN_FILE),
         model=ProtobufModel(file=main, files=files, pool=pool),
+        text=None if proto_text == text else proto_text,
     )
+
+
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+
+
+def _as_proto_text(text: str, what: str) -> str:
+    """A base64 serialized FileDescriptorProto (what confluent-kafka's ProtobufSerializer registers) -> .proto
+    text; anything else is taken as .proto text already. No .proto file is made of base64 characters only."""
+    if not _BASE64.fullmatch(text):
+        return text
+    try:
+        proto = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=False))
+    except (binascii.Error, DecodeError):
+        return text
+    if not proto.name:
+        return text
+    if has_custom_options(proto):
+        raise InvalidSchemaError(
+            f"Invalid Protobuf schema: {what} is a serialized descriptor with custom options, which cannot be "
+            "turned back into .proto text; register the .proto text instead"
+        )
+    return render_file(proto)
 
 
 def _check_import_path(name: str) -> None:

@@ -88,25 +88,36 @@ def _message(message: descriptor_pb2.DescriptorProto, file: Any, indent: str) ->
     inner = indent + _INDENT
     lines = [f"{indent}message {message.name} {{", *_options(message.options, inner)]
     nested = {nested.name: nested for nested in message.nested_type}
+    fields = list(message.field)
+    # A map field or a group declares its nested type where the field stands, so nested types and fields
+    # are printed interleaved: each such type's field comes out just before the next nested type.
+    owners = {
+        field.type_name.rpartition(".")[2]: index
+        for index, field in enumerate(fields)
+        if field.type == _FieldProto.TYPE_GROUP
+        or (field.type == _FieldProto.TYPE_MESSAGE and _is_own_map_entry(field, nested))
+    }
     printed_oneofs: set[int] = set()
-    skipped: set[str] = set()
-    for field in message.field:
-        if field.HasField("oneof_index") and not field.proto3_optional:
-            if field.oneof_index in printed_oneofs:
-                continue
-            printed_oneofs.add(field.oneof_index)
-            oneof = message.oneof_decl[field.oneof_index]
-            lines.append(f"{inner}oneof {oneof.name} {{")
-            lines.extend(_options(oneof.options, inner + _INDENT))
-            for member in message.field:
-                if member.HasField("oneof_index") and member.oneof_index == field.oneof_index:
-                    lines.extend(_field(member, nested, file, inner + _INDENT, skipped, in_oneof=True))
-            lines.append(f"{inner}}}")
-        else:
-            lines.extend(_field(field, nested, file, inner, skipped, in_oneof=False))
-    for name, nested_message in nested.items():
-        if name not in skipped:
+    next_field = 0
+
+    def print_fields_until(stop: int) -> None:
+        nonlocal next_field
+        for field in fields[next_field:stop]:
+            if field.HasField("oneof_index") and not field.proto3_optional:
+                if field.oneof_index not in printed_oneofs:
+                    printed_oneofs.add(field.oneof_index)
+                    lines.extend(_oneof(message, field.oneof_index, nested, file, inner))
+            else:
+                lines.extend(_field(field, nested, file, inner, in_oneof=False))
+        next_field = max(next_field, stop)
+
+    for nested_message in message.nested_type:
+        owner = owners.get(nested_message.name)
+        if owner is None:
             lines.extend(_message(nested_message, file, inner))
+        else:
+            print_fields_until(owner + 1)
+    print_fields_until(len(fields))
     for enum in message.enum_type:
         lines.extend(_enum(enum, inner))
     for extension_range in message.extension_range:
@@ -117,18 +128,37 @@ def _message(message: descriptor_pb2.DescriptorProto, file: Any, indent: str) ->
     return lines
 
 
+def _oneof(
+    message: descriptor_pb2.DescriptorProto,
+    index: int,
+    nested: dict[str, descriptor_pb2.DescriptorProto],
+    file: Any,
+    indent: str,
+) -> list[str]:
+    oneof = message.oneof_decl[index]
+    lines = [f"{indent}oneof {oneof.name} {{", *_options(oneof.options, indent + _INDENT)]
+    for member in message.field:
+        if member.HasField("oneof_index") and member.oneof_index == index:
+            lines.extend(_field(member, nested, file, indent + _INDENT, in_oneof=True))
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def _is_own_map_entry(field: descriptor_pb2.FieldDescriptorProto, nested: dict[str, Any]) -> bool:
+    entry = nested.get(field.type_name.rpartition(".")[2])
+    return entry is not None and entry.options.map_entry and field.type_name.endswith("." + entry.name)
+
+
 def _field(
     field: descriptor_pb2.FieldDescriptorProto,
     nested: dict[str, descriptor_pb2.DescriptorProto],
     file: Any,
     indent: str,
-    skipped: set[str],
     *,
     in_oneof: bool,
 ) -> list[str]:
-    entry = nested.get(field.type_name.rpartition(".")[2]) if field.type == _FieldProto.TYPE_MESSAGE else None
-    if entry is not None and entry.options.map_entry and field.type_name.endswith("." + entry.name):
-        skipped.add(entry.name)
+    if field.type == _FieldProto.TYPE_MESSAGE and _is_own_map_entry(field, nested):
+        entry = nested[field.type_name.rpartition(".")[2]]
         key, value = entry.field[0], entry.field[1]
         type_name = f"map<{_type(key)}, {_type(value)}>"
         label = ""
@@ -139,7 +169,6 @@ def _field(
     suffix = f" [{', '.join(options)}]" if options else ""
     if field.type == _FieldProto.TYPE_GROUP:
         group_name = field.type_name.rpartition(".")[2]
-        skipped.add(group_name)
         body = _message(nested[group_name], file, indent)
         head = f"{indent}{label}group {group_name} = {field.number}{suffix} {{"
         return [head, *body[1:]]
@@ -210,7 +239,7 @@ def _extensions(
     for extendee, fields in by_extendee.items():
         lines.append(f"{indent}extend {extendee} {{")
         for field in fields:
-            lines.extend(_field(field, {}, file, indent + _INDENT, set(), in_oneof=False))
+            lines.extend(_field(field, {}, file, indent + _INDENT, in_oneof=False))
         lines.append(f"{indent}}}")
     return lines
 
