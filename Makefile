@@ -61,7 +61,7 @@ java-clients: | $(BIN)/python
 
 test: lock-check $(VENV)/.installed-test tools java-clients
 	$(BIN)/ruff check src tests bench tools
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 # The suite against the newest releases of the client libraries (not in CI): a separate venv, the lock
 # first, then the clients upgraded past it. What breaks here is what the next `make lock` would bring.
@@ -72,7 +72,7 @@ test-latest: tools java-clients | $(BIN)/python
 	.venv-latest/bin/python -m pip install $(PIP_FLAGS) --upgrade $(LATEST_CLIENTS)
 	.venv-latest/bin/python -m pip install $(PIP_FLAGS) --no-deps --no-build-isolation -e .
 	.venv-latest/bin/python -m pip freeze | grep -iE '^($(shell echo $(LATEST_CLIENTS) | tr ' ' '|'))=='
-	.venv-latest/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) $(PYTEST_ARGS)
+	.venv-latest/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Re-resolve every pin (newest versions the ranges in pyproject.toml admit) and rewrite both lock files.
 LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-header

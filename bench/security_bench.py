@@ -196,6 +196,7 @@ def dispatch_cost(acls: int, rounds: int = 15, requests: int = 200, per_batch: i
     the machine is doing."""
     from sluice.broker.api import RequestContext
     from sluice.broker.config import BrokerConfig
+    from sluice.broker.dispatch import build_dispatcher
     from sluice.protocol.messages import request_codecs
     from sluice.protocol.records import Record, encode_batch
     from sluice.security.session import Session
@@ -235,7 +236,7 @@ def dispatch_cost(acls: int, rounds: int = 15, requests: int = 200, per_batch: i
                     )
                 ]
             )
-        brokers[label] = broker
+        brokers[label] = build_dispatcher(broker)
     session = Session.open("PLAINTEXT", "127.0.0.1")
     produce_ctx = RequestContext(0, 9, 1, "b", "127.0.0.1", 0, session=session)
     fetch_ctx = RequestContext(1, 12, 1, "b", "127.0.0.1", 0, session=session)
@@ -254,7 +255,7 @@ def dispatch_cost(acls: int, rounds: int = 15, requests: int = 200, per_batch: i
                         )
                     ],
                 )
-                broker.dispatch(produce_ctx, request)
+                broker.handle(produce_ctx, request)
             spent = (time.process_time() - t0) / (requests * per_batch) * 1e6
             key = f"produce_{label}_us_per_msg"
             best[key] = min(best.get(key, spent), spent)
@@ -275,7 +276,7 @@ def dispatch_cost(acls: int, rounds: int = 15, requests: int = 200, per_batch: i
                         )
                     ],
                 )
-                broker.dispatch(fetch_ctx, request)
+                broker.handle(fetch_ctx, request)
                 fetched[label] += per_batch
             spent = (time.process_time() - t0) / (requests * per_batch) * 1e6
             key = f"fetch_{label}_us_per_msg"

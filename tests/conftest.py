@@ -16,6 +16,29 @@ from sluice.testing import BrokerProcess, RegistryProcess
 
 _names = itertools.count()
 
+# Under pytest-xdist (`make test` runs `-n 4 --dist loadgroup`) the suite is as long as its longest worker. The
+# directories whose tests start JVMs and browsers go first, so no worker starts one near the end; tests that
+# use the `spark` fixture share two workers (two SparkSessions instead of one per worker: each costs about
+# 20 s of CPU on a 2-core machine), split by module so a module's tests reuse one session.
+_HEAVY_FIRST = ("pipeline", "java", "console", "compaction", "transactions", "groups", "security", "gateway")
+_SPARK_WORKERS = 2
+
+
+def _heaviness(item: pytest.Item) -> int:
+    parts = Path(str(item.fspath)).parts
+    directory = parts[parts.index("tests") + 1] if "tests" in parts else ""
+    return _HEAVY_FIRST.index(directory) if directory in _HEAVY_FIRST else len(_HEAVY_FIRST)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    spark_modules = sorted({str(item.fspath) for item in items if "spark" in getattr(item, "fixturenames", ())})
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            group = spark_modules.index(str(item.fspath)) % _SPARK_WORKERS
+            item.add_marker(pytest.mark.xdist_group(f"spark-{group}"))
+    items.sort(key=_heaviness)  # stable: each module keeps its order
+
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:

@@ -117,7 +117,9 @@ def test_bad_selections_and_files_are_refused_and_change_nothing(
     ]
     for args, code, message in cases:
         got, _, err = groups(bootstrap, "reset-offsets", group_name, *args)
-        assert (got, message in " ".join(err.split())) == (code, True), (args, got, err)
+        # typer draws usage errors in a box 80 columns wide: a long path is cut across its lines.
+        unboxed = "".join(ch for ch in err if not ch.isspace() and ch not in "│╭╮╰╯─")
+        assert (got, "".join(message.split()) in unboxed) == (code, True), (args, got, err)
     assert committed_offsets(bootstrap, group_name) == before
     # --all-topics of a group that never committed covers nothing.
     got, _, err = groups(bootstrap, "reset-offsets", f"{group_name}-new", "--all-topics", "--to-earliest")

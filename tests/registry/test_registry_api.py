@@ -12,6 +12,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from registry_process import RegistryProcess
 
@@ -77,6 +79,55 @@ def test_avro_serializer_round_trip_through_kafka(
     assert message is not None and message.error() is None
     decoded = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))(message.value(), context)
     assert decoded == {"name": "ada"}
+
+
+def test_json_schema_serializer_round_trip(
+    registry: RegistryProcess, client: SchemaRegistryClient, topic_name: str
+) -> None:
+    text = json.dumps(
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "title": "Order",
+            "type": "object",
+            "properties": {"id": {"type": "integer"}, "note": {"type": "string"}},
+            "required": ["id"],
+        }
+    )
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    payload = JSONSerializer(text, client)({"id": 7, "note": "hi"}, context)
+    schema_id = int.from_bytes(payload[1:5], "big")
+    assert registry.call("GET", f"/schemas/ids/{schema_id}")[1]["schemaType"] == "JSON"
+    assert registry.call("GET", f"/subjects/{topic_name}-value/versions/1")[1]["id"] == schema_id
+    assert JSONDeserializer(None, schema_registry_client=client)(payload, context) == {"id": 7, "note": "hi"}
+
+
+def test_protobuf_serializer_round_trip(
+    registry: RegistryProcess, client: SchemaRegistryClient, topic_name: str
+) -> None:
+    from sluice.gateway.proto import kafkapixy_pb2
+
+    context = SerializationContext(topic_name, MessageField.VALUE)
+    serializer = ProtobufSerializer(kafkapixy_pb2.ProdRs, client, {"use.deprecated.format": False})
+    payload = serializer(kafkapixy_pb2.ProdRs(partition=3, offset=42), context)
+    schema_id = int.from_bytes(payload[1:5], "big")
+    stored = registry.call("GET", f"/schemas/ids/{schema_id}")[1]
+    assert stored["schemaType"] == "PROTOBUF" and "ProdRs" in stored["schema"]  # kept as .proto text
+    deserializer = ProtobufDeserializer(kafkapixy_pb2.ProdRs, {"use.deprecated.format": False})
+    assert deserializer(payload, context) == kafkapixy_pb2.ProdRs(partition=3, offset=42)
+
+
+def test_protobuf_schema_text_registers_and_evolves(registry: RegistryProcess, subject: str) -> None:
+    v1 = 'syntax = "proto3";\npackage ex;\nmessage Click { string page = 1; }\n'
+    v2 = 'syntax = "proto3";\npackage ex;\nmessage Click { string page = 1; int64 at = 2; }\n'
+    first = registry.call("POST", f"/subjects/{subject}/versions", {"schema": v1, "schemaType": "PROTOBUF"})
+    assert first[0] == 200, first
+    second = registry.call("POST", f"/subjects/{subject}/versions", {"schema": v2, "schemaType": "PROTOBUF"})
+    assert second[0] == 200 and second[1]["id"] > first[1]["id"]
+    got = registry.call("GET", f"/subjects/{subject}/versions/1")[1]
+    assert got["schemaType"] == "PROTOBUF" and "Click" in got["schema"]
+    found = registry.call("POST", f"/subjects/{subject}", {"schema": v1, "schemaType": "PROTOBUF"})
+    assert found[1]["version"] == 1
+    assert set(registry.call("GET", "/schemas/types")[1]) == {"AVRO", "JSON", "PROTOBUF"}
 
 
 def test_register_is_idempotent_and_versions_grow(client: SchemaRegistryClient, subject: str) -> None:
@@ -279,3 +330,56 @@ def test_client_errors_surface_in_confluent_client(client: SchemaRegistryClient,
     with pytest.raises(SchemaRegistryError) as caught:
         client.get_latest_version(subject)
     assert caught.value.error_code == 40401 and caught.value.http_status_code == 404
+
+
+def test_normalize_stores_the_normalized_text_and_finds_it_again(
+    registry: RegistryProcess, subject: str
+) -> None:
+    spaced = json.dumps(json.loads(record("Norm", ("a", "int"))), indent=4)
+    status, body = registry.call("POST", f"/subjects/{subject}/versions?normalize=true", {"schema": spaced})
+    assert status == 200
+    stored = registry.call("GET", f"/subjects/{subject}/versions/1")[1]["schema"]
+    assert stored != spaced and json.loads(stored) == json.loads(spaced)
+    again = registry.call("POST", f"/subjects/{subject}?normalize=true", {"schema": spaced})
+    assert again[1]["id"] == body["id"]
+    # The same schema, sent as is to another subject, is the same schema: the same id.
+    raw_status, raw = registry.call("POST", f"/subjects/{subject}-raw/versions", {"schema": spaced})
+    assert raw_status == 200 and raw["id"] == body["id"]
+
+
+def test_a_client_that_disappears_halfway_leaves_the_registry_serving(registry: RegistryProcess) -> None:
+    import socket
+
+    host, port = registry.url.removeprefix("http://").rsplit(":", 1)
+    for cut in (
+        b'POST /subjects/cut/versions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{"sch',
+        b"GET /sub",
+    ):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(cut)
+    assert registry.call("GET", "/subjects/cut/versions")[1]["error_code"] == 40401
+    assert registry.call("POST", "/subjects/cut/versions", {"schema": record("Cut", ("c", "int"))})[0] == 200
+
+
+def test_global_import_mode_needs_force_when_schemas_exist(registry: RegistryProcess, subject: str) -> None:
+    registry.call("POST", f"/subjects/{subject}/versions", {"schema": record("Imp", ("i", "int"))})
+    status, body = registry.call("PUT", "/mode", {"mode": "IMPORT"})
+    assert (status, body["error_code"]) == (422, 42205)
+    try:
+        assert registry.call("PUT", "/mode?force=true", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+        assert registry.call("GET", f"/mode/{subject}?defaultToGlobal=true")[1] == {"mode": "IMPORT"}
+    finally:
+        assert registry.call("PUT", "/mode", {"mode": "READWRITE"})[0] == 200
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/octet-stream", "application/vnd.schemaregistry+json"]
+)
+def test_json_and_octet_stream_bodies_are_accepted(
+    registry: RegistryProcess, subject: str, content_type: str
+) -> None:
+    text = record("Typed", ("t", "int"))
+    status, body = registry.call(
+        "POST", f"/subjects/{subject}/versions", {"schema": text}, headers={"Content-Type": content_type}
+    )
+    assert status == 200 and body["version"] == 1

@@ -145,7 +145,7 @@ def test_a_topic_written_by_confluent_is_read_as_is(broker: BrokerProcess) -> No
         proc.kill()
 
 
-def test_two_registries_forward_writes_and_never_split_an_id(broker: BrokerProcess) -> None:
+def test_two_registries_forward_never_split_an_id_and_fail_over(broker: BrokerProcess) -> None:
     topic = unique_topic()
     first = RegistryProcess(broker.bootstrap, topic).start()
     second = RegistryProcess(broker.bootstrap, topic, group=first.group)
@@ -169,15 +169,27 @@ def test_two_registries_forward_writes_and_never_split_an_id(broker: BrokerProce
         deadline = time.monotonic() + 30
         for name, schema_id in results:
             for proc in (first, second):
-                while True:
+                while True:  # the other registry may still be reading the latest writes
                     status, body = proc.call("GET", f"/schemas/ids/{schema_id}")
                     if status == 200 or time.monotonic() > deadline:
                         break
                     time.sleep(0.05)
                 assert json.loads(body["schema"])["name"] == name
-        # A clean stop of one hands the primary role to the other at once.
-        first.stop()
-        assert register(second, "after-handover", schema("H", "a")) > max(ids)
+        # A write forwarded by the secondary is answered once the secondary has read it back.
+        forwarded = register(second, "read-your-writes", schema("RYW", "a"))
+        assert second.call("GET", f"/schemas/ids/{forwarded}")[0] == 200
+        # The primary killed without leaving the group: once its session times out, the other takes over.
+        first.kill()
+        deadline = time.monotonic() + 60
+        while True:
+            status, body = second.call(
+                "POST", "/subjects/after-failover/versions", {"schema": schema("H", "a")}
+            )
+            if status == 200 or time.monotonic() > deadline:
+                break
+            assert body["error_code"] in (50003, 50004), body  # meanwhile: a clear error, never a hang
+        assert status == 200 and body["id"] > max(ids), body
+        assert "now the primary" in "".join(second.output)
     finally:
         first.kill()
         second.kill()

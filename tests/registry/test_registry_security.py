@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import trustme
+import yaml
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from registry_process import CONTENT_TYPE, RegistryProcess
 
@@ -23,16 +24,14 @@ def test_https_with_basic_and_bearer_credentials(broker: BrokerProcess, tmp_path
     cert.cert_chain_pems[0].write_to_path(str(cert_path))
     cert.private_key_pem.write_to_path(str(key_path))
     ca.cert_pem.write_to_path(str(ca_path))
-    extra = [
-        "--basic-auth",
-        "alice:s3cret",
-        "--token",
-        "tok-1",
-        "--tls-cert",
-        str(cert_path),
-        "--tls-key",
-        str(key_path),
-    ]
+    # The gateway's `auth:` and `tls:` sections from a file, beside a --basic-auth user from the command line.
+    config = tmp_path / "registry-security.yaml"
+    sections = {
+        "auth": {"bearer_tokens": ["tok-1"]},
+        "tls": {"certificate_path": str(cert_path), "key_path": str(key_path)},
+    }
+    config.write_text(yaml.safe_dump(sections))
+    extra = ["--basic-auth", "alice:s3cret", "--security-config", str(config)]
     proc = RegistryProcess(broker.bootstrap, f"_schemas-sec-{uuid.uuid4().hex[:8]}", extra=extra).start()
     try:
         assert proc.url.startswith("https://")
@@ -59,3 +58,16 @@ def test_https_with_basic_and_bearer_credentials(broker: BrokerProcess, tmp_path
         assert client.get_schema(schema_id).schema_str == text
     finally:
         proc.kill()
+
+
+def test_a_bad_security_config_is_one_clear_error(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    config = tmp_path / "bad.yaml"
+    config.write_text("auth: {basic: [alice]}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "sluice", "registry", "--security-config", str(config)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "auth.basic" in done.stderr and "Traceback" not in done.stderr

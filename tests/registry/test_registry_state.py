@@ -93,3 +93,21 @@ def test_foreign_and_broken_records_are_skipped() -> None:
     state.apply(b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b'{"id":"x"}')
     state.apply(b'{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}', b"[]")
     assert state.subjects == {} and state.ignored == 3
+
+
+def test_the_max_id_record_outlives_the_compaction_of_a_permanent_delete() -> None:
+    from sluice.registry import commands
+
+    state = RegistryState()
+    state.apply(*schema_record("s", 1, 41, AVRO_A, deleted=True))
+    plan = commands.delete_version(state, "s", "1", permanent=True)
+    assert plan.records[0] == (records.MAX_ID_KEY, b'{"maxId":41}')
+    # What compaction leaves of that history: the max-id record and the tombstone, no record with id 41.
+    compacted = RegistryState()
+    for key, value in plan.records:
+        compacted.apply(key, value)
+    assert compacted.subjects == {} and compacted.next_id == 42
+    # Confluent's and Karapace's readers see a NOOP key (keytype and magic are all they compare).
+    assert (
+        json.loads(records.MAX_ID_KEY)["keytype"] == "NOOP" and json.loads(records.MAX_ID_KEY)["magic"] == 0
+    )

@@ -10,6 +10,7 @@ from scramp import ScramClient
 
 from sluice.broker.api import RequestContext
 from sluice.broker.config import BrokerConfig
+from sluice.broker.dispatch import build_dispatcher
 from sluice.errors import ErrorCode
 from sluice.protocol.messages import APIS_BY_NAME, request_codecs
 from sluice.security.acl import (
@@ -199,7 +200,9 @@ def call(broker, principal: str, api: str, version: int, **fields):
     session.principal, session.authenticated = principal, True
     key = APIS_BY_NAME[api].key
     request = request_codecs(key).cls(**fields)
-    return broker.dispatch(RequestContext(key, version, 1, "t", "10.0.0.1", 0, session=session), request)
+    return build_dispatcher(broker).handle(
+        RequestContext(key, version, 1, "t", "10.0.0.1", 0, session=session), request
+    )
 
 
 @pytest.fixture
@@ -317,7 +320,7 @@ def test_config_resources_map_to_topic_and_cluster(secured) -> None:
 
 def test_an_api_without_a_rule_needs_alter_on_the_cluster() -> None:
     from sluice.broker.api import HANDLERS
-    from sluice.broker.authz import DEFAULT_RULE, NO_CHECK, RULES
+    from sluice.broker.authz_rules import DEFAULT_RULE, NO_CHECK, RULES
     from sluice.protocol.messages import APIS_BY_KEY
 
     served = {APIS_BY_KEY[key].name for key in HANDLERS.handlers}

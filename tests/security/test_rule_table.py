@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from sluice.broker.api import HANDLERS, NoResponse, RequestContext, Respond
-from sluice.broker.authz import NO_CHECK, RULES, Items, Whole
+from sluice.broker.authz_rules import NO_CHECK, RULES, Items, Whole
 from sluice.broker.config import BrokerConfig
+from sluice.broker.dispatch import build_dispatcher
 from sluice.errors import ErrorCode
 from sluice.protocol.codec import Message
 from sluice.protocol.messages import APIS_BY_KEY, request_codecs, response_codecs
@@ -103,7 +104,7 @@ def test_a_principal_without_acls_gets_an_encodable_denial(broker, api: str, ver
     session = Session.open("SASL_PLAINTEXT", "10.0.0.9")
     session.principal, session.authenticated = "User:nobody", True
     ctx = RequestContext(key, version, 7, "rules", "10.0.0.9", 0, session=session)
-    outcome = broker.dispatch(ctx, request)
+    outcome = build_dispatcher(broker).handle(ctx, request)
     applies = [c for c in rule.checks if c.versions is None or version in c.versions]
     if isinstance(outcome, NoResponse):
         return
@@ -123,7 +124,7 @@ def call(broker, principal: str, api: str, version: int, request: Any) -> Any:
     key = next(k for k, a in APIS_BY_KEY.items() if a.name == api)
     session = Session.open("SASL_PLAINTEXT", "10.0.0.9")
     session.principal, session.authenticated = principal, True
-    outcome = broker.dispatch(
+    outcome = build_dispatcher(broker).handle(
         RequestContext(key, version, 7, "rules", "10.0.0.9", 0, session=session), request
     )
     codec = response_codecs(key)[version]

@@ -1,6 +1,7 @@
 """What a handler is and what it may answer: the contract between handlers and the asyncio shell.
 
-A handler is a plain function `(broker, ctx, request) -> Outcome`. It never waits itself: when an answer
+A handler is a plain function `(broker, ctx, request) -> Outcome` (broker: sluice.broker.broker.Broker; this
+module names no broker type, so the contract sits below everything that implements it). It never waits itself: when an answer
 depends on durability, new data or other group members, it returns an outcome that tells the shell what to
 wait for. The versions a handler serves are declared where it is registered; ApiVersions is derived from
 those declarations.
@@ -18,7 +19,7 @@ from sluice.protocol.messages import APIS_BY_KEY
 from sluice.protocol.schema import Versions
 
 if TYPE_CHECKING:
-    from sluice.broker.broker import Broker
+    from sluice.broker.quotas import ClientQuotas
 
 
 @dataclass(slots=True)
@@ -35,6 +36,8 @@ class RequestContext:
     listener: str = "PLAINTEXT"
     # The connection's `sluice.security.session.Session` (None for requests made without a connection).
     session: Any = None
+    # The broker's client quotas, as the dispatcher hands them to handlers (None: no quotas apply).
+    quotas: ClientQuotas | None = None
 
     @property
     def principal(self) -> str:
@@ -67,7 +70,7 @@ class RespondWhenData:
 
 @dataclass(slots=True)
 class Parked:
-    """The answer comes later, through `Broker.take_ready_replies()`, keyed by the request's reply token."""
+    """The answer comes later, through `Dispatcher.take_ready_replies()`, keyed by the request's reply token."""
 
 
 @dataclass(slots=True)
@@ -76,7 +79,7 @@ class NoResponse:
 
 
 Outcome = Respond | RespondWhenDurable | RespondWhenData | Parked | NoResponse
-Handler = Callable[["Broker", RequestContext, Any], Outcome]
+Handler = Callable[[Any, RequestContext, Any], Outcome]
 
 
 @dataclass(slots=True)

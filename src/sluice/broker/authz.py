@@ -1,26 +1,16 @@
-"""Authorization in the request path: the one place every request passes through when `authorizer: acl`.
+"""The ACL authorizer of the request pipeline (`authorizer: acl`), plugged into sluice.broker.dispatch.
 
 `authorize` looks up the API's rule (`broker.authz_rules`, keyed by API name and resolved per API key the
 first time a key is seen, so an API whose handler registers later is covered the moment it registers),
-answers whole-request denials itself, and takes denied items out of the request; `dispatch` runs the handler
-on what is left and puts the denied items back into its response, however the response comes (at once,
-after fsync, after a long poll, or parked in the group coordinator).
+answers whole-request denials itself, and takes denied items out of the request; the finish it returns puts
+the denied items back into the handler's response (the dispatcher applies it however the response comes).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sluice.broker.api import (
-    HANDLERS,
-    NoResponse,
-    Outcome,
-    Parked,
-    RequestContext,
-    Respond,
-    RespondWhenData,
-    RespondWhenDurable,
-)
+from sluice.broker.api import NoResponse, RequestContext
 from sluice.broker.authz_rules import (
     CLUSTER,
     CONFIG_RESOURCES,
@@ -39,9 +29,47 @@ from sluice.broker.authz_rules import (
 )
 from sluice.errors import ErrorCode
 from sluice.protocol.messages import APIS_BY_KEY, response_codecs
-from sluice.security.acl import CLUSTER_NAME, ResourceType
+from sluice.security.acl import CLUSTER_NAME, Authorizer, ResourceType
 
-__all__ = ["DEFAULT_RULE", "NO_CHECK", "RULES", "Access", "Items", "Rule", "Whole", "authorize", "dispatch"]
+if TYPE_CHECKING:
+    from sluice.broker.broker import Broker
+
+# Access objects kept for (principal, host) pairs seen; cleared when this many pile up.
+MAX_CACHED_ACCESSES = 10_000
+
+
+class AclRequestAuthorizer:
+    """Kafka's Authorizer as the dispatcher sees it: the ACLs, super users, and one Access per (principal,
+    client host), made at its first request (it holds no per-request state)."""
+
+    def __init__(self, authorizer: Authorizer, topic_name_by_id: Any = lambda topic_id: None) -> None:
+        self.authorizer = authorizer
+        self._topic_name_by_id = topic_name_by_id
+        self._accesses: dict[tuple[str, str], Access] = {}
+
+    @classmethod
+    def for_broker(cls, broker: Broker) -> AclRequestAuthorizer:
+        config = broker.config
+        authorizer = Authorizer(broker.acls, config.super_users, config.allow_everyone_if_no_acl_found)
+
+        def topic_name_by_id(topic_id: Any) -> str | None:
+            meta = broker.storage.topic_by_id(topic_id)
+            return meta.name if meta is not None else None
+
+        return cls(authorizer, topic_name_by_id)
+
+    def authorize(self, ctx: RequestContext, request: Any) -> tuple[Any, Finish | None]:
+        principal = ctx.principal
+        # Super users may do everything, so their requests skip the rule table (every check would pass).
+        if principal in self.authorizer.super_users:
+            return None, None
+        access = self._accesses.get((principal, ctx.client_host))
+        if access is None:
+            if len(self._accesses) >= MAX_CACHED_ACCESSES:
+                self._accesses.clear()
+            access = Access(self.authorizer, principal, ctx.client_host, self._topic_name_by_id)
+            self._accesses[(principal, ctx.client_host)] = access
+        return authorize(access, ctx, request)
 
 
 def _item_name(access: Access, item: Any, attr: str | None) -> str | None:
@@ -169,7 +197,9 @@ def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, F
             continue  # the common case: nothing to take out
         keep = []
         for item in items:
-            ok, resource = _item_allowed(access, check, item)  # cached by the authorizer: cheap the second time
+            ok, resource = _item_allowed(
+                access, check, item
+            )  # cached by the authorizer: cheap the second time
             if ok:
                 keep.append(item)
             else:
@@ -194,30 +224,6 @@ def authorize(access: Access, ctx: RequestContext, request: Any) -> tuple[Any, F
             return NoResponse(), None
         return finish(blank_response(ctx.api_key)), None
     return None, finish
-
-
-def dispatch(broker: Any, access: Access, ctx: RequestContext, request: Any) -> Outcome:
-    immediate, finish = authorize(access, ctx, request)
-    if isinstance(immediate, NoResponse):
-        return immediate
-    if immediate is not None:
-        return Respond(immediate)
-    outcome = HANDLERS.handlers[ctx.api_key].handle(broker, ctx, request)
-    if finish is None:
-        return outcome
-    if isinstance(outcome, Respond | RespondWhenDurable):
-        outcome.response = finish(outcome.response)
-    elif isinstance(outcome, RespondWhenData):
-        retry = outcome.retry
-
-        def finishing_retry(now_ms: int, final: bool) -> Any:
-            response = retry(now_ms, final)
-            return None if response is None else finish(response)
-
-        outcome.retry = finishing_retry
-    elif isinstance(outcome, Parked):
-        broker.reply_finishers[ctx.reply_token] = finish
-    return outcome
 
 
 # API key -> its rule (None: no check), filled as keys are first seen (handlers may register late).

@@ -1,4 +1,7 @@
-"""The broker: the single writer of state. Decoded requests in, outcomes out; no sockets, no clocks.
+"""The broker: the single writer of state, and the log operations on it; no sockets, no clocks.
+
+Requests reach it through the pipeline in sluice.broker.dispatch (which also holds the authorizer and the
+quotas) and the handlers in sluice.broker.handlers.
 
 Durability is modelled explicitly: every partition has a log end (what was appended) and a high watermark
 (what consumers may see). With fsync_before_ack the high watermark only moves after a flush covered the
@@ -15,11 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sluice.broker import authz
-from sluice.broker.api import HANDLERS, Outcome, RequestContext
 from sluice.broker.config import BrokerConfig
 from sluice.broker.metrics import BrokerMetrics
-from sluice.broker.quotas import ClientQuotas
 from sluice.broker.record_checks import (
     NO_CHECKS,
     RecordChecks,
@@ -38,7 +38,7 @@ from sluice.protocol.records import (
     parse_batch_header,
     validate_batches,
 )
-from sluice.security.acl import AclStore, Authorizer
+from sluice.security.acl import AclStore
 from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
 from sluice.storage.damage import DamagedOffsets
@@ -57,8 +57,6 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 PRODUCER_STATE_SCAN_OFFSETS = 200_000
 # While writes are refused (a full disk), coordinator timers look again this often.
 TICK_RETRY_WHILE_REFUSING_MS = 500
-# Access objects kept for (principal, host) pairs seen; cleared when this many pile up.
-MAX_CACHED_ACCESSES = 10_000
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
 # raises KafkaError (PRODUCER_FENCED, INVALID_TXN_STATE...) when the partition is not in its transaction.
 TxnVerifier = Callable[[int, int, str, int], None]
@@ -120,56 +118,34 @@ class Broker:
         # Per topic: the TopicMeta the produce rules were read from, and the rules.
         self._produce_rules: dict[str, tuple[TopicMeta, ProduceRules]] = {}
         self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
-        self.cleaner: Any = None  # the LogCleaner (storage/cleaner.py), started by the server shell
+        # The LogCleanerManager (sluice.storage.compaction.manager), started by the server shell.
+        self.cleaner: Any = None
         data_dir = getattr(storage, "data_dir", None)
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self._ticks_deferred_until: int | None = None
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
         self.txn_verifier: TxnVerifier | None = None
-        self.quotas = ClientQuotas.open(data_dir)
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
         security_dir = config.data_dir / "security" if config.data_dir is not None else None
         self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
         self.acls = AclStore(security_dir / "acls.json" if security_dir else None)
-        self.authorizer: Authorizer | None = None
-        if config.authorizer == "acl":
-            self.authorizer = Authorizer(self.acls, config.super_users, config.allow_everyone_if_no_acl_found)
         self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
-        # Parked requests whose response the authorizer completes (denied items put back) when it comes.
-        self.reply_finishers: dict[Hashable, Callable[[Any], Any]] = {}
-        # One Access per (principal, client host), made at its first request: it holds no per-request state.
-        self._accesses: dict[tuple[str, str], authz.Access] = {}
         self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)
 
-    # ----- dispatch -----
-
-    def dispatch(self, ctx: RequestContext, request: Any) -> Outcome:
-        authorizer = self.authorizer
-        # Super users may do everything, so their requests skip the rule table (every check would pass).
-        if authorizer is not None and (principal := ctx.principal) not in authorizer.super_users:
-            access = self._accesses.get((principal, ctx.client_host))
-            if access is None:
-                if len(self._accesses) >= MAX_CACHED_ACCESSES:
-                    self._accesses.clear()
-                access = authz.Access(authorizer, principal, ctx.client_host, self._topic_name_by_id)
-                self._accesses[(principal, ctx.client_host)] = access
-            return authz.dispatch(self, access, ctx, request)
-        return HANDLERS.handlers[ctx.api_key].handle(self, ctx, request)
-
-    def _topic_name_by_id(self, topic_id: Any) -> str | None:
-        meta = self.storage.topic_by_id(topic_id)
-        return meta.name if meta is not None else None
+    # ----- timers and parked replies -----
 
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
         deadlines = [
-            d for d in (
+            d
+            for d in (
                 self.groups.next_deadline() if self.groups is not None else None,
                 self.transactions.next_deadline() if self.transactions is not None else None,
-            ) if d is not None
+            )
+            if d is not None
         ]
         deadline = min(deadlines, default=None)
         if deadline is not None and self._ticks_deferred_until is not None:
@@ -191,11 +167,6 @@ class Broker:
     def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
         """Answers to parked requests that became ready: (reply token, response, needs durability)."""
         ready, self.ready_replies = self.ready_replies, []
-        if self.reply_finishers:
-            ready = [
-                (token, finish(response) if (finish := self.reply_finishers.pop(token, None)) else response, durable)
-                for token, response, durable in ready
-            ]
         return ready
 
     # ----- topics -----
@@ -248,7 +219,9 @@ class Broker:
         state.producers = ProducerStateManager()
         self._rebuild_producer_state(state, state.log.log_start_offset)
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str], *, internal: bool = False) -> TopicMeta:
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str], *, internal: bool = False
+    ) -> TopicMeta:
         check_topic_name(name)
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"partitions must be at least 1, got {partitions}")
@@ -286,7 +259,12 @@ class Broker:
 
     def topic_for_metadata(self, name: str, allow_auto_create: bool) -> TopicMeta | None:
         meta = self.storage.topic(name)
-        if meta is None and allow_auto_create and self.config.auto_create_topics and not topic_name_problem(name):
+        if (
+            meta is None
+            and allow_auto_create
+            and self.config.auto_create_topics
+            and not topic_name_problem(name)
+        ):
             meta = self.create_topic(name, self.config.default_partitions, {})
         return meta
 
@@ -354,7 +332,9 @@ class Broker:
             if header.producer_id >= 0:
                 if header.is_transactional:
                     if self.txn_verifier is None:
-                        raise KafkaError(ErrorCode.INVALID_TXN_STATE, "this broker has no transaction coordinator")
+                        raise KafkaError(
+                            ErrorCode.INVALID_TXN_STATE, "this broker has no transaction coordinator"
+                        )
                     self.txn_verifier(header.producer_id, header.producer_epoch, state.topic, state.index)
                 duplicate = producers.check(header)
                 if duplicate is not None:
@@ -387,13 +367,23 @@ class Broker:
         return AppendResult(ErrorCode.NONE, first_offset, state.log.log_start_offset)
 
     def write_marker(
-        self, state: PartitionState, producer_id: int, epoch: int, *, commit: bool, coordinator_epoch: int, now_ms: int
+        self,
+        state: PartitionState,
+        producer_id: int,
+        epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
     ) -> int:
         """Append a COMMIT/ABORT control batch ending `producer_id`'s transaction here; returns its offset."""
         lso = state.last_stable_offset
         batch = encode_end_txn_batch(
-            commit=commit, producer_id=producer_id, producer_epoch=epoch,
-            coordinator_epoch=coordinator_epoch, timestamp=now_ms,
+            commit=commit,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=now_ms,
         )
         offset = state.log.append(batch, parse_batch_header(batch), append_time_ms=now_ms)
         done = state.producers.complete(producer_id, epoch, offset, aborted=not commit)
@@ -498,7 +488,9 @@ class Broker:
         state = self.partition(topic, index)
         producers = state.producers
         return [
-            ActiveProducer(pid, p.epoch, p.last_sequence, current_txn_start_offset=producers.ongoing.get(pid, -1))
+            ActiveProducer(
+                pid, p.epoch, p.last_sequence, current_txn_start_offset=producers.ongoing.get(pid, -1)
+            )
             for pid, p in sorted(producers.producers.items())
         ]
 
@@ -544,7 +536,9 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
     return ControlRecordType.UNKNOWN
 
 
-def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Iterator[tuple[bytes, bytes | None]]:
+def read_internal_records(
+    log: PartitionLog, name: str, chunk_bytes: int
+) -> Iterator[tuple[bytes, bytes | None]]:
     """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
     replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
     recovery) is skipped with an error line: the records before and after it still count, and the broker
@@ -558,8 +552,13 @@ def read_internal_records(log: PartitionLog, name: str, chunk_bytes: int) -> Ite
             try:
                 _, records = decode_batch(data, pos)
             except CorruptRecordError as exc:
-                _log.error("%s: skipping damaged batch at offsets %d-%d: %s",
-                           name, header.base_offset, header.last_offset, exc.message)
+                _log.error(
+                    "%s: skipping damaged batch at offsets %d-%d: %s",
+                    name,
+                    header.base_offset,
+                    header.last_offset,
+                    exc.message,
+                )
                 records = []
             for record in records:
                 if record.key is not None:

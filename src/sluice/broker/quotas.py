@@ -22,14 +22,10 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.metadata import write_atomically
-
-if TYPE_CHECKING:
-    from sluice.broker.api import RequestContext
-    from sluice.broker.broker import Broker
 
 QUOTAS_FILE = "client-quotas.json"
 # The user of an unauthenticated connection, as Kafka names it.
@@ -56,6 +52,18 @@ MAX_THROTTLE_MS = WINDOW_SAMPLES * SAMPLE_MS
 MAX_ENTITIES = 100_000
 
 Entity = tuple[tuple[str, str | None], ...]
+
+
+class QuotaSubject(Protocol):
+    """Who a request counts against (sluice.broker.api.RequestContext)."""
+
+    @property
+    def principal(self) -> str: ...
+
+    api_key: int
+    client_id: str | None
+    now_ms: int
+    quotas: ClientQuotas | None
 
 
 def make_entity(parts: Iterable[tuple[str, str | None]]) -> Entity:
@@ -293,18 +301,29 @@ class ClientQuotas:
         concrete = tuple((t, n if n is not None else (user if t == USER else client_id)) for t, n in entity)
         return self._rates.setdefault((key, concrete), _Rate()).throttle_ms(now_ms, amount, bound)
 
+    def request_time_throttle(self, ctx: QuotaSubject, seconds: float) -> int:
+        """Count `seconds` of the broker's thread spent on this request against the request_percentage quota
+        (KIP-124: n% is n% of one thread's time, and sluice serves requests on one thread); the throttle time
+        in ms, 0 when within quota or when none applies."""
+        if not self.configs or ctx.api_key in REQUEST_TIME_EXEMPT:
+            return 0
+        # Kafka records request time as a percentage of one second; the rate per second is then the percentage.
+        return self.record(
+            _quota_user(ctx), ctx.client_id or "", REQUEST_PERCENTAGE, seconds * 100, ctx.now_ms
+        )
 
-def _quota_user(ctx: RequestContext) -> str:
+
+def _quota_user(ctx: QuotaSubject) -> str:
     """The user a quota names: the principal without its type ("User:alice" is user "alice"), as Kafka's
     KafkaPrincipal.getName; unauthenticated clients are ANONYMOUS."""
     principal = getattr(ctx, "principal", None) or ANONYMOUS
     return principal.split(":", 1)[1] if ":" in principal else principal
 
 
-def mutation_quota(broker: Broker, ctx: RequestContext, strict: bool) -> MutationQuota:
+def mutation_quota(ctx: QuotaSubject, strict: bool) -> MutationQuota:
     """The controller_mutation_rate quota of this request's user and client id, if one is set."""
-    quotas = broker.quotas
-    if not quotas.configs:
+    quotas = ctx.quotas
+    if quotas is None or not quotas.configs:
         return UNLIMITED
     user = _quota_user(ctx)
     return quotas.mutation_quota(user, ctx.client_id or "", ctx.now_ms, strict)
@@ -326,23 +345,11 @@ def _matches(names: dict[str, str | None], entity_type: str, match_type: int, ma
 REQUEST_TIME_EXEMPT = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
 
 
-def request_time_throttle(broker: Broker, ctx: RequestContext, seconds: float, now_ms: int) -> int:
-    """Count `seconds` of the broker's thread spent on this request against the request_percentage quota
-    (KIP-124: n% is n% of one thread's time, and sluice serves requests on one thread); the throttle time in
-    ms, 0 when within quota or when none applies."""
-    quotas = broker.quotas
-    if not quotas.configs or ctx.api_key in REQUEST_TIME_EXEMPT:
-        return 0
-    user = _quota_user(ctx)
-    # Kafka records request time as a percentage of one second; the rate per second is then the percentage.
-    return quotas.record(user, ctx.client_id or "", REQUEST_PERCENTAGE, seconds * 100, now_ms)
-
-
-def throttled(broker: Broker, ctx: RequestContext, response: Any, key: str, amount: int, now_ms: int) -> Any:
+def throttled(ctx: QuotaSubject, response: Any, key: str, amount: int, now_ms: int) -> Any:
     """Count a produce/fetch against its byte-rate quota and put the throttle time in the response. The shell
     then stops reading from the connection for that long (KIP-219: answer first, then mute)."""
-    quotas = broker.quotas
-    if not quotas.configs:
+    quotas = ctx.quotas
+    if quotas is None or not quotas.configs:
         return response
     user = _quota_user(ctx)
     throttle = quotas.record(user, ctx.client_id or "", key, amount, now_ms)

@@ -42,8 +42,18 @@ def registry_command(
     ] = None,
     tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: serve HTTPS.")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert.")] = None,
+    security_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="YAML with the gateway's `auth: {basic: {user: password}, bearer_tokens: [...]}` and "
+            "`tls: {certificate_path, key_path, client_ca_path}` sections (keeps secrets off the command line)."
+        ),
+    ] = None,
     tls_client_ca: Annotated[
-        Path | None, typer.Option(help="PEM CA: clients need a certificate it signed (mutual TLS).")
+        Path | None,
+        typer.Option(
+            help="PEM CA: clients need a certificate it signed (mutual TLS); trusted when forwarding."
+        ),
     ] = None,
     verbose: bool = False,
 ) -> None:
@@ -66,6 +76,11 @@ def registry_command(
         client_ca_path=str(tls_client_ca) if tls_client_ca else None,
         auth=ClientAuth(users, tuple(token or ())),
     )
+    if security_config is not None:
+        try:
+            security = security.merged_with_file(security_config)
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(str(exc), param_hint="--security-config") from None
     settings = RegistrySettings(
         kafka=client_settings(bootstrap, properties, config),
         topic=topic,

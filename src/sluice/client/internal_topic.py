@@ -88,6 +88,9 @@ class InternalTopic:
                 # Never joins: the partition is assigned by hand; the id is only required by librdkafka.
                 "group.id": f"{self.client_id}-reader-{uuid.uuid4().hex[:8]}",
                 "enable.auto.commit": False,
+                # Should the position ever fall outside the log (the topic re-created, say), start over from
+                # the beginning rather than skip to the end: a state machine must see every record.
+                "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
                 "fetch.wait.max.ms": 100,
                 "isolation.level": "read_committed",

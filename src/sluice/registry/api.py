@@ -7,6 +7,7 @@ them, unchanged (Authorization header included), to the primary's URL and relays
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -14,11 +15,13 @@ from typing import Any
 
 from aiohttp import ClientConnectionError, ClientError, ClientSession, ClientTimeout, web
 
+from sluice.client.internal_topic import StoreUnavailable
 from sluice.registry import commands, errors, records
 from sluice.registry.commands import RegisterRequest
 from sluice.registry.formats import supported_types
-from sluice.registry.records import Reference
+from sluice.registry.records import Reference, SchemaValue
 from sluice.registry.service import RegistryService
+from sluice.registry.state import DEFAULT_LEVEL, DEFAULT_MODE
 
 log = logging.getLogger("sluice.registry.api")
 
@@ -55,7 +58,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if exc.status < 400:
             raise
         if exc.status == 404:
-            return error_reply(404, 404, f"HTTP 404 Not Found: no such resource {request.path}")
+            return error_reply(404, 404, f"HTTP 404 Not Found: no such resource {request.path[:200]}")
         return error_reply(
             exc.status, exc.status, exc.reason if exc.status != 413 else exc.text or exc.reason
         )
@@ -184,13 +187,19 @@ def write_route(handler: Handler) -> Handler:
             if service.is_primary or primary == (service.election.my_url if service.election else None):
                 return await handler(request)
             try:
-                return await _forward(request, primary)
+                answer = await _forward(request, primary)
             except ClientConnectionError as exc:
                 if service.election is not None:
                     service.election.forget_primary()
                 if loop.time() >= deadline:
                     raise errors.forwarding_failed(f"cannot reach the primary {primary}: {exc}") from None
                 await asyncio.sleep(0.2)
+                continue
+            if answer.status == 200:
+                # Read-your-writes here too: answer once this registry has read the primary's write.
+                with contextlib.suppress(StoreUnavailable):
+                    await service.store.sync()
+            return answer
 
     return run
 
@@ -259,26 +268,20 @@ async def register(request: web.Request) -> web.Response:
     return reply(answer)
 
 
+def _version(request: web.Request) -> SchemaValue:
+    """The subject version the path names (?deleted=true: soft-deleted ones too)."""
+    state, subject = _service(request).state, _subject(request)
+    return commands.resolve(state, subject, request.match_info["version"], deleted=_flag(request, "deleted"))
+
+
 @routes.get("/subjects/{subject}/versions/{version}")
 async def get_version(request: web.Request) -> web.Response:
-    value = commands.resolve(
-        _service(request).state,
-        _subject(request),
-        request.match_info["version"],
-        deleted=_flag(request, "deleted"),
-    )
-    return reply(commands.schema_answer(value))
+    return reply(commands.schema_answer(_version(request)))
 
 
 @routes.get("/subjects/{subject}/versions/{version}/schema")
 async def get_version_text(request: web.Request) -> web.Response:
-    value = commands.resolve(
-        _service(request).state,
-        _subject(request),
-        request.match_info["version"],
-        deleted=_flag(request, "deleted"),
-    )
-    return web.Response(text=value.schema, content_type=CONTENT_TYPE)
+    return web.Response(text=_version(request).schema, content_type=CONTENT_TYPE)
 
 
 @routes.get("/subjects/{subject}/versions/{version}/referencedby")
@@ -368,14 +371,23 @@ async def get_global_config(request: web.Request) -> web.Response:
     return reply({"compatibilityLevel": _service(request).state.level(None)})
 
 
+def _subject_setting(
+    request: web.Request, table: dict[str | None, str], default: str, name: str, missing: errors.RegistryError
+) -> web.Response:
+    """A subject's own config/mode; the global one with ?defaultToGlobal=true; else 40408/40409."""
+    subject = _subject(request)
+    if subject in table:
+        return reply({name: table[subject]})
+    if _flag(request, "defaultToGlobal"):
+        return reply({name: table.get(None, default)})
+    raise missing
+
+
 @routes.get("/config/{subject}")
 async def get_subject_config(request: web.Request) -> web.Response:
-    subject, state = _subject(request), _service(request).state
-    if subject in state.config:
-        return reply({"compatibilityLevel": state.config[subject]})
-    if _flag(request, "defaultToGlobal"):
-        return reply({"compatibilityLevel": state.level(None)})
-    raise errors.no_subject_config(subject)
+    state = _service(request).state
+    missing = errors.no_subject_config(_subject(request))
+    return _subject_setting(request, state.config, DEFAULT_LEVEL, "compatibilityLevel", missing)
 
 
 async def _level_from(request: web.Request) -> object:
@@ -421,12 +433,10 @@ async def get_global_mode(request: web.Request) -> web.Response:
 
 @routes.get("/mode/{subject}")
 async def get_subject_mode(request: web.Request) -> web.Response:
-    subject, state = _subject(request), _service(request).state
-    if subject in state.mode:
-        return reply({"mode": state.mode[subject]})
-    if _flag(request, "defaultToGlobal"):
-        return reply({"mode": state.mode_of(None)})
-    raise errors.no_subject_mode(subject)
+    state = _service(request).state
+    return _subject_setting(
+        request, state.mode, DEFAULT_MODE, "mode", errors.no_subject_mode(_subject(request))
+    )
 
 
 @routes.put("/mode")

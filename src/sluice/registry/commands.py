@@ -55,6 +55,11 @@ def _tombstone(subject: str, version: int) -> Record:
     return records.encode_key(Key(records.SCHEMA, subject, version)), None
 
 
+def _keep_max_id(state: RegistryState) -> Record:
+    """Written before tombstones: compaction will drop the deleted records, and their ids with them."""
+    return records.MAX_ID_KEY, records.encode_max_id(state.max_id)
+
+
 def _answer(value: SchemaValue) -> dict[str, Any]:
     out: dict[str, Any] = {"subject": value.subject, "version": value.version, "id": value.id}
     if value.schema_type != records.DEFAULT_SCHEMA_TYPE:
@@ -91,7 +96,8 @@ def register(state: RegistryState, catalog: Catalog, subject: str, request: Regi
         if schema_id in state.schemas and (taken is None or taken.fingerprint != parsed.fingerprint):
             raise errors.id_taken(schema_id)
     else:
-        schema_id = catalog.id_with_fingerprint(parsed.fingerprint, normalize=normalize) or state.next_id
+        same = catalog.id_with_fingerprint(parsed.fingerprint, normalize=normalize)
+        schema_id = state.next_id if same is None else same
     text = parsed.text if schema_id not in state.schemas else state.schemas[schema_id].text
 
     every_version = state.versions(subject, deleted=True)
@@ -205,7 +211,7 @@ def delete_version(state: RegistryState, subject: str, version: str, *, permanen
             [_schema_record(deleted)],
             lambda after: (v := after.version(subject, number)) is None or v.deleted,
         )
-    out = [_tombstone(subject, number)]
+    out = [_keep_max_id(state), _tombstone(subject, number)]
     if len(state.versions(subject, deleted=True)) == 1:
         out += _forget_subject_settings(state, subject)
     return Plan(number, out, lambda after: after.version(subject, number) is None)
@@ -237,7 +243,7 @@ def delete_subject(state: RegistryState, subject: str, *, permanent: bool) -> Pl
             [(key, records.encode_delete_subject(subject, last))],
             lambda after: not after.versions(subject),
         )
-    out = [_tombstone(subject, v.version) for v in reversed(every)]
+    out = [_keep_max_id(state), *(_tombstone(subject, v.version) for v in reversed(every))]
     out += _forget_subject_settings(state, subject)
     return Plan([v.version for v in every], out, lambda after: not after.versions(subject, deleted=True))
 

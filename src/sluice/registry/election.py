@@ -56,7 +56,8 @@ class Election:
                 "group.id": self.group,
                 "client.id": self.my_url,
                 "enable.auto.commit": False,
-                "session.timeout.ms": 10000,
+                # Kafka's least allowed: a primary killed without leaving is replaced after this.
+                "session.timeout.ms": 6000,
                 "heartbeat.interval.ms": 1000,
                 # Sticky: a registry joining or leaving does not move the seat off a primary that stays.
                 "partition.assignment.strategy": "cooperative-sticky",

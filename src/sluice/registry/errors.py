@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-LEVELS = (
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-    "NONE",
-)
+from sluice.registry.compatibility import LEVELS as LEVELS  # re-exported: the levels named in 42203
+
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 
 

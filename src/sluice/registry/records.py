@@ -12,6 +12,7 @@ Keys and values are UTF-8 JSON objects:
 | DELETE_SUBJECT | keytype, subject, magic=0             | subject, version: every version <= it soft-deleted |
 | CLEAR_SUBJECT  | keytype, subject, magic=0             | subject: its soft-deleted versions are dropped     |
 | NOOP           | keytype, magic=0                      | (ignored)                                          |
+| NOOP (sluice)  | keytype, magic=0, name                | maxId: see MAX_ID_KEY below                        |
 
 A null (absent) subject is the global CONFIG/MODE; null and empty fields are left out, as Jackson's
 NON_EMPTY does in Confluent's writer. `schemaType` absent means AVRO. Readers ignore unknown fields and
@@ -34,6 +35,13 @@ SCHEMA, CONFIG, MODE, DELETE_SUBJECT, CLEAR_SUBJECT, NOOP = (
 )
 KEY_TYPES = frozenset({SCHEMA, CONFIG, MODE, DELETE_SUBJECT, CLEAR_SUBJECT, NOOP})
 DEFAULT_SCHEMA_TYPE = "AVRO"
+# sluice's one addition, in a form Confluent's and Karapace's readers skip (a NOOP key: they compare only
+# keytype and magic): the largest schema id handed out so far, written beside every permanent delete. The
+# tombstone makes compaction drop the deleted schema's record, id and all; this record keeps the id from
+# being handed out again after a restart. Its own key, so Confluent's null-valued NOOPs do not erase it.
+MAX_ID = "MAX_ID"
+MAX_ID_NAME = "sluice-max-schema-id"
+MAX_ID_KEY = b'{"keytype":"NOOP","magic":0,"name":"sluice-max-schema-id"}'
 
 
 class RecordError(ValueError):
@@ -145,6 +153,8 @@ def decode_key(raw: bytes | None) -> Key | None:
         raise RecordError("record without a key")
     obj = _object(raw, "key")
     keytype = obj.get("keytype")
+    if keytype == NOOP and obj.get("name") == MAX_ID_NAME:
+        return Key(MAX_ID)
     if keytype not in KEY_TYPES or keytype == NOOP:
         return None
     if keytype == SCHEMA:
@@ -192,6 +202,14 @@ def decode_level(raw: bytes, field: str) -> str:
     if not isinstance(level, str):
         raise RecordError(f"value without a {field}")
     return level.upper()
+
+
+def encode_max_id(max_id: int) -> bytes:
+    return _dumps({"maxId": max_id})
+
+
+def decode_max_id(raw: bytes) -> int:
+    return _int(_object(raw, "max id value"), "maxId", "max id value")
 
 
 def decode_delete_subject(raw: bytes) -> int:

@@ -9,12 +9,13 @@ import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 
 from sluice.registry.api import SERVICE, SESSION, error_middleware, error_reply, forwarding_session, routes
 from sluice.registry.service import RegistryService, RegistrySettings
-from sluice.security.http_auth import ClientAuth
+from sluice.security.http_auth import ClientAuth, client_auth_from
 
 log = logging.getLogger("sluice.registry")
 
@@ -40,6 +41,42 @@ class ListenerSecurity:
         if self.client_ca_path:
             context.load_verify_locations(self.client_ca_path)
             context.verify_mode = ssl.CERT_REQUIRED
+        return context
+
+    def merged_with_file(self, path: Path) -> ListenerSecurity:
+        """These settings plus a YAML file's `auth:` and `tls:` sections (the gateway's shapes); the file's
+        credentials join the command line's, its TLS paths fill the ones not given. ValueError names the fault."""
+        import yaml
+
+        try:
+            document = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not YAML: {exc}") from None
+        if not isinstance(document, dict) or set(document) - {"auth", "tls"}:
+            raise ValueError(f"{path}: expected a mapping with `auth` and/or `tls`")
+        from_file = client_auth_from(document.get("auth"))
+        tls = document.get("tls") or {}
+        if not isinstance(tls, dict) or set(tls) - {"certificate_path", "key_path", "client_ca_path"}:
+            raise ValueError(f"{path}: tls takes certificate_path, key_path and client_ca_path")
+        auth = self.auth or ClientAuth()
+        if from_file is not None:
+            auth = ClientAuth(
+                {**auth.basic, **from_file.basic}, (*auth.bearer_tokens, *from_file.bearer_tokens)
+            )
+        return ListenerSecurity(
+            certificate_path=self.certificate_path or tls.get("certificate_path"),
+            key_path=self.key_path or tls.get("key_path"),
+            client_ca_path=self.client_ca_path or tls.get("client_ca_path"),
+            auth=auth,
+        )
+
+    def forwarding_context(self) -> ssl.SSLContext | None:
+        """How a secondary calls the primary over HTTPS: trusting `client_ca_path` (the registries' own CA)
+        when given, else the system's; presenting this registry's certificate, for mutual TLS."""
+        if not self.certificate_path:
+            return None
+        context = ssl.create_default_context(cafile=self.client_ca_path)
+        context.load_cert_chain(self.certificate_path, self.key_path)
         return context
 
 
@@ -94,9 +131,7 @@ async def start_registry(
     app = web.Application(client_max_size=settings.max_request_bytes, middlewares=middlewares)
     app.add_routes(routes)
     app[SERVICE] = service
-    # Forwarding reaches another registry configured like this one: trust its certificate chain loosely only
-    # when ours is self-made is not our call, so the default context (system CAs) applies.
-    app[SESSION] = forwarding_session(settings.store_timeout_s * 2 + 5)
+    app[SESSION] = forwarding_session(settings.store_timeout_s * 2 + 5, security.forwarding_context())
 
     async def close_session(app: web.Application) -> None:
         await app[SESSION].close()
@@ -111,6 +146,10 @@ async def start_registry(
         await runner.cleanup()
         raise
     bound = _bound_port(site) or port
+    if host not in ("127.0.0.1", "::1", "localhost") and not middlewares[1:]:
+        log.warning(
+            "the registry listens on %s without credentials: anyone who reaches it can change schemas", host
+        )
     public_host = host if host not in ("0.0.0.0", "::", "") else socket.getfqdn()
     url = advertised_url or f"{'https' if tls else 'http'}://{public_host}:{bound}"
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sluice.client.internal_topic import InternalTopic, StoreUnavailable
@@ -33,7 +33,6 @@ class RegistrySettings:
     store_timeout_s: float = 5.0
     replication_factor: int = 3
     max_request_bytes: int = 4 * 1024 * 1024
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class RegistryService:

@@ -2,7 +2,8 @@
 
 `apply(key, value)` folds one record in; everything the REST API reads is a query on this object. Ids
 are never reused: `next_id` is one more than the largest id in any SCHEMA record ever applied, deleted
-or tombstoned ones included. A SCHEMA record that would give an id already bound to a *different*
+or tombstoned ones included, or named by the max-id record written beside permanent deletes (which
+outlives the deleted records' compaction). A SCHEMA record that would give an id already bound to a *different*
 schema is ignored, as Confluent's reader ignores it: two writers racing (a split brain between
 primaries) cannot make one id mean two schemas, and every replica ignores the same record.
 """
@@ -80,6 +81,8 @@ class RegistryState:
                 table[key.subject] = records.decode_level(raw_value, field_name)
         elif raw_value is None:
             return  # tombstones of the subject-wide markers carry nothing
+        elif key.keytype == records.MAX_ID:
+            self.max_id = max(self.max_id, records.decode_max_id(raw_value))
         elif key.keytype == records.DELETE_SUBJECT:
             assert key.subject is not None
             self._soft_delete_through(key.subject, records.decode_delete_subject(raw_value))

@@ -27,7 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sluice.errors import ErrorCode, KafkaError
 from sluice.security.http_auth import http_middleware
-from sluice.server.kafka import now_ms
+from sluice.server.clock import now_ms
 from sluice.server.metrics import broker_registry
 from sluice.server.tls import TlsContext
 

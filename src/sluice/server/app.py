@@ -16,7 +16,8 @@ from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
 from sluice.server.admin import AdminApp
-from sluice.server.kafka import KafkaServer, now_ms
+from sluice.server.clock import now_ms
+from sluice.server.kafka import KafkaServer
 from sluice.storage.api import Storage
 from sluice.storage.cleaner import TxnFacts
 from sluice.storage.config import TopicConfig

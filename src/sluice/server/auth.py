@@ -12,14 +12,30 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sluice.broker.api import Respond
+from sluice.broker.broker import Broker
 from sluice.broker.handlers.security import sasl_step
+from sluice.protocol.framing import FrameBuffer
 from sluice.security.session import Session
 
-if TYPE_CHECKING:
-    from sluice.server.kafka import KafkaConnection, ResponseSlot
+
+class GatedConnection(Protocol):
+    """The parts of a connection (sluice.server.connection.KafkaConnection) the gate works on."""
+
+    frames: FrameBuffer
+    transport: Any
+    closed: bool
+    reading_paused: bool
+
+    def abort(self, reason: str) -> None: ...
+
+
+class Reply(Protocol):
+    """A place in the connection's response order (sluice.server.connection.ResponseSlot)."""
+
+    def fill(self, response: Any, version: int | None = None) -> None: ...
 
 
 def _now_ms() -> int:
@@ -27,11 +43,12 @@ def _now_ms() -> int:
 
 
 class AuthGate:
-    __slots__ = ("_usual_max_bytes", "closing", "connection", "session")
+    __slots__ = ("_usual_max_bytes", "broker", "closing", "connection", "session")
 
-    def __init__(self, connection: KafkaConnection, session: Session) -> None:
+    def __init__(self, connection: GatedConnection, session: Session, broker: Broker) -> None:
         self.connection = connection
         self.session = session
+        self.broker = broker
         self.closing = False  # a failed login is being answered: nothing more is read
         self._usual_max_bytes = connection.frames.max_frame_bytes
         self._apply_size_cap()
@@ -61,8 +78,7 @@ class AuthGate:
             return True
         if not session.raw_tokens:
             return False
-        broker = self.connection.server.broker
-        error, _message, reply, _ = sasl_step(broker, session, bytes(body), _now_ms())
+        error, _message, reply, _ = sasl_step(self.broker, session, bytes(body), _now_ms())
         if error:
             self._close_after_delay(None)
             return True
@@ -72,7 +88,7 @@ class AuthGate:
         self._apply_size_cap()
         return True
 
-    def after_dispatch(self, slot: ResponseSlot, outcome: Any) -> bool:
+    def after_dispatch(self, slot: Reply, outcome: Any) -> bool:
         """True when this took care of the response (a failed login, answered late)."""
         self._apply_size_cap()
         if self.session.failure_delay_ms is None or not isinstance(outcome, Respond):
@@ -80,7 +96,7 @@ class AuthGate:
         self._close_after_delay((slot, outcome.response))
         return True
 
-    def _close_after_delay(self, answer: tuple[ResponseSlot, Any] | None) -> None:
+    def _close_after_delay(self, answer: tuple[Reply, Any] | None) -> None:
         connection = self.connection
         delay = (self.session.failure_delay_ms or 0) / 1000
         self.session.failure_delay_ms = None

@@ -80,11 +80,15 @@ class BrokerCollector(Collector):
             requests.add_metric([api.name if api else str(key)], _buckets(histogram), histogram.total)
         yield requests
 
-        fsync = HistogramMetricFamily("sluice_fsync_duration_seconds", "One group commit's fsync of its partitions")
+        fsync = HistogramMetricFamily(
+            "sluice_fsync_duration_seconds", "One group commit's fsync of its partitions"
+        )
         fsync.add_metric([], _buckets(metrics.fsync), metrics.fsync.total)
         yield fsync
 
-        yield GaugeMetricFamily("sluice_connections", "Open client connections", value=len(self.server.connections))
+        yield GaugeMetricFamily(
+            "sluice_connections", "Open client connections", value=len(self.server.connections)
+        )
         accepted = CounterMetricFamily("sluice_connections_accepted", "Client connections accepted")
         accepted.add_metric([], metrics.connections_accepted)
         yield accepted
@@ -93,11 +97,19 @@ class BrokerCollector(Collector):
         yield refused
 
         labels = ["topic", "partition"]
-        size = GaugeMetricFamily("sluice_partition_size_bytes", "Bytes of a partition's log on disk", labels=labels)
-        start = GaugeMetricFamily("sluice_partition_log_start_offset", "First offset still in the log", labels=labels)
-        end = GaugeMetricFamily("sluice_partition_log_end_offset", "Next offset to be appended", labels=labels)
+        size = GaugeMetricFamily(
+            "sluice_partition_size_bytes", "Bytes of a partition's log on disk", labels=labels
+        )
+        start = GaugeMetricFamily(
+            "sluice_partition_log_start_offset", "First offset still in the log", labels=labels
+        )
+        end = GaugeMetricFamily(
+            "sluice_partition_log_end_offset", "Next offset to be appended", labels=labels
+        )
         high = GaugeMetricFamily(
-            "sluice_partition_high_watermark", "Offset up to which consumers may read (durable)", labels=labels
+            "sluice_partition_high_watermark",
+            "Offset up to which consumers may read (durable)",
+            labels=labels,
         )
         for (topic, index), state in sorted(broker.partitions.items()):
             label = [topic, str(index)]
@@ -112,7 +124,9 @@ class BrokerCollector(Collector):
             "sluice_consumer_group_committed_offset", "A group's committed offset", labels=glabels
         )
         lag = GaugeMetricFamily(
-            "sluice_consumer_group_lag", "High watermark minus the committed offset (0 at least)", labels=glabels
+            "sluice_consumer_group_lag",
+            "High watermark minus the committed offset (0 at least)",
+            labels=glabels,
         )
         for group, topic, partition, offset in sorted(committed_offsets(broker)):
             state = broker.partitions.get((topic, partition))
@@ -130,8 +144,9 @@ class BrokerCollector(Collector):
                 free = shutil.disk_usage(data_dir).free
             except OSError:
                 return
-            yield GaugeMetricFamily("sluice_storage_free_bytes", "Free bytes on the data directory's file system",
-                                    value=free)
+            yield GaugeMetricFamily(
+                "sluice_storage_free_bytes", "Free bytes on the data directory's file system", value=free
+            )
 
 
 def _cleaner_metrics(broker: Any) -> Iterator[Any]:

@@ -159,13 +159,17 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool, quota: Mutation
         clean = {k: v for k, v in configs.items() if v is not None}
         if validate_only:
             # The topic as it would be: Kafka answers validate_only with the same partitions and configs.
-            meta = TopicMeta(topic.name, uuid.UUID(int=0), partitions, {**broker.config.topic_defaults, **clean})
+            meta = TopicMeta(
+                topic.name, uuid.UUID(int=0), partitions, {**broker.config.topic_defaults, **clean}
+            )
         else:
             meta = broker.create_topic(topic.name, partitions, clean)
             result.topic_id = meta.topic_id
         result.num_partitions, result.replication_factor = meta.partitions, 1
         result.configs = [
-            R.CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source, is_sensitive=secret)
+            R.CreatableTopicConfigs(
+                name=name, value=value, read_only=False, config_source=source, is_sensitive=secret
+            )
             for name, value, source, secret in topic_config_view(broker, meta)
         ]
     return result
@@ -200,7 +204,7 @@ def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         R.CreatableTopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE_NAME)
         for name in sorted(duplicates)
     ]
-    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 6)
+    quota = mutation_quota(ctx, strict=ctx.api_version >= 6)
     for topic in request.topics:
         if topic.name not in duplicates:
             results.append(_create_one(broker, topic, request.validate_only, quota))
@@ -211,7 +215,9 @@ def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
 def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = DeleteTopicsResponse
     wanted = (
-        [(t.name, t.topic_id) for t in request.topics] if ctx.api_version >= 6 else [(n, None) for n in request.topic_names]
+        [(t.name, t.topic_id) for t in request.topics]
+        if ctx.api_version >= 6
+        else [(n, None) for n in request.topic_names]
     )
     # Kafka's ControllerApis deletes nothing named twice, by name or by id, and answers it once.
     twice = _duplicates([name for name, _ in wanted if name is not None])
@@ -226,7 +232,7 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         )
         for i in sorted(twice_ids, key=str)
     ]
-    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 5)
+    quota = mutation_quota(ctx, strict=ctx.api_version >= 5)
     for name, topic_id in wanted:
         if name in twice or (name is None and topic_id in twice_ids):
             continue
@@ -236,10 +242,14 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             result.topic_id = meta.topic_id
         with errors_into(result):
             if meta is None:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+                code = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
+                )
                 raise KafkaError(code, f"topic {name or topic_id} does not exist")
             if meta.name == OFFSETS_TOPIC:
-                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "the internal offsets topic cannot be deleted")
+                raise KafkaError(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, "the internal offsets topic cannot be deleted"
+                )
             _charge(quota, meta.partitions, validate_only=False)
             broker.delete_topic(meta.name)
         results.append(result)
@@ -257,7 +267,7 @@ def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
         for name in sorted(duplicates)
     ]
     budget = MAX_PARTITIONS_PER_REQUEST
-    quota = mutation_quota(broker, ctx, strict=ctx.api_version >= 3)
+    quota = mutation_quota(ctx, strict=ctx.api_version >= 3)
     for topic in request.topics:
         if topic.name in duplicates:
             continue

@@ -66,7 +66,11 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
                     for a in aborted
                 ] or None
             total += len(data)
-        topics.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
+        topics.append(
+            FetchResponse.FetchableTopicResponse(
+                topic=topic.topic, topic_id=topic.topic_id, partitions=partitions
+            )
+        )
     return FetchResponse(responses=topics, session_id=0), total
 
 
@@ -75,16 +79,18 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     response, total = _fetch_once(broker, ctx, request)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
     if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
-        return Respond(throttled(broker, ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
+        return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
         again, got = _fetch_once(broker, ctx, request)
         done = final or got >= max(request.min_bytes, 1) or _has_error(again)
-        return throttled(broker, ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
+        return throttled(ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
     by_id = ctx.api_version >= 13
     watch = [
-        (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition) for t in request.topics for p in t.partitions
+        (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition)
+        for t in request.topics
+        for p in t.partitions
     ]
     return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
 
@@ -122,7 +128,9 @@ def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
-            out = ListOffsetsResponse.ListOffsetsPartitionResponse(partition_index=part.partition_index, leader_epoch=0)
+            out = ListOffsetsResponse.ListOffsetsPartitionResponse(
+                partition_index=part.partition_index, leader_epoch=0
+            )
             state = broker.partitions.get((topic.name, part.partition_index))
             if state is None:
                 out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -40,7 +40,12 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
                 error, message, base, log_start = ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic id", -1, -1
             else:
                 result = broker.append(name, part.index, part.records, ctx.now_ms)
-                error, message, base, log_start = result.error, result.message, result.base_offset, result.log_start_offset
+                error, message, base, log_start = (
+                    result.error,
+                    result.message,
+                    result.base_offset,
+                    result.log_start_offset,
+                )
                 record_errors = result.record_errors
             partitions.append(
                 ProduceResponse.PartitionProduceResponse(
@@ -55,11 +60,15 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
                     ],
                 )
             )
-        topics.append(ProduceResponse.TopicProduceResponse(name=topic.name, topic_id=topic.topic_id, partition_responses=partitions))
+        topics.append(
+            ProduceResponse.TopicProduceResponse(
+                name=topic.name, topic_id=topic.topic_id, partition_responses=partitions
+            )
+        )
     if request.acks == 0:
         return NoResponse()
     size = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
-    response = throttled(broker, ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
+    response = throttled(ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
@@ -78,6 +87,9 @@ def refuse_unflushed(broker: Broker, response: Any, failed: dict[tuple[str, int]
         for part in topic.partition_responses:
             reason = failed.get((name, part.index))
             if reason is not None and part.error_code == ErrorCode.NONE:
-                part.error_code, part.error_message, part.base_offset = ErrorCode.KAFKA_STORAGE_ERROR, reason, -1
+                part.error_code, part.error_message, part.base_offset = (
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    reason,
+                    -1,
+                )
     return True
-

@@ -6,11 +6,18 @@ from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker
-from sluice.broker.quotas import make_entity
-from sluice.errors import KafkaError
+from sluice.broker.quotas import ClientQuotas, make_entity
+from sluice.errors import ErrorCode, KafkaError
 
 DescribeClientQuotasResponse = response_class("DescribeClientQuotas")
 AlterClientQuotasResponse = response_class("AlterClientQuotas")
+
+
+def _quotas(ctx: RequestContext) -> ClientQuotas:
+    """The quotas the dispatcher keeps (sluice.broker.dispatch); a request made without one has none."""
+    if ctx.quotas is None:
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "this broker keeps no client quotas")
+    return ctx.quotas
 
 
 @handles("DescribeClientQuotas")
@@ -18,7 +25,7 @@ def describe_client_quotas(broker: Broker, ctx: RequestContext, request: Any) ->
     R = DescribeClientQuotasResponse
     components = [(c.entity_type, c.match_type, c.match) for c in request.components]
     try:
-        found = broker.quotas.describe(components, request.strict)
+        found = _quotas(ctx).describe(components, request.strict)
     except KafkaError as exc:
         return Respond(R(error_code=exc.code, error_message=exc.message, entries=None))
     entries = [
@@ -41,7 +48,7 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, request: Any) -> Re
         result = R.EntryData(error_code=0, error_message=None, entity=echo)
         try:
             entity = make_entity((e.entity_type, e.entity_name) for e in entry.entity)
-            broker.quotas.alter(
+            _quotas(ctx).alter(
                 entity, [(op.key, op.value, op.remove) for op in entry.ops], request.validate_only
             )
             changed = changed or not request.validate_only
@@ -49,5 +56,5 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, request: Any) -> Re
             result.error_code, result.error_message = exc.code, exc.message
         results.append(result)
     if changed:
-        broker.quotas.save()
+        _quotas(ctx).save()
     return Respond(R(entries=results))

@@ -120,7 +120,9 @@ def sasl_authenticate(broker: Broker, ctx: RequestContext, request: Any) -> Resp
 
 
 def _security_disabled(broker: Broker) -> str | None:
-    return None if broker.authorizer is not None else "no authorizer is configured (set authorizer: acl)"
+    return (
+        None if broker.config.authorizer is not None else "no authorizer is configured (set authorizer: acl)"
+    )
 
 
 def _binding(item: Any, pattern_attr: str) -> AclBinding:
@@ -198,7 +200,7 @@ def create_acls(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     if problem is None and len(request.creations) > MAX_ACL_ITEMS:
         problem = f"at most {MAX_ACL_ITEMS} ACLs per request"
     if problem is not None:
-        code = ErrorCode.SECURITY_DISABLED if broker.authorizer is None else ErrorCode.INVALID_REQUEST
+        code = ErrorCode.SECURITY_DISABLED if broker.config.authorizer is None else ErrorCode.INVALID_REQUEST
         return Respond(
             R(
                 results=[
@@ -229,7 +231,7 @@ def delete_acls(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     if problem is None and len(request.filters) > MAX_ACL_ITEMS:
         problem = f"at most {MAX_ACL_ITEMS} filters per request"
     if problem is not None:
-        code = ErrorCode.SECURITY_DISABLED if broker.authorizer is None else ErrorCode.INVALID_REQUEST
+        code = ErrorCode.SECURITY_DISABLED if broker.config.authorizer is None else ErrorCode.INVALID_REQUEST
         return Respond(
             R(
                 filter_results=[

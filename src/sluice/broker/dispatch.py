@@ -1,0 +1,205 @@
+"""THE request pipeline (Kafka's KafkaApis.handle): every request from a client passes here, in this order:
+
+    lookup -> version check -> decode -> authorize -> handle -> finish parked replies -> request-time quota
+
+The server (sluice.server) only frames bytes and routes the outcome this returns (send now, after fsync,
+after new data, later, or never). The broker is state plus log operations; the authorizer and the quota
+manager plug in here through the two small interfaces below, each consulted at exactly one place:
+`RequestAuthorizer.authorize` before the handler, `RequestQuota.request_time_throttle` after it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sluice.broker.api import (
+    HANDLERS,
+    NoResponse,
+    Outcome,
+    Parked,
+    RequestContext,
+    Respond,
+    RespondWhenData,
+    RespondWhenDurable,
+)
+from sluice.broker.handlers.metadata import api_versions_body
+from sluice.errors import ErrorCode, KafkaError, ProtocolError
+from sluice.protocol.headers import API_VERSIONS_KEY, parse_request_header, peek_request_header
+from sluice.protocol.messages import APIS_BY_KEY, request_codecs
+
+if TYPE_CHECKING:
+    from sluice.broker.broker import Broker
+    from sluice.broker.quotas import ClientQuotas
+
+log = logging.getLogger("sluice.kafka")
+
+# Completes a handler's response (the authorizer puts the items it took out of the request back in).
+Finish = Callable[[Any], Any]
+
+
+class RequestAuthorizer(Protocol):
+    """Decides, before the handler runs, what of a request the principal may do (sluice.broker.authz)."""
+
+    def authorize(self, ctx: RequestContext, request: Any) -> tuple[Any, Finish | None]:
+        """(the response to send instead of running the handler, or None; how to complete the handler's
+        response, or None). It may take denied items out of `request`."""
+        ...
+
+
+class RequestQuota(Protocol):
+    """Counts the broker's time spent on a request against the client's quota (sluice.broker.quotas)."""
+
+    def request_time_throttle(self, ctx: RequestContext, seconds: float) -> int:
+        """How long to stop reading from the client (ms), 0 when within its quota."""
+        ...
+
+
+class RequestOrigin(Protocol):
+    """The connection a request came through (sluice.server.connection.KafkaConnection)."""
+
+    listener: str
+    session: Any
+    peer_host: str
+
+    def admits(self, api_key: int) -> bool:
+        """The SASL gate: may this API be served now? When not, the connection has closed itself."""
+        ...
+
+    def open_reply(self, api_key: int, api_version: int, correlation_id: int) -> Hashable:
+        """Take the request's place in the response order; the token names it when its answer comes."""
+        ...
+
+
+@dataclass(slots=True)
+class Dispatched:
+    reply: Any  # the token origin.open_reply gave
+    outcome: Outcome
+    throttle_ms: int = 0  # request_percentage quota: stop reading from the client this long (KIP-219)
+
+
+@dataclass(slots=True)
+class Close:
+    """Close the connection without an answer (None: the origin already closed itself)."""
+
+    reason: str | None
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        broker: Broker,
+        authorizer: RequestAuthorizer | None = None,
+        quotas: ClientQuotas | None = None,
+    ) -> None:
+        self.broker = broker
+        self.authorizer = authorizer
+        # Handed to handlers in the request context (byte rates, mutation rates, the quota APIs).
+        self.quotas = quotas
+        self.request_quota: RequestQuota | None = quotas
+        # Parked requests whose response the authorizer completes when it comes, by reply token.
+        self.reply_finishers: dict[Hashable, Finish] = {}
+
+    # ----- the pipeline -----
+
+    def dispatch(self, body: memoryview, origin: RequestOrigin, now_ms: int) -> Dispatched | Close:
+        try:
+            header = peek_request_header(body)
+            if not origin.admits(header.api_key):
+                return Close(None)
+            spec = HANDLERS.handlers.get(header.api_key)
+            if spec is None:
+                return Close(f"unknown API key {header.api_key}")
+            if header.api_version not in spec.versions:
+                if header.api_key == API_VERSIONS_KEY:
+                    # Kafka answers an ApiVersions it cannot parse in v0, so the client can pick a version.
+                    reply = origin.open_reply(header.api_key, 0, header.correlation_id)
+                    return Dispatched(reply, Respond(api_versions_body(ErrorCode.UNSUPPORTED_VERSION)))
+                return Close(f"unsupported version {header.api_version} of API {header.api_key}")
+            flexible = header.api_version in APIS_BY_KEY[header.api_key].request_def.flexible
+            header, pos = parse_request_header(body, flexible)
+            request, _ = request_codecs(header.api_key)[header.api_version].decode(body, pos)
+        except ProtocolError as exc:
+            return Close(f"malformed request: {exc}")
+        ctx = RequestContext(
+            header.api_key,
+            header.api_version,
+            header.correlation_id,
+            header.client_id,
+            origin.peer_host,
+            now_ms,
+            listener=origin.listener,
+            session=origin.session,
+            quotas=self.quotas,
+        )
+        started = perf_counter()
+        try:
+            reply = ctx.reply_token = origin.open_reply(
+                header.api_key, header.api_version, header.correlation_id
+            )
+            outcome = self.handle(ctx, request)
+            throttle_ms = 0
+            if self.request_quota is not None:
+                throttle_ms = self.request_quota.request_time_throttle(ctx, perf_counter() - started)
+        except KafkaError as exc:  # a request refused as a whole (e.g. a group write on a full disk)
+            log.error("closing connection from %s: %s", origin.peer_host, exc.message)
+            return Close(exc.message)
+        except Exception:
+            log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
+            return Close("internal error")
+        return Dispatched(reply, outcome, throttle_ms)
+
+    def handle(self, ctx: RequestContext, request: Any) -> Outcome:
+        """A decoded request: authorize, run its handler, and complete what the authorizer took out."""
+        handler = HANDLERS.handlers[ctx.api_key].handle
+        if self.authorizer is None:
+            return handler(self.broker, ctx, request)
+        immediate, finish = self.authorizer.authorize(ctx, request)
+        if immediate is not None:
+            return immediate if isinstance(immediate, NoResponse) else Respond(immediate)
+        outcome = handler(self.broker, ctx, request)
+        if finish is not None:
+            self._finish_later(ctx, outcome, finish)
+        return outcome
+
+    def _finish_later(self, ctx: RequestContext, outcome: Outcome, finish: Finish) -> None:
+        """Make `finish` apply to the response however it comes: now, after fsync, after a long poll, or
+        parked (then take_ready_replies applies it)."""
+        if isinstance(outcome, Respond | RespondWhenDurable):
+            outcome.response = finish(outcome.response)
+        elif isinstance(outcome, RespondWhenData):
+            retry = outcome.retry
+
+            def finishing_retry(now_ms: int, final: bool) -> Any:
+                response = retry(now_ms, final)
+                return None if response is None else finish(response)
+
+            outcome.retry = finishing_retry
+        elif isinstance(outcome, Parked):
+            self.reply_finishers[ctx.reply_token] = finish
+
+    def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
+        """Answers to parked requests that became ready: (reply token, response, needs durability)."""
+        ready = self.broker.take_ready_replies()
+        finishers = self.reply_finishers
+        if finishers:
+            ready = [
+                (token, finish(response) if (finish := finishers.pop(token, None)) else response, durable)
+                for token, response, durable in ready
+            ]
+        return ready
+
+
+def build_dispatcher(broker: Broker) -> Dispatcher:
+    """The pipeline for `broker` as its config asks: the ACL authorizer when `authorizer: acl`, and the
+    client quotas kept beside the logs."""
+    from sluice.broker.authz import AclRequestAuthorizer
+    from sluice.broker.quotas import ClientQuotas
+
+    authorizer = None
+    if broker.config.authorizer == "acl":
+        authorizer = AclRequestAuthorizer.for_broker(broker)
+    return Dispatcher(broker, authorizer, ClientQuotas.open(getattr(broker.storage, "data_dir", None)))

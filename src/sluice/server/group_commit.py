@@ -1,0 +1,142 @@
+"""Group commit: one fsync covers every append that arrived while the previous one ran."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from time import perf_counter
+from typing import Any, Protocol
+
+from sluice.broker.broker import OFFSETS_TOPIC, Broker
+from sluice.broker.handlers.produce import refuse_unflushed
+
+log = logging.getLogger("sluice.kafka")
+
+# How long a deferred append (a transaction's Complete record) may wait for a flush to ride along with.
+DEFERRED_FLUSH_S = 0.05
+
+
+class _Connection(Protocol):
+    closed: bool
+
+    def abort(self, reason: str) -> None: ...
+
+
+class ResponseSlot(Protocol):
+    """A response waiting for durability (sluice.server.connection.ResponseSlot)."""
+
+    @property
+    def connection(self) -> _Connection: ...
+
+    def fill(self, response: Any, version: int | None = None) -> None: ...
+
+
+class GroupCommit:
+    """One fsync covers every append that arrived while the previous one ran.
+
+    The fsyncs run on one thread of their own. The loop hands it the partitions to flush and hears back
+    through call_soon_threadsafe: per produce request that is a fraction of what an executor future and
+    a task cost, and this path runs once per produce request.
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.waiting: list[tuple[ResponseSlot, Any]] = []
+        # The flush under way: the responses it will release and the partitions it covers.
+        self.flushing: tuple[list[tuple[ResponseSlot, Any]], list[Any]] | None = None
+        self._jobs: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._idle: asyncio.Future[None] | None = None
+        self._deferred_timer: asyncio.TimerHandle | None = None
+
+    def wait(self, slot: ResponseSlot, response: Any) -> None:
+        """Fill `slot` with `response` once everything appended so far is on disk."""
+        self.waiting.append((slot, response))
+        self.kick()
+
+    def kick(self) -> None:
+        """Start a flush if appends or responses wait for one and none is running.
+
+        Appends that nobody waits for (acks=0) need one too: until it ends they are not visible to readers.
+        """
+        if self.flushing is None and (self.waiting or self.broker.unflushed):
+            self._start()
+        elif self.broker.deferred and self._deferred_timer is None:
+            self._deferred_timer = asyncio.get_running_loop().call_later(
+                DEFERRED_FLUSH_S, self._flush_deferred
+            )
+
+    def _flush_deferred(self) -> None:
+        self._deferred_timer = None
+        self.broker.undefer_flushes()
+        self.kick()
+
+    def _start(self) -> None:
+        batch, self.waiting = self.waiting, []
+        partitions = self.broker.begin_flush()
+        self.flushing = (batch, partitions)
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._flush_forever,
+                args=(asyncio.get_running_loop(),),
+                name="sluice-fsync",
+                daemon=True,
+            )
+            self._thread.start()
+        self._jobs.put(partitions)
+
+    def _flush_forever(self, loop: asyncio.AbstractEventLoop) -> None:
+        while (partitions := self._jobs.get()) is not None:
+            # Each partition on its own: one that fails goes offline, the others are still acknowledged.
+            failed: dict[tuple[str, int], str] = {}
+            started = perf_counter()
+            for state, _ in partitions:
+                try:
+                    state.log.flush()
+                except Exception as exc:  # any failure at all must reach the waiting clients
+                    failed[(state.topic, state.index)] = str(exc)
+            try:
+                loop.call_soon_threadsafe(self._flushed, failed, perf_counter() - started)
+            except RuntimeError:
+                return  # the loop is closed: nobody is left to answer
+
+    def _flushed(self, failed: dict[tuple[str, int], str], seconds: float = 0.0) -> None:
+        assert self.flushing is not None
+        if self.flushing[1]:  # a flush with no partitions did no fsync
+            self.broker.metrics.fsync.observe(seconds)
+        (batch, partitions), self.flushing = self.flushing, None
+        broker = self.broker
+        broker.end_flush(
+            [(state, end) for state, end in partitions if (state.topic, state.index) not in failed]
+        )
+        if failed:
+            log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
+        for slot, response in batch:
+            if slot.connection.closed:
+                continue
+            if failed and not refuse_unflushed(broker, response, failed) and (OFFSETS_TOPIC, 0) in failed:
+                slot.connection.abort("storage error")  # a group write that is not durable: no answer
+            else:
+                slot.fill(response)
+        self.kick()
+        if self.flushing is None and self._idle is not None and not self._idle.done():
+            self._idle.set_result(None)
+
+    async def drain(self) -> None:
+        """Wait until no flush runs or is needed."""
+        self.broker.undefer_flushes()
+        self.kick()
+        while self.flushing is not None:
+            self._idle = asyncio.get_running_loop().create_future()
+            await self._idle
+
+    def close(self) -> None:
+        if self._deferred_timer is not None:
+            self._deferred_timer.cancel()
+            self._deferred_timer = None
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+            self._thread = None
