@@ -1,32 +1,21 @@
-"""One Protobuf message for the registry-format tests: its .proto text (what the registry stores) and the
-same message as a class, built from descriptors the way generated code would be (no protoc run)."""
+"""One Protobuf message for the registry-format tests, as a class built from descriptors the way generated
+code would be (no protoc run). As .proto text (package shop, proto3, importing google/protobuf/timestamp.proto):
+
+    message Order {
+      int64 id = 1;
+      repeated string lines = 2;
+      Status status = 3;                      // enum Status { NEW = 0; PAID = 1; }
+      google.protobuf.Timestamp placed = 4;
+      map<string, int32> stock = 5;
+      optional string coupon = 6;
+      uint64 big = 7;
+    }
+"""
 
 from __future__ import annotations
 
-ORDER_PROTO = """syntax = "proto3";
-package shop;
-
-import "google/protobuf/timestamp.proto";
-
-message Order {
-  int64 id = 1;
-  repeated string lines = 2;
-  Status status = 3;
-  google.protobuf.Timestamp placed = 4;
-  map<string, int32> stock = 5;
-  optional string coupon = 6;
-  uint64 big = 7;
-}
-
-enum Status {
-  NEW = 0;
-  PAID = 1;
-}
-"""
-
-
 def order_message_class() -> type:
-    """shop.Order of ORDER_PROTO as a message class."""
+    """shop.Order as a message class."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
     file = descriptor_pb2.FileDescriptorProto(name="shop.proto", package="shop", syntax="proto3")

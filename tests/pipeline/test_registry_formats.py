@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from protobuf_orders import ORDER_PROTO, order_message_class
+from protobuf_orders import order_message_class
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
@@ -288,17 +288,12 @@ def test_archive_keeps_typed_columns_in_parquet(
 def test_protobuf_values_read_as_typed_columns_and_written_back(
     spark: Any, kafka: Any, registry: RegistryProcess, registry_client: SchemaRegistryClient
 ) -> None:
-    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 
     topic = kafka.new_topic("typed-proto")
-    # confluent-kafka's ProtobufSerializer registers (and with use.latest.version reads back) schemas as base64
-    # descriptors, a form the registry does not serve yet: the .proto text is registered with the client and
-    # values are framed here by hand (magic 0, the id, message index [0] as one 0 byte, the message).
-    schema_id = registry_client.register_schema(f"{topic}-value", Schema(ORDER_PROTO, "PROTOBUF"))
     order_class = order_message_class()
-
-    def serializer(order: Any, _context: Any) -> bytes:
-        return b"\x00" + schema_id.to_bytes(4, "big") + b"\x00" + order.SerializeToString()
+    # confluent-kafka registers the message's file (as a base64 descriptor, timestamp.proto as a reference).
+    serializer = ProtobufSerializer(order_class, registry_client, {"use.deprecated.format": False})
 
     producer = Producer({"bootstrap.servers": kafka.bootstrap})
     for i in range(3):
