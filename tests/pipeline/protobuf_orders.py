@@ -14,6 +14,7 @@ code would be (no protoc run). As .proto text (package shop, proto3, importing g
 
 from __future__ import annotations
 
+
 def order_message_class() -> type:
     """shop.Order as a message class."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
