@@ -17,7 +17,7 @@ pytest.importorskip("pyspark")
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
-from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from protobuf_orders import order_message_class
 from pyspark.errors import PySparkException
@@ -152,6 +152,30 @@ def test_json_schema_values_read_as_typed_columns(
     )
     rows = frame.orderBy("offset").select("value.*").collect()
     assert [(r["sensor"], r["value"], r["tags"]) for r in rows][2] == ("s2", 3.0, ["a", "a"])
+
+    # Written back as JSON Schema framed values that confluent-kafka's JSONDeserializer reads and validates.
+    copy = kafka.new_topic("typed-json-copy")
+    (
+        frame.select(F.struct("value.sensor", (F.col("value.value") * 2).alias("doubled")).alias("value"))
+        .write.format("sluice")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("topic", copy)
+        .option("schemaRegistry", registry.url)
+        .option("valueFormat", "json-schema")
+        .mode("append")
+        .save()
+    )
+    deserializer = JSONDeserializer(None, schema_registry_client=registry_client)
+    back = [
+        deserializer(m.value(), SerializationContext(copy, MessageField.VALUE))
+        for m in kafka.consume_all(copy, 1)
+    ]
+    assert sorted((r["sensor"], r["doubled"]) for r in back) == [
+        ("s0", 0.0),
+        ("s1", 3.0),
+        ("s2", 6.0),
+        ("s3", 9.0),
+    ]
 
 
 def test_undecodable_value_fails_naming_its_offset_and_permissive_reads_null(

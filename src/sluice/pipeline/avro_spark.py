@@ -254,18 +254,25 @@ def read_adapter(schema: Any, named: Mapping[str, Any] | None = None) -> Adapter
     if logical == "time-micros" and kind == "long":
         return _optional(_time_to_micros)
     if kind == "array":
-        item = read_adapter(schema["items"], named)
-        return None if item is None else _optional(lambda items: [item(v) for v in items])
+        return _array_adapter(read_adapter(schema["items"], named))
     if kind == "map":
         value = read_adapter(schema["values"], named)
         return None if value is None else _optional(lambda m: {k: value(v) for k, v in m.items()})
     if kind in ("record", "error"):
-        adapters = {f["name"]: read_adapter(f["type"], named) for f in schema["fields"]}
-        needed = {name: a for name, a in adapters.items() if a is not None}
-        if not needed:
-            return None
-        return _optional(lambda record: {**record, **{n: a(record.get(n)) for n, a in needed.items()}})
+        return _record_adapter({f["name"]: read_adapter(f["type"], named) for f in schema["fields"]})
     return None
+
+
+def _array_adapter(item: Adapter | None) -> Adapter | None:
+    return None if item is None else _optional(lambda items: [item(v) for v in items])
+
+
+def _record_adapter(adapters: Mapping[str, Adapter | None]) -> Adapter | None:
+    """Adapt the fields that need it; None when none does."""
+    needed = {name: a for name, a in adapters.items() if a is not None}
+    if not needed:
+        return None
+    return _optional(lambda record: {**record, **{n: a(record.get(n)) for n, a in needed.items()}})
 
 
 def _optional(adapter: Adapter) -> Adapter:
@@ -452,17 +459,12 @@ def write_adapter(schema: Any, named: Mapping[str, Any] | None = None) -> Adapte
     if isinstance(schema, str):
         return None
     if kind == "array":
-        item = write_adapter(schema["items"], named)
-        return None if item is None else _optional(lambda items: [item(v) for v in items])
+        return _array_adapter(write_adapter(schema["items"], named))
     if kind == "map":
         value = write_adapter(schema["values"], named)
         return _optional(lambda pairs: _as_dict(pairs, value))
     if kind in ("record", "error"):
-        adapters = {f["name"]: write_adapter(f["type"], named) for f in schema["fields"]}
-        needed = {name: a for name, a in adapters.items() if a is not None}
-        if not needed:
-            return None
-        return _optional(lambda record: {**record, **{n: a(record.get(n)) for n, a in needed.items()}})
+        return _record_adapter({f["name"]: write_adapter(f["type"], named) for f in schema["fields"]})
     return None
 
 
