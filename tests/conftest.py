@@ -30,13 +30,20 @@ def _heaviness(item: pytest.Item) -> int:
     return _HEAVY_FIRST.index(directory) if directory in _HEAVY_FIRST else len(_HEAVY_FIRST)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+_spark_groups: dict[str, str] = {}
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Marked as each test is collected: xdist turns the marks into its groups in its own
+    # pytest_collection_modifyitems, which may run before any conftest's. Modules take the groups in turn, in
+    # collection order, which is the same on every worker.
+    if "spark" in getattr(item, "fixturenames", ()):
+        module = str(item.fspath)
+        group = _spark_groups.setdefault(module, f"spark-{len(_spark_groups) % _SPARK_WORKERS}")
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    spark_modules = sorted({str(item.fspath) for item in items if "spark" in getattr(item, "fixturenames", ())})
-    for item in items:
-        if "spark" in getattr(item, "fixturenames", ()):
-            group = spark_modules.index(str(item.fspath)) % _SPARK_WORKERS
-            item.add_marker(pytest.mark.xdist_group(f"spark-{group}"))
     items.sort(key=_heaviness)  # stable: each module keeps its order
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from format_helpers import assert_both_directions, error_types
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ def obj(
 
 def errors(level: str, new: Any, *olds: Any, refs: dict[str, str] | None = None) -> list[str]:
     parsed = [parse_schema("JSON", json.dumps(schema), refs or {}) for schema in (*olds, new)]
-    return [m.split("'")[1] for m in check_compatibility(level, parsed[-1], parsed[:-1])]
+    return error_types(check_compatibility(level, parsed[-1], parsed[:-1]))
 
 
 STR, INT, NUM = {"type": "string"}, {"type": "integer"}, {"type": "number"}
@@ -245,10 +246,7 @@ RULES = [
     ("old", "new", "backward", "forward"), [r[1:] for r in RULES], ids=[r[0] for r in RULES]
 )
 def test_each_rule_in_both_directions(old: Any, new: Any, backward: list[str], forward: list[str]) -> None:
-    assert errors("BACKWARD", new, old) == backward
-    assert errors("FORWARD", new, old) == forward
-    assert errors("FULL", new, old) == backward + forward
-    assert errors("NONE", new, old) == []
+    assert_both_directions(errors, old, new, backward, forward)
 
 
 def test_message_carries_the_json_path() -> None:
@@ -369,8 +367,26 @@ def test_whenever_backward_holds_the_new_schema_accepts_what_the_old_one_did(
             assert new_validator.is_valid(doc), f"{doc!r} fits the old schema only"
 
 
+def test_keywords_beside_a_ref_count_from_draft_2019_09_only() -> None:
+    def schema(draft: str, beside: dict[str, Any]) -> dict[str, Any]:
+        return {"$schema": draft, "$defs": {"s": STR}, "properties": {"a": {"$ref": "#/$defs/s", **beside}}}
+
+    draft7, draft2019 = (
+        "http://json-schema.org/draft-07/schema#",
+        "https://json-schema.org/draft/2019-09/schema",
+    )
+    assert errors("BACKWARD", schema(draft7, {"maxLength": 3}), schema(draft7, {})) == []
+    assert errors("BACKWARD", schema(draft2019, {"maxLength": 3}), schema(draft2019, {})) == [
+        "MAX_LENGTH_ADDED"
+    ]
+
+
 def test_recursive_refs_with_sibling_keywords_terminate() -> None:
-    node = {"type": "object", "properties": {"next": {"$ref": "#", "description": "the rest"}}}
+    node = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"next": {"$ref": "#", "description": "the rest"}},
+    }
     narrower = {**node, "additionalProperties": False}
     # Reported at the root and where the (re-described) root recurs, then the recursion stops.
     assert set(errors("BACKWARD", narrower, node)) == {"ADDITIONAL_PROPERTIES_REMOVED"}

@@ -7,6 +7,7 @@ import json
 
 import fastavro
 import pytest
+from format_helpers import refusal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -185,9 +186,7 @@ BAD = [
 
 @pytest.mark.parametrize(("text", "needle"), [case[1:] for case in BAD], ids=[case[0] for case in BAD])
 def test_bad_schemas_raise_invalid_schema_error_with_a_clear_message(text: str, needle: str) -> None:
-    with pytest.raises(InvalidSchemaError) as caught:
-        parse_schema("AVRO", text)
-    assert needle in str(caught.value)
+    assert needle in refusal("AVRO", text)
 
 
 def test_deep_but_valid_nesting_is_bounded_not_a_crash() -> None:
@@ -211,9 +210,7 @@ def test_deep_but_valid_nesting_is_bounded_not_a_crash() -> None:
     ],
 )
 def test_bad_references_are_invalid(refs: dict[str, str], needle: str) -> None:
-    with pytest.raises(InvalidSchemaError) as caught:
-        parse_schema("AVRO", '"x.A"', refs)
-    assert needle in str(caught.value)
+    assert needle in refusal("AVRO", '"x.A"', refs)
 
 
 @pytest.mark.parametrize("schema_type", ["XML", "", 5])

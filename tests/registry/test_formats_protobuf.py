@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from format_helpers import refusal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -146,7 +147,9 @@ BAD = [
     ("duplicate number", 'syntax = "proto3"; message A { int32 x = 1; int32 y = 1; }', "already been used"),
     ("reserved reused", 'syntax = "proto3"; message A { reserved 2; int32 x = 2; }', "reserved"),
     ("proto3 required", 'syntax = "proto3"; message A { required int32 x = 1; }', "line 1"),
-    ("missing import", 'syntax = "proto3"; import "nope.proto"; message A {}', "nope.proto"),
+    ("missing import", 'syntax = "proto3"; import "nope.proto"; message A {}', "the import 'nope.proto'"),
+    ("absolute import", 'syntax = "proto3"; import "/etc/hostname"; message A {}', "not found"),
+    ("escaping import", 'syntax = "proto3"; import "../../etc/hostname"; message A {}', "not allowed"),
     ("redefined", 'syntax = "proto3"; message A {} message A {}', "already defined"),
     ("bad syntax", 'syntax = "proto4"; message A {}', "proto4"),
     ("huge", "// " + "x" * 1_100_000, "limit"),
@@ -155,9 +158,7 @@ BAD = [
 
 @pytest.mark.parametrize(("text", "needle"), [case[1:] for case in BAD], ids=[case[0] for case in BAD])
 def test_bad_schemas_raise_invalid_schema_error_with_a_clear_message(text: str, needle: str) -> None:
-    with pytest.raises(InvalidSchemaError) as caught:
-        parse_schema("PROTOBUF", text)
-    assert needle in str(caught.value)
+    assert needle in refusal("PROTOBUF", text)
 
 
 @pytest.mark.parametrize(
@@ -170,9 +171,7 @@ def test_bad_schemas_raise_invalid_schema_error_with_a_clear_message(text: str, 
     ],
 )
 def test_bad_references_are_invalid(refs: dict[str, str], needle: str) -> None:
-    with pytest.raises(InvalidSchemaError) as caught:
-        parse_schema("PROTOBUF", ORDER, refs)
-    assert needle in str(caught.value)
+    assert needle in refusal("PROTOBUF", ORDER, refs)
 
 
 def test_deeply_nested_messages_are_an_error_or_fine_never_a_crash() -> None:

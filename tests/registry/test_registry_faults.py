@@ -4,9 +4,10 @@ by Confluent's registry, and two registries sharing one topic (forwarding, racin
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -125,6 +126,13 @@ def test_a_topic_written_by_confluent_is_read_as_is(broker: BrokerProcess) -> No
         ('{"keytype":"SCHEMA","subject":"old","version":1,"magic":1}',
          json.dumps({"subject": "old", "version": 1, "id": 3, "schema": '"string"', "deleted": False})),
         ('{"keytype":"DELETE_SUBJECT","subject":"old","magic":0}', '{"subject":"old","version":1}'),
+        ('{"keytype":"MODE","subject":"orders-value","magic":0}', '{"subject":"orders-value","mode":"READONLY"}'),
+        ('{"keytype":"SCHEMA","subject":"cleared","version":1,"magic":1}',
+         json.dumps({"subject": "cleared", "version": 1, "id": 9, "schema": '"int"', "deleted": True})),
+        ('{"keytype":"CLEAR_SUBJECT","subject":"cleared","magic":0}', '{"subject":"cleared"}'),
+        ('{"keytype":"SCHEMA","subject":"refs","version":1,"magic":1}',
+         json.dumps({"subject": "refs", "version": 1, "id": 22, "schema": schema("R", "r"), "deleted": False,
+                     "references": [{"name": "A", "subject": "orders-value", "version": 1}]})),
     ]  # fmt: skip
     producer = Producer({"bootstrap.servers": broker.bootstrap})
     for key, value in written:
@@ -132,8 +140,10 @@ def test_a_topic_written_by_confluent_is_read_as_is(broker: BrokerProcess) -> No
     assert producer.flush(30) == 0
     proc = RegistryProcess(broker.bootstrap, topic).start()
     try:
-        assert proc.call("GET", "/subjects")[1] == ["orders-value"]
-        assert proc.call("GET", "/subjects?deleted=true")[1] == ["old", "orders-value"]
+        assert proc.call("GET", "/subjects")[1] == ["orders-value", "refs"]
+        assert proc.call("GET", "/subjects?deleted=true")[1] == ["old", "orders-value", "refs"]
+        assert proc.call("GET", "/mode/orders-value")[1] == {"mode": "READONLY"}
+        assert proc.call("GET", "/subjects/orders-value/versions/1/referencedby")[1] == [22]
         latest = proc.call("GET", "/subjects/orders-value/versions/latest")[1]
         assert (latest["version"], latest["id"], latest["schema"]) == (2, 40, avro_b)
         assert proc.call("GET", "/config")[1] == {"compatibilityLevel": "FULL"}
@@ -202,3 +212,77 @@ def test_kafka_unreachable_at_start_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError) as caught:
         proc.start(timeout=60)
     assert "cannot open" in caught.value.args[0] and "Traceback" not in caught.value.args[0]
+
+
+def test_a_full_disk_answers_503_and_writes_resume_when_space_is_freed(
+    mount_tmpfs: Callable[[str], Path],
+) -> None:
+    disk = mount_tmpfs("24m")
+    broker = BrokerProcess(disk / "data", min_free_bytes=4 << 20).start()
+    proc = RegistryProcess(broker.bootstrap, unique_topic(), extra=["--store-timeout", "2"]).start()
+    try:
+        proc.wait_primary()
+        kept = register(proc, "disk", schema("Disk", "a"))
+        free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        ballast = disk / "ballast"
+        ballast.write_bytes(b"\0" * (free - (1 << 20)))  # below the broker's 4 MiB floor
+        # The broker looks at free space about once a second: writes may still land for a moment after the fill.
+        deadline, n = time.monotonic() + 30, 0
+        while True:
+            n += 1
+            status, body = proc.call("POST", f"/subjects/disk-{n}/versions", {"schema": schema(f"D{n}", "b")})
+            if status != 200 or time.monotonic() > deadline:
+                break
+        assert (status, body.get("error_code")) == (503, 50003), body
+        assert proc.call("GET", f"/schemas/ids/{kept}")[0] == 200  # reads go on
+        ballast.unlink()
+        deadline = time.monotonic() + 30
+        while True:
+            status, body = proc.call("POST", "/subjects/after/versions", {"schema": schema("After", "b")})
+            if status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status == 200 and body["id"] > kept, body
+    finally:
+        proc.kill()
+        broker.kill()
+
+
+def test_two_primaries_racing_never_give_one_id_to_two_schemas(broker: BrokerProcess) -> None:
+    """A split brain made on purpose: two registries on one topic in different groups both write. Their
+    records race in `_schemas`; every reader drops a record that would reuse an id for another schema, and
+    its writer plans again, so each answer a client got stays true on both."""
+    topic = unique_topic()
+    first = RegistryProcess(broker.bootstrap, topic, group=f"{topic}-a").start()
+    second = RegistryProcess(broker.bootstrap, topic, group=f"{topic}-b").start()
+    try:
+        first.wait_primary()
+        second.wait_primary()
+        assert first.call("PUT", "/config", {"compatibility": "NONE"})[0] == 200
+
+        def race(i: int) -> tuple[str, str, int]:
+            proc, subject = (first, second)[i % 2], f"split-{i % 4}"
+            for _ in range(3):  # a write that kept losing answers 50001, and a client tries again
+                status, body = proc.call(
+                    "POST", f"/subjects/{subject}/versions", {"schema": schema(f"Split{i}", "a")}
+                )
+                if status != 500:
+                    break
+            assert status == 200, body
+            return subject, f"Split{i}", body["id"]
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(race, range(40)))
+        assert len({schema_id for _, _, schema_id in results}) == 40
+        for proc in (first, second):
+            deadline = time.monotonic() + 30
+            for _subject, name, schema_id in results:
+                while True:
+                    status, body = proc.call("GET", f"/schemas/ids/{schema_id}")
+                    if status == 200 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
+                assert json.loads(body["schema"])["name"] == name
+    finally:
+        first.kill()
+        second.kill()

@@ -31,8 +31,6 @@ def test_registry_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Non
             text = json.dumps({"type": "record", "name": "S", "fields": [{"name": "a", "type": "int"}]})
             status, body = proc.call("POST", "/subjects/secure-value/versions", {"schema": text})
             assert status == 200, body
-            proc.stop()
-            proc.start()  # replayed over SASL_SSL too
             assert proc.call("GET", "/subjects/secure-value/versions/1")[1]["id"] == body["id"]
         finally:
             proc.kill()

@@ -13,7 +13,9 @@ from sluice.registry.records import Reference, SchemaValue
 from sluice.registry.state import RegistryState
 
 # Distinct request bodies whose parse is remembered: a client asks about the same few schemas again and again.
+# Only schemas up to REQUEST_CACHE_MAX_CHARS are kept, so the cache stays within ~128 MiB whatever is sent.
 REQUEST_CACHE_SIZE = 2048
+REQUEST_CACHE_MAX_CHARS = 64 * 1024
 MAX_REFERENCE_DEPTH = 32
 
 
@@ -59,9 +61,10 @@ class Catalog:
             )
         except InvalidSchemaError as exc:
             raise errors.invalid_schema(str(exc)) from None
-        self._requests[cache_key] = parsed
-        if len(self._requests) > REQUEST_CACHE_SIZE:
-            self._requests.popitem(last=False)
+        if len(text) <= REQUEST_CACHE_MAX_CHARS:
+            self._requests[cache_key] = parsed
+            if len(self._requests) > REQUEST_CACHE_SIZE:
+                self._requests.popitem(last=False)
         return parsed
 
     def parsed(self, schema_id: int, *, normalize: bool = False) -> Any | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ log = logging.getLogger("sluice.registry")
 
 DEFAULT_TOPIC = "_schemas"
 # A write re-planned this many times because another primary's records kept winning gives up (50001).
-MAX_PLAN_ATTEMPTS = 5
+MAX_PLAN_ATTEMPTS = 10
 
 
 @dataclass
@@ -96,7 +97,7 @@ class RegistryService:
     async def write(self, plan: Callable[[], Plan]) -> Any:
         """Run one write command: plan on the caught-up state, append, and answer once it is read back."""
         async with self._write_lock:
-            for _ in range(MAX_PLAN_ATTEMPTS):
+            for attempt in range(MAX_PLAN_ATTEMPTS):
                 try:
                     await self.store.sync()
                     planned = plan()
@@ -108,6 +109,8 @@ class RegistryService:
                 if planned.landed(self.state):
                     return planned.answer
                 log.warning("a concurrent writer's records won; planning the write again")
+                # Two writers that keep colliding step apart: a random pause breaks the lockstep.
+                await asyncio.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
             raise errors.store_error("the write kept losing to another registry's writes; try again")
 
 

@@ -204,7 +204,7 @@ def _check_union(branches: list[Any], namespace: str, path: str) -> None:
     kinds: set[str] = set()
     for index, branch in enumerate(branches):
         where = f"{path}/{index}"
-        if isinstance(branch, list):
+        if isinstance(_unwrapped(branch), list):
             raise InvalidSchemaError(
                 f"Invalid Avro schema at {where}: a union may not directly contain a union"
             )
@@ -217,14 +217,22 @@ def _check_union(branches: list[Any], namespace: str, path: str) -> None:
         kinds.add(kind)
 
 
+def _unwrapped(node: Any) -> Any:
+    """{"type": {"type": ...}} -> the innermost schema ({"type": [...]} is a union in disguise)."""
+    while isinstance(node, dict) and isinstance(node.get("type"), (dict, list)):
+        node = node["type"]
+    return node
+
+
 def _union_kind(branch: Any, namespace: str) -> str:
     """What makes union branches distinct: the type, or for named types the full name."""
+    branch = _unwrapped(branch)
     if isinstance(branch, str):
         return branch if branch in PRIMITIVES else _full_name(branch, namespace)
     kind = branch["type"]
-    if isinstance(kind, str) and kind in NAMED_KINDS:
+    if kind in NAMED_KINDS:
         return _full_name(branch["name"], branch.get("namespace", namespace))
-    return kind if isinstance(kind, str) else _union_kind(kind, namespace)
+    return str(kind)
 
 
 def _valid_full_name(name: str) -> bool:

@@ -14,6 +14,8 @@ import re
 from fractions import Fraction
 from typing import Any
 
+import jsonschema
+
 from .jsonschema import JsonModel, Resolver
 from .parsed import Problem, Roles, compact_json
 
@@ -21,6 +23,7 @@ _COMBINATORS = ("oneOf", "anyOf", "allOf")
 _LOWER_BOUNDS = ("minLength", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties")
 _MAX_REF_HOPS = 50
+_REF_REPLACES = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
 
 
 def problems(reader: JsonModel, writer: JsonModel, roles: Roles) -> list[Problem]:
@@ -70,7 +73,12 @@ class _Diff:
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 return schema, resolver
             target, resolver = model.lookup(resolver, schema["$ref"])
-            siblings = {key: value for key, value in schema.items() if key != "$ref"}
+            # Up to draft 7 a $ref replaces its object; from 2019-09 the keywords beside it apply too.
+            siblings = (
+                {key: value for key, value in schema.items() if key != "$ref"}
+                if model.draft not in _REF_REPLACES
+                else {}
+            )
             schema = {**target, **siblings} if isinstance(target, dict) and siblings else target
         return {}, resolver  # a $ref chain this long is a loop: treat it as unconstrained
 

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 import jsonschema
+import jsonschema_specifications
 import referencing
 import referencing.exceptions
 import referencing.jsonschema
@@ -28,6 +29,8 @@ _DRAFTS: dict[str, type[Validator]] = {
     "json-schema.org/draft/2020-12/schema": jsonschema.Draft202012Validator,
 }
 DEFAULT_DRAFT: type[Validator] = jsonschema.Draft7Validator
+# The drafts' own meta-schemas, so a $ref to one resolves without the network.
+META_SCHEMAS: referencing.Registry[Any] = jsonschema_specifications.REGISTRY
 # referencing.Resolver (what Registry.resolver returns) is not exported by the package.
 Resolver = Any
 
@@ -80,7 +83,7 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
     root_resource = _resource(root, draft)
     base_uri = root_resource.id() or ""
     try:
-        registry = (referencing.Registry().with_resources([*resources, (base_uri, root_resource)])).crawl()
+        registry = (META_SCHEMAS.with_resources([*resources, (base_uri, root_resource)])).crawl()
     except Exception as error:  # referencing raises on malformed $id/$anchor values
         raise InvalidSchemaError(f"Invalid JSON schema: {error}") from None
     model = JsonModel(root=root, draft=draft, registry=registry, base_uri=base_uri)

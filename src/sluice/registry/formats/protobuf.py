@@ -1,18 +1,19 @@
 """Protobuf schemas: compiled by grpcio-tools' bundled protoc into descriptors held in a private pool.
 
-The schema and its references are written to a temporary directory and compiled in-process
-(grpc_tools._protoc_compiler.get_protos reports errors as values instead of printing them). protoc's Python
+The schema and its references are written to a temporary directory and compiled in-process with
+grpc_tools._protoc_compiler.get_protos: unlike the public protoc.main, which only prints its errors to the
+process's stderr, it returns them, so they become the 42201 message. protoc's Python
 generator embeds each file's serialized FileDescriptorProto in the code it returns; we read that literal
 (never execute the code) and load the files, dependencies first, into a DescriptorPool of our own, so two
 schemas defining the same names never meet. The well-known types (google/protobuf/*.proto) come from the
-include directory grpcio-tools ships; a reference of the same name wins over it.
+include directory grpcio-tools ships; a reference of the same name wins over it. A base64 serialized
+FileDescriptorProto (confluent-kafka's ProtobufSerializer registers that) is printed to .proto text first.
 """
 
 from __future__ import annotations
 
 import ast
 import base64
-import binascii
 import hashlib
 import os
 import re
@@ -74,7 +75,7 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
     )
 
 
-_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\r\n\t ]+")
 
 
 def _as_proto_text(text: str, what: str) -> str:
@@ -84,7 +85,7 @@ def _as_proto_text(text: str, what: str) -> str:
         return text
     try:
         proto = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=False))
-    except (binascii.Error, DecodeError):
+    except (ValueError, DecodeError):  # binascii.Error is a ValueError
         return text
     if not proto.name:
         return text
@@ -93,7 +94,16 @@ def _as_proto_text(text: str, what: str) -> str:
             f"Invalid Protobuf schema: {what} is a serialized descriptor with custom options, which cannot be "
             "turned back into .proto text; register the .proto text instead"
         )
-    return render_file(proto)
+    try:
+        return render_file(proto)
+    except (
+        LookupError,
+        ValueError,
+        TypeError,
+    ) as error:  # a descriptor no compiler made (an entry without fields)
+        raise InvalidSchemaError(
+            f"Invalid Protobuf schema: {what} is not a usable descriptor ({error!r})"
+        ) from None
 
 
 def _check_import_path(name: str) -> None:
@@ -122,7 +132,7 @@ def _compile(text: str, references: Mapping[str, str]) -> dict[str, descriptor_p
             try:
                 generated = _protoc_compiler.get_protos(MAIN_FILE.encode(), include)
             except _protoc_compiler.ProtocErrors as errors:
-                raise InvalidSchemaError(_describe_errors(errors.errors(), workdir)) from None
+                raise InvalidSchemaError(_describe_errors(errors.errors(), workdir, references)) from None
             except Exception as error:  # the compiler's other failures (unreadable file, encoding)
                 raise InvalidSchemaError(f"Invalid Protobuf schema: {error}") from None
     files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
@@ -134,11 +144,14 @@ def _compile(text: str, references: Mapping[str, str]) -> dict[str, descriptor_p
     return files
 
 
-def _describe_errors(errors: Sequence[Any], workdir: str) -> str:
+def _describe_errors(errors: Sequence[Any], workdir: str, references: Mapping[str, str]) -> str:
     parts = []
     for error in errors[:10]:
         name = error.filename.decode(errors="replace").replace(workdir + os.sep, "")
-        where = "the schema" if name == MAIN_FILE else f"referenced schema {name!r}"
+        if name == MAIN_FILE:
+            where = "the schema"
+        else:
+            where = f"referenced schema {name!r}" if name in references else f"the import {name!r}"
         message = error.message.decode(errors="replace").replace(workdir + os.sep, "")
         if error.line >= 0:
             where += f" line {error.line + 1} column {error.column + 1}"
