@@ -33,7 +33,19 @@ DENIED = {
 }
 # Config resource types (DescribeConfigs & co.) -> ACL resource.
 CONFIG_RESOURCES = {2: TOPIC, 4: CLUSTER}
-NO_CHECK = frozenset({"ApiVersions", "SaslHandshake", "SaslAuthenticate", "DescribeCluster"})
+# Delegation token APIs: Kafka answers them before any ACL check when token authentication is off.
+NO_CHECK = frozenset(
+    {
+        "ApiVersions",
+        "SaslHandshake",
+        "SaslAuthenticate",
+        "DescribeCluster",
+        "CreateDelegationToken",
+        "RenewDelegationToken",
+        "ExpireDelegationToken",
+        "DescribeDelegationToken",
+    }
+)
 
 Finish = Callable[[Any], Any]
 
@@ -675,6 +687,7 @@ RULES: dict[str, Rule] = {
     "ListTransactions": Rule(custom=_list_transactions),
     # Cluster administration (KafkaApis / ControllerApis rules).
     "DescribeClientQuotas": Rule((Whole(CLUSTER, Operation.DESCRIBE_CONFIGS),)),
+    "ListConfigResources": Rule((Whole(CLUSTER, Operation.DESCRIBE_CONFIGS),)),
     "AlterClientQuotas": Rule(custom=_cluster_wide(Operation.ALTER_CONFIGS, _fill_alter_client_quotas)),
     "AlterPartitionReassignments": Rule((Whole(CLUSTER, Operation.ALTER),)),
     "ListPartitionReassignments": Rule((Whole(CLUSTER, D),)),
