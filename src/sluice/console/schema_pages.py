@@ -38,7 +38,9 @@ def add_routes(app: web.Application, console_of: ConsoleOf, page: Page) -> None:
             return page(request, "schemas.html", page="schemas", rows=None)
         rows = await console_of(request).run(schemas.subjects)
         elapsed = (time.perf_counter() - started) * 1000
-        return page(request, "schemas.html", page="schemas", rows=rows, registry=schemas.url, elapsed_ms=elapsed)
+        return page(
+            request, "schemas.html", page="schemas", rows=rows, registry=schemas.url, elapsed_ms=elapsed
+        )
 
     async def subject(request: web.Request) -> web.Response:
         started = time.perf_counter()

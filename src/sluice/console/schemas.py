@@ -129,7 +129,9 @@ class SchemaBrowser:
             versions = self._call(f"versions of {name}", lambda n=name: client.get_versions(n))
             if not versions:
                 continue
-            latest = self._call(f"{name} v{max(versions)}", lambda n=name, v=max(versions): client.get_version(n, v))
+            latest = self._call(
+                f"{name} v{max(versions)}", lambda n=name, v=max(versions): client.get_version(n, v)
+            )
             schema_type = (latest.schema.schema_type or AVRO).upper()
             rows.append(SubjectRow(name, schema_type, latest.version, latest.schema_id, len(versions)))
         return rows
@@ -196,7 +198,9 @@ class SchemaBrowser:
             self._decoders[schema_id] = decoder
         return decoder
 
-    def decode_messages(self, messages: Sequence[Any]) -> dict[tuple[int, int], tuple[Rendered | None, Rendered | None]]:
+    def decode_messages(
+        self, messages: Sequence[Any]
+    ) -> dict[tuple[int, int], tuple[Rendered | None, Rendered | None]]:
         """(key, value) decoded per (partition, offset), for the messages that have a framed part."""
         out = {}
         for message in messages:
