@@ -36,6 +36,8 @@ async def serve_all(
     )
     await gateway.start()
     print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)
+    # Before the console, which shows the registry's schemas and decodes messages framed with them.
+    registry = await _start_registry(f"{running.host}:{running.port}", registry_listen)
     console = None
     if console_listen is not None:
         from sluice.console.app import ConsoleConfig, start_console
@@ -53,6 +55,7 @@ async def serve_all(
                     admin_url=running.admin_url,
                     token=console_login[0],
                     basic_auth=console_login[1],
+                    schema_registry_url=registry.url if registry is not None else None,
                 )
             )
         except (OSError, ValueError) as exc:
@@ -60,7 +63,6 @@ async def serve_all(
             print(f"sluice console not started: {exc}", flush=True)
         else:
             print(f"sluice console on {console.url}", flush=True)
-    registry = await _start_registry(f"{running.host}:{running.port}", registry_listen)
     freeze_startup_objects()
     try:
         await stop.wait()
