@@ -170,8 +170,8 @@ def test_topic_configs_carry_types_sources_synonyms_and_docs(
 
 
 def test_broker_resource_describes_real_settings(kp_admin: KafkaAdminClient, bootstrap: str) -> None:
-    """DescribeConfigs of the broker resource (type 4): the broker's real values, read-only on sluice, as
-    kafka-python's KafkaAdminClient and the wire see them."""
+    """DescribeConfigs of the broker resource (type 4): the broker's real values, read-only unless Kafka can
+    change them dynamically, as kafka-python's KafkaAdminClient and the wire see them."""
     configs = _describe(bootstrap, 4, "1")
     assert configs["advertised.listeners"].value == f"PLAINTEXT://{bootstrap}"
     assert configs["num.partitions"].value == "1" and configs["num.partitions"].config_type == 3
@@ -179,7 +179,8 @@ def test_broker_resource_describes_real_settings(kp_admin: KafkaAdminClient, boo
     assert configs["log.retention.ms"].value is None
     assert configs["log.segment.bytes"].value == "1073741824"
     assert configs["message.max.bytes"].value == "1048588"
-    assert all(c.read_only for c in configs.values())
+    assert configs["num.partitions"].read_only and configs["log.retention.hours"].read_only
+    assert not configs["log.retention.ms"].read_only and not configs["max.connections"].read_only
     described = kp_admin.describe_configs(
         [KpConfigResource(ConfigResourceType.BROKER, "1")], config_filter="all"
     )
@@ -189,18 +190,26 @@ def test_broker_resource_describes_real_settings(kp_admin: KafkaAdminClient, boo
 def test_broker_configs_cannot_change_dynamically_but_loggers_can(
     ck_admin: AdminClient, bootstrap: str
 ) -> None:
-    """AlterConfigs on the broker: sluice has no dynamic broker configs (INVALID_REQUEST, as Kafka answers for
-    a config it cannot update dynamically); KIP-412 logger levels change and read back."""
-    broker = ConfigResource(
+    """AlterConfigs on the broker: a config Kafka cannot update dynamically is refused with INVALID_REQUEST (a
+    dynamic one is accepted: validate_only here, tests/compat/test_dynamic_broker_configs.py changes them);
+    KIP-412 logger levels change and read back."""
+    static = ConfigResource(
+        "broker",
+        "1",
+        incremental_configs=[ConfigEntry("num.partitions", "3", incremental_operation=AlterConfigOpType.SET)],
+    )
+    with pytest.raises(KafkaException) as refused:
+        ck_admin.incremental_alter_configs([static])[static].result(10)
+    assert refused.value.args[0].code() == ErrorCode.INVALID_REQUEST
+    assert "Cannot update these configs dynamically: Set(num.partitions)" in refused.value.args[0].str()
+    dynamic = ConfigResource(
         "broker",
         "1",
         incremental_configs=[
             ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
         ],
     )
-    with pytest.raises(KafkaException) as refused:
-        ck_admin.incremental_alter_configs([broker])[broker].result(10)
-    assert refused.value.args[0].code() == ErrorCode.INVALID_REQUEST
+    ck_admin.incremental_alter_configs([dynamic], validate_only=True)[dynamic].result(10)
     with WireClient.connect(bootstrap) as wire:
         R = wire.request_class("IncrementalAlterConfigs")
 

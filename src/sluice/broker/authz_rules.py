@@ -24,7 +24,19 @@ from sluice.broker.authz_model import (
 )
 from sluice.security.acl import Operation, ResourceType
 
-NO_CHECK = frozenset({"ApiVersions", "SaslHandshake", "SaslAuthenticate", "DescribeCluster"})
+# Delegation token APIs: Kafka answers them before any ACL check when token authentication is off.
+NO_CHECK = frozenset(
+    {
+        "ApiVersions",
+        "SaslHandshake",
+        "SaslAuthenticate",
+        "DescribeCluster",
+        "CreateDelegationToken",
+        "RenewDelegationToken",
+        "ExpireDelegationToken",
+        "DescribeDelegationToken",
+    }
+)
 
 
 def _topics(
@@ -302,6 +314,7 @@ RULES: dict[str, Rule] = {
     "ListTransactions": Rule(custom=special.list_transactions),
     # Cluster administration (KafkaApis / ControllerApis rules).
     "DescribeClientQuotas": Rule((Whole(CLUSTER, Operation.DESCRIBE_CONFIGS),)),
+    "ListConfigResources": Rule((Whole(CLUSTER, Operation.DESCRIBE_CONFIGS),)),
     "AlterClientQuotas": Rule(custom=special.cluster_wide(Operation.ALTER_CONFIGS)),
     "AlterPartitionReassignments": Rule((Whole(CLUSTER, Operation.ALTER),)),
     "ListPartitionReassignments": Rule((Whole(CLUSTER, D),)),

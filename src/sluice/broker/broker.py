@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sluice.broker.config import BrokerConfig
+from sluice.broker.dynamic_configs import DynamicBrokerConfigs
 from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.record_checks import (
     NO_CHECKS,
@@ -133,6 +134,8 @@ class Broker:
         self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
         self.acls = AclStore(security_dir / "acls.json" if security_dir else None)
         self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
+        # Configs AlterConfigs set on the BROKER resource (KIP-226), laid over `config` from the start.
+        self.dynamic_configs = DynamicBrokerConfigs.start(config)
         self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)

@@ -43,7 +43,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "delete",
             "Whether old segments are deleted, compacted, or both.",
             "log.cleanup.policy",
-            choices=("delete", "compact"),
+            choices=("compact", "delete"),
         ),
         _d(
             "compression.type",
@@ -321,40 +321,82 @@ BROKER_CONFIG_TYPES: dict[str, tuple[int, str]] = {
 }
 
 
-def _number(text: str, integral: bool) -> float:
-    value = int(text.strip()) if integral else float(text.strip())
-    return float(value)
+TYPE_NAMES = {
+    BOOLEAN: "BOOLEAN",
+    STRING: "STRING",
+    INT: "INT",
+    SHORT: "SHORT",
+    LONG: "LONG",
+    DOUBLE: "DOUBLE",
+    LIST: "LIST",
+    CLASS: "CLASS",
+    PASSWORD: "PASSWORD",
+}
+_INTEGRAL_BOUNDS = {INT: 2**31, SHORT: 2**15, LONG: 2**63}
+
+
+def invalid_value(name: str, value: object, reason: str) -> str:
+    """Kafka's ConfigException(name, value, message) text."""
+    return f"Invalid value {value} for configuration {name}: {reason}"
+
+
+def _java_number(number: float | int) -> str:
+    return str(number) if isinstance(number, float) else str(int(number))
+
+
+def value_problem(d: ConfigDef, name: str, value: str) -> str | None:
+    """What Kafka's ConfigDef.parse and the config's validator say about `value` (None: it is fine)."""
+    text = value.strip()
+    number: float | int | None = None
+    if d.type in _INTEGRAL_BOUNDS:
+        try:
+            number = int(text)
+        except ValueError:
+            number = None
+        if number is None or not -_INTEGRAL_BOUNDS[d.type] <= number < _INTEGRAL_BOUNDS[d.type]:
+            return invalid_value(name, value, f"Not a number of type {TYPE_NAMES[d.type]}")
+    elif d.type == DOUBLE:
+        try:
+            number = float(text)
+        except ValueError:
+            return invalid_value(name, value, "Not a number of type DOUBLE")
+    elif d.type == BOOLEAN and text.lower() not in ("true", "false"):
+        return invalid_value(name, value, "Expected value to be either true or false")
+    if number is not None:
+        if d.minimum is not None and number < d.minimum:
+            return invalid_value(
+                name, _java_number(number), f"Value must be at least {_java_number(d.minimum)}"
+            )
+        if d.maximum is not None and number > d.maximum:
+            return invalid_value(
+                name, _java_number(number), f"Value must be no more than {_java_number(d.maximum)}"
+            )
+    if d.choices:
+        items = [v.strip() for v in text.split(",") if v.strip()] if d.type == LIST else [text]
+        for item in items:
+            if item not in d.choices:
+                return invalid_value(name, item, f"String must be one of: {', '.join(d.choices)}")
+    return None
+
+
+def list_operation(current: str, values: str, append: bool) -> str:
+    """IncrementalAlterConfigs APPEND (values not yet present, in order) or SUBTRACT on a LIST config."""
+    items = [i for i in current.split(",") if i]
+    given = [v for v in values.split(",") if v]
+    if append:
+        return ",".join(items + [v for v in given if v not in items])
+    return ",".join(i for i in items if i not in given)
 
 
 def topic_config_problem(configs: Mapping[str, str | None]) -> str | None:
-    """What Kafka would refuse in these topic configs (unknown name, value of the wrong type or range)."""
+    """What Kafka would refuse in these topic configs, in Kafka's words (LogConfig.validateNames, then
+    each value's type and range)."""
+    for name in configs:
+        if name not in TOPIC_CONFIGS:
+            return f"Unknown topic config name: {name}"
     for name, value in configs.items():
-        d = TOPIC_CONFIGS.get(name)
-        if d is None:
-            return f"unknown topic config name: {name}"
-        if value is None:
-            continue
-        try:
-            if d.type in (INT, LONG, SHORT):
-                number = _number(value, integral=True)
-            elif d.type == DOUBLE:
-                number = _number(value, integral=False)
-            else:
-                number = None
-        except ValueError:
-            return f"invalid value {value!r} for {name}: expected a {'number' if d.type == DOUBLE else 'whole number'}"
-        if number is not None:
-            if d.minimum is not None and number < d.minimum:
-                return f"invalid value {value} for {name}: must be at least {d.minimum:g}"
-            if d.maximum is not None and number > d.maximum:
-                return f"invalid value {value} for {name}: must be at most {d.maximum:g}"
-            if d.type == INT and not -(2**31) <= number < 2**31:
-                return f"invalid value {value} for {name}: out of the int range"
-        if d.type == BOOLEAN and value.strip().lower() not in ("true", "false"):
-            return f"invalid value {value!r} for {name}: expected true or false"
-        if d.choices:
-            items = [v.strip() for v in value.split(",")] if d.type == LIST else [value.strip()]
-            bad = [v for v in items if v not in d.choices]
-            if bad or (d.type == LIST and not items):
-                return f"invalid value {value!r} for {name}: expected {' or '.join(d.choices)}"
+        if value is not None:
+            problem = value_problem(TOPIC_CONFIGS[name], name, value)
+            if problem:
+                return problem
     return None

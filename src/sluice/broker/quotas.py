@@ -73,18 +73,25 @@ def make_entity(parts: Iterable[tuple[str, str | None]]) -> Entity:
     items = list(parts)
     types = [t for t, _ in items]
     if not items:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "a quota entity needs at least one entity type")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
     if len(set(types)) != len(types):
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"entity type named twice in {types}")
+        twice = next(t for t in types if types.count(t) > 1)
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"Invalid client quota entity, duplicate entity entry {twice}"
+        )
     unknown = [t for t in types if t not in (USER, CLIENT_ID, IP)]
     if unknown:
-        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"unhandled client quota entity type {unknown[0]!r}")
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"Unhandled client quota entity type: {unknown[0]}")
     if IP in types and len(types) > 1:
         raise KafkaError(
-            ErrorCode.INVALID_REQUEST, "an ip quota entity cannot be combined with user or client-id"
+            # Kafka's text, its missing space included.
+            ErrorCode.INVALID_REQUEST,
+            "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId",
         )
     for entity_type, name in items:
-        if name is not None and (not name or len(name) > 1024):
+        if name is not None and not name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Empty {entity_type} not supported")
+        if name is not None and len(name) > 1024:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"invalid {entity_type} entity name {name!r}")
     return tuple(sorted(items))
 
@@ -92,11 +99,12 @@ def make_entity(parts: Iterable[tuple[str, str | None]]) -> Entity:
 def check_value(entity: Entity, key: str, value: float) -> None:
     allowed = IP_KEYS if entity[0][0] == IP else CLIENT_KEYS
     if key not in allowed:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"invalid quota configuration key {key!r}")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
+    # Kafka's ClientQuotaControlManager texts.
     if not math.isfinite(value) or value <= 0:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"quota {key} must be a positive number, got {value}")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"Quota {key} must be greater than 0")
     if key in WHOLE_NUMBER_KEYS and value != int(value):
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"quota {key} must be a whole number, got {value}")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{key} cannot be a fractional value.")
 
 
 @dataclass
@@ -208,7 +216,7 @@ class ClientQuotas:
             if remove:
                 allowed = IP_KEYS if entity[0][0] == IP else CLIENT_KEYS
                 if key not in allowed:
-                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"invalid quota configuration key {key!r}")
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
                 values.pop(key, None)
             else:
                 check_value(entity, key, value)

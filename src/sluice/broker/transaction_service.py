@@ -175,12 +175,16 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
         error = self.coordinator.verify(producer_id, epoch, topic, partition)
         if error is ErrorCode.NONE:
             return
+        # Kafka's ReplicaManager words INVALID_TXN_STATE itself; other errors carry the error's own text.
         messages = {
-            ErrorCode.PRODUCER_FENCED: f"producer {producer_id} epoch {epoch} has been fenced by a newer epoch",
-            ErrorCode.INVALID_TXN_STATE: f"{topic}-{partition} is not part of producer {producer_id}'s open transaction",
-            ErrorCode.INVALID_PRODUCER_ID_MAPPING: f"producer id {producer_id} has no transactional id",
+            ErrorCode.INVALID_TXN_STATE: "Partition was not added to the transaction",
+            ErrorCode.PRODUCER_FENCED: "There is a newer producer with the same transactionalId which fences the "
+            "current one.",
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING: "The producer attempted to use a producer id which is not "
+            "currently assigned to its transactional id.",
+            ErrorCode.INVALID_PRODUCER_EPOCH: "Producer attempted to produce with an old epoch.",
         }
-        raise KafkaError(error, messages.get(error, f"epoch {epoch} is not the producer's current epoch"))
+        raise KafkaError(error, messages.get(error, ""))
 
     # ----- timers -----
 

@@ -8,6 +8,7 @@
 | groups | groups list/describe/delete/reset-offsets |
 | pipeline | pipeline archive/replay/stats (pyspark imported only when a job runs) |
 | console | console (the web console) |
+| registry | registry (the Schema Registry) |
 | storage | storage verify/repair (offline checks of a data directory) |
 | transactions | transactions list/describe/abort (kafka-transactions.sh) |
 | users | users create/list/delete (SCRAM; offline in a data dir or online) |
@@ -16,7 +17,7 @@
 
 from __future__ import annotations
 
-from sluice.cli import broker, clients, console, storage, topics  # noqa: F401  (each registers its commands on `app`)
+from sluice.cli import broker, clients, console, registry, storage, topics  # noqa: F401  (each registers its commands on `app`)
 from sluice.cli.acls import app as acls_app
 from sluice.cli.app import app
 from sluice.cli.common import err_console

@@ -27,6 +27,7 @@ from aiohttp import web
 from sluice.console import groups, render
 from sluice.console.cluster import Cluster, ClusterError, as_cluster_error
 from sluice.console.messages import ScanJob
+from sluice.console.schemas import SchemaBrowser
 from sluice.console.wire import WireFacts
 
 log = logging.getLogger("sluice.console")
@@ -56,6 +57,8 @@ class ConsoleConfig:
     # A sluice broker's admin API (http://host:port): resets of running groups (live rewind) go through it,
     # since Kafka's protocol cannot move a running group's offsets.
     admin_url: str | None = None
+    # A Schema Registry's URL: a Schemas page, and framed keys and values decoded in the message browser.
+    schema_registry_url: str | None = None
 
     def check(self) -> None:
         """Refuse to serve beyond loopback without a login."""
@@ -103,6 +106,7 @@ class Console:
         self.executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console")
         self.samples = Samples()
         self.jobs: dict[str, ScanJob] = {}
+        self.schemas = SchemaBrowser(config.schema_registry_url, config.timeout_s) if config.schema_registry_url else None
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("sluice.console", "templates"),
             autoescape=True,
@@ -118,6 +122,7 @@ class Console:
             render=render,
             gateway_url=config.gateway_url,
             admin_url=config.admin_url,
+            schema_registry_url=config.schema_registry_url,
         )
         self._sampler: asyncio.Task[None] | None = None
 
@@ -294,4 +299,10 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
         return web.Response(status=status, text=body, content_type="text/html")
 
 
-_STATUS = {"UNKNOWN_TOPIC_OR_PART": 404, "GROUP_ID_NOT_FOUND": 404, "INVALID_REQUEST": 400}
+_STATUS = {
+    "UNKNOWN_TOPIC_OR_PART": 404,
+    "GROUP_ID_NOT_FOUND": 404,
+    "INVALID_REQUEST": 400,
+    "NOT_FOUND": 404,
+    "REGISTRY_UNREACHABLE": 503,
+}

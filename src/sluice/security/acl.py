@@ -156,24 +156,24 @@ class AclBinding:
 
 
 def check_binding(binding: AclBinding) -> None:
-    """Refuse what Kafka refuses to store (its messages, roughly)."""
-    if binding.resource_type not in BINDABLE_TYPES:
-        raise AclError(f"resource type {binding.resource_type.name} cannot be named in an ACL")
-    if binding.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise AclError(f"pattern type {binding.pattern_type.name} cannot be stored, only LITERAL or PREFIXED")
-    if binding.operation not in BINDABLE_OPERATIONS:
-        raise AclError(f"operation {binding.operation.name} cannot be named in an ACL")
-    if binding.permission not in (Permission.ALLOW, Permission.DENY):
-        raise AclError(f"permission {binding.permission.name} must be ALLOW or DENY")
+    """Refuse what Kafka refuses to store, in its words and order (AclApis, then AclControlManager)."""
+    if binding.resource_type == ResourceType.CLUSTER and binding.resource_name != CLUSTER_NAME:
+        raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
     if not binding.resource_name:
-        raise AclError("resource name is empty")
+        raise AclError("Invalid empty resource name")
+    if binding.resource_type not in BINDABLE_TYPES:
+        raise AclError(f"Invalid resourceType {binding.resource_type.name}")
+    if binding.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise AclError(f"Invalid patternType {binding.pattern_type.name}")
+    if binding.operation not in BINDABLE_OPERATIONS:
+        raise AclError(f"Invalid operation {binding.operation.name}")
+    if binding.permission not in (Permission.ALLOW, Permission.DENY):
+        raise AclError(f"Invalid permissionType {binding.permission.name}")
     if binding.pattern_type == PatternType.PREFIXED and binding.resource_name == WILDCARD:
         raise AclError("a PREFIXED pattern cannot be '*': use LITERAL '*'")
-    if binding.resource_type == ResourceType.CLUSTER and binding.resource_name != CLUSTER_NAME:
-        raise AclError(f"the cluster resource is named {CLUSTER_NAME!r}")
     kind, sep, name = binding.principal.partition(":")
     if not sep or not kind or not name:
-        raise AclError(f"principal {binding.principal!r} is not TYPE:NAME (e.g. User:alice)")
+        raise AclError(f"expected a string in format principalType:principalName but got {binding.principal}")
     if not binding.host:
         raise AclError("host is empty (use '*' for every host)")
 
@@ -191,14 +191,11 @@ class AclFilter:
     permission: Permission = Permission.ANY
 
     def check(self) -> None:
-        for value, kind in (
-            (self.resource_type, "resource type"),
-            (self.pattern_type, "pattern type"),
-            (self.operation, "operation"),
-            (self.permission, "permission"),
-        ):
-            if value == 0:
-                raise AclError(f"{kind} is UNKNOWN")
+        # Kafka's AclControlManager.validateFilter words.
+        if self.resource_type == 0 or self.pattern_type == 0:
+            raise AclError("Unknown patternFilter.")
+        if self.operation == 0 or self.permission == 0:
+            raise AclError("Unknown entryFilter.")
 
     def matches(self, b: AclBinding) -> bool:
         if self.resource_type != ResourceType.ANY and b.resource_type != self.resource_type:

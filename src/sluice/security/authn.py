@@ -94,19 +94,22 @@ def credential_from_password(
 
 
 def check_user_name(name: str) -> None:
-    if not name or len(name) > MAX_USER_NAME:
+    if not name:
+        raise CredentialError("Username must not be empty")  # Kafka's ScramControlManager text
+    if len(name) > MAX_USER_NAME:
         raise CredentialError(f"user name must have 1 to {MAX_USER_NAME} characters")
     if any(ord(c) < 32 for c in name):
         raise CredentialError("user name has control characters")
 
 
 def check_iterations(mechanism: str, iterations: int) -> None:
+    # Kafka's ScramControlManager texts.
     if mechanism not in SCRAM_MECHANISMS:
-        raise CredentialError(f"unknown SCRAM mechanism {mechanism!r}")
-    if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
-        raise CredentialError(
-            f"iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, got {iterations}"
-        )
+        raise CredentialError("Unknown SCRAM mechanism")
+    if iterations < MIN_ITERATIONS:
+        raise CredentialError("Too few iterations")
+    if iterations > MAX_ITERATIONS:
+        raise CredentialError("Too many iterations")
 
 
 class CredentialStore:
@@ -191,17 +194,21 @@ class PlainExchange(SaslExchange):
     def step(self, token: bytes) -> bytes:
         if self.done:
             raise AuthenticationFailed("PLAIN takes one message")
-        parts = bytes(token).split(b"\0")
+        # Kafka's PlainSaslServer checks and words, in its order.
+        parts = bytes(token).decode(errors="replace").split("\0", 3)
         if len(parts) != 3:
-            raise AuthenticationFailed("malformed PLAIN message: expected authzid NUL user NUL password")
-        try:
-            authzid, user, password = (p.decode() for p in parts)
-        except UnicodeDecodeError:
-            raise AuthenticationFailed("malformed PLAIN message: not UTF-8") from None
-        if authzid and authzid != user:
-            raise AuthenticationFailed("PLAIN authorization id must be empty or the user name")
+            raise AuthenticationFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
+        authzid, user, password = parts
+        if not user:
+            raise AuthenticationFailed("Authentication failed: username not specified")
+        if not password:
+            raise AuthenticationFailed("Authentication failed: password not specified")
         if not self.store.check_password(user, password):
-            raise AuthenticationFailed("Authentication failed: invalid user name or password (PLAIN)")
+            raise AuthenticationFailed("Authentication failed: Invalid username or password")
+        if authzid and authzid != user:
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username"
+            )
         self.done = True
         self.principal = f"User:{user}"
         return b""
@@ -223,7 +230,10 @@ class ScramExchange(SaslExchange):
             user = _unescape_sasl_name(username)
             cred = store.get(user, mechanism)
             if cred is None:
-                self.refusal = f"Authentication failed: unknown user or no {mechanism} credential"
+                self.refusal = (
+                    "Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                    f"{mechanism}"
+                )
                 raise AuthenticationFailed(self.refusal)
             self.user = user
             return cred.salt, cred.stored_key, cred.server_key, cred.iterations
@@ -235,7 +245,10 @@ class ScramExchange(SaslExchange):
         try:
             message = bytes(token).decode()
         except UnicodeDecodeError:
-            raise AuthenticationFailed("malformed SCRAM message: not UTF-8") from None
+            raise AuthenticationFailed(
+                f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                f"{self.mechanism}"
+            ) from None
         try:
             if self._stage == 0:
                 self._server.set_client_first(message)
@@ -250,13 +263,12 @@ class ScramExchange(SaslExchange):
         except AuthenticationFailed:
             raise
         except ScramException as exc:
-            if self.refusal is not None:
-                raise AuthenticationFailed(self.refusal) from None
-            if "keys don't match" in str(exc) or "proof" in str(exc).lower():
-                raise AuthenticationFailed(
-                    f"Authentication failed: invalid credentials ({self.mechanism})"
-                ) from None
-            raise AuthenticationFailed(f"malformed {self.mechanism} message: {exc}") from None
+            # Kafka's ScramSaslServer throws a SaslException for an unknown user, a wrong proof or a malformed
+            # message alike, and its authenticator answers all of them with one text.
+            raise AuthenticationFailed(
+                f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
+                f"{self.mechanism}"
+            ) from exc
         raise AuthenticationFailed(f"{self.mechanism} exchange already finished")
 
 

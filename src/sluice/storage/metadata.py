@@ -26,16 +26,17 @@ METADATA_VERSION = 1
 
 
 def topic_name_problem(name: str) -> str | None:
-    """Kafka's Topic.validate rules; they also keep names safe as directory names."""
+    """Kafka's Topic.validate rules and words (they also keep names safe as directory names)."""
+    reason = None
     if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name cannot be {name!r}"
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL_TOPIC_NAME.match(name):
-        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME_LENGTH:
+        reason = f"the length of '{name}' is longer than the max allowed length {MAX_TOPIC_NAME_LENGTH}"
+    elif not _LEGAL_TOPIC_NAME.match(name):
+        reason = f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return f"Topic name is invalid: {reason}" if reason else None
 
 
 def write_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:

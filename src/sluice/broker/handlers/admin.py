@@ -28,6 +28,7 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 DUPLICATE_NAME = "Duplicate topic name."
 THROTTLED = "The throttling quota has been exceeded."
+UNKNOWN_TOPIC_TEXT = "This server does not host this topic-partition."
 # Names the broker creates for itself when first needed; a user topic by that name would take their place.
 RESERVED_TOPICS = frozenset({TRANSACTION_STATE_TOPIC, "__cluster_metadata"})
 
@@ -41,29 +42,30 @@ def _check_assignments(broker: Broker, assignments: list[Any], replicas: int | N
     node, once (and as many replicas as the topic has, when growing one)."""
     node = broker.config.node_id
     for assignment in assignments:
-        ids = list(assignment.broker_ids)
+        ids = sorted(assignment.broker_ids)
         if not ids:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "the manual partition assignment includes an empty replica list",
+                "The manual partition assignment includes an empty replica list.",
             )
-        if len(set(ids)) != len(ids):
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"the manual partition assignment {ids} contains duplicate replicas",
-            )
-        unknown = [i for i in ids if i != node]
-        if unknown:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"the manual partition assignment includes broker {unknown[0]}, but no such broker is registered "
-                f"(sluice is the single node {node})",
-            )
+        previous = None
+        for broker_id in ids:
+            if broker_id != node:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {broker_id}, but no such broker is registered.",
+                )
+            if broker_id == previous:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {broker_id} more than once.",
+                )
+            previous = broker_id
         if replicas is not None and len(ids) != replicas:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"the manual partition assignment includes a partition with {len(ids)} replica(s), but this is not "
-                f"consistent with previous partitions, which have {replicas} replica(s)",
+                f"The manual partition assignment includes a partition with {len(ids)} replica(s), but this is not "
+                f"consistent with previous partitions, which have {replicas} replica(s).",
             )
 
 
@@ -151,7 +153,12 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool, quota: Mutation
                 f"Topic '{topic.name}' collides with existing topic: {collision}",
             )
         configs = {c.name: c.value for c in topic.configs}
-        problem = validate_topic_configs(configs) or topic_config_problem(configs)
+        nulls = [name for name, value in configs.items() if value is None]
+        if nulls:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {','.join(nulls)}"
+            )
+        problem = topic_config_problem(configs) or validate_topic_configs(configs)
         if problem:
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         partitions = _partition_count(broker, topic)
@@ -242,10 +249,10 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             result.topic_id = meta.topic_id
         with errors_into(result):
             if meta is None:
-                code = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name is not None else ErrorCode.UNKNOWN_TOPIC_ID
-                )
-                raise KafkaError(code, f"topic {name or topic_id} does not exist")
+                # Kafka's controller answers with the error's own text (ApiError(Errors)).
+                if name is not None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_TEXT)
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
             if meta.name == OFFSETS_TOPIC:
                 raise KafkaError(
                     ErrorCode.TOPIC_AUTHORIZATION_FAILED, "the internal offsets topic cannot be deleted"
@@ -275,7 +282,10 @@ def create_partitions(broker: Broker, ctx: RequestContext, request: Any) -> Resp
         with errors_into(result):
             meta = broker.storage.topic(topic.name)
             if meta is None:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {topic.name!r} does not exist")
+                # Kafka's controller throws UnknownTopicOrPartitionException() without a message: null.
+                result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                results.append(result)
+                continue
             if topic.count < meta.partitions:
                 raise KafkaError(
                     ErrorCode.INVALID_PARTITIONS,

@@ -134,7 +134,15 @@ def alter_partition_reassignments(broker: Broker, ctx: RequestContext, request: 
                 )
             )
         responses.append(R.ReassignableTopicResponse(name=topic.name, partitions=parts))
-    return Respond(R(error_code=0, error_message=None, responses=responses))
+    # v1 (KIP-860) echoes whether the request allowed replication factor changes.
+    return Respond(
+        R(
+            error_code=0,
+            error_message=None,
+            responses=responses,
+            allow_replication_factor_change=request.allow_replication_factor_change,
+        )
+    )
 
 
 @handles("ListPartitionReassignments")
@@ -199,7 +207,13 @@ def update_features(broker: Broker, ctx: RequestContext, request: Any) -> Respon
         R.UpdatableFeatureResult(
             feature=update.feature,
             error_code=ErrorCode.INVALID_UPDATE_VERSION,
-            error_message=f"feature {update.feature!r} is not supported by sluice",
+            # Kafka's FeatureControlManager text for a feature its controller does not know.
+            error_message=f"Invalid update version {update.max_version_level} for feature {update.feature}. "
+            + (
+                "A feature version cannot be less than 0."
+                if update.max_version_level < 0
+                else f"Local controller {broker.config.node_id} does not support this feature."
+            ),
         )
         for update in request.feature_updates
     ]

@@ -7,17 +7,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, handles, response_class
-from sluice.broker.broker import Broker
-from sluice.broker.config import BrokerConfig
+from sluice.broker.broker import Broker, check_topic_name
 from sluice.broker.config_defs import (
-    BROKER_CONFIG_TYPES,
     BROKER_DEFAULT_SYNONYMS,
     LIST,
     PASSWORD,
     STRING,
     TOPIC_CONFIGS,
+    list_operation,
     topic_config_problem,
 )
+from sluice.broker.handlers.broker_resource import alter_broker, describe_broker, entry, node_id_problem
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 from sluice.storage.compaction.manager import compaction_status
@@ -27,10 +27,12 @@ from sluice.storage.config import (
     CLEANER_STATUS_PREFIX,
     validate_topic_configs,
 )
+from sluice.storage.metadata import topic_name_problem
 
 DescribeConfigsResponse = response_class("DescribeConfigs")
 AlterConfigsResponse = response_class("AlterConfigs")
 IncrementalAlterConfigsResponse = response_class("IncrementalAlterConfigs")
+ListConfigResourcesResponse = response_class("ListConfigResources")
 
 TOPIC = 2
 BROKER = 4
@@ -45,73 +47,15 @@ DYNAMIC_BROKER_LOGGER_CONFIG = 6
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Kafka's log4j levels, as DescribeConfigs/IncrementalAlterConfigs of a BROKER_LOGGER name them.
 LOG_LEVELS = {"TRACE": 5, "DEBUG": 10, "INFO": 20, "WARN": 30, "ERROR": 40, "FATAL": 50, "OFF": 60}
-
-
-def broker_configs(broker: Broker) -> list[tuple[str, str | None, int]]:
-    """(name, value, source) of the broker's settings as Kafka names them: STATIC_BROKER_CONFIG where
-    sluice's setting differs from its default (the operator set it), DEFAULT_CONFIG otherwise."""
-    c = broker.config
-    default = BrokerConfig()
-    host, port = c.advertised
-    log_dir = broker.log_dir()[0]
-    mine = {
-        "advertised.listeners": (f"PLAINTEXT://{host}:{port}", c.advertised != default.advertised),
-        "listeners": (f"PLAINTEXT://{c.listen_host}:{c.listen_port}", True),
-        "log.dirs": (log_dir, True),
-        "node.id": (str(c.node_id), c.node_id != default.node_id),
-        "broker.id": (str(c.node_id), c.node_id != default.node_id),
-        "process.roles": ("broker,controller", True),
-        "controller.quorum.voters": (f"{c.node_id}@{host}:{port}", True),
-        "auto.create.topics.enable": (
-            str(c.auto_create_topics).lower(),
-            c.auto_create_topics != default.auto_create_topics,
-        ),
-        "num.partitions": (str(c.default_partitions), c.default_partitions != default.default_partitions),
-        "default.replication.factor": ("1", False),
-        "message.max.bytes": (str(c.max_message_bytes), c.max_message_bytes != default.max_message_bytes),
-        "socket.request.max.bytes": (
-            str(c.max_request_bytes),
-            c.max_request_bytes != default.max_request_bytes,
-        ),
-        "fetch.max.bytes": (str(c.fetch_max_bytes), c.fetch_max_bytes != default.fetch_max_bytes),
-        "max.connections": (str(c.max_connections), c.max_connections != default.max_connections),
-        "log.retention.check.interval.ms": (
-            str(c.retention_check_interval_ms),
-            c.retention_check_interval_ms != default.retention_check_interval_ms,
-        ),
-        "offsets.topic.num.partitions": (
-            str(c.offsets_topic_partitions),
-            c.offsets_topic_partitions != default.offsets_topic_partitions,
-        ),
-        "offsets.topic.replication.factor": ("1", True),
-        "transaction.state.log.replication.factor": ("1", True),
-        "offset.metadata.max.bytes": (str(c.offset_metadata_max_bytes), False),
-        "group.initial.rebalance.delay.ms": (str(c.group_initial_rebalance_delay_ms), True),
-        "group.min.session.timeout.ms": (str(c.group_min_session_timeout_ms), True),
-        "group.max.session.timeout.ms": (str(c.group_max_session_timeout_ms), True),
-        "group.max.size": (str(c.group_max_size), True),
-        "group.consumer.session.timeout.ms": (str(c.consumer_group_session_timeout_ms), True),
-        "group.consumer.heartbeat.interval.ms": (str(c.consumer_group_heartbeat_interval_ms), True),
-        "quota.window.num": ("11", False),
-        "quota.window.size.seconds": ("1", False),
-    }
-    # The topic-level defaults, under their broker names (log.retention.ms, log.segment.bytes...).
-    for topic_name, d in TOPIC_CONFIGS.items():
-        if d.broker_synonym is None or d.broker_synonym in mine:
-            continue
-        if topic_name in c.topic_defaults:
-            mine[d.broker_synonym] = (c.topic_defaults[topic_name], True)
-        elif topic_name in BROKER_DEFAULT_SYNONYMS:
-            # Kafka leaves log.retention.ms unset and states the default in hours.
-            mine[d.broker_synonym] = (None, False)
-            hours_name, hours = BROKER_DEFAULT_SYNONYMS[topic_name]
-            mine[hours_name] = (hours, False)
-        else:
-            mine[d.broker_synonym] = (d.default, False)
-    return [
-        (name, value, STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG)
-        for name, (value, static) in mine.items()
-    ]
+KAFKA_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
+RESOURCE_TYPE_NAMES = {
+    0: "UNKNOWN",
+    2: "TOPIC",
+    4: "BROKER",
+    8: "BROKER_LOGGER",
+    16: "CLIENT_METRICS",
+    32: "GROUP",
+}
 
 
 def _cleaner_status(broker: Broker, meta: Any, now_ms: int) -> dict[str, str]:
@@ -158,32 +102,6 @@ def _topic_synonyms(broker: Broker, name: str, override: str | None) -> list[tup
     return synonyms
 
 
-def _entry(
-    R: Any,
-    name: str,
-    value: str | None,
-    source: int,
-    config_type: int,
-    doc: str | None,
-    synonyms: list[tuple[str, str | None, int]],
-    read_only: bool,
-    request: Any,
-) -> Any:
-    return R.DescribeConfigsResourceResult(
-        name=name,
-        value=value,
-        read_only=read_only,
-        is_default=source == DEFAULT_CONFIG,
-        config_source=source,
-        is_sensitive=config_type == PASSWORD,
-        synonyms=[R.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in synonyms]
-        if request.include_synonyms
-        else [],
-        config_type=config_type,
-        documentation=doc if request.include_documentation else None,
-    )
-
-
 def _topic_rows(
     broker: Broker, meta: TopicMeta, keys: Any
 ) -> Iterator[tuple[str, str | None, int, Any, list[Any]]]:
@@ -209,13 +127,17 @@ def topic_config_view(broker: Broker, meta: TopicMeta) -> list[tuple[str, str | 
 
 
 def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
+    problem = topic_name_problem(result.resource_name)
+    if problem:
+        result.error_code, result.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, problem
+        return
     meta = broker.storage.topic(result.resource_name)
     if meta is None:
-        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        result.error_message = f"topic {result.resource_name!r} does not exist"
+        # Kafka's ConfigHelper answers an unknown topic with the code alone.
+        result.error_code, result.error_message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         return
     result.configs = [
-        _entry(
+        entry(
             R,
             name,
             value,
@@ -230,33 +152,17 @@ def _describe_topic(broker: Broker, R: Any, result: Any, request: Any, keys: Any
     ]
 
 
-def _describe_broker(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
-    if result.resource_name not in ("", str(broker.config.node_id)):
-        result.error_code = ErrorCode.INVALID_REQUEST
-        result.error_message = (
-            f"unexpected broker id {result.resource_name!r}: this is node {broker.config.node_id}"
-        )
-        return
-    configs = []
-    for name, value, source in sorted(broker_configs(broker)):
-        if keys is not None and name not in keys:
-            continue
-        config_type, doc = BROKER_CONFIG_TYPES.get(name, (0, None))
-        if not config_type:
-            topic_def = next((d for d in TOPIC_CONFIGS.values() if d.broker_synonym == name), None)
-            config_type, doc = (topic_def.type, topic_def.doc) if topic_def else (STRING, None)
-        synonyms = [(name, value, source)] if value is not None else []
-        # sluice reads its settings at start: none can be changed while it runs (Kafka's read_only).
-        configs.append(_entry(R, name, value, source, config_type, doc, synonyms, True, request))
-    result.configs = configs
-
-
 def _describe_broker_logger(broker: Broker, R: Any, result: Any, request: Any, keys: Any) -> None:
-    if result.resource_name not in ("", str(broker.config.node_id)):
-        result.error_code = ErrorCode.INVALID_REQUEST
-        result.error_message = (
-            f"unexpected broker id {result.resource_name!r}: this is node {broker.config.node_id}"
-        )
+    name = result.resource_name
+    problem = None
+    if name == "":
+        problem = "Broker id must not be empty"
+    elif name != str(broker.config.node_id):
+        problem = node_id_problem(broker, name) or ""
+        if problem.startswith("Unexpected"):
+            problem = f"Unexpected broker id, expected {broker.config.node_id} but received {name}"
+    if problem:
+        result.error_code, result.error_message = ErrorCode.INVALID_REQUEST, problem
         return
     loggers = {"root": logging.getLogger()}
     loggers.update(
@@ -267,7 +173,7 @@ def _describe_broker_logger(broker: Broker, R: Any, result: Any, request: Any, k
         }
     )
     result.configs = [
-        _entry(
+        entry(
             R,
             name,
             logging.getLevelName(logger.getEffectiveLevel()),
@@ -288,12 +194,14 @@ def _describe_one(broker: Broker, resource: Any, request: Any, now_ms: int) -> A
     result = R.DescribeConfigsResult(
         resource_type=resource.resource_type, resource_name=resource.resource_name
     )
-    describe = {TOPIC: _describe_topic, BROKER: _describe_broker, BROKER_LOGGER: _describe_broker_logger}.get(
+    describe = {TOPIC: _describe_topic, BROKER: describe_broker, BROKER_LOGGER: _describe_broker_logger}.get(
         resource.resource_type
     )
     if describe is None:
         result.error_code = ErrorCode.INVALID_REQUEST
-        result.error_message = f"resource type {resource.resource_type} is not supported"
+        result.error_message = (
+            f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(resource.resource_type, 'UNKNOWN')}"
+        )
         return result
     # Kafka's ConfigHelper treats an empty key list as null: every config (kafka-python sends []).
     describe(broker, R, result, request, resource.configuration_keys or None)
@@ -302,41 +210,33 @@ def _describe_one(broker: Broker, resource: Any, request: Any, now_ms: int) -> A
         for name, value in _cleaner_status(broker, meta, now_ms).items():
             if resource.configuration_keys and name not in resource.configuration_keys:
                 continue
-            result.configs.append(
-                _entry(R, name, value, UNKNOWN_SOURCE, STRING, None, [], True, request)
-            )
+            result.configs.append(entry(R, name, value, UNKNOWN_SOURCE, STRING, None, [], True, request))
     return result
 
 
 @handles("DescribeConfigs")
 def describe_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     return Respond(
-        DescribeConfigsResponse(results=[_describe_one(broker, r, request, ctx.now_ms) for r in request.resources])
+        DescribeConfigsResponse(
+            results=[_describe_one(broker, r, request, ctx.now_ms) for r in request.resources]
+        )
     )
 
 
 def _apply(
     broker: Broker, resource: Any, changes: dict[str, str | None], validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
+    """Change a topic's configs: the name, then existence, then the values. (librdkafka's test 0081 expects an
+    unknown topic to answer UNKNOWN_TOPIC_OR_PARTITION even when its configs are also wrong.)"""
     try:
-        if resource.resource_type in (BROKER, BROKER_LOGGER):
-            if resource.resource_name not in ("", str(broker.config.node_id)):
-                raise KafkaError(
-                    ErrorCode.INVALID_REQUEST, f"unexpected broker id {resource.resource_name!r}"
-                )
-            # Kafka updates only its dynamic broker configs; sluice reads every setting at start.
-            names = sorted(changes) or ["(none)"]
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST,
-                f"cannot update these configs dynamically: {', '.join(names)}; set them in the broker config file",
-            )
         if resource.resource_type != TOPIC:
-            raise KafkaError(
-                ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} cannot be altered"
-            )
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource.resource_type}")
+        if resource.resource_name == "":
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+        check_topic_name(resource.resource_name)
         if broker.storage.topic(resource.resource_name) is None:
             raise KafkaError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {resource.resource_name!r} does not exist"
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{resource.resource_name}' does not exist."
             )
         status = {name: value for name, value in changes.items() if name.startswith(CLEANER_STATUS_PREFIX)}
         # The cleaner's status entries are listed by DescribeConfigs as read-only: say so, not "unknown".
@@ -347,6 +247,16 @@ def _apply(
             raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         if not validate_only:
             broker.storage.alter_topic_configs(resource.resource_name, changes)
+    except KafkaError as exc:
+        return exc.code, exc.message
+    return ErrorCode.NONE, None
+
+
+def _alter_broker(
+    broker: Broker, resource: Any, incremental: bool, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    try:
+        alter_broker(broker, resource, incremental, validate_only)
     except KafkaError as exc:
         return exc.code, exc.message
     return ErrorCode.NONE, None
@@ -396,6 +306,13 @@ def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         if i in problems:
             responses.append(_resource_response(R, resource, *problems[i]))
             continue
+        if resource.resource_type == BROKER:
+            responses.append(
+                _resource_response(
+                    R, resource, *_alter_broker(broker, resource, False, request.validate_only)
+                )
+            )
+            continue
         meta = broker.storage.topic(resource.resource_name) if resource.resource_type == TOPIC else None
         # AlterConfigs replaces the whole set: keys not named go back to their defaults.
         changes: dict[str, str | None] = dict.fromkeys(meta.configs if meta else ())
@@ -416,19 +333,15 @@ def _incremental_changes(current: dict[str, str], configs: list[Any]) -> dict[st
         elif c.config_operation in (APPEND, SUBTRACT):
             d = TOPIC_CONFIGS.get(c.name)
             if d is None or d.type != LIST:
+                operation = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
                 raise KafkaError(
-                    ErrorCode.INVALID_CONFIG, f"{c.name} is not a list config; APPEND/SUBTRACT do not apply"
+                    ErrorCode.INVALID_CONFIG,
+                    f"Can't {operation} to key {c.name} because its type is not LIST.",
                 )
             base = changes.get(c.name) or current.get(c.name) or d.default or ""
-            items = [i for i in base.split(",") if i]
-            values = [v for v in (c.value or "").split(",") if v]
-            if c.config_operation == APPEND:
-                items += [v for v in values if v not in items]
-            else:
-                items = [i for i in items if i not in values]
-            changes[c.name] = ",".join(items)
+            changes[c.name] = list_operation(base, c.value or "", c.config_operation == APPEND)
         else:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {c.config_operation}")
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}")
     return changes
 
 
@@ -446,6 +359,11 @@ def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any)
                 _resource_response(R, resource, *_alter_loggers(broker, resource, request.validate_only))
             )
             continue
+        if resource.resource_type == BROKER:
+            responses.append(
+                _resource_response(R, resource, *_alter_broker(broker, resource, True, request.validate_only))
+            )
+            continue
         meta = broker.storage.topic(resource.resource_name) if resource.resource_type == TOPIC else None
         try:
             changes = _incremental_changes(dict(meta.configs) if meta else {}, resource.configs)
@@ -457,9 +375,16 @@ def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any)
 
 
 def _alter_loggers(broker: Broker, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
-    """KIP-412: set or reset log levels of the running broker (they do not survive a restart, as in Kafka)."""
-    if resource.resource_name not in ("", str(broker.config.node_id)):
-        return ErrorCode.INVALID_REQUEST, f"unexpected broker id {resource.resource_name!r}"
+    """KIP-412: set or reset log levels of the running broker (they do not survive a restart, as in Kafka).
+    Refusals in the words of Kafka's RuntimeLoggerManager."""
+    node = broker.config.node_id
+    try:
+        requested = int(resource.resource_name)
+    except ValueError:
+        return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {resource.resource_name}"
+    if requested != node:
+        # Kafka's text names its own id twice.
+        return ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected {node}, but received {node}"
     changes: list[tuple[logging.Logger, int]] = []
     for c in resource.configs:
         logger = logging.getLogger() if c.name == "root" else logging.getLogger(c.name)
@@ -468,19 +393,55 @@ def _alter_loggers(broker: Broker, resource: Any, validate_only: bool) -> tuple[
             if level is None:
                 return (
                     ErrorCode.INVALID_CONFIG,
-                    f"cannot set {c.name} to {c.value!r}: expected one of {sorted(LOG_LEVELS)}",
+                    f"Cannot set the log level of {c.name} to {c.value} as it is not a supported log level. "
+                    f"Valid log levels are {', '.join(sorted(KAFKA_LOG_LEVELS))}",
                 )
             changes.append((logger, level))
         elif c.config_operation == DELETE:
             if c.name == "root":
-                return ErrorCode.INVALID_REQUEST, "the root logger cannot be removed"
+                return ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed"
             changes.append((logger, logging.NOTSET))
+        elif c.config_operation in (APPEND, SUBTRACT):
+            operation = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
+            return (
+                ErrorCode.INVALID_REQUEST,
+                f"{operation} operation is not allowed for the BROKER_LOGGER resource",
+            )
         else:
             return (
                 ErrorCode.INVALID_REQUEST,
-                f"{c.name}: a logger level cannot be appended to or subtracted from",
+                f"Unknown operation type {c.config_operation} is not allowed for the BROKER_LOGGER resource",
             )
     if not validate_only:
         for logger, level in changes:
             logger.setLevel(level)
     return ErrorCode.NONE, None
+
+
+# ListConfigResources (KIP-1142): v0 (ListClientMetricsResources) lists client metrics resources only; v1 lists
+# the kinds DescribeConfigs knows, all of them when the request names none.
+CLIENT_METRICS, GROUP = 16, 32
+LISTABLE_V0 = (CLIENT_METRICS,)
+LISTABLE = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)
+
+
+@handles("ListConfigResources")
+def list_config_resources(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = ListConfigResourcesResponse
+    supported = LISTABLE_V0 if ctx.api_version == 0 else LISTABLE
+    wanted = list(request.resource_types or ()) or list(supported)
+    if any(kind not in supported for kind in wanted):
+        # Kafka's answer for a kind it cannot list.
+        return Respond(R(error_code=ErrorCode.UNSUPPORTED_VERSION, config_resources=[]))
+    # sluice keeps no client metrics subscriptions and no group configs: those kinds list nothing.
+    found = []
+    node = str(broker.config.node_id)
+    for kind in (BROKER_LOGGER, BROKER):
+        if kind in wanted:
+            found.append(R.ConfigResource(resource_name=node, resource_type=kind))
+    if TOPIC in wanted:
+        found += [
+            R.ConfigResource(resource_name=meta.name, resource_type=TOPIC)
+            for meta in sorted(broker.storage.topics(), key=lambda m: m.name)
+        ]
+    return Respond(R(error_code=0, config_resources=found))

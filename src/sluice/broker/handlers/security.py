@@ -14,6 +14,7 @@ from sluice.broker.api import RequestContext, Respond, handles, response_class
 from sluice.broker.broker import Broker
 from sluice.errors import ErrorCode
 from sluice.security.acl import (
+    ANONYMOUS,
     AclBinding,
     AclError,
     AclFilter,
@@ -75,11 +76,19 @@ def sasl_step(
     """One SASL token from the client: (error, message, token for the client, session lifetime ms)."""
     exchange = session.exchange
     if exchange is None:
-        return ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake", b"", 0
+        return (
+            ErrorCode.ILLEGAL_SASL_STATE,
+            "Unexpected Kafka request of type SASL_AUTHENTICATE during SASL handshake.",
+            b"",
+            0,
+        )
     try:
         reply = exchange.step(token)
         if exchange.done and session.previous_principal not in (None, exchange.principal):
-            raise AuthenticationFailed("re-authentication must keep the same principal")
+            before, after = (p.replace(":", ".", 1) for p in (session.previous_principal, exchange.principal))
+            raise AuthenticationFailed(
+                f"Cannot change principals during re-authentication from {before}: {after}"
+            )
     except AuthenticationFailed as exc:
         session.exchange = None
         session.authenticated = False
@@ -105,7 +114,8 @@ def sasl_authenticate(broker: Broker, ctx: RequestContext, request: Any) -> Resp
     if session is None or not uses_sasl(session.listener):
         return Respond(
             SaslAuthenticateResponse(
-                error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message="this listener does not use SASL"
+                error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                error_message="SaslAuthenticate request received after successful authentication",
             )
         )
     error, message, reply, lifetime = sasl_step(broker, session, request.auth_bytes, ctx.now_ms)
@@ -120,9 +130,7 @@ def sasl_authenticate(broker: Broker, ctx: RequestContext, request: Any) -> Resp
 
 
 def _security_disabled(broker: Broker) -> str | None:
-    return (
-        None if broker.config.authorizer is not None else "no authorizer is configured (set authorizer: acl)"
-    )
+    return None if broker.config.authorizer is not None else "No Authorizer is configured."
 
 
 def _binding(item: Any, pattern_attr: str) -> AclBinding:
@@ -160,8 +168,13 @@ def _filter(item: Any) -> AclFilter:
 @handles("DescribeAcls", "1-3")
 def describe_acls(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = DescribeAclsResponse
-    if (problem := _security_disabled(broker)) is not None:
-        return Respond(R(error_code=ErrorCode.SECURITY_DISABLED, error_message=problem))
+    if _security_disabled(broker) is not None:
+        return Respond(
+            R(
+                error_code=ErrorCode.SECURITY_DISABLED,
+                error_message="No Authorizer is configured on the broker",
+            )
+        )
     try:
         found = broker.acls.find(_filter(request))
     except AclError as exc:
@@ -296,7 +309,7 @@ def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, request
                 R.DescribeUserScramCredentialsResult(
                     user=name,
                     error_code=ErrorCode.DUPLICATE_RESOURCE,
-                    error_message="user named twice in the request",
+                    error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}",
                 )
             )
             continue
@@ -307,7 +320,7 @@ def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, request
                 R.DescribeUserScramCredentialsResult(
                     user=name,
                     error_code=ErrorCode.RESOURCE_NOT_FOUND,
-                    error_message=f"attempt to describe a user credential that does not exist: {name}",
+                    error_message=f"Attempt to describe a user credential that does not exist: {name}",
                 )
             )
             continue
@@ -335,7 +348,11 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, request: A
     for (name, _mech), count in seen.items():
         if count > 1:
             errors.setdefault(
-                name, (ErrorCode.DUPLICATE_RESOURCE, f"a user credential cannot be altered twice: {name}")
+                name,
+                (
+                    ErrorCode.DUPLICATE_RESOURCE,
+                    "A user credential cannot be altered twice in the same request",
+                ),
             )
     order: list[str] = []
     changes: list[tuple[str, str, Any]] = []
@@ -343,15 +360,13 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, request: A
         order.append(item.name)
         mechanism = MECHANISMS_BY_CODE.get(item.mechanism)
         if mechanism is None:
-            errors.setdefault(
-                item.name, (ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"unknown SCRAM mechanism {item.mechanism}")
-            )
+            errors.setdefault(item.name, (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
         elif store.get(item.name, mechanism) is None:
             errors.setdefault(
                 item.name,
                 (
                     ErrorCode.RESOURCE_NOT_FOUND,
-                    f"attempt to delete a user credential that does not exist: {item.name}",
+                    "Attempt to delete a user credential that does not exist",
                 ),
             )
         else:
@@ -360,9 +375,7 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, request: A
         order.append(item.name)
         mechanism = MECHANISMS_BY_CODE.get(item.mechanism)
         if mechanism is None:
-            errors.setdefault(
-                item.name, (ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"unknown SCRAM mechanism {item.mechanism}")
-            )
+            errors.setdefault(item.name, (ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"))
             continue
         try:
             check_user_name(item.name)
@@ -398,3 +411,42 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, request: A
         code, message = errors.get(name, (ErrorCode.NONE, None))
         results.append(R.AlterUserScramCredentialsResult(user=name, error_code=code, error_message=message))
     return Respond(R(results=results))
+
+
+# ----- delegation tokens (KIP-48) -----
+# sluice issues no delegation tokens: it answers as a Kafka broker without delegation.token.secret.key does
+# (KafkaApis: token requests over PLAINTEXT, or over SSL without a client certificate, are not allowed at all;
+# the rest find token authentication disabled).
+
+
+def _token_refusal(ctx: RequestContext) -> ErrorCode:
+    if ctx.listener == "PLAINTEXT" or (ctx.listener == "SSL" and ctx.principal == ANONYMOUS):
+        return ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+
+
+@handles("CreateDelegationToken")
+def create_delegation_token(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = response_class("CreateDelegationToken")
+    kind, _, name = ctx.principal.partition(":")
+    return Respond(
+        R(error_code=_token_refusal(ctx), principal_type=kind, principal_name=name, token_id="", hmac=b"")
+    )
+
+
+@handles("RenewDelegationToken")
+def renew_delegation_token(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = response_class("RenewDelegationToken")
+    return Respond(R(error_code=_token_refusal(ctx), expiry_timestamp_ms=-1))
+
+
+@handles("ExpireDelegationToken")
+def expire_delegation_token(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = response_class("ExpireDelegationToken")
+    return Respond(R(error_code=_token_refusal(ctx), expiry_timestamp_ms=-1))
+
+
+@handles("DescribeDelegationToken")
+def describe_delegation_token(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    R = response_class("DescribeDelegationToken")
+    return Respond(R(error_code=_token_refusal(ctx), tokens=[]))

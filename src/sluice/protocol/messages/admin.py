@@ -200,6 +200,24 @@ Topics                  []DeleteRecordsTopicResult
 """,
 )
 
+# KIP-1142 (Kafka 4.1): v0 was ListClientMetricsResources (client metrics subscriptions only).
+LIST_CONFIG_RESOURCES = Api(
+    key=74,
+    name="ListConfigResources",
+    valid="0-1",
+    flexible="0+",
+    request="""
+ResourceTypes           []int8   v1+
+""",
+    response="""
+ThrottleTimeMs          int32
+ErrorCode               int16
+ConfigResources         []ConfigResource
+  ResourceName          string
+  ResourceType          int8     v1+  default=16
+""",
+)
+
 APIS: list[Api] = [
     CREATE_TOPICS,
     DELETE_TOPICS,
@@ -208,4 +226,5 @@ APIS: list[Api] = [
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
     DELETE_RECORDS,
+    LIST_CONFIG_RESOURCES,
 ]

@@ -86,10 +86,11 @@ ReplicaElectionResults  []ReplicaElectionResult
 ALTER_PARTITION_REASSIGNMENTS = Api(
     key=45,
     name="AlterPartitionReassignments",
-    valid="0",
+    valid="0-1",
     flexible="0+",
     request="""
 TimeoutMs               int32    default=60000
+AllowReplicationFactorChange  bool  v1+  default=true
 Topics                  []ReassignableTopic
   Name                  string
   Partitions            []ReassignablePartition
@@ -98,6 +99,7 @@ Topics                  []ReassignableTopic
 """,
     response="""
 ThrottleTimeMs          int32
+AllowReplicationFactorChange  bool  v1+  default=true
 ErrorCode               int16
 ErrorMessage            string   null=v0+
 Responses               []ReassignableTopicResponse
@@ -229,7 +231,7 @@ Nodes                   []Node   v2+
 UPDATE_FEATURES = Api(
     key=57,
     name="UpdateFeatures",
-    valid="0-1",
+    valid="0-2",
     flexible="0+",
     request="""
 timeoutMs               int32    default=60000
@@ -244,7 +246,7 @@ ValidateOnly            bool     v1+  default=false
 ThrottleTimeMs          int32
 ErrorCode               int16
 ErrorMessage            string   null=v0+
-Results                 []UpdatableFeatureResult
+Results                 []UpdatableFeatureResult  v0-1
   Feature               string
   ErrorCode             int16
   ErrorMessage          string   null=v0+

@@ -1,0 +1,272 @@
+"""A compacted one-partition Kafka topic used as a replicated log of a pure state machine.
+
+The shape Kafka's own coordinators have (and the Schema Registry's `_schemas`): on start the topic is
+created if missing (compacted), then replayed from the beginning into the machine; after that a reader
+keeps tailing it, so every process sharing the topic converges on the same state. `append(records)`
+produces with acks=all and idempotence and returns only once this process's reader has applied them:
+a caller that appends, then reads the machine, sees its own write.
+
+Threads: librdkafka's reader and delivery callbacks run on two small threads; every `apply` runs on the
+asyncio loop, so the machine and everything reading it live on one thread and need no locks.
+
+This is the Kafka-client backend; a broker-side backend (appending through the broker's log API)
+can offer the same three calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+log = logging.getLogger("sluice.internal_topic")
+
+Record = tuple[bytes, bytes | None]
+POLL_S = 0.1
+
+
+class StateMachine(Protocol):
+    def apply(self, key: bytes | None, value: bytes | None) -> None: ...
+
+
+class StoreUnavailable(Exception):
+    """Kafka did not answer within the store timeout (broker down, topic gone, not authorized...)."""
+
+
+class InternalTopic:
+    def __init__(
+        self,
+        settings: Mapping[str, str],
+        topic: str,
+        machine: StateMachine,
+        *,
+        timeout_s: float = 5.0,
+        client_id: str = "sluice-internal-topic",
+        replication_factor: int = 3,
+    ) -> None:
+        self.settings = dict(settings)
+        self.topic = topic
+        self.machine = machine
+        self.timeout_s = timeout_s
+        self.client_id = client_id
+        self.replication_factor = replication_factor
+        self.applied = 0  # next offset to apply: everything below it is in the machine
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._offsets: Consumer | None = None
+
+    # -- life cycle -----------------------------------------------------------------------------------------
+
+    async def start(self, start_timeout_s: float = 30.0) -> None:
+        """Create the topic if needed, replay it to its end, then keep tailing. StoreUnavailable on timeout."""
+        self._loop = asyncio.get_running_loop()
+        await self._loop.run_in_executor(None, self._ensure_topic)
+        self._producer = Producer(
+            {
+                **self.settings,
+                "client.id": self.client_id,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "message.timeout.ms": max(1000, int(self.timeout_s * 1000)),
+            }
+        )
+        self._consumer = Consumer(
+            {
+                **self.settings,
+                "client.id": self.client_id,
+                # Never joins: the partition is assigned by hand; the id is only required by librdkafka.
+                "group.id": f"{self.client_id}-reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                # Should the position ever fall outside the log (the topic re-created, say), start over from
+                # the beginning rather than skip to the end: a state machine must see every record.
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "fetch.wait.max.ms": 100,
+                "isolation.level": "read_committed",
+            }
+        )
+        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+        # End offsets are asked on a handle of their own: asking the one a thread is consuming from blocks.
+        self._offsets = Consumer(
+            {**self.settings, "client.id": self.client_id, "group.id": f"{self.client_id}-offsets"}
+        )
+        for target in (self._read_loop, self._delivery_loop):
+            thread = threading.Thread(target=target, name=f"{self.topic}-{target.__name__}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        # A topic just created may have no leader for a moment: keep asking until start_timeout_s.
+        deadline = self._loop.time() + start_timeout_s
+        while True:
+            try:
+                await self.sync()
+                return
+            except StoreUnavailable:
+                if self._loop.time() >= deadline:
+                    await self.close()
+                    raise
+                await asyncio.sleep(0.2)
+
+    def _ensure_topic(self) -> None:
+        admin = AdminClient({**self.settings, "client.id": self.client_id})
+        try:
+            metadata = admin.list_topics(timeout=self.timeout_s)
+        except KafkaException as exc:
+            raise StoreUnavailable(f"cannot reach Kafka: {exc.args[0]}") from None
+        if self.topic in metadata.topics and metadata.topics[self.topic].error is None:
+            return
+        replicas = max(1, min(self.replication_factor, len(metadata.brokers)))
+        new = NewTopic(self.topic, 1, replicas, config={"cleanup.policy": "compact"})
+        try:
+            admin.create_topics([new], request_timeout=self.timeout_s)[self.topic].result(self.timeout_s)
+            log.info("created %s (1 partition, compacted, replication factor %d)", self.topic, replicas)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise StoreUnavailable(f"cannot create {self.topic}: {exc.args[0]}") from None
+
+    async def close(self) -> None:
+        self._stop.set()
+        loop = asyncio.get_running_loop()
+        for thread in self._threads:
+            await loop.run_in_executor(None, thread.join, 5)
+        for consumer in (self._consumer, self._offsets):
+            if consumer is not None:
+                await loop.run_in_executor(None, consumer.close)
+        if self._producer is not None:
+            await loop.run_in_executor(None, self._producer.flush, 1)
+        for _, waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(StoreUnavailable("closed"))
+
+    # -- reading --------------------------------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        assert self._consumer is not None and self._loop is not None
+        while not self._stop.is_set():
+            try:
+                # poll wakes at the first record; consume(n, 0) then takes what else is already here.
+                first = self._consumer.poll(POLL_S)
+                batch = [] if first is None else [first, *self._consumer.consume(499, 0)]
+            except KafkaException as exc:
+                log.warning("reading %s: %s", self.topic, exc)
+                continue
+            found = []
+            for message in batch:
+                if message.error() is not None:
+                    if message.error().code() != KafkaError._PARTITION_EOF:
+                        log.warning("reading %s: %s", self.topic, message.error())
+                    continue
+                found.append((message.offset(), message.key(), message.value()))
+            if found:
+                self._loop.call_soon_threadsafe(self._apply_batch, found)
+
+    def _apply_batch(self, batch: Sequence[tuple[int, bytes | None, bytes | None]]) -> None:
+        for offset, key, value in batch:
+            if offset < self.applied:
+                continue
+            try:
+                self.machine.apply(key, value)
+            except Exception:  # a machine bug must not stop the reader: the record is skipped, loudly
+                log.exception("%s offset %d could not be applied", self.topic, offset)
+            self.applied = offset + 1
+        self._wake()
+
+    def _wake(self) -> None:
+        still = []
+        for target, waiter in self._waiters:
+            if waiter.done():
+                continue
+            if self.applied >= target:
+                waiter.set_result(None)
+            else:
+                still.append((target, waiter))
+        self._waiters = still
+
+    async def _applied_through(self, target: int, timeout_s: float) -> None:
+        if self.applied >= target:
+            return
+        assert self._loop is not None
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._waiters.append((target, waiter))
+        try:
+            await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"{self.topic} was not read back to offset {target} within {timeout_s:g}s (at {self.applied})"
+            ) from None
+
+    async def sync(self) -> None:
+        """Wait until everything written to the topic so far (by anyone) is in the machine."""
+        assert self._loop is not None and self._offsets is not None
+        consumer = self._offsets
+        try:
+            _, high = await asyncio.wait_for(
+                self._loop.run_in_executor(
+                    None,
+                    lambda: consumer.get_watermark_offsets(
+                        TopicPartition(self.topic, 0), self.timeout_s, False
+                    ),
+                ),
+                self.timeout_s + 1,
+            )
+        except KafkaException as exc:
+            raise StoreUnavailable(f"cannot read {self.topic}'s end offset: {exc.args[0]}") from None
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"Kafka did not tell {self.topic}'s end offset within {self.timeout_s:g}s"
+            ) from None
+        await self._applied_through(high, self.timeout_s)
+
+    # -- writing --------------------------------------------------------------------------------------------
+
+    def _delivery_loop(self) -> None:
+        assert self._producer is not None
+        while not self._stop.is_set():
+            self._producer.poll(POLL_S)
+
+    async def append(self, batch: Sequence[Record]) -> int:
+        """Produce the records in order; return once all are applied here. The last one's offset."""
+        assert self._loop is not None and self._producer is not None
+        loop = self._loop
+        futures: list[asyncio.Future[int]] = []
+        for key, value in batch:
+            future: asyncio.Future[int] = loop.create_future()
+
+            def delivered(
+                error: KafkaError | None, message: object, future: asyncio.Future[int] = future
+            ) -> None:
+                loop.call_soon_threadsafe(_settle, future, error, message)
+
+            try:
+                self._producer.produce(self.topic, value, key, partition=0, on_delivery=delivered)
+            except (BufferError, KafkaException) as exc:
+                raise StoreUnavailable(f"cannot write to {self.topic}: {exc}") from None
+            futures.append(future)
+        try:
+            offsets = await asyncio.wait_for(asyncio.gather(*futures), self.timeout_s + 1)
+        except TimeoutError:
+            raise StoreUnavailable(
+                f"no acknowledgement from Kafka for {self.topic} within {self.timeout_s:g}s"
+            ) from None
+        last = max(offsets)
+        await self._applied_through(last + 1, self.timeout_s)
+        return last
+
+
+def _settle(future: asyncio.Future[int], error: KafkaError | None, message: object) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(StoreUnavailable(f"Kafka refused the write: {error.str()}"))
+    else:
+        future.set_result(message.offset())  # type: ignore[attr-defined]

@@ -1,0 +1,132 @@
+"""The registry's refusals, each with the HTTP status and Confluent `error_code` a client expects."""
+
+from __future__ import annotations
+
+from sluice.registry.compatibility import LEVELS as LEVELS  # re-exported: the levels named in 42203
+
+MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
+
+
+class RegistryError(Exception):
+    """Answered as `{"error_code": code, "message": message}` with HTTP `status`."""
+
+    def __init__(self, status: int, code: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def subject_not_found(subject: str) -> RegistryError:
+    return RegistryError(404, 40401, f"Subject '{subject}' not found.")
+
+
+def version_not_found(version: object) -> RegistryError:
+    return RegistryError(404, 40402, f"Version {version} not found.")
+
+
+def schema_not_found(schema_id: object | None = None) -> RegistryError:
+    return RegistryError(
+        404, 40403, "Schema not found" if schema_id is None else f"Schema {schema_id} not found"
+    )
+
+
+def subject_soft_deleted(subject: str) -> RegistryError:
+    return RegistryError(
+        404,
+        40404,
+        f"Subject '{subject}' is soft-deleted; delete it with permanent=true to remove it for good",
+    )
+
+
+def subject_not_soft_deleted(subject: str) -> RegistryError:
+    return RegistryError(
+        404, 40405, f"Subject '{subject}' must be soft-deleted before it can be deleted permanently"
+    )
+
+
+def version_soft_deleted(subject: str, version: int) -> RegistryError:
+    return RegistryError(
+        404,
+        40406,
+        f"Subject '{subject}' version {version} is soft-deleted; delete it with permanent=true to remove it",
+    )
+
+
+def version_not_soft_deleted(subject: str, version: int) -> RegistryError:
+    return RegistryError(
+        404,
+        40407,
+        f"Subject '{subject}' version {version} must be soft-deleted before it can be deleted permanently",
+    )
+
+
+def no_subject_config(subject: str) -> RegistryError:
+    return RegistryError(404, 40408, f"Subject '{subject}' has no compatibility level of its own")
+
+
+def no_subject_mode(subject: str) -> RegistryError:
+    return RegistryError(404, 40409, f"Subject '{subject}' has no mode of its own")
+
+
+def incompatible(messages: list[str]) -> RegistryError:
+    return RegistryError(
+        409, 409, "Schema being registered is incompatible with an earlier schema; " + "; ".join(messages)
+    )
+
+
+def invalid_schema(message: str) -> RegistryError:
+    return RegistryError(422, 42201, f"Invalid schema: {message}")
+
+
+def invalid_version(version: str) -> RegistryError:
+    return RegistryError(
+        422, 42202, f"'{version}' is not a version: use an integer from 1 to 2^31-1, or 'latest'"
+    )
+
+
+def invalid_level(level: object) -> RegistryError:
+    return RegistryError(
+        422, 42203, f"Invalid compatibility level {level!r}: expected one of {', '.join(LEVELS)}"
+    )
+
+
+def invalid_mode(mode: object) -> RegistryError:
+    return RegistryError(422, 42204, f"Invalid mode {mode!r}: expected one of {', '.join(MODES)}")
+
+
+def not_permitted(message: str) -> RegistryError:
+    return RegistryError(422, 42205, message)
+
+
+def reference_exists(subject: str, version: int) -> RegistryError:
+    return RegistryError(
+        422,
+        42206,
+        f"Subject '{subject}' version {version} is referenced by other schemas; delete those first",
+    )
+
+
+def id_taken(schema_id: int) -> RegistryError:
+    return RegistryError(422, 42207, f"Schema id {schema_id} is already used by a different schema")
+
+
+def bad_request(message: str) -> RegistryError:
+    """Malformed JSON or a body of the wrong shape (Confluent answers these with 422 too)."""
+    return RegistryError(422, 422, message)
+
+
+def store_error(message: str) -> RegistryError:
+    return RegistryError(500, 50001, message)
+
+
+def store_timeout(message: str) -> RegistryError:
+    return RegistryError(500, 50002, message)
+
+
+def forwarding_failed(message: str) -> RegistryError:
+    return RegistryError(500, 50003, message)
+
+
+def unknown_primary(message: str) -> RegistryError:
+    return RegistryError(500, 50004, message)

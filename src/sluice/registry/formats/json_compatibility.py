@@ -1,0 +1,545 @@
+"""Does a JSON Schema reader accept every document a writer schema accepted? Confluent's JSON Schema rule set.
+
+The check walks both schemas side by side and names each difference by Confluent's difference types (facts
+its clients and users see in messages). Only the differences that narrow what the reader accepts are
+returned; widening ones (a type added, a bound relaxed, a property removed from an open model) pass.
+The content model decides what adding or removing a property means: an open model (additionalProperties
+absent or true) may already hold the added name with any value; a closed one (false) cannot; a partially
+open one (a schema, or patternProperties) must be compared with the property's schema.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any
+
+import jsonschema
+
+from .jsonschema import JsonModel, Resolver
+from .parsed import Problem, Roles, compact_json
+
+_COMBINATORS = ("oneOf", "anyOf", "allOf")
+_LOWER_BOUNDS = ("minLength", "minItems", "minProperties")
+_UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties")
+_MAX_REF_HOPS = 50
+_REF_REPLACES = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
+
+
+def problems(reader: JsonModel, writer: JsonModel, roles: Roles) -> list[Problem]:
+    diff = _Diff(reader, writer, roles)
+    diff.compare(writer.root, writer.resolver(), reader.root, reader.resolver(), "#")
+    return diff.found
+
+
+def _snake(keyword: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", keyword).upper()
+
+
+def _is_open(schema: Any) -> bool:
+    return schema is None or schema is True or schema == {}
+
+
+class _Diff:
+    def __init__(self, reader: JsonModel, writer: JsonModel, roles: Roles) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.roles = roles
+        self.found: list[Problem] = []
+        # (writer node, reader node) -> its problems, or None while being compared: each pair is compared
+        # once (oneOf x oneOf probing stays polynomial) and a recursive $ref meeting itself again passes.
+        self.results: dict[tuple[int, int], list[Problem] | None] = {}
+
+    # ---------------------------------------------------------------------------------------------- helpers
+    def report(self, error_type: str, path: str, description: str) -> None:
+        self.found.append(Problem(error_type, path, description, path))
+
+    def probe(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> bool:
+        """Compare without reporting: does the reader accept everything the writer does?"""
+        saved, self.found = self.found, []
+        try:
+            self.compare(w, w_res, r, r_res, path)
+            return not self.found
+        finally:
+            self.found = saved
+
+    def deref(self, schema: Any, resolver: Resolver, model: JsonModel) -> tuple[Any, Resolver]:
+        """Follow $ref (keeping sibling keywords) and turn boolean schemas into objects."""
+        for _ in range(_MAX_REF_HOPS):
+            if schema is True:
+                return {}, resolver
+            if schema is False:
+                return {"not": {}}, resolver
+            if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
+                return schema, resolver
+            target, resolver = model.lookup(resolver, schema["$ref"])
+            # Up to draft 7 a $ref replaces its object; from 2019-09 the keywords beside it apply too.
+            siblings = (
+                {key: value for key, value in schema.items() if key != "$ref"}
+                if model.draft not in _REF_REPLACES
+                else {}
+            )
+            schema = {**target, **siblings} if isinstance(target, dict) and siblings else target
+        return {}, resolver  # a $ref chain this long is a loop: treat it as unconstrained
+
+    # --------------------------------------------------------------------------------------------- the walk
+    def compare(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> None:
+        key = (id(w), id(r))  # the nodes as they sit in the schemas (deref builds new dicts)
+        if key in self.results:
+            self.found.extend(self.results[key] or ())
+            return
+        self.results[key] = None
+        outer, self.found = self.found, []
+        try:
+            self._compare_nodes(w, w_res, r, r_res, path)
+        finally:
+            self.results[key] = self.found
+            self.found = outer + self.found
+
+    def _compare_nodes(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> None:
+        w_target, w_res = self.deref(w, w_res, self.writer)
+        r_target, r_res = self.deref(r, r_res, self.reader)
+        if w_target is not w or r_target is not r:
+            # Compare the targets as pairs of their own, so a recursive $ref meets the pair in progress.
+            self.compare(w_target, w_res, r_target, r_res, path)
+            return
+        if not isinstance(w, dict) or not isinstance(r, dict):
+            return
+        if not self._combined(w, w_res, r, r_res, path):
+            return
+        self._not(w, w_res, r, r_res, path)
+        if not self._types(w, r, path):
+            return
+        self._enum(w, r, path)
+        self._bounds(w, r, path)
+        self._numbers(w, r, path)
+        self._pattern(w, r, path)
+        if r.get("uniqueItems") is True and w.get("uniqueItems") is not True:
+            self.report("UNIQUE_ITEMS_ADDED", path, self._says("requires unique array items", path))
+        self._object(w, w_res, r, r_res, path)
+        self._array(w, w_res, r, r_res, path)
+
+    def _says(self, what: str, path: str) -> str:
+        return (
+            f"The {self.roles.reader} schema {what} at '{path}', which the {self.roles.writer} schema did not"
+        )
+
+    def _combined(
+        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
+    ) -> bool:
+        """oneOf/anyOf/allOf; returns whether the plain keywords still need comparing."""
+        w_kind = next((k for k in _COMBINATORS if isinstance(w.get(k), list)), None)
+        r_kind = next((k for k in _COMBINATORS if isinstance(r.get(k), list)), None)
+        if w_kind is None and r_kind is None:
+            return True
+        w_subs: list[Any] = w.get(w_kind, []) if w_kind else []
+        r_subs: list[Any] = r.get(r_kind, []) if r_kind else []
+        if w_kind == r_kind == "allOf":
+            for index, r_sub in enumerate(r_subs):
+                if not any(self.probe(w_sub, w_res, r_sub, r_res, path) for w_sub in w_subs):
+                    self.report(
+                        "PRODUCT_TYPE_EXTENDED",
+                        f"{path}/allOf/{index}",
+                        self._says("adds an allOf condition", path),
+                    )
+            return True
+        if w_kind in ("oneOf", "anyOf") and r_kind in ("oneOf", "anyOf"):
+            if (w_kind, r_kind) == ("anyOf", "oneOf"):
+                self.report("COMBINED_TYPE_CHANGED", path, self._says("turns anyOf into oneOf", path))
+            for index, w_sub in enumerate(w_subs):
+                if not any(self.probe(w_sub, w_res, r_sub, r_res, path) for r_sub in r_subs):
+                    self.report(
+                        "SUM_TYPE_NARROWED",
+                        f"{path}/{w_kind}/{index}",
+                        f"The {self.roles.reader} schema's {r_kind} at '{path}' has no alternative accepting "
+                        f"alternative {index} of the {self.roles.writer} schema",
+                    )
+            return True
+        if r_kind in ("oneOf", "anyOf") and w_kind is None:
+            if not any(self.probe(w, w_res, r_sub, r_res, path) for r_sub in r_subs):
+                self.report("COMBINED_TYPE_CHANGED", path, self._says(f"makes the schema a {r_kind}", path))
+            return False
+        if w_kind in ("oneOf", "anyOf") and r_kind is None:
+            for index, w_sub in enumerate(w_subs):
+                self.compare(w_sub, w_res, r, r_res, f"{path}/{w_kind}/{index}")
+            return False
+        if r_kind == "allOf" and w_kind is None:
+            for index, r_sub in enumerate(r_subs):
+                self.compare(w, w_res, r_sub, r_res, f"{path}/allOf/{index}")
+            return True
+        if w_kind == "allOf" and r_kind is None:
+            if not any(self.probe(w_sub, w_res, r, r_res, path) for w_sub in w_subs):
+                self.report(
+                    "COMBINED_TYPE_CHANGED", path, self._says("drops the allOf for a narrower schema", path)
+                )
+            return False
+        self.report("COMBINED_TYPE_CHANGED", path, self._says(f"replaces {w_kind} with {r_kind}", path))
+        return False
+
+    def _not(self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str) -> None:
+        if "not" not in r:
+            return
+        if "not" not in w:
+            self.report("NOT_TYPE_EXTENDED", f"{path}/not", self._says("adds a 'not' exclusion", path))
+        elif not self.probe(r["not"], r_res, w["not"], w_res, f"{path}/not"):
+            # What the reader excludes must already have been excluded by the writer.
+            self.report("NOT_TYPE_EXTENDED", f"{path}/not", self._says("excludes more with 'not'", path))
+
+    def _types(self, w: dict[str, Any], r: dict[str, Any], path: str) -> bool:
+        r_types = _type_set(r)
+        if r_types is None:
+            return True
+        w_types = _type_set(w)
+        if w_types is None and _enum_values(w) is not None:
+            w_types = {_json_type(value) for value in _enum_values(w) or ()}
+        if w_types is None:
+            self.report("TYPE_NARROWED", path, self._says(f"restricts the type to {sorted(r_types)}", path))
+            return False
+        missing = {t for t in w_types if not _accepts(r_types, t)}
+        if not missing:
+            return True
+        narrowed = all(_accepts(w_types, t) for t in r_types)
+        self.report(
+            "TYPE_NARROWED" if narrowed else "TYPE_CHANGED",
+            path,
+            f"The {self.roles.reader} schema's type at '{path}' is {sorted(r_types)}, which rejects the "
+            f"{sorted(missing)} the {self.roles.writer} schema allowed",
+        )
+        return False
+
+    def _enum(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
+        r_values = _enum_values(r)
+        if r_values is None:
+            return
+        w_values = _enum_values(w)
+        if w_values is None:
+            self.report("ENUM_ARRAY_NARROWED", path, self._says("limits the values with enum/const", path))
+            return
+        r_keys = {compact_json(v, sort_keys=True) for v in r_values}
+        missing = [v for v in w_values if compact_json(v, sort_keys=True) not in r_keys]
+        if missing:
+            w_keys = {compact_json(v, sort_keys=True) for v in w_values}
+            self.report(
+                "ENUM_ARRAY_NARROWED" if r_keys <= w_keys else "ENUM_ARRAY_CHANGED",
+                path,
+                f"The {self.roles.reader} schema's enum at '{path}' lacks {compact_json(missing)[:200]} of the "
+                f"{self.roles.writer} schema",
+            )
+
+    def _bounds(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
+        for keyword, is_lower in [(k, True) for k in _LOWER_BOUNDS] + [(k, False) for k in _UPPER_BOUNDS]:
+            r_value, w_value = r.get(keyword), w.get(keyword)
+            if r_value is None:
+                continue
+            if w_value is None:
+                self.report(f"{_snake(keyword)}_ADDED", path, self._says(f"adds {keyword} {r_value}", path))
+            elif (r_value > w_value) if is_lower else (r_value < w_value):
+                change = "INCREASED" if is_lower else "DECREASED"
+                self.report(
+                    f"{_snake(keyword)}_{change}",
+                    path,
+                    self._says(f"tightens {keyword} from {w_value} to {r_value}", path),
+                )
+
+    def _numbers(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
+        for lower in (True, False):
+            r_bound, w_bound = _numeric_bound(r, lower), _numeric_bound(w, lower)
+            if r_bound is None:
+                continue
+            keyword = r_bound[2]
+            if w_bound is None:
+                self.report(
+                    f"{_snake(keyword)}_ADDED", path, self._says(f"adds {keyword} {r_bound[0]}", path)
+                )
+                continue
+            (r_value, r_exclusive, _), (w_value, w_exclusive, _) = r_bound, w_bound
+            tighter = r_value > w_value if lower else r_value < w_value
+            if tighter or (r_value == w_value and r_exclusive and not w_exclusive):
+                change = "INCREASED" if lower else "DECREASED"
+                self.report(
+                    f"{_snake(keyword)}_{change}", path, self._says(f"tightens {keyword} to {r_value}", path)
+                )
+        r_step, w_step = r.get("multipleOf"), w.get("multipleOf")
+        if isinstance(r_step, (int, float)):
+            if not isinstance(w_step, (int, float)):
+                self.report("MULTIPLE_OF_ADDED", path, self._says(f"adds multipleOf {r_step}", path))
+            elif Fraction(str(w_step)) % Fraction(str(r_step)) != 0:
+                expanded = Fraction(str(r_step)) % Fraction(str(w_step)) == 0
+                self.report(
+                    "MULTIPLE_OF_EXPANDED" if expanded else "MULTIPLE_OF_CHANGED",
+                    path,
+                    self._says(f"changes multipleOf from {w_step} to {r_step}", path),
+                )
+
+    def _pattern(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
+        if "pattern" not in r or r.get("pattern") == w.get("pattern"):
+            return
+        if "pattern" not in w:
+            self.report("PATTERN_ADDED", path, self._says(f"adds the pattern {r['pattern']!r}", path))
+        else:
+            self.report("PATTERN_CHANGED", path, self._says(f"changes the pattern to {r['pattern']!r}", path))
+
+    # ----------------------------------------------------------------------------------------------- objects
+    def _object(
+        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
+    ) -> None:
+        w_props: dict[str, Any] = w.get("properties", {}) if isinstance(w.get("properties"), dict) else {}
+        r_props: dict[str, Any] = r.get("properties", {}) if isinstance(r.get("properties"), dict) else {}
+        w_required = set(w.get("required", [])) if isinstance(w.get("required"), list) else set()
+        r_required = set(r.get("required", [])) if isinstance(r.get("required"), list) else set()
+        reported_required: set[str] = set()
+        for name in [*w_props, *(n for n in r_props if n not in w_props)]:
+            where = f"{path}/properties/{name}"
+            if name in w_props and name in r_props:
+                self.compare(w_props[name], w_res, r_props[name], r_res, where)
+            elif name in w_props:
+                self._property_removed(w_props[name], w_res, _other_properties(r, name), r_res, where)
+            else:
+                writer_side = _other_properties(w, name)
+                if writer_side is False:
+                    if name in r_required and not _has_default(r_props[name]):
+                        reported_required.add(name)
+                        self.report(
+                            "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
+                            where,
+                            self._says(f"requires the new property '{name}' without a default", path),
+                        )
+                elif _is_open(writer_side):
+                    if not _is_open(r_props[name]):
+                        self.report(
+                            "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
+                            where,
+                            f"The {self.roles.reader} schema adds the property '{name}' at '{path}' while the "
+                            f"{self.roles.writer} schema's open content model allowed it with any value",
+                        )
+                elif not self.probe(writer_side, w_res, r_props[name], r_res, where):
+                    self.report(
+                        "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+                        where,
+                        self._says(f"adds the property '{name}' narrower than additionalProperties", path),
+                    )
+        for name in sorted(r_required - w_required - reported_required):
+            if not _has_default(r_props.get(name, {})):
+                self.report(
+                    "REQUIRED_ATTRIBUTE_ADDED",
+                    f"{path}/required",
+                    self._says(f"requires the property '{name}'", path),
+                )
+        self._rest(
+            w.get("additionalProperties"), w_res, r.get("additionalProperties"), r_res, path, "PROPERTIES"
+        )
+        self._pattern_properties(w, w_res, r, r_res, path)
+        self._dependencies(w, w_res, r, r_res, path)
+        if "propertyNames" in r:
+            self._rest(
+                w.get("propertyNames"), w_res, r["propertyNames"], r_res, f"{path}/propertyNames", "NAMES"
+            )
+
+    def _property_removed(
+        self, w_prop: Any, w_res: Resolver, reader_side: Any, r_res: Resolver, where: str
+    ) -> None:
+        if reader_side is False:
+            self.report(
+                "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+                where,
+                f"The {self.roles.reader} schema removes the property at '{where}' but its closed content model "
+                f"rejects documents of the {self.roles.writer} schema that have it",
+            )
+        elif not _is_open(reader_side) and not self.probe(w_prop, w_res, reader_side, r_res, where):
+            self.report(
+                "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+                where,
+                f"The {self.roles.reader} schema removes the property at '{where}' and its additional properties "
+                f"schema does not accept the values the {self.roles.writer} schema allowed",
+            )
+
+    def _rest(self, w_rest: Any, w_res: Resolver, r_rest: Any, r_res: Resolver, path: str, what: str) -> None:
+        """additionalProperties / additionalItems / propertyNames: open (absent, true), closed (false) or a schema."""
+        if w_rest is False or _is_open(r_rest):
+            return
+        if r_rest is False:
+            self.report(
+                f"ADDITIONAL_{what}_REMOVED",
+                path,
+                self._says(f"closes the content model (additional {what.lower()})", path),
+            )
+        elif _is_open(w_rest):
+            self.report(
+                f"ADDITIONAL_{what}_NARROWED", path, self._says(f"restricts additional {what.lower()}", path)
+            )
+        else:
+            self.compare(w_rest, w_res, r_rest, r_res, path)
+
+    def _pattern_properties(
+        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
+    ) -> None:
+        w_patterns = w.get("patternProperties") if isinstance(w.get("patternProperties"), dict) else {}
+        r_patterns = r.get("patternProperties") if isinstance(r.get("patternProperties"), dict) else {}
+        for pattern, r_schema in r_patterns.items():
+            where = f"{path}/patternProperties/{pattern}"
+            if pattern in w_patterns:
+                self.compare(w_patterns[pattern], w_res, r_schema, r_res, where)
+            elif w.get("additionalProperties") is not False and not _is_open(r_schema):
+                self.report(
+                    "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
+                    where,
+                    self._says(f"adds patternProperties {pattern!r}", path),
+                )
+        for pattern, w_schema in w_patterns.items():
+            if pattern not in r_patterns:
+                self._property_removed(
+                    w_schema,
+                    w_res,
+                    r.get("additionalProperties"),
+                    r_res,
+                    f"{path}/patternProperties/{pattern}",
+                )
+
+    def _dependencies(
+        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
+    ) -> None:
+        w_deps = {**_dict(w, "dependencies"), **_dict(w, "dependentRequired"), **_dict(w, "dependentSchemas")}
+        r_deps = {**_dict(r, "dependencies"), **_dict(r, "dependentRequired"), **_dict(r, "dependentSchemas")}
+        for name, r_dep in r_deps.items():
+            where = f"{path}/dependencies/{name}"
+            w_dep = w_deps.get(name)
+            if isinstance(r_dep, list):
+                if not isinstance(w_dep, list):
+                    self.report(
+                        "DEPENDENCY_ARRAY_ADDED", where, self._says(f"adds a dependency on '{name}'", path)
+                    )
+                elif set(r_dep) - set(w_dep):
+                    self.report(
+                        "DEPENDENCY_ARRAY_EXTENDED",
+                        where,
+                        self._says(f"extends the dependency of '{name}'", path),
+                    )
+            elif w_dep is None or isinstance(w_dep, list):
+                self.report(
+                    "DEPENDENCY_SCHEMA_ADDED",
+                    where,
+                    self._says(f"adds a dependency schema for '{name}'", path),
+                )
+            else:
+                self.compare(w_dep, w_res, r_dep, r_res, where)
+
+    # ------------------------------------------------------------------------------------------------ arrays
+    def _array(
+        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
+    ) -> None:
+        w_tuple, w_rest = _array_shape(w)
+        r_tuple, r_rest = _array_shape(r)
+        if w_tuple is None and r_tuple is None:
+            self._rest(w_rest, w_res, r_rest, r_res, f"{path}/items", "ITEMS")
+            return
+        w_items, r_items = w_tuple or [], r_tuple or []
+        for index in range(max(len(w_items), len(r_items))):
+            where = f"{path}/items/{index}"
+            if index < len(w_items) and index < len(r_items):
+                self.compare(w_items[index], w_res, r_items[index], r_res, where)
+            elif index < len(w_items):
+                if r_rest is False:
+                    self.report(
+                        "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL",
+                        where,
+                        self._says("drops a tuple position of a closed array", path),
+                    )
+                elif not _is_open(r_rest) and not self.probe(w_items[index], w_res, r_rest, r_res, where):
+                    self.report(
+                        "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+                        where,
+                        self._says("drops a tuple position", path),
+                    )
+            elif w_rest is not False:
+                if _is_open(w_rest) and not _is_open(r_items[index]):
+                    self.report(
+                        "ITEM_ADDED_TO_OPEN_CONTENT_MODEL",
+                        where,
+                        self._says("adds a tuple position to an open array", path),
+                    )
+                elif not _is_open(w_rest) and not self.probe(w_rest, w_res, r_items[index], r_res, where):
+                    self.report(
+                        "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+                        where,
+                        self._says("adds a tuple position", path),
+                    )
+        self._rest(w_rest, w_res, r_rest, r_res, f"{path}/additionalItems", "ITEMS")
+
+
+def _type_set(schema: dict[str, Any]) -> set[str] | None:
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return {t for t in declared if isinstance(t, str)}
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _accepts(types: set[str], kind: str) -> bool:
+    return kind in types or (kind == "integer" and "number" in types)
+
+
+def _enum_values(schema: dict[str, Any]) -> list[Any] | None:
+    if "const" in schema:
+        return [schema["const"]]
+    values = schema.get("enum")
+    return values if isinstance(values, list) else None
+
+
+def _numeric_bound(schema: dict[str, Any], lower: bool) -> tuple[float, bool, str] | None:
+    """The effective (value, exclusive, keyword) lower or upper bound, in draft 4 or later form."""
+    plain, exclusive = ("minimum", "exclusiveMinimum") if lower else ("maximum", "exclusiveMaximum")
+    candidates: list[tuple[float, bool, str]] = []
+    if isinstance(schema.get(plain), (int, float)):
+        candidates.append((schema[plain], schema.get(exclusive) is True, plain))
+    if isinstance(schema.get(exclusive), (int, float)) and not isinstance(schema.get(exclusive), bool):
+        candidates.append((schema[exclusive], True, exclusive))
+    if not candidates:
+        return None
+    return max(candidates, key=lambda c: (c[0] if lower else -c[0], c[1]))
+
+
+def _other_properties(schema: dict[str, Any], name: str) -> Any:
+    """What a schema says about a property it does not list: a matching patternProperties, else additionalProperties."""
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, dict):
+        for pattern, sub in patterns.items():
+            try:
+                if re.search(pattern, name):
+                    return sub
+            except re.error:
+                continue
+    return schema.get("additionalProperties")
+
+
+def _array_shape(schema: dict[str, Any]) -> tuple[list[Any] | None, Any]:
+    """(tuple positions or None, the schema for the remaining items) across the 2019-09/2020-12 change."""
+    if isinstance(schema.get("prefixItems"), list):
+        return schema["prefixItems"], schema.get("items")
+    items = schema.get("items")
+    if isinstance(items, list):
+        return items, schema.get("additionalItems")
+    return None, items
+
+
+def _has_default(schema: Any) -> bool:
+    return isinstance(schema, dict) and "default" in schema
+
+
+def _dict(schema: dict[str, Any], keyword: str) -> dict[str, Any]:
+    value = schema.get(keyword)
+    return value if isinstance(value, dict) else {}
