@@ -18,18 +18,31 @@ from sluice.protocol.records import Record, encode_batch
 VERSION = 12  # topics by name; v13+ by id goes through the same session code
 
 
-def fetch(client: WireClient, session_id: int, epoch: int, parts: dict[tuple[str, int], int],
-          forgotten: dict[str, list[int]] | None = None, version: int = VERSION, wait_ms: int = 0,
-          max_bytes: int = 1 << 20) -> Any:
+def fetch(
+    client: WireClient,
+    session_id: int,
+    epoch: int,
+    parts: dict[tuple[str, int], int],
+    forgotten: dict[str, list[int]] | None = None,
+    version: int = VERSION,
+    wait_ms: int = 0,
+    max_bytes: int = 1 << 20,
+) -> Any:
     cls = client.request_class("Fetch")
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset in parts.items():
         by_topic.setdefault(topic, []).append(
-            cls.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes))
+            cls.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes)
+        )
     request = cls(
-        max_wait_ms=wait_ms, min_bytes=1 if wait_ms else 0, session_id=session_id, session_epoch=epoch,
+        max_wait_ms=wait_ms,
+        min_bytes=1 if wait_ms else 0,
+        session_id=session_id,
+        session_epoch=epoch,
         topics=[cls.FetchTopic(topic=t, partitions=p) for t, p in by_topic.items()],
-        forgotten_topics_data=[cls.ForgottenTopic(topic=t, partitions=p) for t, p in (forgotten or {}).items()],
+        forgotten_topics_data=[
+            cls.ForgottenTopic(topic=t, partitions=p) for t, p in (forgotten or {}).items()
+        ],
     )
     return client.call("Fetch", version, request)
 
@@ -41,8 +54,15 @@ def listed(response: Any) -> set[tuple[str, int]]:
 def produce(client: WireClient, topic: str, partition: int, value: bytes) -> None:
     cls = client.request_class("Produce")
     batch = encode_batch([Record(0, 0, None, value, [])], base_timestamp=int(time.time() * 1000))
-    request = cls(acks=-1, timeout_ms=10_000, topic_data=[cls.TopicProduceData(
-        name=topic, partition_data=[cls.PartitionProduceData(index=partition, records=batch)])])
+    request = cls(
+        acks=-1,
+        timeout_ms=10_000,
+        topic_data=[
+            cls.TopicProduceData(
+                name=topic, partition_data=[cls.PartitionProduceData(index=partition, records=batch)]
+            )
+        ],
+    )
     assert client.call("Produce", 9, request).responses[0].partition_responses[0].error_code == 0
 
 
@@ -116,8 +136,13 @@ def test_wrong_epoch_and_unknown_session_are_refused(broker: Any, topic_name: st
 
 
 def fetch_topic(name: str, partitions: int) -> Any:
-    return SimpleNamespace(topic=name, topic_id=None, partitions=[
-        SimpleNamespace(partition=p, fetch_offset=0, partition_max_bytes=1) for p in range(partitions)])
+    return SimpleNamespace(
+        topic=name,
+        topic_id=None,
+        partitions=[
+            SimpleNamespace(partition=p, fetch_offset=0, partition_max_bytes=1) for p in range(partitions)
+        ],
+    )
 
 
 def test_the_cache_evicts_a_stale_session_then_only_for_a_larger_one() -> None:
@@ -142,7 +167,9 @@ def test_the_cache_evicts_a_stale_session_then_only_for_a_larger_one() -> None:
 
 
 @pytest.mark.parametrize("partitions", [40])
-def test_a_real_consumer_reads_everything_through_sessions(broker: Any, topic_name: str, partitions: int) -> None:
+def test_a_real_consumer_reads_everything_through_sessions(
+    broker: Any, topic_name: str, partitions: int
+) -> None:
     broker.create_topic(topic_name, partitions)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     expected = set()
@@ -151,8 +178,14 @@ def test_a_real_consumer_reads_everything_through_sessions(broker: Any, topic_na
         producer.produce(topic_name, value, partition=n % partitions)
         expected.add(value)
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name, "enable.auto.commit": False,
-                         "fetch.wait.max.ms": 100})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": topic_name,
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
     consumer.assign([TopicPartition(topic_name, p, 0) for p in range(partitions)])
     seen: set[bytes] = set()
     deadline = time.monotonic() + 60
