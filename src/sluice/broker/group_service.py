@@ -18,7 +18,9 @@ from sluice.broker.broker import OFFSETS_TOPIC, Broker
 from sluice.broker.config import BrokerConfig
 from sluice.broker.internal_topics import InternalTopic, InternalTopicService
 from sluice.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
+from sluice.coordinator.refusals import refused_result
 from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.groups")
 
@@ -33,49 +35,81 @@ class GroupService(InternalTopicService[GroupCoordinator]):
     """Runs coordinator calls for the handlers and turns their outcomes into durable replies."""
 
     def __init__(self, broker: Broker, coordinator: GroupCoordinator, topic: InternalTopic) -> None:
-        super().__init__(broker, coordinator, topic)
-        # How to turn a coordinator result into the Kafka response each parked request expects.
-        self.converters: dict[Hashable, Converter] = {}
+        super().__init__(broker, coordinator, topic, lambda now_ms: load_groups(broker, topic, now_ms))
+        # The parked calls still waiting for their answer: their call, request, and how to turn a coordinator
+        # result into the Kafka response the request expects.
+        self.pending: dict[Hashable, tuple[str, Any, Converter]] = {}
 
     def call(self, method: str, request: Any, now_ms: int, token: Hashable, convert: Converter) -> None:
-        if method not in _READ_ONLY_CALLS and (refusal := self.broker.write_refusal(now_ms)):
+        self.pending[token] = (method, request, convert)
+        if not self.ensure_loaded(now_ms):
+            self._refuse(token)
+            return
+        if method not in _READ_ONLY_CALLS and (refusal := self.refusal(now_ms)):
             # Refused before the coordinator changes anything, so its state never runs ahead of the log.
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"group {method} refused: {refusal}")
-        self.converters[token] = convert
+            self.unload(f"group {method} refused: {refusal}")
+            return
         outcome = getattr(self.coordinator, method)(request, now_ms, token)
         self.apply(outcome, now_ms)
 
     def apply(self, outcome: Outcome, now_ms: int) -> None:
         durable = bool(outcome.records)
         if durable:
-            self.persist([(r.key, r.value) for r in outcome.records], now_ms)
+            try:
+                self.persist([(r.key, r.value) for r in outcome.records], now_ms)
+            except (KafkaError, DiskFull, OSError) as exc:
+                # The machine has changed but the log has not: drop the state, read it back later.
+                self.unload(str(exc))
+                return
         for token, result in outcome.replies:
-            convert = self.converters.pop(token, None)
-            if convert is not None:
-                self.broker.ready_replies.append((token, convert(result), durable))
+            waiting = self.pending.pop(token, None)
+            if waiting is not None:
+                self.broker.ready_replies.append((token, waiting[2](result), durable))
+
+    def unloaded(self) -> None:
+        """Every parked call hears NOT_COORDINATOR; the state goes until the topic is replayed again."""
+        for token in list(self.pending):
+            self._refuse(token)
+        self.coordinator = GroupCoordinator(_coordinator_config(self.broker.config))
+
+    def _refuse(self, token: Hashable) -> None:
+        method, request, convert = self.pending.pop(token)
+        result = refused_result(method, request, ErrorCode.NOT_COORDINATOR)
+        self.broker.ready_replies.append((token, convert(result), False))
+
+    def _require_loaded(self, now_ms: int) -> None:
+        if not self.ensure_loaded(now_ms):
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self.topic.name} cannot be written now")
 
     # ----- sluice's group management (the admin HTTP API calls these on the event loop) -----
 
     def create_group(
         self, name: str, session_timeout_ms: int | None, ephemeral: bool, now: int
     ) -> dict[str, Any] | None:
+        self._require_loaded(now)
         outcome = self.coordinator.create_group(name, session_timeout_ms, ephemeral, now)
         if outcome is None:
             return None
         self.apply(outcome, now)
+        self._require_loaded(now)
         return {"name": name, "session_timeout_ms": session_timeout_ms, "ephemeral": ephemeral}
 
     def delete_group(self, name: str, force: bool, now: int) -> None:
+        self._require_loaded(now)
         self.apply(self.coordinator.delete_group(name, force, now), now)
+        self._require_loaded(now)
 
     def rewind(self, name: str, offsets: dict[tuple[str, int], int], live: bool, now: int) -> None:
+        self._require_loaded(now)
         self.apply(self.coordinator.rewind(name, offsets, live, now), now)
+        self._require_loaded(now)
 
     def next_deadline(self) -> int | None:
         return self.coordinator.next_deadline()
 
     def tick(self, now_ms: int) -> None:
-        self.apply(self.coordinator.tick(now_ms), now_ms)
+        if self.ensure_loaded(now_ms):
+            self.apply(self.coordinator.tick(now_ms), now_ms)
 
 
 def _coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
@@ -90,12 +124,17 @@ def _coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
     )
 
 
-def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
-    topic = InternalTopic.open(broker, OFFSETS_TOPIC, broker.config.offsets_topic_segment_bytes)
+def load_groups(broker: Broker, topic: InternalTopic, now_ms: int) -> GroupCoordinator:
+    """A group coordinator with `topic` replayed into it."""
     coordinator = GroupCoordinator(_coordinator_config(broker.config))
     records = topic.replay()
     coordinator.load(records, now_ms)
-    log.info("loaded %d group records from %s", len(records), OFFSETS_TOPIC)
-    service = GroupService(broker, coordinator, topic)
+    log.info("loaded %d group records from %s", len(records), topic.name)
+    return coordinator
+
+
+def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
+    topic = InternalTopic.open(broker, OFFSETS_TOPIC, broker.config.offsets_topic_segment_bytes)
+    service = GroupService(broker, load_groups(broker, topic, now_ms), topic)
     broker.groups = service
     return service

@@ -30,6 +30,7 @@ from sluice.coordinator.transactions import (
     state_key,
 )
 from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.transactions")
 
@@ -40,7 +41,7 @@ _COORDINATOR_EPOCH = 0
 
 class TransactionService(InternalTopicService[TransactionCoordinator]):
     def __init__(self, broker: Broker, coordinator: TransactionCoordinator, topic: InternalTopic) -> None:
-        super().__init__(broker, coordinator, topic)
+        super().__init__(broker, coordinator, topic, lambda now_ms: load_transactions(broker, topic, now_ms))
         # Transactions whose markers some partition refused (I/O error, full disk): tried again on the timer.
         self.pending_markers: dict[str, _PendingMarkers] = {}
         self._marker_retry_at: int | None = None
@@ -48,6 +49,18 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
     # ----- applying outcomes -----
 
     def apply(self, outcome: TxnOutcome, now_ms: int, *, ending: bool = False) -> bool:
+        """Persist and write what `outcome` asks; True when something must become durable first. When
+        `__transaction_state` refuses the write, the coordinator unloads (its state is ahead of the log) and
+        KafkaError(NOT_COORDINATOR) is raised; it loads again from the log once the log can be written."""
+        try:
+            return self._apply(outcome, now_ms, ending=ending)
+        except (KafkaError, DiskFull, OSError) as exc:
+            self.unload(str(exc))
+            raise KafkaError(
+                ErrorCode.NOT_COORDINATOR, f"{self.topic.name} cannot be written: {exc}"
+            ) from None
+
+    def _apply(self, outcome: TxnOutcome, now_ms: int, *, ending: bool = False) -> bool:
         """Persist and write what `outcome` asks; True when something must become durable first.
 
         `ending` (EndTxn): when every transaction it ends has one partition and no offsets, its marker is
@@ -166,12 +179,44 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
             log.info("transaction %r: every marker written at last", transactional_id)
         self._marker_retry_at = now_ms + MARKER_RETRY_MS if self.pending_markers else None
 
+    def unloaded(self) -> None:
+        """Drop the state: the transactions whose markers wait are Prepare* in the log and finish on load."""
+        self.coordinator = TransactionCoordinator(_txn_config(self.broker))
+        self.pending_markers.clear()
+        self._marker_retry_at = None
+
+    def reloaded(self, now_ms: int) -> None:
+        self.recover(now_ms)
+
+    def recover(self, now_ms: int) -> None:
+        """After a load: finish what a crash (or an unload) left half ended, before any client is served."""
+        coordinator = self.coordinator
+        broker = self.broker
+        # The bounded start-up scan may have missed the first batch of a long open transaction.
+        for meta in coordinator.open_transactions():
+            for topic, index in meta.partitions:
+                broker.find_open_transaction(topic, index, meta.producer_id)
+        recovered = coordinator.recover(now_ms)
+        if recovered.markers:
+            log.info("finishing %d transaction(s) a crash left half ended", len(recovered.markers))
+        self.apply(recovered, now_ms)
+        abort_hanging_transactions(broker, coordinator, now_ms)
+        # Make what recovery wrote durable and visible now.
+        flushing = broker.begin_flush()
+        for state, _ in flushing:
+            state.log.flush()
+        broker.end_flush(flushing)
+        log.info("loaded %d transactional ids from %s", len(coordinator.txns), self.topic.name)
+
     def new_producer_id(self, now_ms: int) -> int:
         return self.broker.new_producer_id(now_ms)
 
     # ----- produce-side verification -----
 
     def verify(self, producer_id: int, epoch: int, topic: str, partition: int) -> None:
+        if not self.loaded:
+            # Retriable for the producer (Kafka answers a verification its coordinator cannot make this way).
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "the transaction coordinator is not loaded")
         error = self.coordinator.verify(producer_id, epoch, topic, partition)
         if error is ErrorCode.NONE:
             return
@@ -195,6 +240,8 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
         return deadline
 
     def tick(self, now_ms: int) -> None:
+        if not self.ensure_loaded(now_ms):
+            return
         if self.pending_markers:
             self._retry_markers(now_ms)
         outcome = self.coordinator.tick(now_ms, self.new_producer_id(now_ms))
@@ -259,40 +306,34 @@ def abort_hanging_transactions(broker: Broker, coordinator: TransactionCoordinat
     return aborted
 
 
-def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionService:
+def _txn_config(broker: Broker) -> TxnConfig:
     config = broker.config
-    # Compacted by the log cleaner like __consumer_offsets: one record per transactional id survives.
-    topic = InternalTopic.open(broker, TRANSACTION_STATE_TOPIC, config.transaction_state_segment_bytes)
-    coordinator = TransactionCoordinator(
-        TxnConfig(
-            max_timeout_ms=config.transaction_max_timeout_ms,
-            id_expiration_ms=config.transactional_id_expiration_ms,
-            # Kafka looks for expired ids hourly; a shorter expiration is looked at as often as it runs out.
-            expiration_check_interval_ms=min(3_600_000, max(1_000, config.transactional_id_expiration_ms)),
-        )
+    return TxnConfig(
+        max_timeout_ms=config.transaction_max_timeout_ms,
+        id_expiration_ms=config.transactional_id_expiration_ms,
+        # Kafka looks for expired ids hourly; a shorter expiration is looked at as often as it runs out.
+        expiration_check_interval_ms=min(3_600_000, max(1_000, config.transactional_id_expiration_ms)),
     )
+
+
+def load_transactions(broker: Broker, topic: InternalTopic, now_ms: int) -> TransactionCoordinator:
+    """A transaction coordinator with `topic` replayed into it (rewritten first in Kafka's record layout if
+    it holds the old JSON one)."""
+    coordinator = TransactionCoordinator(_txn_config(broker))
     migrated = coordinator.load(topic.replay(), now_ms)
     if migrated:
         topic.append(migrated, now_ms)
         log.info(
             "rewrote %d transactional ids of %s in Kafka's record layout", len(coordinator.txns), topic.name
         )
-    service = TransactionService(broker, coordinator, topic)
+    return coordinator
+
+
+def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionService:
+    # Compacted by the log cleaner like __consumer_offsets: one record per transactional id survives.
+    topic = InternalTopic.open(broker, TRANSACTION_STATE_TOPIC, broker.config.transaction_state_segment_bytes)
+    service = TransactionService(broker, load_transactions(broker, topic, now_ms), topic)
     broker.transactions = service
     broker.txn_verifier = service.verify
-    # The bounded start-up scan may have missed the first batch of a long open transaction.
-    for meta in coordinator.open_transactions():
-        for topic, index in meta.partitions:
-            broker.find_open_transaction(topic, index, meta.producer_id)
-    recovered = coordinator.recover(now_ms)
-    if recovered.markers:
-        log.info("finishing %d transaction(s) a crash left half ended", len(recovered.markers))
-    service.apply(recovered, now_ms)
-    abort_hanging_transactions(broker, coordinator, now_ms)
-    # Make what recovery wrote durable and visible now, before any client is served.
-    flushing = broker.begin_flush()
-    for state, _ in flushing:
-        state.log.flush()
-    broker.end_flush(flushing)
-    log.info("loaded %d transactional ids from %s", len(coordinator.txns), TRANSACTION_STATE_TOPIC)
+    service.recover(now_ms)
     return service

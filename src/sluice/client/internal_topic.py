@@ -9,8 +9,8 @@ a caller that appends, then reads the machine, sees its own write.
 Threads: librdkafka's reader and delivery callbacks run on two small threads; every `apply` runs on the
 asyncio loop, so the machine and everything reading it live on one thread and need no locks.
 
-This is the Kafka-client backend; a broker-side backend (appending through the broker's log API)
-can offer the same three calls.
+This is the Kafka-client backend of a state topic (the contract, shared with the broker-log backend the
+coordinators use, is sluice.state_topic: how the topic is created, the replay rule, read-your-writes).
 """
 
 from __future__ import annotations
@@ -20,19 +20,16 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice.state_topic import KeyValue, OffsetRecord, Replayer, StateMachine, topic_config
+
 log = logging.getLogger("sluice.internal_topic")
 
-Record = tuple[bytes, bytes | None]
+Record = KeyValue
 POLL_S = 0.1
-
-
-class StateMachine(Protocol):
-    def apply(self, key: bytes | None, value: bytes | None) -> None: ...
 
 
 class StoreUnavailable(Exception):
@@ -53,12 +50,11 @@ class InternalTopic:
         self.settings = dict(settings)
         self.topic = topic
         self.machine = machine
+        self.replayer = Replayer(topic, machine)
         self.timeout_s = timeout_s
         self.client_id = client_id
         self.replication_factor = replication_factor
-        self.applied = 0  # next offset to apply: everything below it is in the machine
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._producer: Producer | None = None
@@ -126,7 +122,7 @@ class InternalTopic:
         if self.topic in metadata.topics and metadata.topics[self.topic].error is None:
             return
         replicas = max(1, min(self.replication_factor, len(metadata.brokers)))
-        new = NewTopic(self.topic, 1, replicas, config={"cleanup.policy": "compact"})
+        new = NewTopic(self.topic, 1, replicas, config=topic_config())
         try:
             admin.create_topics([new], request_timeout=self.timeout_s)[self.topic].result(self.timeout_s)
             log.info("created %s (1 partition, compacted, replication factor %d)", self.topic, replicas)
@@ -144,7 +140,8 @@ class InternalTopic:
                 await loop.run_in_executor(None, consumer.close)
         if self._producer is not None:
             await loop.run_in_executor(None, self._producer.flush, 1)
-        for _, waiter in self._waiters:
+        for waiter in self.replayer.waiters():
+            assert isinstance(waiter, asyncio.Future)
             if not waiter.done():
                 waiter.set_exception(StoreUnavailable("closed"))
 
@@ -170,37 +167,26 @@ class InternalTopic:
             if found:
                 self._loop.call_soon_threadsafe(self._apply_batch, found)
 
-    def _apply_batch(self, batch: Sequence[tuple[int, bytes | None, bytes | None]]) -> None:
-        for offset, key, value in batch:
-            if offset < self.applied:
-                continue
-            try:
-                self.machine.apply(key, value)
-            except Exception:  # a machine bug must not stop the reader: the record is skipped, loudly
-                log.exception("%s offset %d could not be applied", self.topic, offset)
-            self.applied = offset + 1
-        self._wake()
+    @property
+    def applied(self) -> int:
+        """The next offset to apply: everything below it is in the machine."""
+        return self.replayer.applied
 
-    def _wake(self) -> None:
-        still = []
-        for target, waiter in self._waiters:
-            if waiter.done():
-                continue
-            if self.applied >= target:
+    def _apply_batch(self, batch: Sequence[OffsetRecord]) -> None:
+        for waiter in self.replayer.feed(batch):
+            assert isinstance(waiter, asyncio.Future)
+            if not waiter.done():
                 waiter.set_result(None)
-            else:
-                still.append((target, waiter))
-        self._waiters = still
 
     async def _applied_through(self, target: int, timeout_s: float) -> None:
-        if self.applied >= target:
-            return
         assert self._loop is not None
         waiter: asyncio.Future[None] = self._loop.create_future()
-        self._waiters.append((target, waiter))
+        if not self.replayer.wait(target, waiter):
+            return
         try:
             await asyncio.wait_for(waiter, timeout_s)
         except TimeoutError:
+            self.replayer.forget(waiter)
             raise StoreUnavailable(
                 f"{self.topic} was not read back to offset {target} within {timeout_s:g}s (at {self.applied})"
             ) from None

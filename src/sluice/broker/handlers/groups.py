@@ -43,11 +43,15 @@ def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> Respo
     host, port = broker.config.advertised_for(ctx.listener)
     node = broker.config.node_id
     R = FindCoordinatorResponse
-    supported = request.key_type == GROUP_KEY_TYPE or (
-        request.key_type == TRANSACTION_KEY_TYPE and broker.transactions is not None
-    )
+    service = {GROUP_KEY_TYPE: broker.groups, TRANSACTION_KEY_TYPE: broker.transactions}.get(request.key_type)
+    # A coordinator unloaded because its internal topic cannot be written is not available until it loads.
+    supported = service is not None and service.ensure_loaded(ctx.now_ms)
     error = ErrorCode.NONE if supported else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    message = None if supported else f"sluice has no coordinator for key type {request.key_type}"
+    message = None
+    if service is None:
+        message = f"sluice has no coordinator for key type {request.key_type}"
+    elif not supported:
+        message = f"the coordinator for key type {request.key_type} is unavailable: its log cannot be written"
     if ctx.api_version >= 4:
         return Respond(R(coordinators=[
             R.Coordinator(key=key, node_id=node if supported else -1, host=host if supported else "",

@@ -62,12 +62,21 @@ def _no_coordinator(broker: Broker, ctx: RequestContext) -> bool:
 
 
 def _cannot_write(broker: Broker, ctx: RequestContext) -> bool:
-    """True while the data dir refuses writes (full disk, below min_free_bytes): a call that would change
-    transaction state is refused before the coordinator changes anything, so its state never runs ahead of
-    `__transaction_state` and no transaction is left half ended. Kafka answers a coordinator whose log
+    """True while the coordinator is unloaded and cannot load yet, or the data dir refuses writes (full disk,
+    below min_free_bytes): a call that would change transaction state is refused before the coordinator
+    changes anything, so its state never runs ahead of `__transaction_state` and no transaction is left
+    half ended. Kafka answers a coordinator whose log
     cannot be written with NOT_COORDINATOR, which every client retries (the reason is logged by the
-    free-space guard); once space is back the retry goes through."""
-    return broker.write_refusal(ctx.now_ms) is not None
+    free-space guard); the coordinator unloads meanwhile and loads again once space is back."""
+    service = broker.transactions
+    if service is None:
+        return broker.write_refusal(ctx.now_ms) is not None
+    if not service.ensure_loaded(ctx.now_ms):
+        return True
+    refusal = service.refusal(ctx.now_ms)
+    if refusal is not None:
+        service.unload(refusal)
+    return refusal is not None
 
 
 @handles("InitProducerId")
@@ -124,7 +133,9 @@ def _add_partitions(
     unknown = {tp for tp in wanted if tp not in broker.partitions}
     if len(wanted) > MAX_PARTITIONS_PER_REQUEST:
         errors = {tp: ErrorCode.INVALID_REQUEST for tp in wanted}
-    elif not verify_only and _cannot_write(broker, ctx):
+    elif not broker.transactions.ensure_loaded(ctx.now_ms) or (
+        not verify_only and _cannot_write(broker, ctx)
+    ):
         errors = {tp: ErrorCode.NOT_COORDINATOR for tp in wanted}
     elif unknown:
         # As Kafka: nothing is added when one partition is unknown; the others were "not attempted".
@@ -229,6 +240,8 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outc
     error = ErrorCode.NONE
     if _no_coordinator(broker, ctx) or broker.groups is None:
         error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    elif not (broker.transactions.ensure_loaded(ctx.now_ms) and broker.groups.ensure_loaded(ctx.now_ms)):
+        error = ErrorCode.NOT_COORDINATOR
     elif ctx.api_version >= 3 and (request.generation_id >= 0 or request.member_id):
         # KIP-447: the group's coordinator fences a zombie by its member id and generation.
         check = OffsetCommit(

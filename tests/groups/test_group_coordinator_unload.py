@@ -1,0 +1,127 @@
+"""The group coordinator unloads while `__consumer_offsets` cannot be written and loads again once it can
+(issue 29), against a real `sluice broker` on a tmpfs that really fills, with confluent-kafka and the wire.
+
+While the disk is full: FindCoordinator answers COORDINATOR_NOT_AVAILABLE and every group call
+NOT_COORDINATOR (the answers Kafka gives for a coordinator that lost its partition: clients retry and look it
+up again), instead of a closed connection. Once space is freed the next call replays the topic and commits
+go through; every acknowledged commit survives, across a kill -9 too.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.client.wire import WireClient
+from sluice.errors import ErrorCode
+from sluice.testing import BrokerProcess
+
+MIN_FREE = 4 << 20
+GROUP = "unload-g"
+
+
+def fill_below(directory: Path, free_bytes: int) -> Path:
+    """Leave about `free_bytes` free on the filesystem of `directory`."""
+    stats = os.statvfs(directory)
+    filler = directory / "filler"
+    with filler.open("wb") as out:
+        out.write(b"\0" * max(0, stats.f_bavail * stats.f_frsize - free_bytes))
+    return filler
+
+
+def commit(bootstrap: str, offset: int) -> KafkaError | None:
+    """Commit `offset` of t-0 for GROUP with a fresh consumer; None when the broker acknowledged it."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "enable.auto.commit": False,
+            "socket.timeout.ms": 5000,
+        }
+    )
+    try:
+        consumer.commit(offsets=[TopicPartition("t", 0, offset)], asynchronous=False)
+        return None
+    except KafkaException as exc:
+        return exc.args[0]
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    try:
+        return consumer.committed([TopicPartition("t", 0)], timeout=20)[0].offset
+    finally:
+        consumer.close()
+
+
+def find_coordinator(client: WireClient) -> int:
+    cls = client.request_class("FindCoordinator")
+    return client.call("FindCoordinator", 1, cls(key=GROUP, key_type=0)).error_code
+
+
+def wire_commit(client: WireClient, offset: int) -> int:
+    cls = client.request_class("OffsetCommit")
+    request = cls(
+        group_id=GROUP,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            cls.OffsetCommitRequestTopic(
+                name="t",
+                partitions=[
+                    cls.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=offset, committed_metadata=""
+                    )
+                ],
+            )
+        ],
+    )
+    return client.call("OffsetCommit", 8, request).topics[0].partitions[0].error_code
+
+
+def test_full_disk_unloads_the_group_coordinator_and_freed_space_loads_it_again(
+    mount_tmpfs: Callable[[str], Path],
+) -> None:
+    disk = mount_tmpfs("24m")
+    proc = BrokerProcess(disk / "data", min_free_bytes=MIN_FREE).start()
+    try:
+        bootstrap = proc.bootstrap
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("t", 1, 1)])["t"].result(30)
+        assert commit(bootstrap, 5) is None
+
+        filler = fill_below(disk, MIN_FREE // 2)
+        deadline = time.monotonic() + 30
+        while (error := commit(bootstrap, 9)) is None:  # the broker measures free space about once a second
+            assert time.monotonic() < deadline, "commits are still accepted on a full disk"
+        assert error.code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE), error
+        with WireClient.connect(bootstrap) as client:
+            # Answers, not a closed connection; the same connection is still usable afterwards.
+            assert wire_commit(client, 9) == ErrorCode.NOT_COORDINATOR
+            assert find_coordinator(client) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert "coordinator unloads" in "".join(proc.output)
+
+        filler.unlink()
+        deadline = time.monotonic() + 30
+        while (error := commit(bootstrap, 7)) is not None:
+            assert time.monotonic() < deadline, f"commits still refused once space is back: {error}"
+        # Loaded again from the log: the refused commit (9) never landed, the acknowledged ones did.
+        assert committed(bootstrap) == 7
+        with WireClient.connect(bootstrap) as client:
+            assert find_coordinator(client) == ErrorCode.NONE
+        assert "coordinator is loaded" in "".join(proc.output)
+        proc.kill()
+    finally:
+        proc.stop()
+    proc.restart()
+    try:
+        assert committed(proc.bootstrap) == 7
+    finally:
+        proc.stop()
