@@ -375,7 +375,7 @@ def create_grpc_server(
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
     )
     pb_grpc.add_KafkaPixyServicer_to_server(KafkaPixyServicer(service), server)
     pb_grpc.add_SluiceGatewayServicer_to_server(SluiceGatewayServicer(service), server)

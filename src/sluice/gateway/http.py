@@ -227,7 +227,11 @@ class HttpApi:
             return _json({})  # kafka-pixy's answer
         # A live rewind on a sluice broker (sluice extension): where each partition was actually set.
         return _json(
-            {"offsets": [{"partition": p, "requested": asked, "actual": actual} for p, asked, actual in rewound]}
+            {
+                "offsets": [
+                    {"partition": p, "requested": asked, "actual": actual} for p, asked, actual in rewound
+                ]
+            }
         )
 
     async def consumers(self, request: web.Request) -> web.StreamResponse:

@@ -26,7 +26,7 @@ import grpc
 from aiohttp import web
 from grpc import aio
 
-from sluice.eventloop import freeze_startup_objects, install_stop_signals
+from sluice.eventloop import freeze_startup_objects, install_stop_signals, run_event_loop
 
 from .auth import GrpcAuthInterceptor, http_middleware
 from .config import GatewayConfig, load_config
@@ -225,4 +225,4 @@ def serve_forever(
             freeze_startup_objects()
             await stop.wait()
 
-    asyncio.run(main())
+    run_event_loop(main())
