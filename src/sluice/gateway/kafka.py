@@ -112,6 +112,7 @@ class ClusterClient:
             {**config.producer_config(self.client_id), "error_cb": self._on_client_error}
         )
         self._partitioner = Partitioner(config.producer.partitioner)
+        self._produced_sync = metrics.produced.labels(config.name, "sync")
         self._admin = AdminClient({**config.client_config(), "client.id": self.client_id})
         self._partition_counts: dict[str, tuple[int, float]] = {}
         self._watermark_reader: Consumer | None = None
@@ -120,9 +121,13 @@ class ClusterClient:
         self._poller: threading.Thread | None = None
         self._pump: asyncio.Task[None] | None = None
         self._records_waiting: asyncio.Event | None = None
+        # The loop the batches' futures belong to, and the thread it runs on if delivery reports are served there.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
         if deliveries_on_loop:
+            self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
             self._records_waiting = asyncio.Event()
-            self._pump = asyncio.get_running_loop().create_task(self._pump_deliveries())
+            self._pump = self._loop.create_task(self._pump_deliveries())
         else:
             self._poller = threading.Thread(
                 target=self._poll_deliveries, name=f"gw-producer-{config.name}", daemon=True
@@ -272,7 +277,9 @@ class ClusterClient:
     ) -> asyncio.Future[list[tuple[int, int] | GatewayError]]:
         """`produce_many`'s first half, without suspending: records handed over one after the other keep
         their order on each partition; the future resolves as `produce_many` does."""
-        batch = _BatchDelivery(topic, asyncio.get_running_loop(), len(records))
+        batch = _BatchDelivery(
+            topic, self._loop or asyncio.get_running_loop(), len(records), self._loop_thread
+        )
         limit = self.config.producer.max_message_bytes
         # Positional arguments (topic, value, key, partition, on_delivery, callback, timestamp, headers): the
         # C extension parses keywords at about twice the cost of the librdkafka call itself.
@@ -303,7 +310,7 @@ class ClusterClient:
                 )
             except KafkaException as exc:
                 batch.settle(index, self._failure(exc.args[0], f"produce to {topic}"))
-        self.metrics.produced.labels(self.config.name, "sync").inc(len(records))
+        self._produced_sync.inc(len(records))
         if self._records_waiting is not None:
             self._records_waiting.set()
         return batch.done
@@ -515,13 +522,15 @@ class ClusterClient:
 class _BatchDelivery:
     """The outcomes of one batch of records; `done` resolves once every record has one.
 
-    `report` runs in the producer's poll thread: counting with `itertools.count` (atomic under the GIL) rather
-    than a lock keeps each delivery report cheap.
+    `report` runs in the producer's poll thread, or on the event loop itself when the client serves its
+    delivery reports there (then the batch completes without a wake-up through the loop's self-pipe):
+    counting with `itertools.count` (atomic under the GIL) rather than a lock keeps each report cheap.
     """
 
-    def __init__(self, topic: str, loop: asyncio.AbstractEventLoop, size: int) -> None:
+    def __init__(self, topic: str, loop: asyncio.AbstractEventLoop, size: int, loop_thread: int = 0) -> None:
         self.topic = topic
         self.loop = loop
+        self.loop_thread = loop_thread
         self.size = size
         self.results: list[Any] = [None] * size
         self.done: asyncio.Future[list[tuple[int, int] | GatewayError]] = loop.create_future()
@@ -540,7 +549,10 @@ class _BatchDelivery:
             else (message.partition(), message.offset())
         )
         if next(self._settled) == self.size:
-            self.loop.call_soon_threadsafe(self._finish)
+            if threading.get_ident() == self.loop_thread:
+                self._finish()
+            else:
+                self.loop.call_soon_threadsafe(self._finish)
 
     def settle(self, index: int, failure: GatewayError) -> None:
         """A record refused before it reached the producer (called on the event loop)."""
