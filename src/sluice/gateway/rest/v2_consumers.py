@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..query import bounded_int
 from .context import context_of
 from .errors import (
     NOT_ACCEPTABLE,
@@ -171,16 +172,10 @@ async def seek_end(request: web.Request) -> web.StreamResponse:
 
 
 def _query_int(request: web.Request, name: str, upper: int) -> int | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
     try:
-        value = int(raw)
+        return bounded_int(request.query, name, upper)
     except ValueError:
-        raise unprocessable(f"{name} must be an integer") from None
-    if not 0 <= value <= upper:
-        raise unprocessable(f"{name} must be between 0 and {upper}")
-    return value
+        raise unprocessable(f"{name} must be an integer between 0 and {upper}") from None
 
 
 async def records(request: web.Request) -> web.StreamResponse:
