@@ -7,8 +7,9 @@ A :class:`ColumnCodec` is built on the driver from the registry's latest or pinn
 subject (the *reader* schema: it fixes the column's Spark type) and shipped to executors, which
 decode whole Arrow columns at a time:
 
-- Avro: records of one schema id are concatenated into one Avro container block and read by
-  fastavro's C reader in one go (about 30% less CPU than a ``schemaless_reader`` call per
+- Avro: values framed with the reader schema's id are read column at a time with numpy
+  (avro_columns) when the schema is one it covers. Otherwise records of one schema id are
+  concatenated into one Avro container block and read by fastavro's C reader in one go (about 30% less CPU than a ``schemaless_reader`` call per
   record); records written with another id are read with that writer schema resolved to the
   reader schema (Avro's schema resolution: new fields take their defaults, removed ones are
   dropped). A struct column is then built field by field rather than from dicts.
@@ -266,6 +267,10 @@ class ColumnCodec:
     def decode_column(self, column: pa.Array, located: Located) -> pa.Array:
         """Like :meth:`decode`, from Arrow's binary column; Avro of one id without nulls never leaves Arrow
         and numpy until fastavro reads the block (no bytes object per record)."""
+        if self.reader.schema_type == AVRO and len(column):
+            vectorised = self._decode_avro_columns(column)
+            if vectorised is not None:
+                return vectorised
         if self.reader.schema_type == AVRO and len(column) and not column.null_count:
             framed = _one_id_payloads(column)
             if framed is not None:
@@ -275,6 +280,24 @@ class ColumnCodec:
                 except Exception:
                     pass
         return self.decode(column.to_pylist(), located)
+
+    def _decode_avro_columns(self, column: pa.Array) -> pa.Array | None:
+        """The column read field by field with numpy (see avro_columns) when every value is null or framed
+        with the reader schema's id and the schema is one it covers; None otherwise."""
+        from sluice.pipeline import avro_columns
+
+        if "vector_reader" not in self._cache:
+            parsed = schemas.parsed_avro(self.reader)
+            self._cache["vector_reader"] = avro_columns.column_reader(parsed, self.arrow_type)
+        reader = self._cache["vector_reader"]
+        payloads = None if reader is None else _payloads_of_id(column, self.reader.schema_id)
+        if payloads is None:
+            return None
+        try:
+            built = avro_columns.read_payloads(reader, *payloads)
+        except avro_columns.NotVectorisable:
+            return None
+        return built
 
     def _decode_avro_single(self, schema_id: int, payload: memoryview) -> Any:
         import fastavro
@@ -376,6 +399,33 @@ def _one_id_payloads(column: pa.Array) -> tuple[int, bytes] | None:
     keep = np.ones(last - first, dtype=bool)
     keep[header_positions - first] = False
     return int.from_bytes(headers[0, 1:].tobytes(), "big"), data[first:last][keep].tobytes()
+
+
+def _payloads_of_id(
+    column: pa.Array, schema_id: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(data, payload starts, payload ends, non-null rows or None for all) when every non-null value is
+    framed with ``schema_id``; None otherwise."""
+    if not pa.types.is_binary(column.type):
+        return None
+    _validity, offsets_buffer, data_buffer = column.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
+    starts, ends = offsets[:-1], offsets[1:]
+    present = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
+    framed = ends - starts >= _HEADER_BYTES
+    if not (framed.all() if present is None else framed[present].all()):
+        return None
+    expected = np.frombuffer(b"\0" + schema_id.to_bytes(4, "big"), np.uint8)
+    header_starts = starts if present is None else starts[present]
+    if len(data) < _HEADER_BYTES and len(header_starts):
+        return None
+    if not (data[header_starts[:, None] + np.arange(_HEADER_BYTES)] == expected).all():
+        return None
+    payload_starts = (
+        starts + _HEADER_BYTES if present is None else np.where(present, starts + _HEADER_BYTES, starts)
+    )
+    return data, payload_starts, ends, present
 
 
 _HEADER_BYTES = 5
