@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,10 +14,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 _READY = re.compile(r"^sluice broker listening on [^ ]+:(\d+)$")
 _ADMIN_READY = re.compile(r"^sluice admin listening on (https?://[^ ]+)$")
 _REGISTRY_READY = re.compile(r"^sluice registry listening on (https?://[^ ]+)$")
+REGISTRY_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
 class _ChildProcess:
@@ -30,12 +33,14 @@ class _ChildProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         ready = threading.Event()
+        announced: list[bool] = []  # the readiness line came (rather than the end of the output)
 
         def pump() -> None:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
                 self.output.append(line)
                 if not ready.is_set() and on_line(line.rstrip()):
+                    announced.append(True)
                     ready.set()
             ready.set()
 
@@ -45,7 +50,11 @@ class _ChildProcess:
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"{what} did not start:\n" + "".join(self.output))
-        if self.proc.poll() is not None:
+        if not announced or self.proc.poll() is not None:
+            try:
+                self.proc.wait(10)  # its output ended: it is exiting, if not gone yet
+            except subprocess.TimeoutExpired:
+                self.kill()
             raise RuntimeError(f"{what} exited at start:\n" + "".join(self.output))
 
     def kill(self) -> None:
@@ -146,11 +155,24 @@ class BrokerProcess(_ChildProcess):
 class RegistryProcess(_ChildProcess):
     """`sluice registry` against ``bootstrap`` on 127.0.0.1 with an ephemeral port; ``url`` once started.
 
-    A restart keeps the port (and the ``_schemas`` topic, so the schemas); ``kill()`` is a real SIGKILL.
+    ``topic`` (default ``_schemas``) holds the schemas and ``group`` elects the primary (default
+    ``<topic>-group`` when a topic is given), so registries with a topic of their own share a broker
+    without seeing each other's schemas. A restart keeps the port (and the topic, so the schemas);
+    ``kill()`` is a real SIGKILL.
     """
 
-    def __init__(self, bootstrap: str, *, port: int = 0, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str | None = None,
+        *,
+        group: str | None = None,
+        port: int = 0,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
+        self.topic = topic
+        self.group = group or (f"{topic}-group" if topic is not None else None)
         self.port = port
         self.extra_args = extra_args or []
         self.url: str | None = None
@@ -159,17 +181,66 @@ class RegistryProcess(_ChildProcess):
 
     def start(self, timeout: float = 60.0) -> RegistryProcess:
         cmd = [sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
-               "--listen", f"127.0.0.1:{self.port}", *self.extra_args]
+               "--listen", f"127.0.0.1:{self.port}"]
+        if self.topic is not None:
+            cmd += ["--topic", self.topic]
+        if self.group is not None:
+            cmd += ["--group", self.group]
+        cmd += self.extra_args
+        self.output, self.url = [], None
 
         def on_line(line: str) -> bool:
             match = _REGISTRY_READY.match(line)
             if match:
                 self.url = match.group(1)
-                self.port = int(self.url.rsplit(":", 1)[1])
+                self.port = int(self.url.rsplit(":", 1)[1])  # the same port on restart
             return match is not None
 
         self._spawn(cmd, on_line, "registry", timeout)
         return self
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> tuple[int, Any]:
+        """One HTTP call: (status, JSON body decoded, or the text). Every answer, error or not, must carry
+        the registry's content type (an AssertionError otherwise: this is a test helper)."""
+        import urllib.error
+        import urllib.request
+
+        assert self.url is not None, "the registry is not started"
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method,
+            headers={"Content-Type": REGISTRY_CONTENT_TYPE, **(headers or {})},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                status, payload, content_type = answer.status, answer.read(), answer.headers.get("Content-Type")
+        except urllib.error.HTTPError as error:
+            status, payload, content_type = error.code, error.read(), error.headers.get("Content-Type")
+        assert content_type is not None and content_type.startswith(REGISTRY_CONTENT_TYPE), (content_type, payload)
+        try:
+            return status, json.loads(payload)
+        except ValueError:
+            return status, payload.decode()
+
+    def wait_primary(self, timeout: float = 30.0) -> None:
+        """Until a write succeeds here (this registry or another one is primary)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = self.call("PUT", "/config/__election_probe__", {"compatibility": "BACKWARD"})
+            if status == 200:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no primary: {status} {body}")
+            time.sleep(0.1)
 
     def __enter__(self) -> RegistryProcess:
         return self.start()

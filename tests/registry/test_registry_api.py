@@ -15,9 +15,8 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from registry_process import RegistryProcess
 
-from sluice.testing import BrokerProcess
+from sluice.testing import BrokerProcess, RegistryProcess
 
 
 def record(name: str, *fields: tuple[str, object], extra: dict | None = None) -> str:

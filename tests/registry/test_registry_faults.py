@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from registry_process import RegistryProcess
 
-from sluice.testing import BrokerProcess
+from sluice.testing import BrokerProcess, RegistryProcess
 
 
 def schema(name: str, *fields: str) -> str:
@@ -65,7 +64,7 @@ def test_restart_and_kill9_keep_every_id(broker: BrokerProcess) -> None:
 
 
 def test_broker_down_answers_503_quickly_and_recovers(own_broker: BrokerProcess) -> None:
-    proc = RegistryProcess(own_broker.bootstrap, unique_topic(), extra=["--store-timeout", "2"]).start()
+    proc = RegistryProcess(own_broker.bootstrap, unique_topic(), extra_args=["--store-timeout", "2"]).start()
     try:
         proc.wait_primary()
         before = register(proc, "s", schema("S", "a"))
@@ -208,7 +207,7 @@ def test_two_registries_forward_never_split_an_id_and_fail_over(broker: BrokerPr
 def test_kafka_unreachable_at_start_is_one_clear_error(tmp_path: Path) -> None:
     from sluice.testing import free_port
 
-    proc = RegistryProcess(f"127.0.0.1:{free_port()}", unique_topic(), extra=["--store-timeout", "1"])
+    proc = RegistryProcess(f"127.0.0.1:{free_port()}", unique_topic(), extra_args=["--store-timeout", "1"])
     with pytest.raises(RuntimeError) as caught:
         proc.start(timeout=60)
     assert "cannot open" in caught.value.args[0] and "Traceback" not in caught.value.args[0]
@@ -219,7 +218,7 @@ def test_a_full_disk_answers_503_and_writes_resume_when_space_is_freed(
 ) -> None:
     disk = mount_tmpfs("24m")
     broker = BrokerProcess(disk / "data", min_free_bytes=4 << 20).start()
-    proc = RegistryProcess(broker.bootstrap, unique_topic(), extra=["--store-timeout", "2"]).start()
+    proc = RegistryProcess(broker.bootstrap, unique_topic(), extra_args=["--store-timeout", "2"]).start()
     try:
         proc.wait_primary()
         kept = register(proc, "disk", schema("Disk", "a"))

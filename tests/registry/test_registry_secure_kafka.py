@@ -8,7 +8,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from registry_process import RegistryProcess
+
+from sluice.testing import RegistryProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
 from secure_broker import start_secure_broker  # the security tests' broker helpers
@@ -24,7 +25,7 @@ def test_registry_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Non
             if key != "bootstrap.servers"
             for arg in ("-X", f"{key}={value}")
         ]
-        proc = RegistryProcess(settings["bootstrap.servers"], f"_schemas-{uuid.uuid4().hex[:8]}", extra=extra)
+        proc = RegistryProcess(settings["bootstrap.servers"], f"_schemas-{uuid.uuid4().hex[:8]}", extra_args=extra)
         proc.start()
         try:
             proc.wait_primary()
@@ -36,7 +37,7 @@ def test_registry_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Non
             proc.kill()
         # Without credentials the registry cannot open its store: one clear error, no traceback.
         plain = RegistryProcess(
-            settings["bootstrap.servers"], "_schemas-none", extra=["--store-timeout", "1"]
+            settings["bootstrap.servers"], "_schemas-none", extra_args=["--store-timeout", "1"]
         )
         with pytest.raises(RuntimeError) as caught:
             plain.start()
