@@ -354,3 +354,13 @@ def test_arrow_column_fast_path_decodes_like_the_general_one_and_still_names_a_b
         codec.decode_column(broken, _where)
     other_ids = pa.array([framed[0], _avro_framed(schema, [{"n": 1, "s": ""}], schema_id=9)[0]], pa.binary())
     assert codec.decode_column(other_ids.slice(0, 1), _where).to_pylist() == [{"n": 0, "s": ""}]
+
+
+def test_registry_passwords_never_show_in_reprs_or_messages() -> None:
+    connection = RegistryConnection(
+        "http://bob:pw-url@127.0.0.1:9",
+        (("basic.auth.user.info", "alice:pw-info"), ("ssl.key.password", "pw-key")),
+    )
+    shown = repr(connection) + connection.masked("http://bob:pw-url@h alice:pw-info pw-key")
+    assert "bob:***@" in shown and "alice:***" in shown
+    assert not any(secret in shown for secret in ("pw-url", "pw-info", "pw-key"))
