@@ -5,25 +5,23 @@ general path's error naming the record (or a null column when permissive). Pure:
 from __future__ import annotations
 
 import datetime
-import io
-import json
 import uuid
 
-import fastavro
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from registry_codec_helpers import avro_codec
+from registry_codec_helpers import avro_framed as _framed
+from registry_codec_helpers import where as _where
 
 pytest.importorskip("pyspark")
 
 import pyarrow as pa
 
 from sluice.client.schema_framing import frame
-from sluice.client.schema_registry import RegistryConnection, RegistrySchema, parsed_avro
+from sluice.client.schema_registry import parsed_avro
 from sluice.pipeline import avro_columns
 from sluice.pipeline.formats import ColumnCodec, UndecodableRecordError
-
-NOWHERE = RegistryConnection("http://127.0.0.1:9")  # never asked: only the reader's own id is decoded
 
 ADDRESS = {
     "type": "record",
@@ -88,23 +86,7 @@ _RECORDS = st.fixed_dictionaries(
 
 
 def _codec(schema: dict, permissive: bool = False) -> ColumnCodec:
-    return ColumnCodec(
-        "value", NOWHERE, RegistrySchema(7, "AVRO", json.dumps(schema), subject="t-value"), permissive
-    )
-
-
-def _framed(schema: dict, records: list, schema_id: int = 7) -> list[bytes]:
-    parsed = fastavro.parse_schema(schema)
-    out = []
-    for record in records:
-        buffer = io.BytesIO()
-        fastavro.schemaless_writer(buffer, parsed, record)
-        out.append(frame(schema_id, buffer.getvalue()))
-    return out
-
-
-def _where(index: int) -> str:
-    return f"orders-0 offset {100 + index}"
+    return avro_codec(schema, permissive=permissive)
 
 
 def _vector_reader(codec: ColumnCodec) -> avro_columns.ColumnReader | None:
