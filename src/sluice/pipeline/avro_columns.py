@@ -28,7 +28,6 @@ from sluice.pipeline.avro_spark import named_types
 
 _MAX_VARINT = 10
 _WINDOW = np.arange(_MAX_VARINT, dtype=np.int64)
-_SHIFTS = np.arange(_MAX_VARINT, dtype=np.uint64) * np.uint64(7)
 _PADDING = 16  # bytes after the data, so a window read at the last position stays in bounds
 _INT32 = (-(2**31), 2**31 - 1)
 _MAX_MILLIS = (2**63 - 1) // 1000
@@ -110,18 +109,25 @@ def _mask(present: np.ndarray | None) -> np.ndarray | None:
 
 
 def _varints(cursor: Cursor, present: np.ndarray | None) -> np.ndarray:
-    """The zigzag varint at every present row's position, as int64 (absent rows give 0)."""
-    window = cursor.data[cursor.pos[:, None] + _WINDOW]
-    more = window >= 0x80
-    lengths = np.argmin(more, axis=1) + 1  # the first byte without the continuation bit ends it
-    unended = more.all(axis=1)
-    too_long = unended if present is None else unended & present
-    if too_long.any():
-        raise NotVectorisable("a varint is longer than 10 bytes")
-    widest = int(lengths.max()) if len(lengths) else 1
-    bits = (window[:, :widest] & 0x7F).astype(np.uint64) << _SHIFTS[:widest]
-    bits[_WINDOW[:widest] >= lengths[:, None]] = 0
-    raw = np.bitwise_or.reduce(bits, axis=1) if widest > 1 else bits[:, 0]
+    """The zigzag varint at every present row's position, as int64 (absent rows give 0).
+
+    A byte at a time, for the rows whose varint goes on: most varints (lengths, enum and union
+    indexes, small numbers) end at their first byte, so later rounds touch ever fewer rows.
+    """
+    first = cursor.data[cursor.pos]
+    raw = (first & 0x7F).astype(np.uint64)
+    lengths = np.ones(len(first), np.int64)
+    going = first >= 0x80
+    rows = np.flatnonzero(going if present is None else going & present)
+    for index in range(1, _MAX_VARINT + 1):
+        if not len(rows):
+            break
+        if index == _MAX_VARINT:
+            raise NotVectorisable("a varint is longer than 10 bytes")
+        byte = cursor.data[cursor.pos[rows] + index]
+        raw[rows] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * index)
+        lengths[rows] += 1
+        rows = rows[byte >= 0x80]
     values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
     cursor.advance(lengths, present)
     return values if present is None else np.where(present, values, 0)
