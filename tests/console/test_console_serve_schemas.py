@@ -21,6 +21,7 @@ def test_serve_console_shows_the_schemas_of_its_registry(tmp_path: Path) -> None
         "--kafka-listen", f"127.0.0.1:{free_port()}", "--grpc-listen", f"127.0.0.1:{free_port()}",
         "--http-listen", f"127.0.0.1:{free_port()}", "--admin-listen", "off",
         "--console-listen", f"127.0.0.1:{console}", "--registry-listen", f"127.0.0.1:{registry}",
+        "--rest-listen", "off",
     ]  # fmt: skip
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ready = threading.Event()

@@ -142,7 +142,8 @@ def console_command(
     verbose: bool = False,
 ) -> None:
     """Serve the web console (topics, messages, consumer groups) for any Kafka-compatible cluster."""
-    from sluice.console.app import ConsoleConfig, serve_console
+    from sluice.console.app import ConsoleConfig
+    from sluice.console.server import serve_console
     from sluice.eventloop import run_event_loop
 
     setup_logging(verbose)
