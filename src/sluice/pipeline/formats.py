@@ -361,7 +361,7 @@ class ColumnCodec:
     def _to_arrow(self, decoded: list[Any], no_nulls: bool = False) -> pa.Array:
         read_type = self._read_type()
         built = self._build(decoded, read_type, no_nulls)
-        return built if read_type == self.arrow_type else built.cast(self.arrow_type)
+        return built if read_type == self.arrow_type else _cast_fields(built, self.arrow_type)
 
     @staticmethod
     def _build(decoded: list[Any], arrow_type: pa.DataType, no_nulls: bool = False) -> pa.Array:
@@ -399,6 +399,18 @@ def _one_id_payloads(column: pa.Array) -> tuple[int, bytes] | None:
     keep = np.ones(last - first, dtype=bool)
     keep[header_positions - first] = False
     return int.from_bytes(headers[0, 1:].tobytes(), "big"), data[first:last][keep].tobytes()
+
+
+def _cast_fields(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """``array.cast(target)``, struct by struct: Arrow refuses to cast a struct whose required field
+    holds nulls, which it does under a null parent (a tombstone, a null optional record)."""
+    if not pa.types.is_struct(target) or not pa.types.is_struct(array.type) or array.offset:
+        return array.cast(target)
+    children = [_cast_fields(array.field(i), field.type) for i, field in enumerate(target)]
+    if not children:
+        return array.cast(target)
+    mask = array.is_null() if array.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
 
 
 def _payloads_of_id(
