@@ -151,6 +151,7 @@ _GOOD = {"n": 1, "s": "ok", "b": True, "e": "B", "o": 5}
         pytest.param(b"\x02\x7fok\x01\x02\x02\x0a", id="string length past the end"),
         pytest.param(b"\x02\x03ok\x01\x02\x02\x0a", id="negative string length"),
         pytest.param(b"\xff" * 11 + b"\x04ok\x01\x02\x02\x0a", id="varint longer than 10 bytes"),
+        pytest.param(b"\x80\x80\x80\x80\x10\x04ok\x01\x02\x02\x0a", id="int past 32 bits"),
     ],
 )
 def test_a_bad_payload_still_names_its_record_or_reads_as_null_when_permissive(payload: bytes) -> None:

@@ -156,7 +156,23 @@ class ColumnCodec:
                 results = self._decode_one_by_one(schema_id, indexes, payloads, located, error)
             for index, result in zip(indexes, results, strict=True):
                 decoded[index] = result
-        return self._to_arrow(decoded)
+        return self._to_arrow_blaming(decoded, located)
+
+    def _to_arrow_blaming(self, decoded: list[Any], located: Located) -> pa.Array:
+        """A value the reader accepted but the column type cannot hold (an Avro int past 32 bits, say)
+        is blamed on its record like any undecodable one."""
+        try:
+            return self._to_arrow(decoded)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            for index, value in enumerate(decoded):
+                if value is None:
+                    continue
+                try:
+                    self._to_arrow([value])
+                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as single:
+                    self._undecodable(index, located, single)
+                    decoded[index] = None
+            return self._to_arrow(decoded)
 
     def _runs(
         self, values: Sequence[bytes | None], decoded: list[Any], located: Located
