@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 _READY = re.compile(r"^sluice registry listening on (\S+)$")
@@ -37,8 +38,13 @@ class RegistryProcess:
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
+        self._ready = threading.Event()
 
     def start(self, timeout: float = 60.0) -> RegistryProcess:
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> RegistryProcess:
+        """Start the process without waiting for it (see `wait_ready`), so several can start side by side."""
         cmd = [
             sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
             "--listen", f"127.0.0.1:{self.port}", "--topic", self.topic, "--group", self.group, *self.extra,
@@ -48,7 +54,7 @@ class RegistryProcess:
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
-        ready = threading.Event()
+        self._ready = ready = threading.Event()
 
         def pump() -> None:
             assert self.proc is not None and self.proc.stdout is not None
@@ -62,7 +68,11 @@ class RegistryProcess:
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(timeout) or not self.url or self.proc.poll() is not None:
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> RegistryProcess:
+        assert self.proc is not None
+        if not self._ready.wait(timeout) or not self.url or self.proc.poll() is not None:
             self.kill()
             raise RuntimeError("registry did not start:\n" + "".join(self.output))
         return self
@@ -79,6 +89,11 @@ class RegistryProcess:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+    def holds_seat(self) -> bool:
+        """Whether this registry's log says it is the primary now (its last word on the matter)."""
+        said = [line for line in self.output if "now the primary" in line or "no longer the primary" in line]
+        return bool(said) and "now the primary" in said[-1]
 
     def wait_primary(self, timeout: float = 30.0) -> None:
         """Until a write succeeds here (this one or another registry is primary)."""
@@ -117,3 +132,16 @@ class RegistryProcess:
             return status, json.loads(payload)
         except ValueError:
             return status, payload.decode()
+
+
+def start_together(*procs: RegistryProcess) -> None:
+    """Start several registries side by side (each start is mostly waiting on Kafka)."""
+    for proc in procs:
+        proc.launch()
+    for proc in procs:
+        proc.wait_ready()
+
+
+def wait_primary_together(*procs: RegistryProcess) -> None:
+    with ThreadPoolExecutor(len(procs)) as pool:
+        list(pool.map(lambda proc: proc.wait_primary(), procs))
