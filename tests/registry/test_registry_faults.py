@@ -39,10 +39,18 @@ def unique_topic() -> str:
     return f"_schemas-{uuid.uuid4().hex[:10]}"
 
 
+# The module's brokers let a group session be as short as FAST_SESSION: a registry killed -9 loses the
+# primary seat that soon after (Kafka's default floor is 6 s).
+FAST_GROUPS = "group_min_session_timeout_ms: 1000\ngroup_initial_rebalance_delay_ms: 0\n"
+FAST_SESSION = ["--session-timeout", "2"]
+
+
 @pytest.fixture(scope="module")
 def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker this module may kill."""
-    proc = BrokerProcess(tmp_path_factory.mktemp("registry-broker")).start()
+    root = tmp_path_factory.mktemp("registry-broker")
+    (root / "broker.yaml").write_text(FAST_GROUPS)
+    proc = BrokerProcess(root / "data", config=root / "broker.yaml").start()
     yield proc
     proc.kill()
 
@@ -51,7 +59,9 @@ def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProce
 def own_registry(own_broker: BrokerProcess) -> Iterator[RegistryProcess]:
     """One registry on that broker for the restart and kill tests (each uses its own subjects); a test
     may stop, kill and restart it, and leaves it running."""
-    proc = RegistryProcess(own_broker.bootstrap, unique_topic(), extra=["--store-timeout", "2"]).start()
+    proc = RegistryProcess(
+        own_broker.bootstrap, unique_topic(), extra=["--store-timeout", "2", *FAST_SESSION]
+    ).start()
     yield proc
     proc.kill()
 
@@ -226,11 +236,11 @@ class SharedTopic:
 
 
 @pytest.fixture(scope="module")
-def shared_topic(broker: BrokerProcess) -> Iterator[SharedTopic]:
-    topic = unique_topic()
-    first = RegistryProcess(broker.bootstrap, topic, group=f"{topic}-a")
-    second = RegistryProcess(broker.bootstrap, topic, group=first.group)
-    rival = RegistryProcess(broker.bootstrap, topic, group=f"{topic}-b")
+def shared_topic(own_broker: BrokerProcess) -> Iterator[SharedTopic]:
+    topic, bootstrap = unique_topic(), own_broker.bootstrap
+    first = RegistryProcess(bootstrap, topic, group=f"{topic}-a", extra=FAST_SESSION)
+    second = RegistryProcess(bootstrap, topic, group=first.group, extra=FAST_SESSION)
+    rival = RegistryProcess(bootstrap, topic, group=f"{topic}-b", extra=FAST_SESSION)
     try:
         start_together(first, second, rival)
         wait_primary_together(first, second, rival)
@@ -304,8 +314,9 @@ def test_two_registries_forward_never_split_an_id_and_fail_over(shared_topic: Sh
     # A write forwarded by the secondary is answered once the secondary has read it back.
     forwarded = register(second, "read-your-writes", schema("RYW", "a"))
     assert second.call("GET", f"/schemas/ids/{forwarded}")[0] == 200
-    # The primary killed without leaving the group: once its session times out, the other takes over.
+    # The primary killed without leaving the group: once its session (2 s) times out, the other takes over.
     first.kill()
+    killed = time.monotonic()
     deadline = time.monotonic() + 60
     while True:
         status, body = second.call("POST", "/subjects/after-failover/versions", {"schema": schema("H", "a")})
@@ -314,3 +325,22 @@ def test_two_registries_forward_never_split_an_id_and_fail_over(shared_topic: Sh
         assert body["error_code"] in (50003, 50004), body  # meanwhile: a clear error, never a hang
     assert status == 200 and body["id"] > max(ids), body
     assert "now the primary" in "".join(second.output)
+    print(f"fail-over took {time.monotonic() - killed:.2f}s")
+
+
+def test_a_session_shorter_than_the_cluster_allows_is_named_in_the_error(broker: BrokerProcess) -> None:
+    """The session broker keeps Kafka's 6 s floor: the group refuses a 1 s session, and a write says why."""
+    proc = RegistryProcess(
+        broker.bootstrap, unique_topic(), extra=["--session-timeout", "1", "--store-timeout", "1"]
+    ).start()
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            status, body = proc.call("POST", "/subjects/s/versions", {"schema": schema("S", "a")})
+            if "INVALID_SESSION_TIMEOUT" in body["message"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)  # the group's refusal arrives with the first JoinGroup answer
+        assert (status, body["error_code"]) == (500, 50004), body
+        assert "INVALID_SESSION_TIMEOUT" in body["message"]
+    finally:
+        proc.kill()

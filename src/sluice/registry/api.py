@@ -183,7 +183,11 @@ def write_route(handler: Handler) -> Handler:
         while True:
             primary = await service.primary_url()
             if primary is None:
-                raise errors.unknown_primary("no primary registry is elected yet; try again shortly")
+                problem = service.election.problem if service.election else None
+                raise errors.unknown_primary(
+                    "no primary registry is elected yet; try again shortly"
+                    + (f" (the election group reports: {problem})" if problem else "")
+                )
             if service.is_primary or primary == (service.election.my_url if service.election else None):
                 return await handler(request)
             try:

@@ -14,7 +14,7 @@ from sluice.client.internal_topic import InternalTopic, StoreUnavailable
 from sluice.registry import errors
 from sluice.registry.catalog import Catalog
 from sluice.registry.commands import Plan
-from sluice.registry.election import DEFAULT_GROUP, Election
+from sluice.registry.election import DEFAULT_GROUP, DEFAULT_SESSION_TIMEOUT_MS, Election
 from sluice.registry.state import RegistryState
 
 log = logging.getLogger("sluice.registry")
@@ -32,6 +32,7 @@ class RegistrySettings:
     topic: str = DEFAULT_TOPIC
     group: str = DEFAULT_GROUP
     store_timeout_s: float = 5.0
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     replication_factor: int = 3
     max_request_bytes: int = 4 * 1024 * 1024
 
@@ -62,6 +63,7 @@ class RegistryService:
             my_url,
             group=self.settings.group,
             timeout_s=self.settings.store_timeout_s,
+            session_timeout_ms=self.settings.session_timeout_ms,
         )
         self.election.start()
         self.ready = True
