@@ -174,13 +174,46 @@ def test_a_topic_written_by_confluent_is_read_as_is(broker: BrokerProcess) -> No
         proc.kill()
 
 
-def test_kafka_unreachable_at_start_is_one_clear_error(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def misconfigured(broker: BrokerProcess) -> Iterator[dict[str, RegistryProcess]]:
+    """Registries that cannot work, launched side by side: one whose Kafka is not there, one asking for a
+    group session shorter than the session broker allows (Kafka's 6 s floor)."""
     from sluice.testing import free_port
 
-    proc = RegistryProcess(f"127.0.0.1:{free_port()}", unique_topic(), extra=["--store-timeout", "1"])
+    procs = {
+        "unreachable": RegistryProcess(
+            f"127.0.0.1:{free_port()}", unique_topic(), extra=["--store-timeout", "1"]
+        ),
+        "short_session": RegistryProcess(
+            broker.bootstrap, unique_topic(), extra=["--session-timeout", "1", "--store-timeout", "1"]
+        ),
+    }
+    for proc in procs.values():
+        proc.launch()
+    yield procs
+    for proc in procs.values():
+        proc.kill()
+
+
+def test_kafka_unreachable_at_start_is_one_clear_error(misconfigured: dict[str, RegistryProcess]) -> None:
     with pytest.raises(RuntimeError) as caught:
-        proc.start(timeout=60)
+        misconfigured["unreachable"].wait_ready(timeout=60)
     assert "cannot open" in caught.value.args[0] and "Traceback" not in caught.value.args[0]
+
+
+def test_a_session_shorter_than_the_cluster_allows_is_named_in_the_error(
+    misconfigured: dict[str, RegistryProcess],
+) -> None:
+    """The group refuses a 1 s session, and a write says why."""
+    proc = misconfigured["short_session"].wait_ready()
+    deadline = time.monotonic() + 30
+    while True:
+        status, body = proc.call("POST", "/subjects/s/versions", {"schema": schema("S", "a")})
+        if "INVALID_SESSION_TIMEOUT" in body["message"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)  # the group's refusal arrives with the first JoinGroup answer
+    assert (status, body["error_code"]) == (500, 50004), body
+    assert "INVALID_SESSION_TIMEOUT" in body["message"]
 
 
 def test_a_full_disk_answers_503_and_writes_resume_when_space_is_freed(
@@ -326,21 +359,3 @@ def test_two_registries_forward_never_split_an_id_and_fail_over(shared_topic: Sh
     assert status == 200 and body["id"] > max(ids), body
     assert "now the primary" in "".join(second.output)
     print(f"fail-over took {time.monotonic() - killed:.2f}s")
-
-
-def test_a_session_shorter_than_the_cluster_allows_is_named_in_the_error(broker: BrokerProcess) -> None:
-    """The session broker keeps Kafka's 6 s floor: the group refuses a 1 s session, and a write says why."""
-    proc = RegistryProcess(
-        broker.bootstrap, unique_topic(), extra=["--session-timeout", "1", "--store-timeout", "1"]
-    ).start()
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            status, body = proc.call("POST", "/subjects/s/versions", {"schema": schema("S", "a")})
-            if "INVALID_SESSION_TIMEOUT" in body["message"] or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)  # the group's refusal arrives with the first JoinGroup answer
-        assert (status, body["error_code"]) == (500, 50004), body
-        assert "INVALID_SESSION_TIMEOUT" in body["message"]
-    finally:
-        proc.kill()
