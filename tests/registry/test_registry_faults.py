@@ -228,7 +228,7 @@ def test_a_full_disk_answers_503_and_writes_resume_when_space_is_freed(
         free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
         ballast = disk / "ballast"
         ballast.write_bytes(b"\0" * (free - (1 << 20)))  # below the broker's 4 MiB floor
-        # The broker looks at free space about once a second: writes may still land for a moment after the fill.
+        # The broker looks at free space every tenth of a second: writes may still land for a moment after the fill.
         deadline, n = time.monotonic() + 30, 0
         while True:
             n += 1
