@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -33,6 +34,16 @@ def register(proc: RegistryProcess, subject: str, text: str) -> int:
 
 # The module's tests share brokers and registries: they run on one xdist worker.
 pytestmark = pytest.mark.xdist_group("registry-faults")
+
+
+def register_once_writable(proc: RegistryProcess, subject: str, text: str) -> tuple[int, Any]:
+    """Register until it works (Kafka back, space freed) or a minute passed: the last answer."""
+    deadline = time.monotonic() + 60
+    while True:
+        status, body = proc.call("POST", f"/subjects/{subject}/versions", {"schema": text})
+        if status == 200 or time.monotonic() > deadline:
+            return status, body
+        time.sleep(0.2)
 
 
 def unique_topic() -> str:
@@ -116,12 +127,7 @@ def test_broker_down_answers_503_quickly_and_recovers(
     # Reads are served from the replayed state meanwhile.
     assert proc.call("GET", f"/schemas/ids/{before}")[0] == 200
     own_broker.restart()
-    deadline = time.monotonic() + 60
-    while True:
-        status, body = proc.call("POST", "/subjects/t/versions", {"schema": schema("T", "a")})
-        if status == 200 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    status, body = register_once_writable(proc, "t", schema("T", "a"))
     assert status == 200 and body["id"] > before, body
 
 
@@ -238,12 +244,7 @@ def test_a_full_disk_answers_503_and_writes_resume_when_space_is_freed(
         assert (status, body.get("error_code")) == (503, 50003), body
         assert proc.call("GET", f"/schemas/ids/{kept}")[0] == 200  # reads go on
         ballast.unlink()
-        deadline = time.monotonic() + 30
-        while True:
-            status, body = proc.call("POST", "/subjects/after/versions", {"schema": schema("After", "b")})
-            if status == 200 or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        status, body = register_once_writable(proc, "after", schema("After", "b"))
         assert status == 200 and body["id"] > kept, body
     finally:
         proc.kill()
