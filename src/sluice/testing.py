@@ -10,14 +10,69 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 _READY = re.compile(r"^sluice broker listening on [^ ]+:(\d+)$")
 _ADMIN_READY = re.compile(r"^sluice admin listening on (https?://[^ ]+)$")
+_REGISTRY_READY = re.compile(r"^sluice registry listening on (https?://[^ ]+)$")
 
 
-class BrokerProcess:
+class _ChildProcess:
+    """A sluice server in a child process: its output kept, a readiness line awaited, kill and stop."""
+
+    proc: subprocess.Popen[str] | None
+    output: list[str]
+
+    def _spawn(self, cmd: list[str], on_line: Callable[[str], bool], what: str, timeout: float) -> None:
+        """Start ``cmd``; ``on_line`` sees each output line and says when the server is ready."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line)
+                if not ready.is_set() and on_line(line.rstrip()):
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.1):
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"{what} did not start:\n" + "".join(self.output))
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{what} exited at start:\n" + "".join(self.output))
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown, exactly like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait: the clean shutdown path."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise
+        return self.proc.returncode
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.kill()
+
+
+class BrokerProcess(_ChildProcess):
     """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
 
     def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
@@ -50,55 +105,21 @@ class BrokerProcess:
         # The admin listener is on by default (127.0.0.1:9644); test brokers take an ephemeral port or none.
         cmd += ["--admin-listen", f"127.0.0.1:{self._admin_port}" if self.admin else "off"]
         cmd += self.extra_args
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        ready = threading.Event()
 
-        def pump() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.output.append(line)
-                match = _READY.match(line)
-                if match and not ready.is_set():
-                    self.port = int(match.group(1))
-                    if not self.admin:
-                        ready.set()
-                admin_match = _ADMIN_READY.match(line.rstrip())
-                if admin_match and not ready.is_set():
-                    self.admin_url = admin_match.group(1)
-                    self._admin_port = int(self.admin_url.rsplit(":", 1)[1])  # the same port on restart
-                    ready.set()
-            ready.set()
+        def on_line(line: str) -> bool:
+            match = _READY.match(line)
+            if match:
+                self.port = int(match.group(1))
+                return not self.admin
+            admin_match = _ADMIN_READY.match(line)
+            if admin_match:
+                self.admin_url = admin_match.group(1)
+                self._admin_port = int(self.admin_url.rsplit(":", 1)[1])  # the same port on restart
+                return True
+            return False
 
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while not ready.wait(0.1):
-            if time.monotonic() > deadline:
-                self.kill()
-                raise TimeoutError("broker did not start:\n" + "".join(self.output))
-        if self.proc.poll() is not None:
-            raise RuntimeError("broker exited at start:\n" + "".join(self.output))
+        self._spawn(cmd, on_line, "broker", timeout)
         return self
-
-    def kill(self) -> None:
-        """SIGKILL: no clean shutdown, exactly like a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(30)
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait: the clean shutdown path."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-                raise
-        return self.proc.returncode
 
     def restart(self) -> BrokerProcess:
         """Start again on the same port and data dir (after kill() or stop())."""
@@ -121,8 +142,37 @@ class BrokerProcess:
     def __enter__(self) -> BrokerProcess:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self.kill()
+
+class RegistryProcess(_ChildProcess):
+    """`sluice registry` against ``bootstrap`` on 127.0.0.1 with an ephemeral port; ``url`` once started.
+
+    A restart keeps the port (and the ``_schemas`` topic, so the schemas); ``kill()`` is a real SIGKILL.
+    """
+
+    def __init__(self, bootstrap: str, *, port: int = 0, extra_args: list[str] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.port = port
+        self.extra_args = extra_args or []
+        self.url: str | None = None
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    def start(self, timeout: float = 60.0) -> RegistryProcess:
+        cmd = [sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
+               "--listen", f"127.0.0.1:{self.port}", *self.extra_args]
+
+        def on_line(line: str) -> bool:
+            match = _REGISTRY_READY.match(line)
+            if match:
+                self.url = match.group(1)
+                self.port = int(self.url.rsplit(":", 1)[1])
+            return match is not None
+
+        self._spawn(cmd, on_line, "registry", timeout)
+        return self
+
+    def __enter__(self) -> RegistryProcess:
+        return self.start()
 
 
 def create_topic(

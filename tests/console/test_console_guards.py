@@ -277,6 +277,8 @@ def test_sluice_serve_serves_the_console_with_the_gateways_in_flight_messages(
             f"127.0.0.1:{console_port}",
             "--metrics-listen",
             f"127.0.0.1:{admin_port}",
+            # Not this test's subject; left on, they would contend for their default ports under xdist.
+            *("--registry-listen", "off", "--rest-listen", "off"),
             "--data-dir",
             str(tmp_path / "data"),
         ],
@@ -349,7 +351,7 @@ def _serve(data: Path, console_listen: str, env: dict[str, str]) -> tuple[subpro
             *(sys.executable, "-m", "sluice", "serve", "--data-dir", str(data)),
             *("--kafka-listen", f"127.0.0.1:{ports[0]}", "--grpc-listen", f"127.0.0.1:{ports[1]}"),
             *("--http-listen", f"127.0.0.1:{ports[2]}", "--metrics-listen", f"127.0.0.1:{ports[3]}"),
-            *("--console-listen", console_listen),
+            *("--console-listen", console_listen, "--registry-listen", "off", "--rest-listen", "off"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -129,3 +129,12 @@ async def gateway(make_gateway: GatewayFactory) -> Gateway:
 async def pixy(gateway: Gateway) -> AsyncIterator[pb_grpc.KafkaPixyStub]:
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
         yield pb_grpc.KafkaPixyStub(channel)
+
+
+@pytest.fixture(scope="module")
+def rest_proxy(broker: Any) -> Iterator[Any]:
+    """A `sluice gateway` process serving only the REST Proxy API in front of the session broker (one per module)."""
+    from rest_helpers import rest_gateway
+
+    with rest_gateway(broker.bootstrap) as gateway:
+        yield gateway

@@ -20,6 +20,7 @@ from sluice.testing import free_port
 
 def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: Path) -> None:
     kafka_port, grpc_port, http_port, admin_port = free_port(), free_port(), free_port(), free_port()
+    rest_port, registry_port = free_port(), free_port()
     data_dir = tmp_path / "sluice-data"
     proc = subprocess.Popen(
         [
@@ -40,6 +41,10 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
             f"127.0.0.1:{free_port()}",
             "--metrics-listen",
             f"127.0.0.1:{admin_port}",
+            "--rest-listen",
+            f"127.0.0.1:{rest_port}",
+            "--registry-listen",
+            f"127.0.0.1:{registry_port}",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -76,6 +81,12 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
         finally:
             consumer.close()
         assert values == [b"over http", b"over grpc"]
+        # The REST Proxy API beside them reads the same topic.
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{rest_port}/topics/served/partitions/{http_ack['partition']}/offsets",
+            timeout=30,
+        ) as reply:
+            assert json.loads(reply.read()) == {"beginning_offset": 0, "end_offset": 2}
         with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=30) as reply:
             assert 'sluice_topic_messages_in_total{topic="served"} 2.0' in reply.read().decode()
         # The gateway knows its broker's admin listener: setting offsets is a (live) rewind that says
@@ -90,6 +101,19 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
             assert json.loads(reply.read()) == {
                 "offsets": [{"partition": http_ack["partition"], "requested": 50, "actual": 2}]
             }
+        # The REST Proxy API writes avro through the registry served beside it.
+        avro = urllib.request.Request(
+            f"http://127.0.0.1:{rest_port}/topics/served",
+            data=json.dumps({"value_schema": '"string"', "records": [{"value": "typed"}]}).encode(),
+            method="POST",
+            headers={"Content-Type": "application/vnd.kafka.avro.v2+json"},
+        )
+        with urllib.request.urlopen(avro, timeout=30) as reply:
+            schema_id = json.loads(reply.read())["value_schema_id"]
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{registry_port}/schemas/ids/{schema_id}", timeout=30
+        ) as reply:
+            assert json.loads(json.loads(reply.read())["schema"]) == "string"
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -9,21 +9,15 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-import trustme
 import yaml
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from registry_process import CONTENT_TYPE, RegistryProcess
+from registry_process import CONTENT_TYPE, RegistryProcess, tls_files
 
 from sluice.testing import BrokerProcess
 
 
 def test_https_with_basic_and_bearer_credentials(broker: BrokerProcess, tmp_path: Path) -> None:
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert.cert_chain_pems[0].write_to_path(str(cert_path))
-    cert.private_key_pem.write_to_path(str(key_path))
-    ca.cert_pem.write_to_path(str(ca_path))
+    cert_path, key_path, ca_path = tls_files(tmp_path)
     # The gateway's `auth:` and `tls:` sections from a file, beside a --basic-auth user from the command line.
     config = tmp_path / "registry-security.yaml"
     sections = {

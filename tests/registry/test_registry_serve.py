@@ -20,6 +20,7 @@ def test_serve_runs_the_registry_beside_the_broker(tmp_path: Path) -> None:
         "--kafka-listen", f"127.0.0.1:{kafka}", "--grpc-listen", f"127.0.0.1:{free_port()}",
         "--http-listen", f"127.0.0.1:{free_port()}", "--metrics-listen", f"127.0.0.1:{free_port()}",
         "--console-listen", "off", "--registry-listen", f"127.0.0.1:{registry}",
+        "--rest-listen", "off",
     ]  # fmt: skip
     client = RegistryProcess(f"127.0.0.1:{kafka}", "_schemas")
     client.url = f"http://127.0.0.1:{registry}"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sluice.cli.app import app
-from sluice.cli.common import DEFAULT_BOOTSTRAP, fail, setup_logging, split_hostport
+from sluice.cli.common import DEFAULT_BOOTSTRAP, Settings, fail, parse_settings, setup_logging, split_hostport
 
 if TYPE_CHECKING:
     # Imported where used: the broker's config (and yaml with it) would slow every client command's start.
@@ -141,6 +141,9 @@ def serve(
         typer.Option(envvar="SLUICE_CONSOLE_BASIC_AUTH", help="USER:PASSWORD the console requires."),
     ] = None,
     admin_listen: AdminListen = None,
+    rest_listen: Annotated[str, typer.Option(help="Confluent REST Proxy API listener ('off' for none).")] = (
+        "127.0.0.1:8082"
+    ),
     registry_listen: Annotated[
         str, typer.Option(help="Schema Registry address ('off' for none); its state is the _schemas topic.")
     ] = "127.0.0.1:8081",
@@ -161,6 +164,7 @@ def serve(
                 broker_config,
                 grpc_listen=grpc_listen,
                 http_listen=http_listen,
+                rest_listen=listen_or_off(rest_listen, "--rest-listen"),
                 console_listen=console_address,
                 console_login=(console_token, parse_basic_auth(console_basic_auth)),
                 registry_listen=_optional_address(registry_listen, "--registry-listen"),
@@ -178,18 +182,57 @@ def _optional_address(value: str, option: str) -> tuple[str, int] | None:
 @app.command()
 def gateway(
     config: Annotated[
-        Path, typer.Option(help="kafka-pixy-style YAML: named clusters (proxies) and a default.")
-    ],
+        Path | None, typer.Option(help="kafka-pixy-style YAML: named clusters (proxies) and a default.")
+    ] = None,
+    bootstrap: Annotated[
+        str | None,
+        typer.Option(
+            "--bootstrap", "-b", help="Front this one cluster (HOST:PORT[,...]) instead of --config."
+        ),
+    ] = None,
+    setting: Settings = None,
     grpc_listen: Annotated[str | None, typer.Option(help="Override the config's gRPC address.")] = None,
     http_listen: Annotated[str | None, typer.Option(help="Override the config's HTTP address.")] = None,
+    rest_listen: Annotated[
+        str, typer.Option(help="Confluent REST Proxy API listener HOST:PORT ('off' for none).")
+    ] = "off",
+    rest_instance_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            help="Idle v2 consumer instances are closed after this long (consumer.instance.timeout.ms)."
+        ),
+    ] = 300_000,
+    schema_registry: Annotated[
+        str, typer.Option(help="Schema registry URL behind the REST API's avro and jsonschema formats.")
+    ] = "",
     verbose: bool = False,
 ) -> None:
-    """Run the kafka-pixy-compatible gateway in front of one or more Kafka clusters."""
+    """Run the kafka-pixy-compatible gateway (and the REST Proxy API) in front of one or more Kafka clusters."""
     from sluice.gateway.config import ConfigError
+    from sluice.gateway.config_file import config_from_dict, load_config
     from sluice.gateway.server import serve_forever
 
     setup_logging(verbose)
+    if (config is None) == (bootstrap is None):
+        fail("give exactly one of --config and --bootstrap")
     try:
-        serve_forever(config, grpc_listen=grpc_listen, http_listen=http_listen)
+        if config is not None:
+            loaded = load_config(config)
+        else:
+            kafka = {"seed_peers": bootstrap, "librdkafka": parse_settings(setting)}
+            loaded = config_from_dict({"proxies": {"default": {"kafka": kafka}}})
+        serve_forever(
+            loaded,
+            grpc_listen=grpc_listen,
+            http_listen=http_listen,
+            rest_listen=listen_or_off(rest_listen, "--rest-listen"),
+            rest_instance_timeout_ms=rest_instance_timeout_ms,
+            schema_registry_url=schema_registry,
+        )
     except (ConfigError, OSError) as exc:
         fail(str(exc))
+
+
+def listen_or_off(value: str, option: str) -> str:
+    """HOST:PORT checked, or "" for 'off' (the listen-string form the gateway takes)."""
+    return "" if _optional_address(value, option) is None else value

@@ -87,11 +87,19 @@ def console_command(
             help="A sluice broker's admin API, HOST:PORT or http://HOST:PORT: live rewind of running groups.",
         ),
     ] = None,
+    schema_registry: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SLUICE_SCHEMA_REGISTRY",
+            help="A Schema Registry's URL: a Schemas page, and registry-framed keys and values decoded.",
+        ),
+    ] = None,
     sample_interval: Annotated[float, typer.Option(help="Seconds between lag and rate samples.")] = 10.0,
     verbose: bool = False,
 ) -> None:
     """Serve the web console (topics, messages, consumer groups) for any Kafka-compatible cluster."""
-    from sluice.console.app import ConsoleConfig, serve_console
+    from sluice.console.app import ConsoleConfig
+    from sluice.console.server import serve_console
     from sluice.eventloop import run_event_loop
 
     setup_logging(verbose)
@@ -107,6 +115,7 @@ def console_command(
         log_dir=log_dir,
         gateway_url=gateway,
         admin_url=admin_url(admin),
+        schema_registry_url=schema_registry,
     )
     try:
         console_config.check()

@@ -94,7 +94,12 @@ def _follow_stream(query: ArchiveQuery, available_now: bool) -> int:
     return query.records_written
 
 
-@app.command()
+def _registry_options(url: str | None, value_format: str | None, key_format: str | None) -> dict[str, str]:
+    given = {"schemaRegistry": url, "valueFormat": value_format, "keyFormat": key_format}
+    return {name: value for name, value in given.items() if value}
+
+
+@app.command("archive")
 def archive(
     topics: Annotated[str, typer.Option("--topics", help="comma-separated topics to archive")],
     to: Annotated[Path, typer.Option("--to", help="archive directory (Parquet by topic and date)")],
@@ -114,6 +119,16 @@ def archive(
     bootstrap: Bootstrap = "127.0.0.1:9092",
     master: Master = "local[*]",
     kafka: KafkaSettings = None,
+    schema_registry: Annotated[
+        str | None, typer.Option("--schema-registry", help="registry URL, for --value-format/--key-format")
+    ] = None,
+    value_format: Annotated[
+        str | None,
+        typer.Option("--value-format", help="avro|protobuf|json-schema: archive values as typed columns"),
+    ] = None,
+    key_format: Annotated[
+        str | None, typer.Option("--key-format", help="avro|protobuf|json-schema: archive keys as typed columns")
+    ] = None,
 ) -> None:
     """Stream topics into Parquet; restarts continue exactly where the checkpoint left off."""
     from sluice.pipeline.jobs import existing_topics, start_archive
@@ -137,6 +152,7 @@ def archive(
             interval,
             max_per_batch,
             _kafka_settings(kafka),
+            _registry_options(schema_registry, value_format, key_format),
         )
         rows = _follow_stream(query, available_now)
         if query.exception() is not None:

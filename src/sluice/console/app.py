@@ -27,6 +27,7 @@ from aiohttp import web
 from sluice.console import groups, render
 from sluice.console.cluster import Cluster, ClusterError, as_cluster_error
 from sluice.console.messages import ScanJob
+from sluice.console.schemas import SchemaBrowser
 from sluice.console.wire import WireFacts
 
 log = logging.getLogger("sluice.console")
@@ -56,6 +57,8 @@ class ConsoleConfig:
     # A sluice broker's admin API (http://host:port): resets of running groups (live rewind) go through it,
     # since Kafka's protocol cannot move a running group's offsets.
     admin_url: str | None = None
+    # A Schema Registry's URL: a Schemas page, and framed keys and values decoded in the message browser.
+    schema_registry_url: str | None = None
 
     def check(self) -> None:
         """Refuse to serve beyond loopback without a login."""
@@ -103,6 +106,7 @@ class Console:
         self.executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console")
         self.samples = Samples()
         self.jobs: dict[str, ScanJob] = {}
+        self.schemas = SchemaBrowser(config.schema_registry_url, config.timeout_s) if config.schema_registry_url else None
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("sluice.console", "templates"),
             autoescape=True,
@@ -118,6 +122,7 @@ class Console:
             render=render,
             gateway_url=config.gateway_url,
             admin_url=config.admin_url,
+            schema_registry_url=config.schema_registry_url,
         )
         self._sampler: asyncio.Task[None] | None = None
 
@@ -294,61 +299,10 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
         return web.Response(status=status, text=body, content_type="text/html")
 
 
-_STATUS = {"UNKNOWN_TOPIC_OR_PART": 404, "GROUP_ID_NOT_FOUND": 404, "INVALID_REQUEST": 400}
-
-
-def create_app(config: ConsoleConfig) -> web.Application:
-    from sluice.console import routes
-
-    app = web.Application(
-        middlewares=[auth_middleware, write_guard, error_pages], client_max_size=2 * 1024 * 1024
-    )
-    console = Console(config)
-    app[CONSOLE] = console
-    routes.add_routes(app)
-
-    async def on_startup(_: web.Application) -> None:
-        console.start_sampler()
-
-    async def on_cleanup(_: web.Application) -> None:
-        await console.close()
-
-    app.on_startup.append(on_startup)
-    app.on_cleanup.append(on_cleanup)
-    return app
-
-
-@dataclass
-class RunningConsole:
-    runner: web.AppRunner
-    url: str
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
-
-
-async def start_console(config: ConsoleConfig) -> RunningConsole:
-    app = create_app(config)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port)
-    await site.start()
-    server = site._server
-    port = config.port
-    if server is not None and getattr(server, "sockets", None):
-        port = server.sockets[0].getsockname()[1]
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    return RunningConsole(runner, f"http://{host}:{port}/")
-
-
-async def serve_console(config: ConsoleConfig) -> None:
-    from sluice.eventloop import install_stop_signals
-
-    stop = asyncio.Event()
-    install_stop_signals(stop)
-    running = await start_console(config)
-    print(f"sluice console on {running.url} (cluster {config.settings.get('bootstrap.servers')})", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await running.stop()
+_STATUS = {
+    "UNKNOWN_TOPIC_OR_PART": 404,
+    "GROUP_ID_NOT_FOUND": 404,
+    "INVALID_REQUEST": 400,
+    "NOT_FOUND": 404,
+    "REGISTRY_UNREACHABLE": 503,
+}

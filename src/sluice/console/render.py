@@ -15,11 +15,15 @@ _HEX_SHOWN_BYTES = 512
 
 @dataclass
 class Rendered:
-    kind: str  # "json", "text", "hex" or "null"
+    kind: str  # "json", "text", "hex", "null", or "avro" / "protobuf" / "json-schema" when decoded
     text: str
     size: int
     cut: bool
     preview: str = ""  # one line for the table; `text` is shown when the row is opened
+    # Registry-framed data the console decoded: the schema id and the subject(s) registering it.
+    schema_id: int | None = None
+    subject: str | None = None
+    note: str = ""  # why framed-looking data was not decoded
 
 
 def _one_line(text: str, limit: int = 140) -> str:

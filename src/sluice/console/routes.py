@@ -16,6 +16,7 @@ from aiohttp import web
 
 from sluice.console import groups as groups_api
 from sluice.console import messages as messages_api
+from sluice.console import schema_pages
 from sluice.console.app import CONSOLE, MAX_SCAN_JOBS, Console
 from sluice.console.cluster import ClusterError
 from sluice.console.groups import ResetRow
@@ -227,7 +228,10 @@ async def _messages_context(request: web.Request, name: str) -> dict[str, Any]:
         query = {k: v for k, v in request.query.items() if k != "cursor"}
         query["cursor"] = format_cursor(result.next_cursor)
         next_url = f"/topics/{name}/messages?{urlencode(query)}"
-    return {"messages": result.messages, "params": params, "next_url": next_url, "topic": name}
+    decoded = None
+    if console.schemas is not None and result.messages:
+        decoded = await console.run(console.schemas.decode_messages, result.messages)
+    return {"messages": result.messages, "params": params, "next_url": next_url, "topic": name, "decoded": decoded}
 
 
 async def topic(request: web.Request) -> web.Response:
@@ -560,4 +564,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/gateway", gateway)
     app.router.add_get("/security", security_page)
     app.router.add_post("/security/{action}", security_action)
+    schema_pages.add_routes(app, console_of, page)
     app.router.add_static("/static/", STATIC, append_version=True)

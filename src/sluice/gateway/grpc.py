@@ -16,12 +16,13 @@ from typing import Any, TypeVar
 import grpc
 from grpc import aio
 
-from .core import Batch, Delivery, count_messages, sparse_acks_to_str
+from .batches import Batch, Delivery, count_messages
 from .errors import Failure, GatewayError, invalid
 from .kafka import TopicInfo
 from .proto import kafkapixy_pb2 as pb
 from .proto import kafkapixy_pb2_grpc as pb_grpc
 from .service import AckRequest, GatewayService, failure_of
+from .sparse_acks import sparse_acks_to_str
 
 T = TypeVar("T")
 
@@ -375,7 +376,7 @@ def create_grpc_server(
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
     )
     pb_grpc.add_KafkaPixyServicer_to_server(KafkaPixyServicer(service), server)
     pb_grpc.add_SluiceGatewayServicer_to_server(SluiceGatewayServicer(service), server)

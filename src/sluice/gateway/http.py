@@ -18,10 +18,11 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .core import Delivery, sparse_acks_to_str
+from .batches import Delivery
 from .errors import Failure, GatewayError, invalid
 from .kafka import TopicInfo
 from .service import AckRequest, GatewayService, failure_of
+from .sparse_acks import sparse_acks_to_str
 
 HTTP_STATUS_OF_FAILURE = {
     Failure.INVALID_ARGUMENT: 400,
@@ -227,7 +228,11 @@ class HttpApi:
             return _json({})  # kafka-pixy's answer
         # A live rewind on a sluice broker (sluice extension): where each partition was actually set.
         return _json(
-            {"offsets": [{"partition": p, "requested": asked, "actual": actual} for p, asked, actual in rewound]}
+            {
+                "offsets": [
+                    {"partition": p, "requested": asked, "actual": actual} for p, asked, actual in rewound
+                ]
+            }
         )
 
     async def consumers(self, request: web.Request) -> web.StreamResponse:

@@ -7,6 +7,8 @@ in the producer's own poll thread; the event loop only awaits futures.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import logging
 import threading
 import time
@@ -32,7 +34,7 @@ from sluice.security.http_auth import redact_url
 from .config import ClusterConfig
 from .errors import Failure, GatewayError
 from .metrics import GatewayMetrics
-from .partitioners import Partitioner
+from .partitioners import Partitioner, murmur2_partition
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +217,60 @@ class ClusterClient:
         result = await delivered
         self.metrics.produce_latency.labels(self.config.name).observe(time.monotonic() - started)
         return result
+
+    async def produce_many(
+        self,
+        topic: str,
+        records: Sequence[tuple[bytes | None, bytes | None, int | None, Sequence[tuple[str, bytes]]]],
+    ) -> list[tuple[int, int] | GatewayError]:
+        """Write (key, value, partition or None, headers) records in one go and wait for all of them: the
+        (partition, offset) of each, or why that one failed. One future for the batch, not one per record.
+        Records without a partition go where the Java producer would put them (Confluent's REST Proxy is one):
+        murmur2 of the key, or librdkafka's sticky choice for a null key."""
+        return await self.enqueue_many(topic, records, await self.partition_count(topic))
+
+    def enqueue_many(
+        self,
+        topic: str,
+        records: Sequence[tuple[bytes | None, bytes | None, int | None, Sequence[tuple[str, bytes]]]],
+        partition_count: int,
+    ) -> asyncio.Future[list[tuple[int, int] | GatewayError]]:
+        """`produce_many`'s first half, without suspending: records handed over one after the other keep
+        their order on each partition; the future resolves as `produce_many` does."""
+        batch = _BatchDelivery(topic, asyncio.get_running_loop(), len(records))
+        limit = self.config.producer.max_message_bytes
+        for index, (key, value, partition, headers) in enumerate(records):
+            if len(value or b"") + len(key or b"") > limit:
+                batch.settle(
+                    index,
+                    GatewayError(Failure.TOO_LARGE, f"record exceeds producer.max_message_bytes={limit}"),
+                )
+                continue
+            if partition is None:
+                # murmur2 of the key; a null key is left to librdkafka's sticky partitioning, as Java does.
+                partition = -1 if key is None else murmur2_partition(key, partition_count)
+            elif not 0 <= partition < partition_count:
+                batch.settle(
+                    index, GatewayError(Failure.NOT_FOUND, f"Partition {partition} of {topic} not found")
+                )
+                continue
+            try:
+                self._producer.produce(
+                    topic,
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    headers=list(headers) or None,
+                    on_delivery=functools.partial(batch.report, index),
+                )
+            except BufferError:
+                batch.settle(
+                    index, GatewayError(Failure.TOO_MANY_REQUESTS, "producer queue is full, retry later")
+                )
+            except KafkaException as exc:
+                batch.settle(index, self._failure(exc.args[0], f"produce to {topic}"))
+        self.metrics.produced.labels(self.config.name, "sync").inc(len(records))
+        return batch.done
 
     # -- admin -----------------------------------------------------------------
     async def list_topics(self, with_config: bool = False) -> dict[str, TopicInfo]:
@@ -418,6 +474,43 @@ class ClusterClient:
         # while; dropping them here ends that as soon as the gateway stops.
         del self._admin
         del self._producer
+
+
+class _BatchDelivery:
+    """The outcomes of one batch of records; `done` resolves once every record has one.
+
+    `report` runs in the producer's poll thread: counting with `itertools.count` (atomic under the GIL) rather
+    than a lock keeps each delivery report cheap.
+    """
+
+    def __init__(self, topic: str, loop: asyncio.AbstractEventLoop, size: int) -> None:
+        self.topic = topic
+        self.loop = loop
+        self.size = size
+        self.results: list[Any] = [None] * size
+        self.done: asyncio.Future[list[tuple[int, int] | GatewayError]] = loop.create_future()
+        self._settled = itertools.count(1)
+        if size == 0:
+            self.done.set_result([])
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(self.results)
+
+    def report(self, index: int, error: KafkaError | None, message: Any) -> None:
+        self.results[index] = (
+            _kafka_failure(error, f"produce to {self.topic}")
+            if error is not None
+            else (message.partition(), message.offset())
+        )
+        if next(self._settled) == self.size:
+            self.loop.call_soon_threadsafe(self._finish)
+
+    def settle(self, index: int, failure: GatewayError) -> None:
+        """A record refused before it reached the producer (called on the event loop)."""
+        self.results[index] = failure
+        if next(self._settled) == self.size:
+            self._finish()
 
 
 def _partitions_of(topic: Any) -> tuple[PartitionInfo, ...]:

@@ -29,9 +29,12 @@ from grpc import aio
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
 
 from .auth import GrpcAuthInterceptor, http_middleware
-from .config import GatewayConfig, load_config
+from .config import GatewayConfig
+from .config_file import load_config
 from .grpc import create_grpc_server
 from .http import create_http_app
+from .rest import RestProxy
+from .rest.instances import DEFAULT_INSTANCE_TIMEOUT_MS
 from .service import GatewayService
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,10 @@ class Gateway:
         grpc_listen: str | None = None,
         http_listen: str | None = None,
         unix_listen: str | None = None,
+        rest_listen: str = "",
+        rest_instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
+        rest_optional: bool = False,
+        schema_registry_url: str = "",
         shutdown_grace: float = 5.0,
     ) -> None:
         self.config = config
@@ -60,6 +67,20 @@ class Gateway:
         self.unix_listen = config.unix_addr if unix_listen is None else unix_listen
         self.shutdown_grace = shutdown_grace
         self.service = GatewayService(config)
+        # Confluent's REST Proxy API, on its own listener (port 8082 by convention); empty for none.
+        self.rest = (
+            RestProxy(
+                self.service,
+                config,
+                *split_host_port(rest_listen),
+                instance_timeout_ms=rest_instance_timeout_ms,
+                schema_registry_url=schema_registry_url,
+            )
+            if rest_listen
+            else None
+        )
+        # `sluice serve` binds a default port: one already taken costs the REST API, not the broker.
+        self._rest_optional = rest_optional
         self.grpc_port: int | None = None
         self.http_port: int | None = None
         self._grpc_server: aio.Server | None = None
@@ -85,6 +106,8 @@ class Gateway:
                 await self._start_grpc()
             if self.http_listen or self.unix_listen:
                 await self._start_http()
+            if self.rest is not None:
+                await self._start_rest(rest_optional=self._rest_optional)
         except BaseException:
             await self.stop()
             raise
@@ -96,6 +119,17 @@ class Gateway:
             " (TLS)" if self.config.http_tls is not None else "",
             self._unix_socket_path,
         )
+
+    async def _start_rest(self, *, rest_optional: bool) -> None:
+        assert self.rest is not None
+        try:
+            await self.rest.start()
+        except OSError as exc:
+            if not rest_optional:
+                raise
+            print(f"sluice REST Proxy API not started: {exc}", flush=True)
+            await self.rest.stop()
+            self.rest = None
 
     async def _start_grpc(self) -> None:
         auth = self.config.client_auth
@@ -134,6 +168,8 @@ class Gateway:
 
     async def stop(self) -> None:
         self.service.begin_close()
+        if self.rest is not None:
+            await self.rest.stop()
         if self._grpc_server is not None:
             await self._grpc_server.stop(self.shutdown_grace)
             self._grpc_server = None
@@ -164,15 +200,29 @@ async def run_gateway(
 
 
 def serve_forever(
-    config_path: str | Path, *, grpc_listen: str | None = None, http_listen: str | None = None
+    config: str | Path | GatewayConfig,
+    *,
+    grpc_listen: str | None = None,
+    http_listen: str | None = None,
+    rest_listen: str = "",
+    rest_instance_timeout_ms: int = DEFAULT_INSTANCE_TIMEOUT_MS,
+    schema_registry_url: str = "",
 ) -> None:
     """Blocking entry point for a command line: runs until SIGINT or SIGTERM."""
-    config = load_config(config_path)
+    if not isinstance(config, GatewayConfig):
+        config = load_config(config)
 
     async def main() -> None:
         stop = asyncio.Event()
         install_stop_signals(stop)
-        async with Gateway(config, grpc_listen=grpc_listen, http_listen=http_listen):
+        async with Gateway(
+            config,
+            grpc_listen=grpc_listen,
+            http_listen=http_listen,
+            rest_listen=rest_listen,
+            rest_instance_timeout_ms=rest_instance_timeout_ms,
+            schema_registry_url=schema_registry_url,
+        ):
             freeze_startup_objects()
             await stop.wait()
 

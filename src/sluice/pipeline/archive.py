@@ -41,6 +41,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from sluice.pipeline.formats import Codecs, column_types, decode_batch, resolve_codecs
 from sluice.pipeline.options import SourceOptions, parse_source_options
 from sluice.pipeline.planning import OffsetRange
 from sluice.pipeline.schema import kafka_schema
@@ -97,6 +98,14 @@ class ArchiveTarget:
 
     directory: str
     options: SourceOptions
+    # Registry-framed key/value decoded to typed columns (keyFormat/valueFormat), else binary.
+    codecs: Codecs = (None, None)
+
+    def file_schema(self) -> pa.Schema:
+        if self.codecs == (None, None):
+            return _FILE_SCHEMA
+        typed = to_arrow_schema(kafka_schema(True, *column_types(self.codecs)), timezone="UTC")
+        return typed.remove(typed.get_field_index("topic"))
 
 
 @dataclass(frozen=True)
@@ -110,10 +119,20 @@ class ArchivedFile:
 def archive_ranges(target: ArchiveTarget, rows: Iterable[Any]) -> Iterator[ArchivedFile]:
     """Executor side: read each offset range and write it as Parquet, one file per topic and day."""
     options = target.options
+    file_schema = target.file_schema()
+    typed_read_schema = _READ_SCHEMA if target.codecs == (None, None) else _with_topic(file_schema)
     for row in rows:
         offset_range = OffsetRange(row.topic, row.partition, row.start, row.end)
-        batches = read_offset_range(options, offset_range, _READ_SCHEMA)
-        yield from _write_by_day(Path(target.directory) / f"topic={row.topic}", offset_range, batches)
+        batches = (
+            decode_batch(batch, target.codecs, typed_read_schema)
+            for batch in read_offset_range(options, offset_range, _READ_SCHEMA)
+        )
+        topic_dir = Path(target.directory) / f"topic={row.topic}"
+        yield from _write_by_day(topic_dir, offset_range, batches, file_schema)
+
+
+def _with_topic(file_schema: pa.Schema) -> pa.Schema:
+    return file_schema.insert(_READ_SCHEMA.get_field_index("topic"), _READ_SCHEMA.field("topic"))
 
 
 _READ_SCHEMA: pa.Schema = to_arrow_schema(kafka_schema(include_headers=True), timezone="UTC")
@@ -125,12 +144,13 @@ _TIMESTAMP_COLUMN = _FILE_SCHEMA.get_field_index("timestamp")
 class _DayFile:
     """One Parquet file being written, hidden under a dot name until it is complete."""
 
-    def __init__(self, directory: Path, offset_range: OffsetRange) -> None:
+    def __init__(self, directory: Path, offset_range: OffsetRange, schema: pa.Schema) -> None:
         directory.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
         name = f"part-{offset_range.partition:05d}-{offset_range.start}-{uuid.uuid4().hex}.snappy.parquet"
         self.path = directory / name
         self.partial_path = directory / f".{name}.inprogress"
-        self.writer = pq.ParquetWriter(self.partial_path, _FILE_SCHEMA, compression="snappy")
+        self.writer = pq.ParquetWriter(self.partial_path, schema, compression="snappy")
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = self.pending_bytes = self.records = 0
 
@@ -144,7 +164,7 @@ class _DayFile:
 
     def _write_row_group(self) -> None:
         if self.pending:
-            self.writer.write_table(pa.Table.from_batches(self.pending, _FILE_SCHEMA))
+            self.writer.write_table(pa.Table.from_batches(self.pending, self.schema))
         self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
 
     def finish(self) -> ArchivedFile:
@@ -160,7 +180,7 @@ class _DayFile:
 
 
 def _write_by_day(
-    topic_dir: Path, offset_range: OffsetRange, batches: Iterable[pa.RecordBatch]
+    topic_dir: Path, offset_range: OffsetRange, batches: Iterable[pa.RecordBatch], schema: pa.Schema
 ) -> Iterator[ArchivedFile]:
     files: dict[str, _DayFile] = {}
     for batch in batches:
@@ -168,7 +188,7 @@ def _write_by_day(
         for day, part in _split_by_day(data):
             day_file = files.get(day)
             if day_file is None:
-                day_file = files[day] = _DayFile(topic_dir / f"date={day}", offset_range)
+                day_file = files[day] = _DayFile(topic_dir / f"date={day}", offset_range, schema)
             day_file.add(part)
     for day_file in files.values():
         yield day_file.finish()
@@ -289,7 +309,8 @@ def start_archive_query(
     directory = to_dir.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     progress = ArchiveQuery()
-    writer = _BatchWriter(spark, ArchiveTarget(str(directory), options), progress)
+    target = ArchiveTarget(str(directory), options, resolve_codecs(options.formats))
+    writer = _BatchWriter(spark, target, progress)
     stream = spark.readStream.format(RANGES_FORMAT).options(**reader_options).load()
     progress.query = (
         stream.writeStream.foreachBatch(writer)

@@ -91,11 +91,15 @@ def start_archive(
     trigger_interval: str = "10 seconds",
     max_offsets_per_trigger: int | None = None,
     kafka_settings: Mapping[str, str] | None = None,
+    registry_options: Mapping[str, str] | None = None,
 ) -> ArchiveQuery:
     """Start streaming ``topics`` into Parquet under ``to_dir``; exactly once across restarts.
 
     See ``sluice.pipeline.archive`` for how: Spark plans and checkpoints offset ranges, tasks
     write Parquet themselves, the driver lists the files in ``_spark_metadata``.
+    ``registry_options`` are the source's ``schemaRegistry``/``valueFormat``/``keyFormat``/...
+    options: the archive then holds typed key/value columns (the subject's schema when the query
+    starts) instead of bytes.
     """
     to_path = Path(to_dir)
     checkpoint = Path(checkpoint_dir) if checkpoint_dir is not None else to_path / CHECKPOINT_DIR_NAME
@@ -105,6 +109,7 @@ def start_archive(
         "startingOffsets": "earliest",
         "includeHeaders": "true",
         **_as_options(kafka_settings),
+        **dict(registry_options or {}),
     }
     if max_offsets_per_trigger is not None:
         reader_options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
@@ -126,8 +131,18 @@ def existing_topics(bootstrap: str, kafka_settings: Mapping[str, str] | None, ti
 
 
 def read_archive(spark: SparkSession, from_dir: str | Path) -> DataFrame:
-    """An archive as a DataFrame with the Kafka schema plus ``date``; partition values stay strings."""
-    return spark.read.schema(ARCHIVE_SCHEMA).parquet(str(check_archive_dir(from_dir)))
+    """An archive as a DataFrame with the Kafka schema plus ``date``; partition values stay strings.
+
+    Key and value are binary, or the typed columns of an archive written with a registry format
+    (their types are read from the files; versions that added fields are merged).
+    """
+    path = str(check_archive_dir(from_dir))
+    found = {f.name: f.dataType for f in spark.read.option("mergeSchema", "true").parquet(path).schema.fields}
+    if "value" not in found:
+        return spark.read.schema(ARCHIVE_SCHEMA).parquet(path)  # an empty archive: no file yet
+    typed = kafka_schema(include_headers=True, key_type=found["key"], value_type=found["value"])
+    schema = StructType([*typed.fields, StructField("date", StringType(), True)])
+    return spark.read.schema(schema).option("mergeSchema", "true").parquet(path)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sluice.client.schema_registry import RegistryConnection
+
 EARLIEST = -2
 LATEST = -1
 
@@ -64,6 +66,27 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True)
+class ColumnFormat:
+    """How the key or the value is framed: a registry schema type, its subject and version."""
+
+    side: Literal["key", "value"]
+    schema_type: str  # the registry's name: AVRO, PROTOBUF or JSON
+    subject: str
+    version: int | None  # None: the latest (reads) / register a schema derived from the column (writes)
+    pinned: bool  # a version option was given
+
+
+@dataclass(frozen=True)
+class RegistryFormats:
+    """The registry options of a read or a write; absent when neither column is registry-framed."""
+
+    connection: RegistryConnection
+    key: ColumnFormat | None
+    value: ColumnFormat | None
+    permissive: bool = False
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     """Validated options of a read (batch or streaming)."""
 
@@ -79,6 +102,7 @@ class SourceOptions:
     commit_group_id: str | None
     metadata_timeout_s: float
     poll_timeout_s: float
+    formats: RegistryFormats | None = None
 
 
 @dataclass(frozen=True)
@@ -98,13 +122,26 @@ class SinkOptions:
     commit_topic: str = DEFAULT_COMMIT_TOPIC
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     checkpoint_location: str | None = None
+    formats: RegistryFormats | None = None
 
     @property
     def exactly_once(self) -> bool:
         return self.delivery_guarantee == "exactly-once"
 
 
-_COMMON_OPTIONS = ("kafka.bootstrap.servers", "metadataTimeoutMs")
+_FORMAT_OPTIONS = (
+    "schemaRegistry",
+    "valueFormat",
+    "keyFormat",
+    "valueSubject",
+    "keySubject",
+    "valueSchemaVersion",
+    "keySchemaVersion",
+)
+_COMMON_OPTIONS = ("kafka.bootstrap.servers", "metadataTimeoutMs", *_FORMAT_OPTIONS)
+# Option values -> the registry's schemaType names.
+SCHEMA_TYPES = {"avro": "AVRO", "protobuf": "PROTOBUF", "json-schema": "JSON"}
+_REGISTRY_PREFIX = "schemaregistry."
 _SOURCE_OPTIONS = (
     *_COMMON_OPTIONS,
     "subscribe",
@@ -119,6 +156,7 @@ _SOURCE_OPTIONS = (
     "failOnDataLoss",
     "includeHeaders",
     "kafkaConsumer.pollTimeoutMs",
+    "mode",
 )
 # Spark itself hands checkpointLocation to streaming sinks; it belongs to Spark, not to us.
 _SINK_OPTIONS = (
@@ -151,11 +189,13 @@ def _lowered(options: Mapping[str, str]) -> dict[str, str]:
 
 def _check_known(options: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
     lowered = {name.lower() for name in known}
-    unknown = sorted(k for k in options if k not in lowered and not k.startswith("kafka."))
+    unknown = sorted(
+        k for k in options if k not in lowered and not k.startswith(("kafka.", _REGISTRY_PREFIX))
+    )
     if unknown:
         raise PipelineOptionError(
             f"unknown {what} option(s) for format 'sluice': {', '.join(unknown)}; "
-            f"known: {', '.join(known)} and any kafka.<librdkafka setting>"
+            f"known: {', '.join(known)}, any kafka.<librdkafka setting> and schemaRegistry.<client setting>"
         )
 
 
@@ -320,6 +360,7 @@ def parse_source_options(raw_options: Mapping[str, str], mode: Mode) -> SourceOp
         commit_group_id=kafka_config.get("group.id") if mode == "stream" else None,
         metadata_timeout_s=_timeout_s(options, "metadataTimeoutMs", 10_000),
         poll_timeout_s=_timeout_s(options, "kafkaConsumer.pollTimeoutMs", 30_000),
+        formats=parse_registry_formats(options, _single_topic(subscription), reading=True),
     )
 
 
@@ -409,9 +450,82 @@ def parse_sink_options(raw_options: Mapping[str, str]) -> SinkOptions:
         commit_topic=commit_topic,
         transaction_timeout_ms=timeout_ms,
         checkpoint_location=options.get("checkpointlocation") or None,
+        formats=parse_registry_formats(options, topic, reading=False),
     )
 
 
 def client_config(bootstrap_servers: str, kafka_config: Mapping[str, str]) -> dict[str, str]:
     """librdkafka settings: the user's kafka.* options on top of the bootstrap servers."""
     return {**kafka_config, "bootstrap.servers": bootstrap_servers}
+
+
+def source_registry_formats(raw_options: Mapping[str, str]) -> RegistryFormats | None:
+    """A read's registry options alone (Spark asks the schema before it says batch or stream)."""
+    options = _lowered(raw_options)
+    return parse_registry_formats(options, _single_topic(parse_subscription(options)), reading=True)
+
+
+def _single_topic(subscription: Subscription) -> str | None:
+    if len(subscription.topics) == 1:
+        return subscription.topics[0]
+    topics = {t for t, _ in subscription.assigned}
+    return topics.pop() if len(topics) == 1 else None
+
+
+def parse_registry_formats(
+    raw_options: Mapping[str, str], topic: str | None, *, reading: bool
+) -> RegistryFormats | None:
+    """keyFormat/valueFormat with schemaRegistry; subjects default to TopicNameStrategy."""
+    options = _lowered(raw_options)
+    url = options.get("schemaregistry", "").strip()
+    columns = {side: _column_format(options, side, topic) for side in ("key", "value")}
+    given = [side for side, column in columns.items() if column is not None]
+    mode = options.get("mode", "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise PipelineOptionError(f"option mode must be FAILFAST or PERMISSIVE, got {options['mode']!r}")
+    if not given:
+        stray = [name for name in _FORMAT_OPTIONS[1:] if name.lower() in options] + (
+            ["mode"] if "mode" in options else []
+        )
+        if stray:
+            raise PipelineOptionError(f"option(s) {', '.join(stray)} need keyFormat or valueFormat")
+        return None
+    if not url.startswith(("http://", "https://")):
+        raise PipelineOptionError(
+            "option schemaRegistry (the registry's URL, e.g. http://127.0.0.1:8081) is required with "
+            f"{'/'.join(side + 'Format' for side in given)}"
+        )
+    settings = tuple(
+        sorted((k.removeprefix(_REGISTRY_PREFIX), v) for k, v in options.items() if k.startswith(_REGISTRY_PREFIX))
+    )
+    if not reading and mode != "FAILFAST":
+        raise PipelineOptionError("option mode applies to reads only")
+    return RegistryFormats(
+        RegistryConnection(url, settings), columns["key"], columns["value"], permissive=mode == "PERMISSIVE"
+    )
+
+
+def _column_format(options: Mapping[str, str], side: Literal["key", "value"], topic: str | None) -> ColumnFormat | None:
+    raw = options.get(f"{side}format")
+    if raw is None:
+        return None
+    schema_type = SCHEMA_TYPES.get(raw.strip().lower())
+    if schema_type is None:
+        raise PipelineOptionError(f"option {side}Format must be one of {', '.join(SCHEMA_TYPES)}, got {raw!r}")
+    subject = options.get(f"{side}subject", "").strip()
+    if not subject:
+        if topic is None:
+            raise PipelineOptionError(
+                f"option {side}Subject is needed: the subject of {side}s is <topic>-{side} only when one topic "
+                "is read (subscribe=one topic) or written (option topic)"
+            )
+        subject = f"{topic}-{side}"
+    raw_version = options.get(f"{side}schemaversion", "").strip().lower()
+    version: int | None = None
+    if raw_version and raw_version != "latest":
+        if not raw_version.isdigit() or int(raw_version) <= 0:
+            raise PipelineOptionError(
+                f"option {side}SchemaVersion must be latest or a version number, got {raw_version!r}"
+            )
+        version = int(raw_version)
+    return ColumnFormat(side, schema_type, subject, version, pinned=bool(raw_version))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -21,11 +22,16 @@ HEADERS_TYPE = ArrayType(
 )
 
 
-def kafka_schema(include_headers: bool) -> StructType:
-    """key, value, topic, partition, offset, timestamp, timestampType[, headers]."""
+def kafka_schema(
+    include_headers: bool, key_type: DataType | None = None, value_type: DataType | None = None
+) -> StructType:
+    """key, value, topic, partition, offset, timestamp, timestampType[, headers].
+
+    ``key_type``/``value_type`` replace binary for registry-decoded columns (a struct, usually).
+    """
     fields = [
-        StructField("key", BinaryType(), True),
-        StructField("value", BinaryType(), True),
+        StructField("key", key_type or BinaryType(), True),
+        StructField("value", value_type or BinaryType(), True),
         StructField("topic", StringType(), True),
         StructField("partition", IntegerType(), True),
         StructField("offset", LongType(), True),

@@ -33,6 +33,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, DataType, IntegerType, StringType, StructType, TimestampType
 
+from sluice.pipeline.encoding import ColumnEncoder, writer_schema
 from sluice.pipeline.kafka_io import DeliveryTracker, KafkaMetadata
 from sluice.pipeline.options import PipelineOptionError, SinkOptions
 from sluice.pipeline.schema import HEADERS_TYPE
@@ -67,6 +68,9 @@ class ProducedCount(WriterCommitMessage):
 
 def _check_column_types(schema: StructType, options: SinkOptions) -> None:
     types: dict[str, DataType] = {f.name: f.dataType for f in schema.fields}
+    formats = options.formats
+    # Registry-framed columns may be of any type the format can write (checked when deriving its schema).
+    typed = {c.side for c in (formats.key, formats.value) if c is not None} if formats else set()
     allowed: dict[str, tuple[DataType, ...]] = {
         "key": (StringType(), BinaryType()),
         "value": (StringType(), BinaryType()),
@@ -78,13 +82,16 @@ def _check_column_types(schema: StructType, options: SinkOptions) -> None:
         allowed["timestamp"] = (TimestampType(),)
     if "value" not in types:
         raise PipelineOptionError(
-            f"writing to Kafka needs a 'value' column (string or binary); the DataFrame has {sorted(types)}"
+            f"writing to Kafka needs a 'value' column (string or binary, or typed with valueFormat); "
+            f"the DataFrame has {sorted(types)}"
         )
     if options.topic is None and "topic" not in types:
         raise PipelineOptionError("writing to Kafka needs option 'topic' or a 'topic' column")
     if options.write_timestamps and "timestamp" not in types:
         raise PipelineOptionError("option writeTimestamps=true needs a 'timestamp' column")
     for name, accepted in allowed.items():
+        if name in typed:
+            continue
         if name in types and not any(_same_type(types[name], a) for a in accepted):
             wanted = " or ".join(a.simpleString() for a in accepted)
             raise PipelineOptionError(f"column '{name}' must be {wanted}, not {types[name].simpleString()}")
@@ -119,6 +126,7 @@ class _KafkaWriting:
             check_transactions_supported(options, markers=self.job_prefix is None)
         self.options = options
         self.column_names = set(schema.fieldNames())
+        self.encoders = _column_encoders(options, schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedCount:
         if self.options.exactly_once:
@@ -172,8 +180,8 @@ class _KafkaWriting:
         def column(name: str) -> pa.Array | None:
             return batch.column(name) if name in columns else None
 
-        values = _as_bytes(column("value"))
-        keys = _as_bytes(column("key")) or [None] * count
+        values = self._bytes_of("value", column("value"))
+        keys = self._bytes_of("key", column("key")) or [None] * count
         topics: list[Any] = (
             [self.options.topic] * count if self.options.topic else column("topic").to_pylist()  # type: ignore[union-attr]
         )
@@ -202,6 +210,36 @@ class _KafkaWriting:
                 timestamp_ms=timestamps[i],
             )
         return count
+
+
+    def _bytes_of(self, name: str, column: pa.Array | None) -> list[bytes | None]:
+        encoder = self.encoders.get(name)
+        if encoder is None or column is None:
+            return _as_bytes(column)
+        return encoder.encode(column)
+
+
+def _column_encoders(options: SinkOptions, schema: StructType) -> dict[str, ColumnEncoder]:
+    """Driver side: register (or look up) the schema of each registry-framed column."""
+    formats = options.formats
+    if formats is None:
+        return {}
+    types = {f.name: f.dataType for f in schema.fields}
+    encoders: dict[str, ColumnEncoder] = {}
+    for column in (formats.key, formats.value):
+        if column is None or column.side not in types:
+            continue
+        registered = writer_schema(
+            formats.connection,
+            column.schema_type,
+            column.subject,
+            column.version,
+            column.pinned,
+            types[column.side],
+            "topLevelRecord",
+        )
+        encoders[column.side] = ColumnEncoder(column.side, registered)
+    return encoders
 
 
 class KafkaBatchWriter(_KafkaWriting, DataSourceArrowWriter):

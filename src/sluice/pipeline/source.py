@@ -39,12 +39,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from sluice.pipeline.formats import Codecs, column_types, decode_batch, resolve_codecs
 from sluice.pipeline.kafka_io import KafkaMetadata, read_range
 from sluice.pipeline.options import (
     PipelineOptionError,
     SourceOptions,
     parse_sink_options,
     parse_source_options,
+    source_registry_formats,
 )
 from sluice.pipeline.planning import (
     DataLossError,
@@ -79,25 +81,31 @@ class SluiceDataSource(DataSource):
     def name(cls) -> str:
         return FORMAT_NAME
 
+    def _codecs(self) -> Codecs:
+        # The registry is asked once per DataSource: schema() and reader() must agree on the types.
+        if not hasattr(self, "_resolved_codecs"):
+            self._resolved_codecs = resolve_codecs(source_registry_formats(self.options))
+        return self._resolved_codecs
+
     def schema(self) -> StructType:
         include = str(self.options.get("includeHeaders", "false")).strip().lower() in ("true", "1", "yes")
-        return kafka_schema(include)
+        return kafka_schema(include, *column_types(self._codecs()))
 
     def _checked_source_options(self, schema: StructType, mode: str) -> SourceOptions:
         options = parse_source_options(self.options, "batch" if mode == "batch" else "stream")
-        expected = kafka_schema(options.include_headers)
+        expected = kafka_schema(options.include_headers, *column_types(self._codecs()))
         if schema != expected:
             raise PipelineOptionError(
-                "format 'sluice' has a fixed schema (that of Spark's Kafka source); do not pass .schema(); "
-                f"expected {expected.simpleString()}"
+                "format 'sluice' has a fixed schema (that of Spark's Kafka source, with key/value typed by "
+                f"keyFormat/valueFormat); do not pass .schema(); expected {expected.simpleString()}"
             )
         return options
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaBatchReader(self._checked_source_options(schema, "batch"))
+        return KafkaBatchReader(self._checked_source_options(schema, "batch"), self._codecs())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return KafkaStreamReader(self._checked_source_options(schema, "stream"))
+        return KafkaStreamReader(self._checked_source_options(schema, "stream"), self._codecs())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return KafkaBatchWriter(parse_sink_options(self.options), schema)
@@ -123,9 +131,13 @@ def _to_input_partitions(ranges: Sequence[OffsetRange]) -> list[InputPartition]:
 class _RangeReading:
     """What batch and stream readers share: options, a lazily opened metadata client, read()."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, codecs: Codecs = (None, None)) -> None:
         self.options = options
+        self.codecs = codecs
         self.arrow_schema: pa.Schema = to_arrow_schema(kafka_schema(options.include_headers), timezone="UTC")
+        self.typed_schema: pa.Schema = to_arrow_schema(
+            kafka_schema(options.include_headers, *column_types(codecs)), timezone="UTC"
+        )
         self._metadata_client: KafkaMetadata | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -145,7 +157,8 @@ class _RangeReading:
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaRangePartition)
         offset_range = OffsetRange(partition.topic, partition.partition, partition.start, partition.end)
-        yield from read_offset_range(self.options, offset_range, self.arrow_schema)
+        for batch in read_offset_range(self.options, offset_range, self.arrow_schema):
+            yield decode_batch(batch, self.codecs, self.typed_schema)
 
 
 def read_offset_range(
@@ -193,8 +206,8 @@ class KafkaBatchReader(_RangeReading, DataSourceReader):
 class KafkaStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """spark.readStream: micro-batches of offset ranges; Spark's checkpoint is the source of truth."""
 
-    def __init__(self, options: SourceOptions) -> None:
-        super().__init__(options)
+    def __init__(self, options: SourceOptions, codecs: Codecs = (None, None)) -> None:
+        super().__init__(options, codecs)
         self._available_now_target: PartitionOffsets | None = None
         self._last_group_commit: PartitionOffsets = {}
 

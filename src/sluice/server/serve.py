@@ -18,6 +18,8 @@ async def serve_all(
     *,
     grpc_listen: str,
     http_listen: str,
+    rest_listen: str = "",
+    schema_registry_url: str = "",
     console_listen: tuple[str, int] | None = None,
     console_login: tuple[str | None, tuple[str, str] | None] = (None, None),
     registry_listen: tuple[str, int] | None = None,
@@ -26,19 +28,29 @@ async def serve_all(
     install_stop_signals(stop)
     running = await start_broker(broker_config)
     announce(running)
-    from sluice.gateway.config import single_cluster_config
+    from sluice.gateway.config_file import single_cluster_config
     from sluice.gateway.server import Gateway
 
     gateway = Gateway(
         single_cluster_config(f"{running.host}:{running.port}", admin_url=running.admin_url),
         grpc_listen=grpc_listen,
         http_listen=http_listen,
+        rest_listen=rest_listen,
+        rest_optional=True,
+        schema_registry_url=schema_registry_url,
     )
     await gateway.start()
     print(f"sluice gateway listening on gRPC {gateway.grpc_address}, HTTP {gateway.http_url}", flush=True)
+    if gateway.rest is not None:
+        print(f"sluice REST Proxy API on {gateway.rest.url}", flush=True)
+    # Before the console, which shows the registry's schemas and decodes messages framed with them.
+    registry = await _start_registry(f"{running.host}:{running.port}", registry_listen)
+    if registry is not None and gateway.rest is not None and not schema_registry_url:
+        gateway.rest.use_schema_registry(registry.url)  # the REST API's schema formats
     console = None
     if console_listen is not None:
-        from sluice.console.app import ConsoleConfig, start_console
+        from sluice.console.app import ConsoleConfig
+        from sluice.console.server import start_console
 
         # The console is a client like any other: it reaches the broker over its Kafka listener.
         try:
@@ -53,6 +65,7 @@ async def serve_all(
                     admin_url=running.admin_url,
                     token=console_login[0],
                     basic_auth=console_login[1],
+                    schema_registry_url=registry.url if registry is not None else None,
                 )
             )
         except (OSError, ValueError) as exc:
@@ -60,7 +73,6 @@ async def serve_all(
             print(f"sluice console not started: {exc}", flush=True)
         else:
             print(f"sluice console on {console.url}", flush=True)
-    registry = await _start_registry(f"{running.host}:{running.port}", registry_listen)
     freeze_startup_objects()
     try:
         await stop.wait()

@@ -1,0 +1,197 @@
+"""The schema embedded formats (avro, jsonschema, protobuf) through a schema registry.
+
+A v2 produce names its schemas as ``value_schema`` (text: registered under ``<topic>-value``, or found if it is
+already there) or ``value_schema_id`` (and the key equivalents); each record is then serialized into Confluent's
+framing (magic byte, schema id, payload): avro and jsonschema by confluent-kafka's serializers, protobuf by
+`protobuf_format.py`. Consumers of these formats get each record decoded with the schema its id names. Avro
+travels in Avro's JSON encoding both ways, protobuf in protobuf's JSON mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import fastavro
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from sluice.registry.formats import InvalidSchemaError
+
+from .errors import KEY_SCHEMA_MISSING, RECORD_CONVERSION_FAILED, VALUE_SCHEMA_MISSING, RestError, kafka_error
+from .protobuf_format import ProtobufCodec
+
+SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
+INVALID_SCHEMA = 42205
+Encoder = Callable[[Any], bytes | None]
+
+
+def _registry_error(exc: Exception, what: str) -> RestError:
+    if isinstance(exc, SchemaRegistryError):
+        if 400 <= exc.http_status_code < 500:
+            return RestError(422, INVALID_SCHEMA, f"{what}: {exc.error_message}")
+        return kafka_error(f"{what}: schema registry answered {exc.http_status_code}: {exc.error_message}")
+    return kafka_error(f"{what}: schema registry unreachable: {exc}")
+
+
+class SchemaFormats:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client = SchemaRegistryClient({"url": url})
+        # The registry client's HTTP library logs every request at INFO: one line per produce is noise.
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        self._encoders: dict[tuple[str, str, int], Encoder] = {}
+        self._avro_schemas: dict[int, Any] = {}
+        self._protobuf = ProtobufCodec(self._schema_text)
+        self._decoders: dict[str, Callable[[bytes, SerializationContext], Any]] = {}
+
+    # -- producing -------------------------------------------------------------
+    def _schema_id(self, fmt: str, topic: str, field: str, body: dict[str, Any]) -> int | None:
+        text, given_id = body.get(f"{field}_schema"), body.get(f"{field}_schema_id")
+        if given_id is not None:
+            if not isinstance(given_id, int) or isinstance(given_id, bool) or given_id <= 0:
+                raise RestError(422, 422, f"{field}_schema_id must be a positive integer")
+            return given_id
+        if text is None:
+            return None
+        if not isinstance(text, str):
+            text = json.dumps(text)
+        try:
+            return self.client.register_schema(f"{topic}-{field}", Schema(text, SCHEMA_TYPES[fmt]))
+        except Exception as exc:
+            raise _registry_error(exc, f"{field}_schema") from None
+
+    def _schema_text(self, schema_id: int) -> tuple[str, list[Any]]:
+        schema = self.client.get_schema(schema_id)
+        return schema.schema_str or "", list(schema.references or [])
+
+    def _encoder(self, fmt: str, topic: str, field: str, schema_id: int) -> Encoder:
+        cached = self._encoders.get((fmt, f"{topic}-{field}", schema_id))
+        if cached is not None:
+            return cached
+        if fmt == "protobuf":
+            try:
+                encode_protobuf = self._protobuf.encoder(schema_id)
+            except InvalidSchemaError as exc:
+                raise RestError(422, INVALID_SCHEMA, f"{field}_schema_id {schema_id}: {exc}") from None
+            except Exception as exc:
+                raise _registry_error(exc, f"{field}_schema_id {schema_id}") from None
+            self._encoders[(fmt, f"{topic}-{field}", schema_id)] = encode_protobuf
+            return encode_protobuf
+        try:
+            schema = self.client.get_schema(schema_id)
+        except Exception as exc:
+            raise _registry_error(exc, f"{field}_schema_id {schema_id}") from None
+        conf = {"auto.register.schemas": False, "use.schema.id": schema_id}
+        serializer: Any
+        if fmt == "avro":
+            if isinstance(json.loads(schema.schema_str), str):
+                # A primitive named by a bare string ('"string"'): confluent-kafka's AvroSerializer expects an object.
+                schema = Schema(
+                    json.dumps({"type": json.loads(schema.schema_str)}), "AVRO", schema.references
+                )
+            # Records arrive in Avro's JSON encoding (a union value is {"type": value}), as Confluent's take them.
+            parsed = self._avro_schema(schema_id)
+
+            def from_avro_json(value: Any, _: SerializationContext) -> Any:
+                return next(fastavro.json_reader(io.StringIO(json.dumps(value)), parsed))
+
+            serializer = AvroSerializer(self.client, schema, to_dict=from_avro_json, conf=conf)
+        else:
+            serializer = JSONSerializer(schema, self.client, conf=conf)
+        context = SerializationContext(topic, MessageField.KEY if field == "key" else MessageField.VALUE)
+
+        def encode(value: Any) -> bytes | None:
+            return serializer(value, context)
+
+        self._encoders[(fmt, f"{topic}-{field}", schema_id)] = encode
+        return encode
+
+    def _encode_all(
+        self, fmt: str, topic: str, body: dict[str, Any], records: list[dict[str, Any]]
+    ) -> tuple[list[tuple[bytes | None, bytes | None]], int | None, int | None]:
+        ids: dict[str, int | None] = {}
+        encoders: dict[str, Encoder | None] = {}
+        for field, missing in (("key", KEY_SCHEMA_MISSING), ("value", VALUE_SCHEMA_MISSING)):
+            ids[field] = self._schema_id(fmt, topic, field, body)
+            if ids[field] is None and any(r.get(field) is not None for r in records):
+                raise RestError(
+                    422, missing, f"records have {field}s but the request names no {field} schema"
+                )
+            encoders[field] = self._encoder(fmt, topic, field, ids[field]) if ids[field] is not None else None
+        encoded = []
+        for index, record in enumerate(records):
+            pair = []
+            for field in ("key", "value"):
+                value, encoder = record.get(field), encoders[field]
+                if value is None or encoder is None:
+                    pair.append(None)
+                    continue
+                try:
+                    pair.append(encoder(value))
+                except Exception as exc:  # fastavro / jsonschema say why the record does not fit
+                    raise RestError(
+                        422,
+                        RECORD_CONVERSION_FAILED,
+                        f"records[{index}].{field} does not match its schema: {exc}",
+                    ) from None
+            encoded.append((pair[0], pair[1]))
+        return encoded, ids["key"], ids["value"]
+
+    async def encode(
+        self, fmt: str, topic: str, body: dict[str, Any], records: list[dict[str, Any]]
+    ) -> tuple[list[tuple[bytes | None, bytes | None]], int | None, int | None]:
+        """Each record's (key, value) bytes, and the key and value schema ids used."""
+        return await asyncio.to_thread(self._encode_all, fmt, topic, body, records)
+
+    def _avro_schema(self, schema_id: int) -> Any:
+        parsed = self._avro_schemas.get(schema_id)
+        if parsed is None:
+            text = self.client.get_schema(schema_id).schema_str
+            parsed = fastavro.parse_schema(json.loads(text))
+            self._avro_schemas[schema_id] = parsed
+        return parsed
+
+    # -- consuming -------------------------------------------------------------
+    def _decode_avro(self, data: bytes) -> Any:
+        """Confluent framing (0, 4-byte schema id, payload) to the value in Avro's JSON encoding."""
+        if len(data) < 5 or data[0] != 0:
+            raise ValueError("not in Confluent's framing (magic byte 0 and a schema id)")
+        parsed = self._avro_schema(int.from_bytes(data[1:5], "big"))
+        datum = fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed)
+        out = io.StringIO()
+        fastavro.json_writer(out, parsed, [datum])
+        return json.loads(out.getvalue())
+
+    def decode(self, fmt: str, topic: str, field: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        if fmt == "protobuf":
+            try:
+                return self._protobuf.decode(data)
+            except Exception as exc:
+                raise RestError(
+                    500, 50002, f"a record of {topic} cannot be decoded as protobuf: {exc}"
+                ) from None
+        if fmt == "avro":
+            try:
+                return self._decode_avro(data)
+            except Exception as exc:
+                raise RestError(500, 50002, f"a record of {topic} cannot be decoded as avro: {exc}") from None
+        decoder = self._decoders.get(fmt)
+        if decoder is None:
+            decoder = JSONDeserializer(None, schema_registry_client=self.client)
+            self._decoders[fmt] = decoder
+        context = SerializationContext(topic, MessageField.KEY if field == "key" else MessageField.VALUE)
+        try:
+            return decoder(data, context)
+        except Exception as exc:
+            raise RestError(500, 50002, f"a record of {topic} cannot be decoded as {fmt}: {exc}") from None

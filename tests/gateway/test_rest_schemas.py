@@ -1,0 +1,205 @@
+"""The REST Proxy's avro embedded format against a real `sluice registry`, through a real gateway and broker."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import requests
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from rest_helpers import V2, RestGateway, create_topic, records_until, registry_process, rest_gateway, unique
+
+from sluice.testing import BrokerProcess
+
+AVRO = "application/vnd.kafka.avro.v2+json"
+VALUE_SCHEMA = json.dumps(
+    {
+        "type": "record",
+        "name": "Order",
+        "fields": [
+            {"name": "id", "type": "int"},
+            {"name": "note", "type": ["null", "string"], "default": None},
+        ],
+    }
+)
+KEY_SCHEMA = json.dumps({"type": "string"})
+
+
+@pytest.fixture(scope="module")
+def registry(broker: BrokerProcess) -> Iterator[str]:
+    with registry_process(broker.bootstrap) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def rest(broker: BrokerProcess, registry: str) -> Iterator[RestGateway]:
+    with rest_gateway(broker.bootstrap, "--schema-registry", registry) as gateway:
+        yield gateway
+
+
+def _produce(rest: RestGateway, topic: str, body: dict) -> requests.Response:
+    return requests.post(f"{rest.url}/topics/{topic}", json=body, headers={"Content-Type": AVRO}, timeout=30)
+
+
+def _read_values(rest: RestGateway, topic: str, fmt: str, count: int) -> list[tuple[object, object]]:
+    """(key, value) of the first `count` records of `topic`, through a consumer instance of format `fmt`."""
+    base = requests.post(
+        f"{rest.url}/consumers/{unique(fmt + '-group')}",
+        json={"format": fmt, "auto.offset.reset": "earliest"},
+        headers={"Content-Type": V2},
+        timeout=30,
+    ).json()["base_uri"]
+    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
+    records = records_until(base, count, fmt=f"application/vnd.kafka.{fmt}.v2+json")
+    requests.delete(base, timeout=30)
+    return [(r["key"], r["value"]) for r in records]
+
+
+def test_avro_produce_registers_and_consumers_decode(
+    rest: RestGateway, registry: str, broker: BrokerProcess
+) -> None:
+    topic = unique("rest-avro")
+    create_topic(rest.url, topic)
+    first = _produce(
+        rest,
+        topic,
+        {
+            "key_schema": KEY_SCHEMA,
+            "value_schema": VALUE_SCHEMA,
+            "records": [{"key": "a", "value": {"id": 1, "note": {"string": "x"}}}],
+        },
+    )
+    assert first.status_code == 200, first.text
+    ids = first.json()
+    assert ids["key_schema_id"] > 0 and ids["value_schema_id"] > 0
+    # The schema is the subject's in the registry; a second request names it by id.
+    assert (
+        requests.get(f"{registry}/subjects/{topic}-value/versions/latest", timeout=30).json()["id"]
+        == ids["value_schema_id"]
+    )
+    second = _produce(
+        rest,
+        topic,
+        {
+            "key_schema_id": ids["key_schema_id"],
+            "value_schema_id": ids["value_schema_id"],
+            "records": [{"key": "b", "value": {"id": 2, "note": None}}],
+        },
+    )
+    assert second.status_code == 200 and second.json()["offsets"][0]["offset"] == 1
+
+    # Any Confluent client reads what the REST Proxy wrote.
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry}))
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("direct")})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        messages = []
+        while len(messages) < 2:
+            messages.extend(m for m in consumer.consume(2, timeout=10) if m.error() is None)
+    finally:
+        consumer.close()
+    context = SerializationContext(topic, MessageField.VALUE)
+    assert [deserializer(m.value(), context) for m in messages] == [
+        {"id": 1, "note": "x"},
+        {"id": 2, "note": None},
+    ]
+
+    # Avro's JSON encoding, as the records were sent.
+    assert _read_values(rest, topic, "avro", 2) == [
+        ("a", {"id": 1, "note": {"string": "x"}}),
+        ("b", {"id": 2, "note": None}),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "names"),
+    [
+        ({"records": [{"value": {"id": 1}}]}, 42202, "value schema"),
+        ({"value_schema": VALUE_SCHEMA, "records": [{"key": "k", "value": {"id": 1}}]}, 42201, "key schema"),
+        (
+            {"value_schema": VALUE_SCHEMA, "records": [{"value": {"id": 1}}, {"value": {"id": "two"}}]},
+            42203,
+            "records[1]",
+        ),
+        ({"value_schema": '{"type": "nope"}', "records": [{"value": 1}]}, 42205, "value_schema"),
+        ({"value_schema_id": 987654, "records": [{"value": 1}]}, 42205, "987654"),
+    ],
+)
+def test_avro_errors(rest: RestGateway, body: dict, code: int, names: str) -> None:
+    topic = unique("rest-avro-bad")
+    create_topic(rest.url, topic)
+    reply = _produce(rest, topic, body)
+    assert (reply.status_code, reply.json()["error_code"]) == (422, code), reply.text
+    assert names in reply.json()["message"]
+
+
+def test_protobuf_produce_and_consume(rest: RestGateway, registry: str, broker: BrokerProcess) -> None:
+    topic = unique("rest-proto")
+    create_topic(rest.url, topic)
+    schema = 'syntax = "proto3";\nmessage Order {\n  int32 id = 1;\n  string note = 2;\n  repeated string tags = 3;\n}\n'
+    content_type = "application/vnd.kafka.protobuf.v2+json"
+    ok = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema": schema, "records": [{"value": {"id": 5, "note": "n", "tags": ["a", "b"]}}]},
+        headers={"Content-Type": content_type},
+        timeout=30,
+    )
+    assert ok.status_code == 200, ok.text
+    schema_id = ok.json()["value_schema_id"]
+    assert requests.get(f"{registry}/schemas/ids/{schema_id}", timeout=30).json()["schemaType"] == "PROTOBUF"
+    bad = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={
+            "value_schema_id": schema_id,
+            "records": [{"value": {"id": 1}}, {"value": {"id": "x", "nope": 1}}],
+        },
+        headers={"Content-Type": content_type},
+        timeout=30,
+    )
+    assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
+    assert "records[1]" in bad.json()["message"]
+    # Confluent's framing on the topic: magic byte 0, the schema id, message index [0], the message.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("direct")})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        (message,) = consumer.consume(1, timeout=15)
+    finally:
+        consumer.close()
+    assert message.value()[:6] == b"\x00" + schema_id.to_bytes(4, "big") + b"\x00"
+    assert _read_values(rest, topic, "protobuf", 1) == [(None, {"id": 5, "note": "n", "tags": ["a", "b"]})]
+
+
+def test_jsonschema_produce_and_consume(rest: RestGateway, registry: str) -> None:
+    topic = unique("rest-jsonschema")
+    create_topic(rest.url, topic)
+    schema = json.dumps(
+        {
+            "type": "object",
+            "properties": {"id": {"type": "integer"}},
+            "required": ["id"],
+            "additionalProperties": False,
+        }
+    )
+    content_type = "application/vnd.kafka.jsonschema.v2+json"
+    ok = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema": schema, "records": [{"value": {"id": 7}}]},
+        headers={"Content-Type": content_type},
+        timeout=30,
+    )
+    assert ok.status_code == 200, ok.text
+    schema_id = ok.json()["value_schema_id"]
+    assert requests.get(f"{registry}/schemas/ids/{schema_id}", timeout=30).json()["schemaType"] == "JSON"
+    bad = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema_id": schema_id, "records": [{"value": {"id": 8}}, {"value": {"id": "eight"}}]},
+        headers={"Content-Type": content_type},
+        timeout=30,
+    )
+    assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
+    assert "records[1]" in bad.json()["message"]
+    assert _read_values(rest, topic, "jsonschema", 1) == [(None, {"id": 7})]
