@@ -535,7 +535,7 @@ def test_a_steady_idempotent_producer_is_refused_soon_after_something_else_takes
         create(bootstrap, "steady", {})
         producer = Producer(
             {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0,
-             "message.timeout.ms": 60000}
+             "message.timeout.ms": 60000, "batch.size": 16384}
         )  # fmt: skip
         acked: dict[bytes, int] = {}
         failed: list[str] = []
@@ -574,6 +574,7 @@ def test_a_steady_idempotent_producer_is_refused_soon_after_something_else_takes
         log = "".join(proc.output)
         assert f"below min_free_bytes {floor}; refusing writes" in log
         assert "ENOSPC" not in log  # refused on the floor, well before the disk was full
+        # Batches of 16 KiB, at most 5 requests in flight: what was due within 256 KiB stays well below 1 MiB.
         assert free_bytes(small_tmpfs) > (2 << 20)
         stop.set()
         writer.join(30)
