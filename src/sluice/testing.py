@@ -27,13 +27,20 @@ class _ChildProcess:
 
     proc: subprocess.Popen[str] | None
     output: list[str]
+    _ready: threading.Event
+    _announced: list[bool]
 
     def _spawn(self, cmd: list[str], on_line: Callable[[str], bool], what: str, timeout: float) -> None:
         """Start ``cmd``; ``on_line`` sees each output line and says when the server is ready."""
+        self._launch(cmd, on_line)
+        self._await_ready(what, timeout)
+
+    def _launch(self, cmd: list[str], on_line: Callable[[str], bool]) -> None:
+        """Start ``cmd`` without waiting for it (see `_await_ready`), so several can start side by side."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        ready = threading.Event()
-        announced: list[bool] = []  # the readiness line came (rather than the end of the output)
+        self._ready = ready = threading.Event()
+        self._announced = announced = []  # the readiness line came (rather than the end of the output)
 
         def pump() -> None:
             assert self.proc is not None and self.proc.stdout is not None
@@ -45,12 +52,15 @@ class _ChildProcess:
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
+
+    def _await_ready(self, what: str, timeout: float) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
-        while not ready.wait(0.1):
+        while not self._ready.wait(0.1):
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"{what} did not start:\n" + "".join(self.output))
-        if not announced or self.proc.poll() is not None:
+        if not self._announced or self.proc.poll() is not None:
             try:
                 self.proc.wait(10)  # its output ended: it is exiting, if not gone yet
             except subprocess.TimeoutExpired:
@@ -180,6 +190,20 @@ class RegistryProcess(_ChildProcess):
         self.output: list[str] = []
 
     def start(self, timeout: float = 60.0) -> RegistryProcess:
+        return self.launch().wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 60.0) -> RegistryProcess:
+        """Until a `launch`ed registry serves (RuntimeError with its output if it exited instead)."""
+        self._await_ready("registry", timeout)
+        return self
+
+    def holds_seat(self) -> bool:
+        """Whether this registry's log says it is the primary now (its last word on the matter)."""
+        said = [line for line in self.output if "now the primary" in line or "no longer the primary" in line]
+        return bool(said) and "now the primary" in said[-1]
+
+    def launch(self) -> RegistryProcess:
+        """Start without waiting (see `wait_ready`): registries started side by side start sooner."""
         cmd = [sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
                "--listen", f"127.0.0.1:{self.port}"]
         if self.topic is not None:
@@ -196,7 +220,7 @@ class RegistryProcess(_ChildProcess):
                 self.port = int(self.url.rsplit(":", 1)[1])  # the same port on restart
             return match is not None
 
-        self._spawn(cmd, on_line, "registry", timeout)
+        self._launch(cmd, on_line)
         return self
 
     def call(
@@ -270,6 +294,22 @@ def create_topic(
             return name
         time.sleep(0.05)
     raise RuntimeError(f"topic {name} did not appear within {timeout:g}s")
+
+
+def start_together(*registries: RegistryProcess) -> None:
+    """Start several registries side by side (each start is mostly waiting on Kafka)."""
+    for registry in registries:
+        registry.launch()
+    for registry in registries:
+        registry.wait_ready()
+
+
+def wait_primary_together(*registries: RegistryProcess) -> None:
+    """Until each of ``registries`` takes writes (one of them, or another, is the primary)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(registries)) as pool:
+        list(pool.map(lambda registry: registry.wait_primary(), registries))
 
 
 def free_port(host: str = "127.0.0.1") -> int:

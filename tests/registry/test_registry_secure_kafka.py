@@ -26,8 +26,14 @@ def test_registry_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Non
             for arg in ("-X", f"{key}={value}")
         ]
         proc = RegistryProcess(settings["bootstrap.servers"], f"_schemas-{uuid.uuid4().hex[:8]}", extra_args=extra)
-        proc.start()
+        # Without credentials the registry cannot open its store: started beside the one that can.
+        plain = RegistryProcess(
+            settings["bootstrap.servers"], "_schemas-none", extra_args=["--store-timeout", "1"]
+        )
+        proc.launch()
+        plain.launch()
         try:
+            proc.wait_ready()
             proc.wait_primary()
             text = json.dumps({"type": "record", "name": "S", "fields": [{"name": "a", "type": "int"}]})
             status, body = proc.call("POST", "/subjects/secure-value/versions", {"schema": text})
@@ -35,12 +41,8 @@ def test_registry_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Non
             assert proc.call("GET", "/subjects/secure-value/versions/1")[1]["id"] == body["id"]
         finally:
             proc.kill()
-        # Without credentials the registry cannot open its store: one clear error, no traceback.
-        plain = RegistryProcess(
-            settings["bootstrap.servers"], "_schemas-none", extra_args=["--store-timeout", "1"]
-        )
         with pytest.raises(RuntimeError) as caught:
-            plain.start()
+            plain.wait_ready()
         assert "cannot open" in caught.value.args[0] and "Traceback" not in caught.value.args[0]
     finally:
         secure.process.kill()
