@@ -23,7 +23,9 @@ import pytest
 from sluice.testing import free_port
 
 pytest.importorskip("pyspark")
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# A master, a worker and a driver JVM per test on two shared cores: the suite's 300 s hang guard is too short
+# for it while the rest of the suite runs beside it.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SRC = Path(__file__).parents[2] / "src"
 DRIVER = Path(__file__).with_name("eos_driver.py")
