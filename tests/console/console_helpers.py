@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sluice.console.app import CONSOLE, ConsoleConfig, RunningConsole, start_console
+from sluice.console.app import CONSOLE, ConsoleConfig
+from sluice.console.server import RunningConsole, start_console
 from sluice.testing import free_port
 
 

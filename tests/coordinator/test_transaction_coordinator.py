@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sluice.coordinator.transaction_log import decode_value, state_key
 from sluice.coordinator.transactions import PendingOffset, TransactionCoordinator, TxnConfig, TxnState
 from sluice.errors import ErrorCode
 
@@ -26,7 +27,10 @@ def test_commit_prepares_before_markers_and_completes_after() -> None:
     assert out.error == ErrorCode.NONE
     assert [m.partitions for m in out.markers] == [[("a", 0), ("b", 1)]]
     assert out.markers[0].commit and out.markers[0].epoch == epoch
-    assert b"PrepareCommit" in (out.prepare[0][1] or b"") and b"CompleteCommit" in (out.records[-1][1] or b"")
+    prepared, completed = (
+        decode_value("t", value or b"")[0].state for value in (out.prepare[0][1], out.records[-1][1])
+    )
+    assert (prepared, completed) == (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)
     assert tc.txns["t"].state is TxnState.COMPLETE_COMMIT
     # A retry of the same EndTxn answers the same; the opposite decision is refused.
     assert tc.end_txn("t", pid, epoch, True, 21).error == ErrorCode.NONE
@@ -101,4 +105,4 @@ def test_idle_transactional_ids_expire() -> None:
     tc.tick(0, 2)
     assert tc.tick(100, 2).records == []
     out = tc.tick(1200, 2)
-    assert out.records == [(b"\x00\x00t", None)] and "t" not in tc.txns
+    assert out.records == [(state_key("t"), None)] and "t" not in tc.txns

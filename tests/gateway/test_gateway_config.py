@@ -8,7 +8,8 @@ import pytest
 import trustme
 from confluent_kafka import Consumer, Producer
 
-from sluice.gateway.config import ConfigError, config_from_dict, load_config, parse_duration
+from sluice.gateway.config import ConfigError, parse_duration
+from sluice.gateway.config_file import config_from_dict, load_config
 
 
 def test_kafka_pixy_style_yaml(tmp_path: Path) -> None:

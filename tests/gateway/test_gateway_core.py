@@ -6,21 +6,15 @@ from collections import Counter
 
 import pytest
 
-from sluice.gateway.core import (
-    MESSAGE_OVERHEAD_BYTES,
-    AckOutcome,
-    Batch,
-    CommitPoint,
-    GroupTopicCore,
-    Message,
-    PartitionTracker,
+from sluice.gateway.batches import MESSAGE_OVERHEAD_BYTES, Batch, Message, reply_bytes
+from sluice.gateway.core import GroupTopicCore
+from sluice.gateway.sparse_acks import (
     SparseAcksError,
-    TrackerSettings,
     decode_sparse_acks,
     encode_sparse_acks,
-    reply_bytes,
     sparse_acks_to_str,
 )
+from sluice.gateway.tracker import AckOutcome, CommitPoint, PartitionTracker, TrackerSettings
 
 
 def message(offset: int, partition: int = 0) -> Message:

@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from gateway_helpers import unique_group
 
-from sluice.gateway import Gateway, consumer
+from sluice.gateway import Gateway, flow
 from sluice.gateway.proto import kafkapixy_pb2 as pb
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
 
@@ -95,8 +95,8 @@ async def drain_through_a_small_buffer(
     kafka, make_gateway, monkeypatch: pytest.MonkeyPatch, hold_seconds: float
 ) -> tuple[Gateway, str, str, float]:
     """5,000 messages through a 50-message buffer by ConsumeBatch; (gateway, group, topic, seconds)."""
-    monkeypatch.setattr(consumer, "_BUFFER_HIGH_WATER", 50)
-    monkeypatch.setattr(consumer, "_HOLD_SECONDS", hold_seconds)
+    monkeypatch.setattr(flow, "_BUFFER_HIGH_WATER", 50)
+    monkeypatch.setattr(flow, "_HOLD_SECONDS", hold_seconds)
     gateway: Gateway = await make_gateway(max_pending_messages=1000)
     topic, group, total = kafka.create_topic(), unique_group(), 5000
     fill(kafka.bootstrap, topic, total)
@@ -138,7 +138,7 @@ async def test_callers_draining_the_buffer_hold_fetching_without_pausing(
 async def test_a_full_buffer_nobody_takes_from_is_paused_then_resumed(
     kafka, make_gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(consumer, "_BUFFER_HIGH_WATER", 50)
+    monkeypatch.setattr(flow, "_BUFFER_HIGH_WATER", 50)
     gateway: Gateway = await make_gateway(max_pending_messages=1000)
     topic, group, total = kafka.create_topic(), unique_group(), 2000
     fill(kafka.bootstrap, topic, total)
@@ -286,13 +286,13 @@ async def _status(call: object) -> grpc.aio.AioRpcError:
 
 def test_buffer_high_water_shrinks_with_partitions_and_message_size() -> None:
     small = 200.0
-    assert consumer.buffer_high_water(1, small) == 8000
-    assert consumer.buffer_high_water(4, small) == 8000
-    assert consumer.buffer_high_water(16, small) == 2000  # the consumer's 32,000 shared out
+    assert flow.buffer_high_water(1, small) == 8000
+    assert flow.buffer_high_water(4, small) == 8000
+    assert flow.buffer_high_water(16, small) == 2000  # the consumer's 32,000 shared out
     # 1 MB messages: the 64 MiB byte budget rules, not the message counts.
-    assert consumer.buffer_high_water(1, 1_000_000) == 67
-    assert consumer.buffer_high_water(4, 1_000_000) == 16
-    assert consumer.buffer_high_water(1000, 1_000_000) == 1  # never zero: a partition must still move
+    assert flow.buffer_high_water(1, 1_000_000) == 67
+    assert flow.buffer_high_water(4, 1_000_000) == 16
+    assert flow.buffer_high_water(1000, 1_000_000) == 1  # never zero: a partition must still move
 
 
 def run_messages(
@@ -421,23 +421,23 @@ async def test_a_caller_that_cannot_take_passes_new_messages_on(kafka, make_gate
 
 
 def test_flow_control_holds_while_callers_take_and_pauses_when_they_stop_or_trickle() -> None:
-    flow = consumer._FlowControl()
+    control = flow.FlowControl()
     high = 100
     # Under the shared budget (100 each, two partitions): fetch on.
-    assert not flow.due_for_pause({0: 150, 1: 40}, high, now=0.0) and flow.held_since is None
+    assert not control.due_for_pause({0: 150, 1: 40}, high, now=0.0) and control.held_since is None
     # One busy partition may use the other's room; at the budget fetching is held, not paused.
-    assert not flow.due_for_pause({0: 190, 1: 10}, high, now=1.0) and flow.held_since == 1.0
-    assert not flow.due_for_pause({0: 190, 1: 10}, high, now=1.0 + consumer._HOLD_SECONDS / 2)
+    assert not control.due_for_pause({0: 190, 1: 10}, high, now=1.0) and control.held_since == 1.0
+    assert not control.due_for_pause({0: 190, 1: 10}, high, now=1.0 + flow._HOLD_SECONDS / 2)
     # Nothing taken for the hold's length: pause.
-    assert flow.due_for_pause({0: 190, 1: 10}, high, now=1.0 + consumer._HOLD_SECONDS)
+    assert control.due_for_pause({0: 190, 1: 10}, high, now=1.0 + flow._HOLD_SECONDS)
     # Takes restart the wait...
     level, now = 400, 10.0
-    step = consumer._HOLD_SECONDS / 2
-    while now < 10.0 + consumer._HOLD_MAX_SECONDS - step:
-        assert not flow.due_for_pause({0: level}, high=200, now=now), now
+    step = flow._HOLD_SECONDS / 2
+    while now < 10.0 + flow._HOLD_MAX_SECONDS - step:
+        assert not control.due_for_pause({0: level}, high=200, now=now), now
         level, now = level - 1, now + step
     # ...but callers trickling at a full buffer do not hold it past the cap.
-    assert flow.due_for_pause({0: level}, high=200, now=10.0 + consumer._HOLD_MAX_SECONDS)
+    assert control.due_for_pause({0: level}, high=200, now=10.0 + flow._HOLD_MAX_SECONDS)
 
 
 async def test_batch_and_stream_replies_keep_to_max_bytes(kafka, make_gateway) -> None:

@@ -11,7 +11,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from sluice.gateway.core import AckOutcome, Batch, PartitionTracker, reply_bytes
+from sluice.gateway.batches import Batch, reply_bytes
+from sluice.gateway.tracker import AckOutcome, PartitionTracker
 
 ACK_TIMEOUT = 10.0
 MAX_PENDING = 12

@@ -11,19 +11,17 @@ from cleaner_helpers import BASE_TS, all_records, append_keyed, compacted_log, l
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sluice.broker.record_checks import check_keys_for_compaction
 from sluice.errors import ErrorCode, RecordErrors
 from sluice.protocol.compression import Codec
 from sluice.protocol.records import Record, encode_batch, parse_batch_header
-from sluice.storage.cleaner import (
-    CleanerCheckpoint,
-    OffsetMap,
-    Throttler,
-    clean_partition,
-    plan_cleaning,
-)
+from sluice.storage.compaction.checkpoint import CleanerCheckpoint
+from sluice.storage.compaction.cleaner import CleaningAborted, clean_partition
+from sluice.storage.compaction.offset_map import OffsetMap
+from sluice.storage.compaction.plan import plan_cleaning
+from sluice.storage.compaction.reader import Throttler
 from sluice.storage.disk import DiskStorage
 from sluice.storage.loader import CLEANING_DIR, SWAP_MANIFEST
-from sluice.storage.log_cleaner import check_keys_for_compaction
 
 
 class Crash(Exception):
@@ -136,9 +134,9 @@ def test_tombstones_go_after_delete_retention(tmp_path: Path) -> None:
     tombstones = [r for r in all_records(log) if r[3] is None]
     assert len(tombstones) == 6, "kept during delete.retention.ms after the first cleaning"
     assert not [r for r in all_records(log) if r[2].startswith(b"k") and r[3] is not None]
-    plan = plan_cleaning(log, log.config, now + 999)
+    plan = plan_cleaning(log, log.config, now + 999, CleanerCheckpoint.read(log.directory))
     assert not plan.must_clean
-    assert plan_cleaning(log, log.config, now + 1000).must_clean
+    assert plan_cleaning(log, log.config, now + 1000, CleanerCheckpoint.read(log.directory)).must_clean
     assert clean_partition(log, log.config, now + 1000)
     assert not [r for r in all_records(log) if r[3] is None]
     storage.close()
@@ -166,7 +164,9 @@ def test_min_compaction_lag_and_dirty_ratio_hold_cleaning_back(tmp_path: Path) -
     # Freshly cleaned: little is dirty, so the ratio keeps the next pass away.
     append_keyed(log, [(b"k1", b"x")])
     log.flush()
-    assert not plan_cleaning(log, log.config, BASE_TS + 62_000).worth_cleaning(log.config)
+    assert not plan_cleaning(
+        log, log.config, BASE_TS + 62_000, CleanerCheckpoint.read(log.directory)
+    ).worth_cleaning(log.config)
     storage.close()
 
 
@@ -176,9 +176,9 @@ def test_max_compaction_lag_forces_a_pass(tmp_path: Path) -> None:
     fill(log, 60, 60)  # all keys distinct: the dirty ratio alone never asks
     clean_partition(log, log.config, BASE_TS)
     fill(log, 30, 60)
-    plan = plan_cleaning(log, log.config, BASE_TS + 1000)
+    plan = plan_cleaning(log, log.config, BASE_TS + 1000, CleanerCheckpoint.read(log.directory))
     assert not plan.must_clean
-    assert plan_cleaning(log, log.config, BASE_TS + 6000).must_clean
+    assert plan_cleaning(log, log.config, BASE_TS + 6000, CleanerCheckpoint.read(log.directory)).must_clean
     storage.close()
 
 
@@ -304,8 +304,6 @@ def test_swap_refused_when_segments_went_away(tmp_path: Path) -> None:
     def retention_in_between(fn):
         log.apply_retention(int(time.time() * 1000) + 10**7, 0, -1)
         return fn()
-
-    from sluice.storage.cleaner import CleaningAborted
 
     with pytest.raises(CleaningAborted):
         clean_partition(log, log.config, BASE_TS + 1000, run_on_owner=retention_in_between)

@@ -18,10 +18,11 @@ from sluice.protocol.records import (
     iter_batches,
     parse_batch_header,
 )
-from sluice.storage.cleaner import TxnFacts, clean_partition
+from sluice.storage.compaction.cleaner import clean_partition
+from sluice.storage.compaction.manager import CleanerSettings, LogCleanerManager
+from sluice.storage.compaction.offset_map import TxnFacts
 from sluice.storage.disk import DiskPartitionLog, DiskStorage
 from sluice.storage.loader import CLEANING_DIR
-from sluice.storage.log_cleaner import CleanerSettings, LogCleaner
 
 
 def append_producer(
@@ -195,14 +196,14 @@ def test_a_corrupt_batch_the_cleaner_meets_makes_the_partition_uncleanable(tmp_p
     assert sorted(p.name for p in log.directory.iterdir() if p.name != CLEANING_DIR) == files_before
     assert not any((log.directory / CLEANING_DIR).iterdir())
     # The cleaner threads give up on the partition (until restart) instead of retrying forever.
-    cleaner = LogCleaner(
+    cleaner = LogCleanerManager(
         CleanerSettings(worker_processes=False, backoff_ms=10),
         lambda: [("table", 0, log.config, log)],
         lambda fn: fn(),
         lambda: BASE_TS + 1000,
     )
     assert not cleaner.clean_once()
-    assert "CRC" in log.cleaner_uncleanable and cleaner.stats.uncleanable_partitions == 1
+    assert "CRC" in cleaner.state_of(log).uncleanable and cleaner.stats.uncleanable_partitions == 1
     assert not cleaner.clean_once() and cleaner.stats.uncleanable_partitions == 1
     storage.close()
 

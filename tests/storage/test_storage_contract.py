@@ -12,6 +12,7 @@ from storage_batches import make_batch, values_of
 from sluice.errors import ErrorCode, KafkaError
 from sluice.protocol.records import parse_batch_header
 from sluice.storage import PartitionLog, Storage
+from sluice.storage.api import CompactableLog
 
 NOW = 1_700_000_000_000
 MakeLog = Callable[..., PartitionLog]
@@ -56,6 +57,18 @@ def test_engines_implement_the_interface(open_engine: Callable[[], Storage]) -> 
     assert isinstance(storage, Storage)
     storage.create_topic("t", 1, {})
     assert isinstance(storage.log("t", 0), PartitionLog)
+
+
+def test_optional_capabilities_are_asked_of_the_engine(open_engine: Callable[[], Storage]) -> None:
+    """An engine with a data directory hands out compactable logs in it; one without answers None to both."""
+    storage = open_engine()
+    storage.create_topic("t", 1, {})
+    compactable = storage.compactable_log("t", 0)
+    if storage.data_dir is None:
+        assert compactable is None
+        return
+    assert isinstance(compactable, CompactableLog) and compactable is storage.log("t", 0)
+    assert compactable.directory.parent == storage.data_dir and compactable.cleanable_segments() == []
 
 
 def test_empty_log(make_log: MakeLog) -> None:

@@ -269,7 +269,7 @@ def test_the_cleaner_leaves_a_damaged_segment_alone_until_it_is_repaired(tmp_pat
     cleaning stops before the first damaged segment until `repair` has quarantined the damage."""
     from cleaner_helpers import all_records, append_keyed, compacted_log
 
-    from sluice.storage.cleaner import clean_partition
+    from sluice.storage.compaction.cleaner import clean_partition
     from sluice.storage.verify import repair_data_dir
 
     data_dir = tmp_path / "data"

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from sluice.storage import DiskStorage
-from sluice.storage.cleaner import clean_partition
+from sluice.storage.compaction.cleaner import clean_partition
 from sluice.storage.disk import DiskPartitionLog
 
 KEYS = [f"k{n}".encode() for n in range(6)]

@@ -9,9 +9,9 @@ from pathlib import Path
 from sluice.broker.broker import Broker
 from sluice.broker.config import BrokerConfig
 from sluice.coordinator.transactions import TransactionCoordinator
-from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
+from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches
 from sluice.server.app import build_broker
-from sluice.storage.cleaner import clean_partition
+from sluice.storage.compaction.cleaner import clean_partition
 
 
 def now() -> int:
@@ -68,7 +68,7 @@ def test_a_prepared_commit_is_finished_at_start(tmp_path: Path) -> None:
         assert broker.append(topic, 0, batch, now()).error == 0
     # The crash: the prepare record reached the log, the markers and the complete record did not.
     ended = tc.end_txn("t", pid, epoch, True, now())
-    broker.transactions._persist(ended.prepare, now())
+    broker.transactions.persist(ended.prepare, now())
     broker.close()
 
     again = open_broker(tmp_path)
@@ -83,8 +83,7 @@ def test_an_unknown_open_transaction_is_aborted_at_start(tmp_path: Path) -> None
     # Data of a transaction whose "partition added" record a crash lost (the verifier is bypassed here).
     broker.txn_verifier = lambda *args: None
     state = broker.partition("a", 0)
-    batch = txn_batch(777, 0, 0, b"orphan")
-    broker._append_validated(state, batch, [parse_batch_header(batch)], now())
+    broker.append_internal("a", 0, txn_batch(777, 0, 0, b"orphan"), now())
     broker.end_flush(broker.begin_flush())
     assert state.last_stable_offset == 0
     broker.close()

@@ -11,13 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sluice.broker.api import NoResponse, RequestContext
-from sluice.broker.authz_rules import (
+from sluice.broker.authz_model import (
     CLUSTER,
     CONFIG_RESOURCES,
-    DEFAULT_RULE,
     DENIED,
-    NO_CHECK,
-    RULES,
     TOPIC,
     Access,
     Finish,
@@ -27,6 +24,7 @@ from sluice.broker.authz_rules import (
     blank_response,
     set_error,
 )
+from sluice.broker.authz_rules import DEFAULT_RULE, NO_CHECK, RULES
 from sluice.errors import ErrorCode
 from sluice.protocol.messages import APIS_BY_KEY, response_codecs
 from sluice.security.acl import CLUSTER_NAME, Authorizer, ResourceType

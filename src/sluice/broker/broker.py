@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +24,7 @@ from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.record_checks import (
     NO_CHECKS,
     RecordChecks,
+    check_keys_for_compaction,
     check_records,
     merge_record_errors,
     parse_checks,
@@ -44,7 +45,6 @@ from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import PartitionLog, Storage, TopicMeta
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
-from sluice.storage.log_cleaner import check_keys_for_compaction
 from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
@@ -118,14 +118,16 @@ class Broker:
         self._next_producer_id = 0
         # Per topic: the TopicMeta the produce rules were read from, and the rules.
         self._produce_rules: dict[str, tuple[TopicMeta, ProduceRules]] = {}
-        self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.groups
+        self.groups: Any = None  # the group coordinator adapter, attached by sluice.broker.group_service
         # The LogCleanerManager (sluice.storage.compaction.manager), started by the server shell.
         self.cleaner: Any = None
-        data_dir = getattr(storage, "data_dir", None)
+        data_dir = storage.data_dir
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self._ticks_deferred_until: int | None = None
-        self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transactions)
+        self.transactions: Any = (
+            None  # the transaction coordinator adapter (sluice.broker.transaction_service)
+        )
         self.txn_verifier: TxnVerifier | None = None
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
         security_dir = config.data_dir / "security" if config.data_dir is not None else None
@@ -327,6 +329,13 @@ class Broker:
             cached = self._produce_rules[topic] = (meta, rules)
         return cached[1]
 
+    def append_internal(self, topic: str, index: int, batch: bytes, now_ms: int) -> int:
+        """Append a batch the broker wrote itself (an internal topic's records: sluice.broker.internal_topics):
+        none of produce's per-topic checks, the same producer state, high watermark and group commit.
+        Returns its base offset; raises KafkaError, or DiskFull when the disk is full."""
+        state = self.partition(topic, index)
+        return self._append_validated(state, batch, [parse_batch_header(batch)], now_ms).base_offset
+
     def _append_validated(
         self, state: PartitionState, records: memoryview | bytes, headers: list[BatchHeader], now_ms: int
     ) -> AppendResult:
@@ -499,7 +508,7 @@ class Broker:
 
     def log_dir(self) -> tuple[str, int, int]:
         """The one log directory: (absolute path, total bytes, usable bytes); -1 when kept in memory."""
-        data_dir = getattr(self.storage, "data_dir", None)
+        data_dir = self.storage.data_dir
         if data_dir is None:
             return "memory", -1, -1
         usage = shutil.disk_usage(data_dir)
@@ -537,36 +546,6 @@ def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
                 return ControlRecordType.UNKNOWN  # a damaged marker must not keep the broker from starting
             return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
     return ControlRecordType.UNKNOWN
-
-
-def read_internal_records(
-    log: PartitionLog, name: str, chunk_bytes: int
-) -> Iterator[tuple[bytes, bytes | None]]:
-    """Every keyed record of an internal topic's log (`__consumer_offsets`, `__transaction_state`), for
-    replay at start. A batch that fails its CRC (a flipped byte after a clean stop is not caught by
-    recovery) is skipped with an error line: the records before and after it still count, and the broker
-    still comes up."""
-    offset = log.log_start_offset
-    while offset < log.log_end_offset:
-        data = log.read(offset, chunk_bytes)
-        if not data:
-            break
-        for pos, header in iter_batches(data):
-            try:
-                _, records = decode_batch(data, pos)
-            except CorruptRecordError as exc:
-                _log.error(
-                    "%s: skipping damaged batch at offsets %d-%d: %s",
-                    name,
-                    header.base_offset,
-                    header.last_offset,
-                    exc.message,
-                )
-                records = []
-            for record in records:
-                if record.key is not None:
-                    yield record.key, record.value
-            offset = header.last_offset + 1
 
 
 @dataclass(frozen=True, slots=True)

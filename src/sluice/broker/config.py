@@ -59,6 +59,10 @@ class BrokerConfig:
     # this (Redpanda's storage_min_free_bytes); None means max(1 GiB, 5% of the filesystem), 0 disables it.
     # Fetch, metadata, DeleteRecords, DeleteTopics and retention keep working, so space can be freed.
     min_free_bytes: int | None = None
+    # Segment files held open at once (closed least recently used, opened again on demand); None means
+    # half of what the open-file limit leaves after 1,024 for connections and the rest. The soft limit is
+    # raised to the hard one at start.
+    open_segment_files: int | None = None
     # Group coordinator
     group_initial_rebalance_delay_ms: int = 300
     group_min_session_timeout_ms: int = 6_000

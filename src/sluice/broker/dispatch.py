@@ -202,4 +202,4 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
     authorizer = None
     if broker.config.authorizer == "acl":
         authorizer = AclRequestAuthorizer.for_broker(broker)
-    return Dispatcher(broker, authorizer, ClientQuotas.open(getattr(broker.storage, "data_dir", None)))
+    return Dispatcher(broker, authorizer, ClientQuotas.open(broker.storage.data_dir))

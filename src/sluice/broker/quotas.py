@@ -13,6 +13,8 @@ Kafka's semantics, followed here:
 - A connection over its IP's connection_creation_rate is held unread for its throttle time, then closed.
 
 Pure apart from `load`/`save`: time is passed in.
+
+`client-quotas.json` layout: docs/storage.md.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ with its index in record_errors (KIP-467) so clients fail just that record.
 Decoding records costs what the produce path otherwise never pays, so the check runs only on topics that
 set a bound; the common path stays header-only. The header's first and max timestamps cannot stand in for
 the records: a producer that sets timestamps writes negative deltas.
+
+Also the produce-side rule of compacted topics: every record needs a key (`check_keys_for_compaction`).
 """
 
 from __future__ import annotations
@@ -119,3 +121,27 @@ def parse_checks(configs: Mapping[str, str]) -> RecordChecks:
         return RecordChecks.from_configs(configs)
     except ValueError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"bad timestamp bound in topic configs: {exc}") from exc
+
+
+def check_keys_for_compaction(records: bytes | memoryview, headers: list[BatchHeader]) -> None:
+    """Refuse a produce to a compacted topic that carries records without a key (KIP-467 errors name
+    each one by its position among the partition's records), as Kafka's LogValidator does.
+    """
+    errors: list[tuple[int, str]] = []
+    index = 0
+    pos = 0
+    view = memoryview(records)
+    for header in headers:
+        if not header.is_control:
+            _, batch_records = decode_batch(view[pos : pos + header.size])
+            for record in batch_records:
+                if record.key is None:
+                    errors.append((index, "compacted topic cannot accept a record without a key"))
+                index += 1
+        pos += header.size
+    if errors:
+        raise RecordErrors(
+            ErrorCode.INVALID_RECORD,
+            f"{len(errors)} record(s) without a key sent to a compacted topic",
+            errors,
+        )

@@ -208,7 +208,8 @@ def gateway(
     verbose: bool = False,
 ) -> None:
     """Run the kafka-pixy-compatible gateway (and the REST Proxy API) in front of one or more Kafka clusters."""
-    from sluice.gateway.config import ConfigError, config_from_dict, load_config
+    from sluice.gateway.config import ConfigError
+    from sluice.gateway.config_file import config_from_dict, load_config
     from sluice.gateway.server import serve_forever
 
     setup_logging(verbose)

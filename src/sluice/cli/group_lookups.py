@@ -17,6 +17,7 @@ from sluice.cli.common import (
     parse_settings,
     serving,
 )
+from sluice.client.group_states import state_name
 
 # Table cells wrap long ids onto more lines instead of cutting them short: a truncated member id is useless.
 OVERFLOW = "fold"
@@ -25,24 +26,6 @@ REQUEST_TIMEOUT_S = 15.0
 # -X settings of the running command, for every client it makes (set once per command by _use).
 _client_settings: list[str] = []
 JsonOutput = Annotated[bool, typer.Option("--json", help="Machine-readable JSON instead of tables.")]
-
-# librdkafka's enum names, spelled as Kafka itself prints group states.
-_STATE_NAMES = {
-    "PREPARING_REBALANCING": "PreparingRebalance",
-    "COMPLETING_REBALANCING": "CompletingRebalance",
-    "STABLE": "Stable",
-    "EMPTY": "Empty",
-    "DEAD": "Dead",
-    "UNKNOWN": "Unknown",
-    "UNKOWN": "Unknown",  # librdkafka's old misspelling, still an alias
-}
-# Offsets may only be reset while nobody consumes: an active member would overwrite them at its next commit.
-RESETTABLE_STATES = {"Empty", "Dead"}
-
-
-def state_name(state: Any) -> str:
-    name = getattr(state, "name", None) or str(state)
-    return _STATE_NAMES.get(name, name)
 
 
 def _fail(message: str) -> None:

@@ -29,7 +29,6 @@ from sluice.cli.common import (
 from sluice.cli.group_lookups import (
     OVERFLOW,
     REQUEST_TIMEOUT_S,
-    RESETTABLE_STATES,
     JsonOutput,
     _admin,
     _admin_result,
@@ -43,6 +42,7 @@ from sluice.cli.group_lookups import (
     _watermarks,
     state_name,
 )
+from sluice.client.group_states import RESETTABLE_STATES
 
 
 class ResetKind(StrEnum):

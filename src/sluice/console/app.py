@@ -59,6 +59,8 @@ class ConsoleConfig:
     admin_url: str | None = None
     # A Schema Registry's URL: a Schemas page, and framed keys and values decoded in the message browser.
     schema_registry_url: str | None = None
+    # Its client settings (confluent-kafka's: basic.auth.user.info, ssl.ca.location, ...); secrets never shown.
+    schema_registry_settings: tuple[tuple[str, str], ...] = ()
 
     def check(self) -> None:
         """Refuse to serve beyond loopback without a login."""
@@ -106,7 +108,11 @@ class Console:
         self.executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console")
         self.samples = Samples()
         self.jobs: dict[str, ScanJob] = {}
-        self.schemas = SchemaBrowser(config.schema_registry_url, config.timeout_s) if config.schema_registry_url else None
+        self.schemas = (
+            SchemaBrowser(config.schema_registry_url, config.timeout_s, config.schema_registry_settings)
+            if config.schema_registry_url
+            else None
+        )
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("sluice.console", "templates"),
             autoescape=True,
@@ -306,60 +312,3 @@ _STATUS = {
     "NOT_FOUND": 404,
     "REGISTRY_UNREACHABLE": 503,
 }
-
-
-def create_app(config: ConsoleConfig) -> web.Application:
-    from sluice.console import routes
-
-    app = web.Application(
-        middlewares=[auth_middleware, write_guard, error_pages], client_max_size=2 * 1024 * 1024
-    )
-    console = Console(config)
-    app[CONSOLE] = console
-    routes.add_routes(app)
-
-    async def on_startup(_: web.Application) -> None:
-        console.start_sampler()
-
-    async def on_cleanup(_: web.Application) -> None:
-        await console.close()
-
-    app.on_startup.append(on_startup)
-    app.on_cleanup.append(on_cleanup)
-    return app
-
-
-@dataclass
-class RunningConsole:
-    runner: web.AppRunner
-    url: str
-
-    async def stop(self) -> None:
-        await self.runner.cleanup()
-
-
-async def start_console(config: ConsoleConfig) -> RunningConsole:
-    app = create_app(config)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port)
-    await site.start()
-    server = site._server
-    port = config.port
-    if server is not None and getattr(server, "sockets", None):
-        port = server.sockets[0].getsockname()[1]
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    return RunningConsole(runner, f"http://{host}:{port}/")
-
-
-async def serve_console(config: ConsoleConfig) -> None:
-    from sluice.eventloop import install_stop_signals
-
-    stop = asyncio.Event()
-    install_stop_signals(stop)
-    running = await start_console(config)
-    print(f"sluice console on {running.url} (cluster {config.settings.get('bootstrap.servers')})", flush=True)
-    try:
-        await stop.wait()
-    finally:
-        await running.stop()

@@ -8,29 +8,9 @@ from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
+from sluice.client.group_states import RESETTABLE_STATES, state_name
 from sluice.console.cluster import Cluster, ClusterError, as_cluster_error
 from sluice.console.messages import offsets_for_time
-
-# A reset while members consume would be overwritten by their next commit, so Kafka refuses it.
-# librdkafka's enum names, spelled as Kafka prints group states.
-_STATE_NAMES = {
-    "PREPARING_REBALANCING": "PreparingRebalance",
-    "COMPLETING_REBALANCING": "CompletingRebalance",
-    "STABLE": "Stable",
-    "EMPTY": "Empty",
-    "DEAD": "Dead",
-    "UNKNOWN": "Unknown",
-    "UNKOWN": "Unknown",
-}
-
-
-# A reset while members consume would be overwritten by their next commit, so Kafka refuses it.
-RESETTABLE_STATES = {"Empty", "Dead"}
-
-
-def state_name(state: Any) -> str:
-    name = getattr(state, "name", None) or str(state)
-    return _STATE_NAMES.get(name, name)
 
 
 @dataclass

@@ -6,6 +6,8 @@ big-endian int16 that the definitions leave out: for keys it selects the record 
 offset commit, 2: group metadata, 3+: KIP-848 records a classic coordinator skips), for values it is
 the value's version. We write the non-flexible versions and read all of them, so a log written by
 Kafka itself loads too.
+
+Byte layouts: docs/storage.md.
 """
 
 from __future__ import annotations

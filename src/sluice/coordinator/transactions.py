@@ -17,98 +17,35 @@ States, as Kafka names them:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 
+from sluice.coordinator.transaction_log import decode_key, decode_value, encode_value, state_key
+from sluice.coordinator.txn_metadata import (
+    ENDED,
+    MAX_EPOCH,
+    PREPARING,
+    TP,
+    PendingOffset,
+    TxnMetadata,
+    TxnState,
+)
 from sluice.errors import ErrorCode
 
-MAX_EPOCH = 0x7FFF - 1  # Kafka keeps Short.MaxValue free so a bump past the last epoch is detectable
-KEY_VERSION = 0
-TP = tuple[str, int]
-
-
-class TxnState(Enum):
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    PREPARE_COMMIT = "PrepareCommit"
-    PREPARE_ABORT = "PrepareAbort"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-    DEAD = "Dead"
-    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
-
-
-ENDED = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-PREPARING = (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
-
-
-@dataclass(slots=True)
-class PendingOffset:
-    offset: int
-    leader_epoch: int
-    metadata: str
-
-
-@dataclass
-class TxnMetadata:
-    transactional_id: str
-    producer_id: int
-    epoch: int
-    timeout_ms: int
-    state: TxnState = TxnState.EMPTY
-    last_producer_id: int = -1
-    last_epoch: int = -1
-    partitions: set[TP] = field(default_factory=set)
-    # Offsets committed inside the transaction (TxnOffsetCommit): group -> partition -> offset.
-    offsets: dict[str, dict[TP, PendingOffset]] = field(default_factory=dict)
-    groups: set[str] = field(default_factory=set)
-    start_ms: int = -1
-    last_update_ms: int = 0
-
-    def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "v": 0,
-                "pid": self.producer_id,
-                "epoch": self.epoch,
-                "last_pid": self.last_producer_id,
-                "last_epoch": self.last_epoch,
-                "timeout": self.timeout_ms,
-                "state": self.state.value,
-                "partitions": sorted([t, p] for t, p in self.partitions),
-                "offsets": {
-                    g: [[t, p, o.offset, o.leader_epoch, o.metadata] for (t, p), o in sorted(parts.items())]
-                    for g, parts in self.offsets.items()
-                },
-                "groups": sorted(self.groups),
-                "start": self.start_ms,
-                "updated": self.last_update_ms,
-            },
-            separators=(",", ":"),
-        ).encode()
-
-    @classmethod
-    def decode(cls, transactional_id: str, value: bytes) -> TxnMetadata:
-        d = json.loads(value)
-        return cls(
-            transactional_id,
-            d["pid"],
-            d["epoch"],
-            d["timeout"],
-            TxnState(d["state"]),
-            d["last_pid"],
-            d["last_epoch"],
-            {(t, p) for t, p in d["partitions"]},
-            {
-                g: {(t, p): PendingOffset(o, e, m) for t, p, o, e, m in parts}
-                for g, parts in d["offsets"].items()
-            },
-            set(d["groups"]),
-            d["start"],
-            d["updated"],
-        )
+__all__ = [
+    "ENDED",
+    "MAX_EPOCH",
+    "PREPARING",
+    "TP",
+    "Markers",
+    "PendingOffset",
+    "TransactionCoordinator",
+    "TxnConfig",
+    "TxnMetadata",
+    "TxnOutcome",
+    "TxnState",
+    "state_key",
+]
 
 
 @dataclass(slots=True)
@@ -151,12 +88,8 @@ class TxnConfig:
     coordinator_epoch: int = 0
 
 
-def state_key(transactional_id: str) -> bytes:
-    return KEY_VERSION.to_bytes(2, "big") + transactional_id.encode()
-
-
 def _record(meta: TxnMetadata) -> tuple[bytes, bytes | None]:
-    return state_key(meta.transactional_id), meta.encode()
+    return state_key(meta.transactional_id), encode_value(meta)
 
 
 class TransactionCoordinator:
@@ -496,20 +429,42 @@ class TransactionCoordinator:
 
     # ----- restart -----
 
-    def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
+    def load(
+        self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int
+    ) -> list[tuple[bytes, bytes | None]]:
+        """Replay `__transaction_state`; returns the records to append once (the migration of values an
+        earlier sluice wrote as JSON: see transaction_log), empty when the log is all in Kafka's layout."""
         self.txns = {}
+        legacy_keys: dict[bytes, str] = {}  # keys in the earlier layout -> their transactional id
+        from_legacy: set[str] = set()
         for key, value in records:
-            if len(key) < 2 or int.from_bytes(key[:2], "big") != KEY_VERSION:
+            decoded = decode_key(key)
+            if decoded is None:
                 continue
-            transactional_id = key[2:].decode()
+            transactional_id, legacy = decoded
+            if legacy:
+                legacy_keys[key] = transactional_id
             if value is None:
                 self.txns.pop(transactional_id, None)
+                from_legacy.discard(transactional_id)
+                continue
+            meta, legacy_value = decode_value(transactional_id, value)
+            self.txns[transactional_id] = meta
+            if legacy or legacy_value:
+                from_legacy.add(transactional_id)
             else:
-                self.txns[transactional_id] = TxnMetadata.decode(transactional_id, value)
+                from_legacy.discard(transactional_id)
         self.by_producer = {}
         for meta in self.txns.values():
             self._index(meta)
         self._next_expiry_check_ms = now_ms + self.config.expiration_check_interval_ms
+        if not from_legacy:
+            return []
+        # One-time migration: tombstones for the old keys (they differ from the new ones byte for byte,
+        # so compaction would keep them forever), then every id's state in Kafka's layout.
+        migrated: list[tuple[bytes, bytes | None]] = [(key, None) for key in legacy_keys]
+        migrated += [_record(meta) for meta in self.txns.values()]
+        return migrated
 
     def recover(self, now_ms: int) -> TxnOutcome:
         """Finish every transaction a crash left between its prepare record and its complete record."""

@@ -3,7 +3,8 @@
 See `sluice.gateway.server` for the entry points the CLI calls.
 """
 
-from .config import ConfigError, GatewayConfig, config_from_dict, load_config, single_cluster_config
+from .config import ConfigError, GatewayConfig
+from .config_file import config_from_dict, load_config, single_cluster_config
 from .server import Gateway, run_gateway, serve_forever
 
 __all__ = [

@@ -28,18 +28,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as Record
 
+from .batches import Batch, Headers, Message, count_messages
 from .config import ClusterConfig
-from .core import (
-    AckOutcome,
-    Batch,
-    GroupTopicCore,
-    Headers,
-    Message,
-    TrackerSettings,
-    count_messages,
-)
+from .core import GroupTopicCore
 from .errors import Failure, GatewayError
+from .flow import FlowControl, buffer_high_water
 from .metrics import GatewayMetrics
+from .tracker import AckOutcome, TrackerSettings
 
 log = logging.getLogger(__name__)
 
@@ -49,26 +44,8 @@ log = logging.getLogger(__name__)
 _FETCH_BATCH = 2000
 _POLL_SECONDS = 0.1
 _PAUSED_POLL_SECONDS = 0.005
-# A full buffer first only stops the consume() calls (librdkafka keeps its prefetch and stops fetching once
-# its own queue is full); partitions are paused only when callers took nothing for this long.
-# Pausing makes librdkafka drop its prefetch and fetch it all again on resume: with callers draining at full
-# speed, pausing at every high-water mark cost a quarter of the stream rate (measured 363k vs 463k msg/s).
-_HOLD_SECONDS = 0.1
-_HOLD_MAX_SECONDS = 1.0
 _HOLD_POLL_SECONDS = 0.002
 _KAFKA_TIMEOUT_SECONDS = 10.0
-# Fetched, not yet handed out messages per partition. The partitions share it: fetching is held once they
-# buffer this much each on average, and a partition at or above it is paused when the hold runs out
-# (resumed below half). Every pause makes librdkafka drop what it prefetched for the partition and fetch it
-# again on resume, so a small buffer turns fast consumption into pause/resume churn: 8,000 measured ~1.5x
-# the msg/s of 2,000 with less CPU per message. The budget caps the whole consumer when it holds many
-# partitions.
-_BUFFER_HIGH_WATER = 8000
-_BUFFER_BUDGET = 32000
-# ...and in bytes (librdkafka's own prefetch default, queued.max.messages.kbytes, is the same 64 MiB), so
-# that large messages cannot turn the message counts above into gigabytes.
-_BUFFER_BYTES_BUDGET = 64 * 1024 * 1024
-
 # Produces one dead letter (group, topic, message); returns once Kafka acknowledged it, raises if it did not.
 DeadLetterSink = Callable[[str, str, Message], Awaitable[object]]
 # How long `stop` waits for dead-letter produces under way, so that those confirmed make the final commit.
@@ -104,46 +81,6 @@ def batches_of(records: list[Record]) -> list[Batch]:
         Batch(partitions[a], offsets[a:b], keys[a:b], values[a:b], headers[a:b], timestamps[a:b])
         for a, b in itertools.pairwise(bounds)
     ]
-
-
-def buffer_high_water(partitions: int, message_bytes: float) -> int:
-    """Fetched, not yet handed out messages a partition may buffer before it is paused."""
-    partitions = max(partitions, 1)
-    by_bytes = int(_BUFFER_BYTES_BUDGET / max(message_bytes, 1.0)) // partitions
-    return max(min(_BUFFER_HIGH_WATER, _BUFFER_BUDGET // partitions, by_bytes), 1)
-
-
-class _FlowControl:
-    """Backpressure state of one consumer: partitions paused, and since when fetching is held."""
-
-    def __init__(self) -> None:
-        self.paused: set[int] = set()
-        # Since the last take from the buffer, and since the hold began.
-        self.held_since: float | None = None
-        self._hold_began = 0.0
-        self._held_level = 0
-
-    def due_for_pause(self, active: dict[int, int], high: int, now: float) -> bool:
-        """Whether to pause the fullest partitions now; holds fetching while their buffer is full.
-
-        `active` maps the partitions not paused to their buffered counts. Fetching is held while they
-        use their whole budget (`high` each, shared: one busy partition may use the others' room), and
-        every take restarts the wait. A hold never outlasts `_HOLD_MAX_SECONDS` even while callers
-        trickle: rebalance callbacks are only served inside consume(), and the group waits for them.
-        """
-        level = sum(active.values())
-        if not active or level < high * len(active):
-            self.held_since = None
-            return False
-        if self.held_since is None:
-            self.held_since = self._hold_began = now
-        elif level < self._held_level:
-            self.held_since = now
-        self._held_level = level
-        if now - self.held_since < _HOLD_SECONDS and now - self._hold_began < _HOLD_MAX_SECONDS:
-            return False
-        self.held_since = None
-        return True
 
 
 def long_poll_timeout() -> GatewayError:
@@ -406,7 +343,7 @@ class GroupTopicConsumer:
             log.error(self._failure)
             self._signal_from_thread()
             return
-        flow = _FlowControl()
+        flow = FlowControl()
         next_commit = time.monotonic() + self.settings.offsets_commit_interval
         try:
             while not self._stopping.is_set():
@@ -535,7 +472,7 @@ class GroupTopicConsumer:
         if unfinished:
             await asyncio.wait(unfinished)
 
-    def _apply_backpressure(self, consumer: Consumer, flow: _FlowControl) -> None:
+    def _apply_backpressure(self, consumer: Consumer, flow: FlowControl) -> None:
         with self._lock:
             buffered = self.core.buffered_counts()
         paused = flow.paused
@@ -656,70 +593,3 @@ class GroupTopicConsumer:
                 self.core.revoke(tp.partition)
         self._unassign(consumer, partitions)
         self._signal_from_thread()
-
-
-class ClusterConsumers:
-    """The group consumers of one cluster, created on first use and dropped when idle."""
-
-    def __init__(
-        self,
-        cluster: ClusterConfig,
-        client_id: str,
-        metrics: GatewayMetrics,
-        dead_letter_sink: DeadLetterSink | None,
-    ) -> None:
-        self.cluster = cluster
-        self.client_id = client_id
-        self.metrics = metrics
-        self._dead_letter_sink = dead_letter_sink
-        self._consumers: dict[tuple[str, str], GroupTopicConsumer] = {}
-        self._stopping: set[asyncio.Future[None]] = set()
-        self._closing = False
-
-    def get(self, group: str, topic: str) -> GroupTopicConsumer:
-        if self.cluster.consumer.disabled:
-            raise GatewayError(Failure.UNAVAILABLE, f"consumer is disabled for cluster {self.cluster.name}")
-        if self._closing:
-            raise shutting_down()
-        consumer = self._consumers.get((group, topic))
-        if consumer is not None and consumer.failed:
-            # Start over rather than fail every request until the gateway restarts.
-            stale = self._consumers.pop((group, topic))
-            task = asyncio.ensure_future(stale.stop())
-            self._stopping.add(task)
-            task.add_done_callback(self._stopping.discard)
-            consumer = None
-        if consumer is None:
-            consumer = GroupTopicConsumer(
-                self.cluster, group, topic, self.client_id, self.metrics, self._dead_letter_sink
-            )
-            self._consumers[(group, topic)] = consumer
-            self.metrics.active_consumers.labels(self.cluster.name).set(len(self._consumers))
-        return consumer
-
-    def existing(self, group: str, topic: str) -> GroupTopicConsumer | None:
-        return self._consumers.get((group, topic))
-
-    async def drop(self, group: str, topic: str) -> None:
-        consumer = self._consumers.pop((group, topic), None)
-        if consumer is not None:
-            await consumer.stop()
-            self.metrics.active_consumers.labels(self.cluster.name).set(len(self._consumers))
-
-    async def drop_idle(self) -> None:
-        """kafka-pixy's subscription_timeout: leave the group after a quiet spell."""
-        now = time.monotonic()
-        idle = [key for key, consumer in self._consumers.items() if consumer.is_idle(now)]
-        for group, topic in idle:
-            log.info("group %s topic %s: idle, leaving the group", group, topic)
-            await self.drop(group, topic)
-
-    def release_waiters(self) -> None:
-        self._closing = True
-        for consumer in self._consumers.values():
-            consumer.release_waiters()
-
-    async def close(self) -> None:
-        self._closing = True
-        consumers = list(self._consumers)
-        await asyncio.gather(*(self.drop(group, topic) for group, topic in consumers), *self._stopping)

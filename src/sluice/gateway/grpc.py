@@ -16,12 +16,13 @@ from typing import Any, TypeVar
 import grpc
 from grpc import aio
 
-from .core import Batch, Delivery, count_messages, sparse_acks_to_str
+from .batches import Batch, Delivery, count_messages
 from .errors import Failure, GatewayError, invalid
 from .kafka import TopicInfo
 from .proto import kafkapixy_pb2 as pb
 from .proto import kafkapixy_pb2_grpc as pb_grpc
 from .service import AckRequest, GatewayService, failure_of
+from .sparse_acks import sparse_acks_to_str
 
 T = TypeVar("T")
 

@@ -18,11 +18,12 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .core import Delivery, sparse_acks_to_str
+from .batches import Delivery
 from .errors import Failure, GatewayError, invalid
 from .kafka import TopicInfo
 from .query import bounded_int
 from .service import AckRequest, GatewayService, failure_of
+from .sparse_acks import sparse_acks_to_str
 
 HTTP_STATUS_OF_FAILURE = {
     Failure.INVALID_ARGUMENT: 400,

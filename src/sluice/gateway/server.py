@@ -29,7 +29,8 @@ from grpc import aio
 from sluice.eventloop import freeze_startup_objects, install_stop_signals, run_event_loop
 
 from .auth import GrpcAuthInterceptor, http_middleware
-from .config import GatewayConfig, load_config
+from .config import GatewayConfig
+from .config_file import load_config
 from .grpc import create_grpc_server
 from .http import create_http_app
 from .rest import RestProxy

@@ -14,9 +14,10 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .batches import Batch, Delivery, Message
+from .cluster_consumers import ClusterConsumers
 from .config import ClusterConfig, GatewayConfig
-from .consumer import ClusterConsumers, DeadLetterSink, shutting_down
-from .core import Batch, Delivery, Message
+from .consumer import DeadLetterSink, shutting_down
 from .errors import Failure, GatewayError, invalid, validate_group, validate_topic
 from .kafka import ClusterClient, PartitionOffsets, TopicInfo
 from .metrics import GatewayMetrics

@@ -18,11 +18,10 @@ from sluice.eventloop import freeze_startup_objects, install_stop_signals
 from sluice.server.admin import AdminApp
 from sluice.server.clock import now_ms
 from sluice.server.kafka import KafkaServer
-from sluice.storage.api import Storage
-from sluice.storage.cleaner import TxnFacts
+from sluice.storage.api import CompactableLog, Storage
+from sluice.storage.compaction.manager import CleanerSettings, LogCleanerManager
+from sluice.storage.compaction.offset_map import TxnFacts
 from sluice.storage.config import TopicConfig
-from sluice.storage.disk import DiskPartitionLog, DiskStorage
-from sluice.storage.log_cleaner import CleanerSettings, LogCleaner
 
 log = logging.getLogger("sluice")
 T = TypeVar("T")
@@ -34,7 +33,10 @@ def open_storage(config: BrokerConfig) -> Storage:
 
         return MemoryStorage()
     from sluice.storage.disk import DiskStorage
+    from sluice.storage.file_cache import SEGMENT_FILES, default_capacity, raise_open_file_limit
 
+    soft_limit, _ = raise_open_file_limit()
+    SEGMENT_FILES.resize(config.open_segment_files or default_capacity(soft_limit))
     config.data_dir.mkdir(parents=True, exist_ok=True)
     return DiskStorage(config.data_dir)
 
@@ -44,11 +46,11 @@ def build_broker(config: BrokerConfig) -> Broker:
 
     broker = Broker(config, open_storage(config))
     try:
-        from sluice.broker.groups import attach_group_coordinator
+        from sluice.broker.group_service import attach_group_coordinator
     except ImportError:
         return broker
     attach_group_coordinator(broker, now_ms())
-    from sluice.broker.transactions import attach_transaction_coordinator
+    from sluice.broker.transaction_service import attach_transaction_coordinator
 
     attach_transaction_coordinator(broker, now_ms())
     return broker
@@ -61,7 +63,7 @@ class RunningBroker:
     host: str
     port: int
     retention_task: asyncio.Task[None]
-    cleaner: LogCleaner | None = None
+    cleaner: LogCleanerManager | None = None
     admin: AdminApp | None = None
 
     @property
@@ -84,20 +86,21 @@ class RunningBroker:
         self.broker.close()
 
 
-def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, DiskPartitionLog]]:
+def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, CompactableLog]]:
     """Runs on the loop: the partitions the cleaner should look at now (cleanup.policy read afresh).
     None while writes are refused (free space below min_free_bytes, or a full disk): a pass needs room for
     a cleaned copy of up to segment.bytes before it frees anything."""
-    found: list[tuple[str, int, TopicConfig, DiskPartitionLog]] = []
+    found: list[tuple[str, int, TopicConfig, CompactableLog]] = []
     if broker.write_refusal(now_ms()):
         return found
-    for (topic, index), state in broker.partitions.items():
-        meta = broker.storage.topic(topic)
-        if meta is None or not isinstance(state.log, DiskPartitionLog):
+    storage = broker.storage
+    for topic, index in broker.partitions:
+        meta = storage.topic(topic)
+        if meta is None:
             continue
         config = meta.config
-        if config.compacts:
-            found.append((topic, index, config, state.log))
+        if config.compacts and (log := storage.compactable_log(topic, index)) is not None:
+            found.append((topic, index, config, log))
     return found
 
 
@@ -127,10 +130,10 @@ def _crash_point_from_environment() -> Callable[[str], None]:
     return crash
 
 
-def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleaner | None:
+def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleanerManager | None:
     config = broker.config
-    if not config.log_cleaner_enable or not isinstance(broker.storage, DiskStorage):
-        return None
+    if not config.log_cleaner_enable or broker.storage.data_dir is None:
+        return None  # nothing on disk, nothing to compact (the memory engine has no compactable logs)
 
     def run_on_loop(fn: Callable[[], T]) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -151,7 +154,7 @@ def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleaner
         dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
         backoff_ms=config.log_cleaner_backoff_ms,
     )
-    cleaner = LogCleaner(
+    cleaner = LogCleanerManager(
         settings,
         lambda: _compacted_logs(broker),
         run_on_loop,

@@ -21,8 +21,8 @@ from sluice.protocol.framing import FrameBuffer, coalesce, frame
 from sluice.protocol.headers import response_header
 from sluice.protocol.messages import APIS_BY_KEY, response_codecs
 from sluice.security.session import PLAINTEXT, Session, uses_sasl
-from sluice.server.auth import AuthGate
 from sluice.server.clock import now_ms
+from sluice.server.sasl_gate import AuthGate
 from sluice.server.tls import peer_principal
 
 if TYPE_CHECKING:

@@ -191,11 +191,13 @@ def _cleaner_metrics(broker: Any) -> Iterator[Any]:
         "A compacted partition's dirty bytes over its cleanable bytes",
         labels=["topic", "partition"],
     )
-    for (topic, index), state in sorted(broker.partitions.items()):
-        ratio = getattr(state.log, "cleaner_dirty_ratio", None)
+    for topic, index in sorted(broker.partitions):
         meta = broker.storage.topic(topic)
-        if ratio is not None and meta is not None and meta.config.compacts:
-            dirty.add_metric([topic, str(index)], ratio)
+        if meta is None or not meta.config.compacts:
+            continue
+        log = broker.storage.compactable_log(topic, index)
+        if log is not None:
+            dirty.add_metric([topic, str(index)], cleaner.dirty_ratio(log))
     yield dirty
 
 

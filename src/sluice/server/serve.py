@@ -28,7 +28,7 @@ async def serve_all(
     install_stop_signals(stop)
     running = await start_broker(broker_config)
     announce(running)
-    from sluice.gateway.config import single_cluster_config
+    from sluice.gateway.config_file import single_cluster_config
     from sluice.gateway.server import Gateway
 
     gateway = Gateway(
@@ -49,7 +49,8 @@ async def serve_all(
         gateway.rest.use_schema_registry(registry.url)  # the REST API's schema formats
     console = None
     if console_listen is not None:
-        from sluice.console.app import ConsoleConfig, start_console
+        from sluice.console.app import ConsoleConfig
+        from sluice.console.server import start_console
 
         # The console is a client like any other: it reaches the broker over its Kafka listener.
         try:

@@ -12,9 +12,10 @@ see `PartitionLog.flush`.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from sluice.protocol.records import BatchHeader
 from sluice.storage.config import TopicConfig
@@ -127,6 +128,29 @@ class PartitionLog(Protocol):
 
 
 @runtime_checkable
+class CompactableLog(PartitionLog, Protocol):
+    """Optional capability: a partition log the cleaner (sluice.storage.compaction) can compact. The disk
+    engine's logs are; `Storage.compactable_log` hands them out, so nothing above storage tests classes."""
+
+    @property
+    def directory(self) -> Path: ...
+
+    def cleanable_segments(self) -> list[Any]:
+        """The sealed, durable segments the cleaner may rewrite, oldest first. Safe from any thread."""
+        ...
+
+    def swap_cleaned(
+        self,
+        replaced: list[Any],
+        cleaned: Any,
+        manifest_pending: Path,
+        crash_point: Callable[[str], None] = ...,
+    ) -> bool:
+        """Owner thread only: put `cleaned` in place of `replaced`; False when they are gone."""
+        ...
+
+
+@runtime_checkable
 class Storage(Protocol):
     """Topics and their partition logs. Topic names are Kafka's legal names ([a-zA-Z0-9._-], <= 249)."""
 
@@ -164,6 +188,18 @@ class Storage(Protocol):
 
     def log(self, topic: str, partition: int) -> PartitionLog:
         """Raises UNKNOWN_TOPIC_OR_PARTITION."""
+        ...
+
+    # ----- optional capabilities: an engine without one answers None -----
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The directory the engine keeps its files in (docs/storage.md maps it); None in memory."""
+        ...
+
+    def compactable_log(self, topic: str, partition: int) -> CompactableLog | None:
+        """The partition's log as the cleaner sees it, or None when this engine does not compact.
+        Raises UNKNOWN_TOPIC_OR_PARTITION."""
         ...
 
     def close(self, clean: bool = True) -> None:

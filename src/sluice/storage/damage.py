@@ -9,6 +9,8 @@ for one of their offsets gets CORRUPT_MESSAGE (or skips them where the broker sa
 
 Batch offsets must strictly increase but need not be contiguous: compaction leaves holes, and Kafka's
 recovery does not require contiguity either.
+
+`damaged.json` layout: docs/storage.md.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ layout inside, topic metadata in `<data-dir>/metadata.json`.
 
 A `.clean-shutdown` marker written by `close(clean=True)` and removed at open lets the next start skip
 recovery scans; a `.lock` file (flock) keeps a second process out of the same directory.
+
+Every file of the data directory and its byte layout: docs/storage.md.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pathlib import Path
 
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
-from sluice.storage.cleaner import CleanerCheckpoint
 from sluice.storage.config import TopicConfig
 from sluice.storage.damage import write_damage
 from sluice.storage.index import OffsetIndex, TimeIndex
@@ -31,6 +32,7 @@ from sluice.storage.metadata import (
     encode_metadata,
     new_cluster_id,
     sync_directory,
+    sync_filesystem,
     write_atomically,
 )
 from sluice.storage.segment import FileSegment
@@ -72,10 +74,6 @@ class DiskPartitionLog(SegmentedLog):
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_pending = False
         self._active_checkpoint = (-1, 0)  # (active segment base, durable position) last checkpointed
-        # Compaction state (storage/cleaner.py): the cleaner thread replaces these, others only read them.
-        self.cleaner_checkpoint = CleanerCheckpoint.read(directory)
-        self.cleaner_dirty_ratio = 0.0
-        self.cleaner_uncleanable = ""  # why the cleaner gave up on this partition until restart
 
     @property
     def segments(self) -> list[FileSegment]:
@@ -111,7 +109,7 @@ class DiskPartitionLog(SegmentedLog):
         if self._checkpoint_pending:
             self._write_checkpoint()  # the deletion freed space for the checkpoint a full disk refused
 
-    def _write_checkpoint(self) -> None:
+    def _write_checkpoint(self, *, sync: bool = True) -> None:
         """Persist the log start and recovery point. On a full disk this is skipped (and retried after the
         next deletion): both are hints a later start can do without, and DeleteRecords and retention
         must keep working so an operator can free space."""
@@ -120,7 +118,7 @@ class DiskPartitionLog(SegmentedLog):
                 checkpoint = Checkpoint(
                     self._log_start_offset, self._recovery_point, *self._active_checkpoint
                 )
-                write_checkpoint(self.directory, checkpoint)
+                write_checkpoint(self.directory, checkpoint, sync=sync)
                 self._checkpoint_pending = False
             except OSError as error:
                 if error.errno not in DISK_FULL_ERRNOS:
@@ -195,7 +193,7 @@ class DiskPartitionLog(SegmentedLog):
                 self._recovery_point = first_not_durable.base_offset
             self._write_checkpoint()
 
-    # --- the cleaner's side (storage/cleaner.py) -----------------------------------------------------
+    # --- what the cleaner asks of the log (api.CompactableLog; the cleaner is sluice.storage.compaction) ---
 
     def cleanable_segments(self) -> list[FileSegment]:
         """The sealed segments already made durable, oldest first, up to the first with recorded damage:
@@ -256,20 +254,28 @@ class DiskPartitionLog(SegmentedLog):
         self._size_bytes += cleaned.size_bytes - sum(segment.size_bytes for segment in replaced)
         return True
 
-    def close_clean(self) -> bool:
+    def close_clean(self, *, sync: bool = True) -> bool:
         """Flush, finish the active segment's indexes and checkpoint, so the next open trusts them.
-        Returns False (and closes anyway) when the log could not be made durable.
+        Returns False (and closes anyway) when the log could not be made durable. Without `sync` nothing
+        is fsynced: the caller syncs the whole file system once (`sync_filesystem`) before it counts the
+        stop as clean.
         """
         try:
-            self.flush()
+            if sync:
+                self.flush()
             with self._flush_lock:
                 if self._closed:
                     return True
+                if self._failure:
+                    return False
                 active: FileSegment = self._segments[-1]  # type: ignore[assignment]
                 active.seal()
-                active.write_indexes(sync=True)
+                if not sync:
+                    for segment in self._not_durable:
+                        segment.write_indexes(sync=False)
+                active.write_indexes(sync=sync)
                 self._recovery_point = active.base_offset
-                self._write_checkpoint()
+                self._write_checkpoint(sync=sync)
         except (KafkaError, OSError):
             return False
         finally:
@@ -341,7 +347,8 @@ class DiskStorage(TopicStore):
     def _open_log(self, meta: TopicMeta, partition: int) -> DiskPartitionLog:
         directory = self._partition_dir(meta.name, partition)
         directory.mkdir()
-        sync_directory(self.data_dir)
+        # Not synced here: the metadata write that follows (`_persist`) fsyncs the data directory, making
+        # every new partition directory durable with it (one fsync per topic, not one per partition).
         return DiskPartitionLog(directory, meta.config, clean=True)
 
     def _remove_partition_data(self, topic: str, partition: int) -> None:
@@ -360,6 +367,9 @@ class DiskStorage(TopicStore):
     def log(self, topic: str, partition: int) -> DiskPartitionLog:
         return super().log(topic, partition)  # type: ignore[return-value]
 
+    def compactable_log(self, topic: str, partition: int) -> DiskPartitionLog:
+        return self.log(topic, partition)
+
     def close(self, clean: bool = True) -> None:
         if self._lock_fd < 0:
             return
@@ -368,7 +378,14 @@ class DiskStorage(TopicStore):
         if clean:
             all_durable = True
             for log in logs:
-                all_durable = log.close_clean() and all_durable  # type: ignore[attr-defined]
+                all_durable = log.close_clean(sync=False) and all_durable  # type: ignore[attr-defined]
+            try:
+                sync_filesystem(self.data_dir)  # one syncfs for every partition's data, indexes, checkpoint
+            except OSError as error:
+                _log.error(
+                    "%s: syncing at shutdown failed, the next start recovers: %s", self.data_dir, error
+                )
+                all_durable = False
             if all_durable:
                 write_atomically(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
         else:

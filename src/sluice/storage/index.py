@@ -6,6 +6,8 @@ the default index interval) rather than memory-mapped: Python's mmap holds a dup
 mapping, which tripled the descriptors a log of many segments needs. A file may lag its log after a crash; the loader
 rescans every segment from the recovery point and rebuilds indexes that are missing, torn or
 inconsistent, so the files are hints for speed, never the source of truth.
+
+Both layouts are also in docs/storage.md, with every other file of the data directory.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ Trust rules:
   that was never acknowledged, is truncated.
 
 The checkpoint file (`partition.checkpoint`, JSON) holds the log start offset and the recovery point.
+
+`partition.checkpoint` and the recovery of segment files: layouts in docs/storage.md.
 """
 
 from __future__ import annotations
@@ -73,14 +75,14 @@ def read_checkpoint(directory: Path) -> Checkpoint:
         return Checkpoint()
 
 
-def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
+def write_checkpoint(directory: Path, checkpoint: Checkpoint, *, sync: bool = True) -> None:
     document = {
         "log_start_offset": checkpoint.log_start_offset,
         "recovery_point": checkpoint.recovery_point,
         "active_segment": checkpoint.active_segment,
         "active_position": checkpoint.active_position,
     }
-    write_atomically(directory / CHECKPOINT_FILE, json.dumps(document).encode())
+    write_atomically(directory / CHECKPOINT_FILE, json.dumps(document).encode(), sync=sync)
 
 
 @dataclass(slots=True)

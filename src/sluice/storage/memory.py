@@ -115,6 +115,13 @@ class MemoryStorage(TopicStore):
     def _open_log(self, meta: TopicMeta, partition: int) -> MemoryPartitionLog:
         return MemoryPartitionLog(meta.config)
 
+    @property
+    def data_dir(self) -> None:
+        return None  # nothing on disk: no log dir sizes, no verify/repair
+
+    def compactable_log(self, topic: str, partition: int) -> None:
+        return None  # the memory engine does not compact
+
     def close(self, clean: bool = True) -> None:
         self._close_logs()
         self._topics.clear()

@@ -3,6 +3,8 @@
 The log file is whole v2 batches back to back, exactly as served to consumers. Appends are one
 pwritev (new baseOffset + the caller's bytes, no copy); reads are one pread after a binary search of the
 sparse offset index and a short header scan. Segment data is never held in memory.
+
+The `.log` layout is in docs/storage.md.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sluice.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from sluice.storage.api import NO_TIMESTAMP
 from sluice.storage.batches import BASE_OFFSET, batch_length_at, plausible_length
 from sluice.storage.damage import Damaged, DamagedOffsets, DamagedRange, scan_segment
+from sluice.storage.file_cache import SEGMENT_FILES, CachedFile, FileCache
 from sluice.storage.index import OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -31,23 +34,56 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 
 class FileSegment:
-    """A segment backed by files in a partition directory.
+    """A segment backed by files in a partition directory. Its log file is opened on demand through a
+    `FileCache` (a process-wide one unless given), so an idle segment holds no descriptor.
 
     Threading: `append`, reads, `seal` and recovery run on the event-loop thread. `sync` and
     `make_durable` may run on the flush thread: `sync` only fsyncs the descriptor, and `make_durable` is
     only called for sealed segments, whose indexes no longer change.
     """
 
-    def __init__(self, directory: Path, base_offset: int, index_interval_bytes: int, *, create: bool) -> None:
+    __slots__ = (
+        "__weakref__",
+        "_bytes_since_index_entry",
+        "_closed",
+        "_created_ms",
+        "_damaged_at",
+        "_file",
+        "_files",
+        "_first_batch_timestamp",
+        "_indexes_trusted",
+        "base_offset",
+        "damaged",
+        "directory",
+        "index_interval_bytes",
+        "max_timestamp",
+        "next_offset",
+        "offset_index",
+        "offset_of_max_timestamp",
+        "size_bytes",
+        "time_index",
+    )
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        index_interval_bytes: int,
+        *,
+        create: bool,
+        files: FileCache = SEGMENT_FILES,
+    ) -> None:
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
-        self.index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
-        self.time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        self._fd = os.open(self.log_path, flags, 0o644)
-        self.size_bytes = os.fstat(self._fd).st_size
+        self._files = files
+        self._file = CachedFile(directory / segment_file_name(base_offset, LOG_SUFFIX), create=create)
+        if create:
+            with files.use(self._file):  # creates it now: a name clash must fail here, not at first write
+                pass
+            self.size_bytes = 0
+        else:
+            self.size_bytes = os.stat(self._file.path).st_size
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = base_offset
@@ -61,6 +97,22 @@ class FileSegment:
         # Byte ranges that are not intact batches (see damage.py), by start position.
         self.damaged: list[DamagedRange] = []
         self._damaged_at: dict[int, DamagedRange] = {}
+
+    @property
+    def log_path(self) -> Path:
+        return self._file.path
+
+    @property
+    def index_path(self) -> Path:
+        return self.directory / segment_file_name(self.base_offset, INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> Path:
+        return self.directory / segment_file_name(self.base_offset, TIME_INDEX_SUFFIX)
+
+    def _pread(self, size: int, position: int) -> bytes:
+        with self._files.use(self._file) as fd:
+            return os.pread(fd, size, position)
 
     # --- appending ----------------------------------------------------------------------------------
 
@@ -77,10 +129,11 @@ class FileSegment:
             self._created_ms = append_time_ms
         buffers = [BASE_OFFSET.pack(base_offset), memoryview(batch)[8:]]
         size = len(batch)
-        written = os.pwritev(self._fd, buffers, position)
-        while written < size:  # regular files rarely write short, but a full disk can
-            rest = (BASE_OFFSET.pack(base_offset) + bytes(memoryview(batch)[8:]))[written:]
-            written += os.pwrite(self._fd, rest, position + written)
+        with self._files.use(self._file) as fd:
+            written = os.pwritev(fd, buffers, position)
+            while written < size:  # regular files rarely write short, but a full disk can
+                rest = (BASE_OFFSET.pack(base_offset) + bytes(memoryview(batch)[8:]))[written:]
+                written += os.pwrite(fd, rest, position + written)
         self._track(base_offset, header.last_offset_delta, header.max_timestamp, position, size)
 
     def _track(
@@ -112,7 +165,7 @@ class FileSegment:
                 continue
             relative = position - buffer_start
             if len(buffer) - relative < BATCH_HEADER_SIZE:
-                buffer = os.pread(self._fd, _SCAN_CHUNK, position)
+                buffer = self._pread(_SCAN_CHUNK, position)
                 buffer_start, relative = position, 0
                 if len(buffer) < BATCH_HEADER_SIZE:
                     return
@@ -154,18 +207,18 @@ class FileSegment:
         for damaged in self.damaged:
             if start < damaged.start < end:
                 end = damaged.start  # a batch boundary: the damage begins right after an intact batch
-        return os.pread(self._fd, end - start, start)
+        return self._pread(end - start, start)
 
     def batch_containing(self, offset: int) -> bytes:
         position, header = self._locate(offset)
-        return os.pread(self._fd, header.size, position)
+        return self._pread(header.size, position)
 
     def find_batch_by_timestamp(self, timestamp_ms: int, min_offset: int) -> bytes | None:
         start_offset = max(self.time_index.lookup(timestamp_ms), min_offset)
         _, start = self.offset_index.lookup(start_offset)
         for position, header in self._headers_at(start):
             if header.last_offset >= min_offset and header.max_timestamp >= timestamp_ms:
-                return os.pread(self._fd, header.size, position)
+                return self._pread(header.size, position)
         return None
 
     def headers_from(self, offset: int) -> Iterator[BatchHeader]:
@@ -176,9 +229,7 @@ class FileSegment:
 
     def roll_age_ms(self, now_ms: int, incoming_max_timestamp: int) -> int:
         if self._first_batch_timestamp is None and self.size_bytes >= BATCH_HEADER_SIZE:
-            self._first_batch_timestamp = parse_batch_header(
-                os.pread(self._fd, BATCH_HEADER_SIZE, 0)
-            ).max_timestamp
+            self._first_batch_timestamp = parse_batch_header(self._pread(BATCH_HEADER_SIZE, 0)).max_timestamp
         if self._first_batch_timestamp is not None and self._first_batch_timestamp >= 0:
             return incoming_max_timestamp - self._first_batch_timestamp
         return now_ms - self._created_ms
@@ -186,7 +237,7 @@ class FileSegment:
     def retention_timestamp_ms(self) -> int:
         if self.max_timestamp > 0:
             return self.max_timestamp
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        return os.stat(self._file.path).st_mtime_ns // 1_000_000
 
     # --- durability ---------------------------------------------------------------------------------
 
@@ -196,7 +247,8 @@ class FileSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
 
     def sync(self) -> None:
-        _sync_data(self._fd)
+        with self._files.use(self._file) as fd:  # pinned: the cache never closes it under the fsync
+            _sync_data(fd)
 
     def write_indexes(self, *, sync: bool, unless_same: bool = False) -> None:
         self.offset_index.write(self.index_path, sync=sync, unless_same=unless_same)
@@ -209,7 +261,7 @@ class FileSegment:
 
     def relocate(self, directory: Path) -> None:
         """Move this segment's files into `directory` (same file system), indexes first and the log last,
-        so a log in `directory` never comes with another segment's indexes. The descriptor stays valid.
+        so a log in `directory` never comes with another segment's indexes. An open descriptor stays valid.
         """
         moves = [
             (self.index_path, directory / self.index_path.name),
@@ -222,12 +274,12 @@ class FileSegment:
             else:
                 target.unlink(missing_ok=True)
         self.directory = directory
-        self.index_path, self.time_index_path, self.log_path = (target for _, target in moves)
+        self._file.path = moves[-1][1]
 
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            os.close(self._fd)
+            self._files.close(self._file)
 
     def delete(self) -> None:
         self.close()
@@ -254,7 +306,7 @@ class FileSegment:
         if offset_index:
             # The last entry must land on a batch with that base offset.
             offset, position = offset_index.last_entry()
-            head = os.pread(self._fd, LOG_OVERHEAD, position)
+            head = self._pread(LOG_OVERHEAD, position)
             if len(head) < LOG_OVERHEAD or BASE_OFFSET.unpack_from(head)[0] != offset:
                 return False
         return True
@@ -293,7 +345,7 @@ class FileSegment:
                 self.next_offset = max(self.next_offset, damaged.end_offset)
                 self._bytes_since_index_entry = self.index_interval_bytes + 1
                 continue
-            head = os.pread(self._fd, BATCH_HEADER_SIZE, position)
+            head = self._pread(BATCH_HEADER_SIZE, position)
             if len(head) < BATCH_HEADER_SIZE or not plausible_length(batch_length_at(head, 0)):
                 return False
             header = parse_batch_header(head)
@@ -334,10 +386,14 @@ class FileSegment:
         return self._scan_from(0, offset_limit)
 
     def _scan_from(self, start: int, offset_limit: int | None) -> tuple[int, list[DamagedRange]]:
-        file_size = os.fstat(self._fd).st_size
+        with self._files.use(self._file) as fd:
+            return self._scan_locked(fd, start, offset_limit)
+
+    def _scan_locked(self, fd: int, start: int, offset_limit: int | None) -> tuple[int, list[DamagedRange]]:
+        file_size = os.fstat(fd).st_size
         damaged: list[DamagedRange] = []
         end = file_size
-        for found in scan_segment(self._fd, file_size, self.next_offset, offset_limit, start):
+        for found in scan_segment(fd, file_size, self.next_offset, offset_limit, start):
             if isinstance(found, Damaged):
                 if found.end >= file_size and offset_limit is None:
                     end = found.start
@@ -366,9 +422,9 @@ class FileSegment:
         self.set_damage([d for d in self.damaged if d.end <= start] + damaged)
         truncated = file_size - end
         if truncated:
-            os.ftruncate(self._fd, end)
+            os.ftruncate(fd, end)
         self._first_batch_timestamp = None
         return truncated, damaged
 
     def _header_at(self, position: int) -> BatchHeader:
-        return parse_batch_header(os.pread(self._fd, BATCH_HEADER_SIZE, position))
+        return parse_batch_header(self._pread(BATCH_HEADER_SIZE, position))

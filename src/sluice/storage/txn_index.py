@@ -13,6 +13,8 @@ marker.
 Entries are appended (write, no fsync) when the marker is appended; the marker itself is what a crash
 must not lose, and the index is rebuilt from markers found by the start-up scan of the recent log
 (`add_if_missing`). Files of segments that no longer exist are removed at load.
+
+Listed with the other files of the data directory in docs/storage.md.
 """
 
 from __future__ import annotations

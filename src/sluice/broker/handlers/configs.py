@@ -20,14 +20,13 @@ from sluice.broker.config_defs import (
 from sluice.broker.handlers.broker_resource import alter_broker, describe_broker, entry, node_id_problem
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
-from sluice.storage.cleaner import plan_cleaning
+from sluice.storage.compaction.manager import compaction_status
 from sluice.storage.config import (
     CLEANER_DIRTY_RATIO,
     CLEANER_LAST_CLEANED_MS,
     CLEANER_STATUS_PREFIX,
     validate_topic_configs,
 )
-from sluice.storage.disk import DiskPartitionLog
 from sluice.storage.metadata import topic_name_problem
 
 DescribeConfigsResponse = response_class("DescribeConfigs")
@@ -68,16 +67,17 @@ def _cleaner_status(broker: Broker, meta: Any, now_ms: int) -> dict[str, str]:
         return {}
     ratios, cleaned = [], []
     for index in range(meta.partitions):
-        state = broker.partitions.get((meta.name, index))
-        log = state.log if state is not None else None
-        if not isinstance(log, DiskPartitionLog):
+        if (meta.name, index) not in broker.partitions:
+            continue
+        log = broker.storage.compactable_log(meta.name, index)
+        if log is None:
             continue
         try:
-            ratio = plan_cleaning(log, config, now_ms).dirty_ratio
+            ratio, last_cleaned_ms = compaction_status(log, config, now_ms, broker.cleaner)
         except OSError:
             continue
         ratios.append(f"{index}={ratio:.4f}")
-        cleaned.append(f"{index}={log.cleaner_checkpoint.last_cleaned_ms}")
+        cleaned.append(f"{index}={last_cleaned_ms}")
     return {CLEANER_DIRTY_RATIO: ",".join(ratios), CLEANER_LAST_CLEANED_MS: ",".join(cleaned)}
 
 

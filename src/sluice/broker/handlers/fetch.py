@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from sluice.broker.api import Outcome, RequestContext, Respond, RespondWhenData, handles, response_class
 from sluice.broker.broker import Broker, PartitionState
+from sluice.broker.fetch_sessions import FetchPlan, FetchSessionCache, plan_fetch, wake_key
 from sluice.broker.quotas import CONSUMER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode, KafkaError
 
@@ -21,14 +23,35 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
-def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any, int]:
+# The fetch sessions of each broker (KIP-227), kept beside it rather than in it.
+_SESSIONS: weakref.WeakKeyDictionary[Broker, FetchSessionCache] = weakref.WeakKeyDictionary()
+
+
+def fetch_sessions(broker: Broker) -> FetchSessionCache:
+    """The broker's session cache. Made at the first fetch, when it starts hearing of new data: it wraps
+    the `on_data` the server shell installed (still called, for the sessions' wake keys too)."""
+    cache = _SESSIONS.get(broker)
+    if cache is None:
+        cache = _SESSIONS[broker] = FetchSessionCache()
+        shell_on_data = broker.on_data
+
+        def on_data(key: tuple[str, int]) -> None:
+            for wake in cache.touch(key):
+                shell_on_data(wake)
+            shell_on_data(key)
+
+        broker.on_data = on_data
+    return cache
+
+
+def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPlan) -> tuple[Any, int]:
     """Build a fetch response from what is durable now; returns it and how many record bytes it holds."""
     budget = min(request.max_bytes if ctx.api_version >= 3 else 0x7FFFFFFF, broker.config.fetch_max_bytes)
     total = 0
     by_id = ctx.api_version >= 13
     committed = request.isolation_level == READ_COMMITTED
     topics = []
-    for topic in request.topics:
+    for topic in plan.topics(ctx.now_ms):
         if by_id:
             meta = broker.storage.topic_by_id(topic.topic_id)
             name = meta.name if meta else None
@@ -37,9 +60,13 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
             name, unknown = topic.topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partitions = []
         for part in topic.partitions:
+            state = broker.partitions.get((name, part.partition)) if name is not None else None
+            if state is not None and plan.idle(
+                part, state.high_watermark, state.last_stable_offset, state.log.log_start_offset
+            ):
+                continue  # an incremental fetch leaves it out without reading it
             out = FetchResponse.PartitionData(partition_index=part.partition, records=b"")
             partitions.append(out)
-            state = broker.partitions.get((name, part.partition)) if name is not None else None
             if state is None:
                 out.error_code, out.high_watermark = unknown, -1
                 continue
@@ -71,27 +98,40 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any) -> tuple[Any,
                 topic=topic.topic, topic_id=topic.topic_id, partitions=partitions
             )
         )
-    return FetchResponse(responses=topics, session_id=0), total
+    responses = plan.trim(topics, by_id)
+    return FetchResponse(responses=responses, session_id=plan.session_id), total
 
 
 @handles("Fetch", "4-18")
 def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
-    response, total = _fetch_once(broker, ctx, request)
+    plan = plan_fetch(
+        fetch_sessions(broker),
+        request,
+        ctx.api_version >= 13,
+        ctx.now_ms,
+        lambda i: _name_of(broker, i) or None,
+    )
+    if not isinstance(plan, FetchPlan):
+        return Respond(FetchResponse(error_code=plan, session_id=0, responses=[]))
+    response, total = _fetch_once(broker, ctx, request, plan)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
     if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
         return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
-        again, got = _fetch_once(broker, ctx, request)
+        again, got = _fetch_once(broker, ctx, request, plan)
         done = final or got >= max(request.min_bytes, 1) or _has_error(again)
         return throttled(ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
     by_id = ctx.api_version >= 13
-    watch = [
-        (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition)
-        for t in request.topics
-        for p in t.partitions
-    ]
+    if plan.session is not None:
+        watch = [wake_key(plan.session.id)]  # woken by new data in any of its partitions
+    else:
+        watch = [
+            (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition)
+            for t in request.topics
+            for p in t.partitions
+        ]
     return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
 
 

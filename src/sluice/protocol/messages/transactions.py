@@ -5,9 +5,13 @@ ListTransactions (66).
 AddPartitionsToTxn v4+ is the batched form brokers use to verify (KIP-890); clients send v0-3.
 EndTxn v5 and TxnOffsetCommit v5 belong to transaction version 2 (epoch bump per transaction); clients
 only send them when the broker finalizes the transaction.version feature, which sluice does not.
+
+Also the `__transaction_state` records (`STRUCTS`), in Kafka's layout (TransactionLogKey/Value): each key and
+value is preceded by a big-endian int16 version the definitions leave out. Tags 0-2 of the value are Kafka's;
+sluice keeps what its coordinator needs beyond Kafka's fields in tags 1000+, which a Kafka reader skips.
 """
 
-from sluice.protocol.schema import Api
+from sluice.protocol.schema import Api, Struct
 
 ADD_PARTITIONS_TO_TXN = Api(
     key=24,
@@ -191,3 +195,44 @@ APIS: list[Api] = [
     DESCRIBE_TRANSACTIONS,
     LIST_TRANSACTIONS,
 ]
+
+
+TRANSACTION_LOG_KEY = Struct(
+    name="TransactionLogKey",
+    valid="0",
+    flexible="none",
+    fields="""
+TransactionalId             string
+""",
+)
+
+TRANSACTION_LOG_VALUE = Struct(
+    name="TransactionLogValue",
+    valid="0-1",
+    flexible="1+",
+    fields="""
+ProducerId                  int64
+PreviousProducerId          int64    v1+  tag=0  default=-1
+NextProducerId              int64    v1+  tag=1  default=-1
+ProducerEpoch               int16
+TransactionTimeoutMs        int32
+TransactionStatus           int8
+TransactionPartitions       []PartitionsSchema  null=v0+
+  Topic                     string
+  PartitionIds              []int32
+TransactionLastUpdateTimestampMs  int64
+TransactionStartTimestampMs       int64
+ClientTransactionVersion    int16    v1+  tag=2  default=0
+PreviousProducerEpoch       int16    v1+  tag=1000  default=-1
+OffsetGroups                []string  v1+  tag=1001
+PendingOffsets              []PendingOffset  v1+  tag=1002
+  GroupId                   string
+  Topic                     string
+  Partition                 int32
+  Offset                    int64
+  LeaderEpoch               int32
+  Metadata                  string
+""",
+)
+
+STRUCTS: list[Struct] = [TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE]

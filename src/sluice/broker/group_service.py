@@ -1,27 +1,27 @@
-"""Connects the pure group coordinator to the broker: its records go through the broker's own log.
+"""The group service: connects the pure group coordinator (sluice.coordinator) to the broker. The Kafka
+APIs reach it through sluice.broker.handlers.groups.
 
-Group metadata and committed offsets live in the internal `__consumer_offsets` topic, as in Kafka. The
-coordinator hands out records to persist; they are appended here, and every reply of the same outcome is
-released only after the group commit made them durable. At startup the topic is read back into the
-coordinator. The topic is compacted by the log cleaner like any `cleanup.policy=compact` topic (offsets
-kept), which keeps that read short.
+Group metadata and committed offsets live in the internal `__consumer_offsets` topic, as in Kafka (an
+`InternalTopic`). The coordinator hands out records to persist; they are appended here, and every reply of
+the same outcome is released only after the group commit made them durable. At startup the topic is read
+back into the coordinator. The topic is compacted by the log cleaner like any `cleanup.policy=compact`
+topic (offsets kept), which keeps that read short.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from typing import Any
 
-from sluice.broker.broker import OFFSETS_TOPIC, Broker, read_internal_records
+from sluice.broker.broker import OFFSETS_TOPIC, Broker
+from sluice.broker.config import BrokerConfig
+from sluice.broker.internal_topics import InternalTopic, InternalTopicService
 from sluice.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
 from sluice.errors import ErrorCode, KafkaError
-from sluice.protocol.records import Record, encode_batch, parse_batch_header
-from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.groups")
 
-READ_CHUNK_BYTES = 1 << 20
 Converter = Callable[[Any], Any]
 # Coordinator calls that never write __consumer_offsets: they keep working on a full disk.
 _READ_ONLY_CALLS = frozenset(
@@ -29,12 +29,11 @@ _READ_ONLY_CALLS = frozenset(
 )
 
 
-class GroupService:
+class GroupService(InternalTopicService[GroupCoordinator]):
     """Runs coordinator calls for the handlers and turns their outcomes into durable replies."""
 
-    def __init__(self, broker: Broker, coordinator: GroupCoordinator) -> None:
-        self.broker = broker
-        self.coordinator = coordinator
+    def __init__(self, broker: Broker, coordinator: GroupCoordinator, topic: InternalTopic) -> None:
+        super().__init__(broker, coordinator, topic)
         # How to turn a coordinator result into the Kafka response each parked request expects.
         self.converters: dict[Hashable, Converter] = {}
 
@@ -54,14 +53,6 @@ class GroupService:
             convert = self.converters.pop(token, None)
             if convert is not None:
                 self.broker.ready_replies.append((token, convert(result), durable))
-
-    def persist(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        try:
-            _append_records(self.broker, records, now_ms)
-        except DiskFull:
-            if self.broker.free_space is not None:
-                self.broker.free_space.disk_full(now_ms)
-            raise
 
     # ----- sluice's group management (the admin HTTP API calls these on the event loop) -----
 
@@ -87,41 +78,24 @@ class GroupService:
         self.apply(self.coordinator.tick(now_ms), now_ms)
 
 
-def _append_records(broker: Broker, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-    batch = encode_batch(
-        [Record(i, 0, key, value, []) for i, (key, value) in enumerate(records)], base_timestamp=now_ms
+def _coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
+    return CoordinatorConfig(
+        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        group_max_size=config.group_max_size,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+        consumer_group_session_timeout_ms=config.consumer_group_session_timeout_ms,
+        consumer_group_heartbeat_interval_ms=config.consumer_group_heartbeat_interval_ms,
     )
-    state = broker.partition(OFFSETS_TOPIC, 0)
-    broker._append_validated(state, batch, [parse_batch_header(batch)], now_ms)
-
-
-def _read_offsets_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
-    return read_internal_records(broker.partition(OFFSETS_TOPIC, 0).log, OFFSETS_TOPIC, READ_CHUNK_BYTES)
 
 
 def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
-    config = broker.config
-    if broker.storage.topic(OFFSETS_TOPIC) is None:
-        broker.create_topic(
-            OFFSETS_TOPIC,
-            1,
-            {"cleanup.policy": "compact", "segment.bytes": str(config.offsets_topic_segment_bytes)},
-            internal=True,
-        )
-    coordinator = GroupCoordinator(
-        CoordinatorConfig(
-            group_min_session_timeout_ms=config.group_min_session_timeout_ms,
-            group_max_session_timeout_ms=config.group_max_session_timeout_ms,
-            group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            group_max_size=config.group_max_size,
-            offset_metadata_max_bytes=config.offset_metadata_max_bytes,
-            consumer_group_session_timeout_ms=config.consumer_group_session_timeout_ms,
-            consumer_group_heartbeat_interval_ms=config.consumer_group_heartbeat_interval_ms,
-        )
-    )
-    records = list(_read_offsets_topic(broker))
+    topic = InternalTopic.open(broker, OFFSETS_TOPIC, broker.config.offsets_topic_segment_bytes)
+    coordinator = GroupCoordinator(_coordinator_config(broker.config))
+    records = topic.replay()
     coordinator.load(records, now_ms)
     log.info("loaded %d group records from %s", len(records), OFFSETS_TOPIC)
-    service = GroupService(broker, coordinator)
+    service = GroupService(broker, coordinator, topic)
     broker.groups = service
     return service

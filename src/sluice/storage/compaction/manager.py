@@ -1,75 +1,29 @@
-"""The log cleaner's threads (Kafka's LogCleaner and LogCleanerManager): which compacted partition to
-clean next, handing the heavy part of each pass to a worker process, and giving up on a partition whose
-data turns out corrupt. One pass over one partition is `cleaner.clean_partition`.
-
-Also the produce-side rule of compacted topics: every record needs a key (KIP-467 record errors).
+"""The log cleaner's threads and per-partition state (Kafka's LogCleaner and LogCleanerManager): which
+compacted partition to clean next, handing the heavy part of each pass to a worker process, and giving up
+on a partition whose data turns out corrupt. One pass over one partition is `cleaner.clean_partition`.
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
 import threading
+import weakref
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FuturesTimeout
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sluice.errors import CorruptRecordError, ErrorCode, RecordErrors
-from sluice.protocol.records import BatchHeader, decode_batch
-from sluice.storage.cleaner import (
-    NO_FACTS,
-    CleanerStats,
-    CleaningAborted,
-    CleaningJob,
-    Plan,
-    Prepare,
-    Prepared,
-    RunOnOwner,
-    TxnFacts,
-    clean_partition,
-    plan_cleaning,
-    prepare_cleaning,
-)
+from sluice.errors import CorruptRecordError
+from sluice.storage.api import CompactableLog
+from sluice.storage.compaction.checkpoint import PartitionCleanerState
+from sluice.storage.compaction.cleaner import CleanerStats, CleaningAborted, clean_partition
+from sluice.storage.compaction.offset_map import NO_FACTS, TxnFacts
+from sluice.storage.compaction.plan import Plan, plan_cleaning
+from sluice.storage.compaction.rewrite import Prepare, prepare_cleaning
+from sluice.storage.compaction.swap import RunOnOwner
+from sluice.storage.compaction.worker import CleanerWorker
 from sluice.storage.config import TopicConfig
 
-if TYPE_CHECKING:
-    from sluice.storage.disk import DiskPartitionLog
-
 _log = logging.getLogger("sluice.cleaner")
-
-
-# --- produce-side rule --------------------------------------------------------------------------------
-
-
-def check_keys_for_compaction(records: bytes | memoryview, headers: list[BatchHeader]) -> None:
-    """Refuse a produce to a compacted topic that carries records without a key (KIP-467 errors name
-    each one by its position among the partition's records), as Kafka's LogValidator does.
-    """
-    errors: list[tuple[int, str]] = []
-    index = 0
-    pos = 0
-    view = memoryview(records)
-    for header in headers:
-        if not header.is_control:
-            _, batch_records = decode_batch(view[pos : pos + header.size])
-            for record in batch_records:
-                if record.key is None:
-                    errors.append((index, "compacted topic cannot accept a record without a key"))
-                index += 1
-        pos += header.size
-    if errors:
-        raise RecordErrors(
-            ErrorCode.INVALID_RECORD,
-            f"{len(errors)} record(s) without a key sent to a compacted topic",
-            errors,
-        )
-
-
-# --- the threads ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,53 +41,15 @@ class CleanerSettings:
     worker_nice: int = 10
 
 
-CompactedLogs = Callable[[], list[tuple[str, int, TopicConfig, "DiskPartitionLog"]]]
+CompactedLogs = Callable[[], list[tuple[str, int, TopicConfig, CompactableLog]]]
 
 
-def _worker_init(nice: int) -> None:
-    if nice:
-        os.nice(nice)
-
-
-class _Worker:
-    """One cleaner thread's worker process. spawn, not fork: the broker has threads (fsync, event loop)
-    that a fork would copy mid-flight. A worker that dies (killed, out of memory) fails that pass and is
-    replaced for the next one; it never leaves its thread waiting."""
-
-    def __init__(self, nice: int, stop: threading.Event) -> None:
-        self._nice = nice
-        self._stop = stop
-        self._executor: ProcessPoolExecutor | None = None
-
-    def run(self, job: CleaningJob) -> Prepared:
-        if self._executor is None:
-            context = multiprocessing.get_context("spawn")
-            self._executor = ProcessPoolExecutor(1, context, _worker_init, (self._nice,))
-        pending = self._executor.submit(prepare_cleaning, job)
-        while True:
-            if self._stop.is_set():
-                raise CleaningAborted("the cleaner is stopping")
-            try:
-                return pending.result(timeout=0.2)
-            except FuturesTimeout:
-                continue
-            except BrokenProcessPool:
-                self.close()
-                raise RuntimeError("the cleaner's worker process died during a pass") from None
-
-    def close(self) -> None:
-        executor, self._executor = self._executor, None
-        if executor is None:
-            return
-        for process in list(getattr(executor, "_processes", {}).values()):
-            process.kill()
-        executor.shutdown(wait=False, cancel_futures=True)
-
-
-class LogCleaner:
-    """`threads` worker threads; each repeatedly picks the dirtiest due partition nobody else is cleaning
-    (Kafka's LogCleanerManager.grabFilthiestCompactedLog), cleans it, and backs off when none is due.
-    With `worker_processes` each thread hands the reading and writing to a process of its own.
+class LogCleanerManager:
+    """Kafka's LogCleaner and LogCleanerManager in one: `threads` cleaner threads, and the per-partition
+    cleaner state they share (checkpoint, dirty ratio, uncleanable). Each thread repeatedly picks the
+    dirtiest due partition nobody else is cleaning (LogCleanerManager.grabFilthiestCompactedLog), cleans it,
+    and backs off when none is due. With `worker_processes` each thread hands the reading and writing to a
+    process of its own.
 
     `logs` lists the compacted partitions and runs on the owner thread (through `run_on_owner`), so the
     broker's tables are only ever read there; topics whose cleanup.policy changes live appear or drop out
@@ -162,7 +78,25 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._in_progress: set[tuple[str, int]] = set()
         self._threads: list[threading.Thread] = []
-        self._workers: list[_Worker] = []
+        self._workers: list[CleanerWorker] = []
+        # Per log object, so a topic deleted and created again starts from its (new) directory's checkpoint.
+        self._states: weakref.WeakKeyDictionary[CompactableLog, PartitionCleanerState] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def state_of(self, log: CompactableLog) -> PartitionCleanerState:
+        """The partition's cleaner state, read from its `cleaner.checkpoint` the first time it is asked."""
+        with self._lock:
+            state = self._states.get(log)
+            if state is None:
+                state = self._states[log] = PartitionCleanerState.read(log.directory)
+            return state
+
+    def dirty_ratio(self, log: CompactableLog) -> float:
+        """The partition's dirty ratio at the cleaner's last look (0 before its first)."""
+        with self._lock:
+            state = self._states.get(log)
+        return state.dirty_ratio if state is not None else 0.0
 
     def start(self) -> None:
         if not self.settings.enable:
@@ -202,7 +136,7 @@ class LogCleaner:
                 self._wake.clear()
 
     def _pool_prepare(self) -> Prepare:
-        worker = _Worker(self.settings.worker_nice, self._stop)
+        worker = CleanerWorker(self.settings.worker_nice, self._stop)
         with self._lock:
             self._workers.append(worker)
         return worker.run
@@ -211,30 +145,31 @@ class LogCleaner:
         """Clean the dirtiest due partition, if any; True when one was cleaned."""
         now_ms = self._clock_ms()
         candidates = self._run_on_owner(self._logs)
-        best: tuple[float, str, int, TopicConfig, DiskPartitionLog, Plan] | None = None
+        best: tuple[float, str, int, TopicConfig, CompactableLog, Plan, PartitionCleanerState] | None = None
         max_ratio, max_delay = 0.0, 0
         for topic, partition, config, log in candidates:
-            if log.cleaner_uncleanable:
-                continue
             try:
-                plan = plan_cleaning(log, config, now_ms)
+                state = self.state_of(log)
+                if state.uncleanable:
+                    continue
+                plan = plan_cleaning(log, config, now_ms, state.checkpoint)
             except OSError:
                 continue  # the log is going away (topic deleted); the next look will not see it
-            log.cleaner_dirty_ratio = plan.dirty_ratio
+            state.dirty_ratio = plan.dirty_ratio
             max_ratio = max(max_ratio, plan.dirty_ratio)
             if plan.must_clean:
-                max_delay = max(max_delay, now_ms - log.cleaner_checkpoint.last_cleaned_ms)
+                max_delay = max(max_delay, now_ms - state.checkpoint.last_cleaned_ms)
             with self._lock:
                 busy = (topic, partition) in self._in_progress
             if busy or not plan.worth_cleaning(config):
                 continue
             score = 2.0 if plan.must_clean else plan.dirty_ratio
             if best is None or score > best[0]:
-                best = (score, topic, partition, config, log, plan)
+                best = (score, topic, partition, config, log, plan, state)
         self.stats.max_dirty_ratio, self.stats.max_compaction_delay_ms = max_ratio, max_delay
         if best is None:
             return False
-        _, topic, partition, config, log, plan = best
+        _, topic, partition, config, log, plan, state = best
         with self._lock:
             if (topic, partition) in self._in_progress:
                 return False
@@ -253,9 +188,10 @@ class LogCleaner:
                 plan=plan,
                 prepare=prepare,
                 facts=facts,
+                state=state,
             )
             if ran:
-                log.cleaner_dirty_ratio = plan_cleaning(log, config, self._clock_ms()).dirty_ratio
+                state.dirty_ratio = plan_cleaning(log, config, self._clock_ms(), state.checkpoint).dirty_ratio
                 _log.info("cleaned %s-%d", topic, partition)
             return ran
         except CleaningAborted as aborted:
@@ -265,10 +201,18 @@ class LogCleaner:
             # Kafka's "uncleanable partition": a batch fails its CRC in a segment the start-up scan trusted.
             # Nothing was changed; the partition is left alone until the broker restarts, and reads report
             # the damage as they meet it.
-            log.cleaner_uncleanable = str(corrupt)
+            state.uncleanable = str(corrupt)
             self.stats.uncleanable_partitions += 1
             _log.error("%s-%d is uncleanable until restart: %s", topic, partition, corrupt)
             return False
         finally:
             with self._lock:
                 self._in_progress.discard((topic, partition))
+
+
+def compaction_status(
+    log: CompactableLog, config: TopicConfig, now_ms: int, manager: LogCleanerManager | None
+) -> tuple[float, int]:
+    """(dirty ratio now, when it was last cleaned or -1) of a compacted partition, for DescribeConfigs."""
+    state = manager.state_of(log) if manager is not None else PartitionCleanerState.read(log.directory)
+    return plan_cleaning(log, config, now_ms, state.checkpoint).dirty_ratio, state.checkpoint.last_cleaned_ms

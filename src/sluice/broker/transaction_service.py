@@ -1,5 +1,7 @@
-"""Connects the pure transaction coordinator to the broker: its records go to `__transaction_state`, its
-markers into the partitions, the offsets of committed transactions to the group coordinator.
+"""The transaction service: connects the pure transaction coordinator (sluice.coordinator.transactions) to
+the broker. Its records go to `__transaction_state` (an `InternalTopic`, records in Kafka's layout: see
+sluice.coordinator.transaction_log), its markers into the partitions, the offsets of committed
+transactions to the group service. The Kafka APIs reach it through sluice.broker.handlers.transactions.
 
 Order when a transaction ends (one node, so both of Kafka's phases run in one call): the prepare record
 is appended and, with fsync_before_ack, fsynced before any marker is written; then markers and offsets;
@@ -11,37 +13,34 @@ transaction caught between prepare and complete is finished.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker, read_internal_records
+from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker
+from sluice.broker.internal_topics import InternalTopic, InternalTopicService
 from sluice.coordinator.messages import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
+from sluice.coordinator.transaction_log import decode_value
 from sluice.coordinator.transactions import (
     PREPARING,
     TP,
     Markers,
     TransactionCoordinator,
     TxnConfig,
-    TxnMetadata,
     TxnOutcome,
     TxnState,
     state_key,
 )
 from sluice.errors import ErrorCode, KafkaError
-from sluice.protocol.records import Record, encode_batch, parse_batch_header
 
 log = logging.getLogger("sluice.transactions")
 
-READ_CHUNK_BYTES = 1 << 20
 MARKER_RETRY_MS = 1000
 # One coordinator forever: its epoch in every marker is 0.
 _COORDINATOR_EPOCH = 0
 
 
-class TransactionService:
-    def __init__(self, broker: Broker, coordinator: TransactionCoordinator) -> None:
-        self.broker = broker
-        self.coordinator = coordinator
+class TransactionService(InternalTopicService[TransactionCoordinator]):
+    def __init__(self, broker: Broker, coordinator: TransactionCoordinator, topic: InternalTopic) -> None:
+        super().__init__(broker, coordinator, topic)
         # Transactions whose markers some partition refused (I/O error, full disk): tried again on the timer.
         self.pending_markers: dict[str, _PendingMarkers] = {}
         self._marker_retry_at: int | None = None
@@ -62,12 +61,12 @@ class TransactionService:
             ending and state_key_ not in self.broker.unflushed and state_key_ not in self.broker.deferred
         )
         if outcome.prepare:
-            self._persist(outcome.prepare, now_ms)
+            self.persist(outcome.prepare, now_ms)
             if self.broker.config.fsync_before_ack and _spans_several(outcome):
                 # No marker may be on disk without its prepare record, or a crash could leave a transaction
                 # committed in one partition and aborted in another. With one partition and no offsets the
                 # marker is the whole decision, so this fsync is not needed.
-                self.broker.partition(TRANSACTION_STATE_TOPIC, 0).log.flush()
+                self.topic.flush()
         unfinished: dict[str, _PendingMarkers] = {}
         for markers in outcome.markers:
             remaining = self._write_markers(markers, markers.partitions, now_ms)
@@ -79,7 +78,7 @@ class TransactionService:
         if unfinished:
             records = self._hold(unfinished, outcome, now_ms)
         if records:
-            self._persist(records, now_ms)
+            self.persist(records, now_ms)
         if deferrable and outcome.markers and not unfinished and not _spans_several(outcome):
             self.broker.defer_flush(*state_key_)
         return bool(outcome.prepare or outcome.records or outcome.markers)
@@ -145,7 +144,7 @@ class TransactionService:
         for transactional_id, pending in unfinished.items():
             # In memory: the state it will have (producer id and epoch as the client was told), still ending.
             assert pending.final is not None
-            meta = TxnMetadata.decode(transactional_id, pending.final)
+            meta, _ = decode_value(transactional_id, pending.final)
             meta.state = TxnState.PREPARE_COMMIT if pending.markers.commit else TxnState.PREPARE_ABORT
             meta.partitions = set(pending.markers.partitions)
             meta.offsets = {g: dict(o) for g, o in pending.markers.offsets.items()}
@@ -162,17 +161,10 @@ class TransactionService:
             self._write_offsets(pending.markers, now_ms)
             del self.pending_markers[transactional_id]
             assert pending.final is not None
-            self.coordinator.put(TxnMetadata.decode(transactional_id, pending.final))
-            self._persist([(state_key(transactional_id), pending.final)], now_ms)
+            self.coordinator.put(decode_value(transactional_id, pending.final)[0])
+            self.persist([(state_key(transactional_id), pending.final)], now_ms)
             log.info("transaction %r: every marker written at last", transactional_id)
         self._marker_retry_at = now_ms + MARKER_RETRY_MS if self.pending_markers else None
-
-    def _persist(self, records: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        batch = encode_batch(
-            [Record(i, 0, key, value, []) for i, (key, value) in enumerate(records)], base_timestamp=now_ms
-        )
-        state = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
-        self.broker._append_validated(state, batch, [parse_batch_header(batch)], now_ms)
 
     def new_producer_id(self, now_ms: int) -> int:
         return self.broker.new_producer_id(now_ms)
@@ -267,22 +259,10 @@ def abort_hanging_transactions(broker: Broker, coordinator: TransactionCoordinat
     return aborted
 
 
-def _read_state_topic(broker: Broker) -> Iterator[tuple[bytes, bytes | None]]:
-    log_ = broker.partition(TRANSACTION_STATE_TOPIC, 0).log
-    return read_internal_records(log_, TRANSACTION_STATE_TOPIC, READ_CHUNK_BYTES)
-
-
 def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionService:
     config = broker.config
-    if broker.storage.topic(TRANSACTION_STATE_TOPIC) is None:
-        # Compacted by the log cleaner like __consumer_offsets: one record per transactional id survives,
-        # at its own offset.
-        broker.create_topic(
-            TRANSACTION_STATE_TOPIC,
-            1,
-            {"cleanup.policy": "compact", "segment.bytes": str(config.transaction_state_segment_bytes)},
-            internal=True,
-        )
+    # Compacted by the log cleaner like __consumer_offsets: one record per transactional id survives.
+    topic = InternalTopic.open(broker, TRANSACTION_STATE_TOPIC, config.transaction_state_segment_bytes)
     coordinator = TransactionCoordinator(
         TxnConfig(
             max_timeout_ms=config.transaction_max_timeout_ms,
@@ -291,9 +271,13 @@ def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionSe
             expiration_check_interval_ms=min(3_600_000, max(1_000, config.transactional_id_expiration_ms)),
         )
     )
-    records = list(_read_state_topic(broker))
-    coordinator.load(records, now_ms)
-    service = TransactionService(broker, coordinator)
+    migrated = coordinator.load(topic.replay(), now_ms)
+    if migrated:
+        topic.append(migrated, now_ms)
+        log.info(
+            "rewrote %d transactional ids of %s in Kafka's record layout", len(coordinator.txns), topic.name
+        )
+    service = TransactionService(broker, coordinator, topic)
     broker.transactions = service
     broker.txn_verifier = service.verify
     # The bounded start-up scan may have missed the first batch of a long open transaction.
