@@ -15,7 +15,7 @@ import grpc
 import pytest
 import requests
 from confluent_kafka.admin import AdminClient, NewTopic
-from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker
+from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker, cli_settings
 
 from sluice.gateway import Gateway, config_from_dict
 from sluice.gateway.proto import kafkapixy_pb2 as pb
@@ -216,14 +216,8 @@ async def test_wrong_kafka_credentials_answer_an_error_not_a_hang(secure_broker:
 def test_rest_api_in_front_of_a_sasl_ssl_cluster_through_settings(secure_broker: SecureBroker) -> None:
     """`sluice gateway --bootstrap ... -X security.protocol=SASL_SSL ...`: the REST Proxy's producer, admin
     client and consumer instances all reach the secured cluster with the -X settings."""
-    settings = secure_broker.admin_settings()
-    extra = [
-        arg
-        for key, value in settings.items()
-        if key != "bootstrap.servers"
-        for arg in ("-X", f"{key}={value}")
-    ]
-    with rest_gateway(settings["bootstrap.servers"], *extra) as gateway:
+    bootstrap, extra = cli_settings(secure_broker.admin_settings())
+    with rest_gateway(bootstrap, *extra) as gateway:
         topic = f"rest-sasl-{uuid.uuid4().hex[:8]}"
         create_topic(gateway.url, topic)
         offsets = produce_json(gateway.url, topic, [{"n": 1}, {"n": 2}])
