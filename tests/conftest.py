@@ -18,10 +18,10 @@ _names = itertools.count()
 
 # Under pytest-xdist (`make test` runs `-n 4 --dist loadgroup`) the suite is as long as its longest worker. The
 # directories whose tests start JVMs and browsers go first, so no worker starts one near the end; tests that
-# use the `spark` fixture share two workers (two SparkSessions instead of one per worker: each costs about
-# 20 s of CPU on a 2-core machine), split by module so a module's tests reuse one session.
+# use the `spark` fixture share three workers (three SparkSessions, not one per worker: each costs about 20 s
+# of CPU on a 2-core machine), split by module so a module's tests reuse one session.
 _HEAVY_FIRST = ("pipeline", "java", "console", "compaction", "transactions", "groups", "security", "gateway")
-_SPARK_WORKERS = 2
+_SPARK_WORKERS = 3
 
 
 def _heaviness(item: pytest.Item) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,10 +14,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 _READY = re.compile(r"^sluice broker listening on [^ ]+:(\d+)$")
 _ADMIN_READY = re.compile(r"^sluice admin listening on (https?://[^ ]+)$")
 _REGISTRY_READY = re.compile(r"^sluice registry listening on (https?://[^ ]+)$")
+REGISTRY_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
 class _ChildProcess:
@@ -24,28 +27,44 @@ class _ChildProcess:
 
     proc: subprocess.Popen[str] | None
     output: list[str]
+    _ready: threading.Event
+    _announced: list[bool]
 
     def _spawn(self, cmd: list[str], on_line: Callable[[str], bool], what: str, timeout: float) -> None:
         """Start ``cmd``; ``on_line`` sees each output line and says when the server is ready."""
+        self._launch(cmd, on_line)
+        self._await_ready(what, timeout)
+
+    def _launch(self, cmd: list[str], on_line: Callable[[str], bool]) -> None:
+        """Start ``cmd`` without waiting for it (see `_await_ready`), so several can start side by side."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        ready = threading.Event()
+        self._ready = ready = threading.Event()
+        self._announced = announced = []  # the readiness line came (rather than the end of the output)
 
         def pump() -> None:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
                 self.output.append(line)
                 if not ready.is_set() and on_line(line.rstrip()):
+                    announced.append(True)
                     ready.set()
             ready.set()
 
         threading.Thread(target=pump, daemon=True).start()
+
+    def _await_ready(self, what: str, timeout: float) -> None:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
-        while not ready.wait(0.1):
+        while not self._ready.wait(0.1):
             if time.monotonic() > deadline:
                 self.kill()
                 raise TimeoutError(f"{what} did not start:\n" + "".join(self.output))
-        if self.proc.poll() is not None:
+        if not self._announced or self.proc.poll() is not None:
+            try:
+                self.proc.wait(10)  # its output ended: it is exiting, if not gone yet
+            except subprocess.TimeoutExpired:
+                self.kill()
             raise RuntimeError(f"{what} exited at start:\n" + "".join(self.output))
 
     def kill(self) -> None:
@@ -146,11 +165,24 @@ class BrokerProcess(_ChildProcess):
 class RegistryProcess(_ChildProcess):
     """`sluice registry` against ``bootstrap`` on 127.0.0.1 with an ephemeral port; ``url`` once started.
 
-    A restart keeps the port (and the ``_schemas`` topic, so the schemas); ``kill()`` is a real SIGKILL.
+    ``topic`` (default ``_schemas``) holds the schemas and ``group`` elects the primary (default
+    ``<topic>-group`` when a topic is given), so registries with a topic of their own share a broker
+    without seeing each other's schemas. A restart keeps the port (and the topic, so the schemas);
+    ``kill()`` is a real SIGKILL.
     """
 
-    def __init__(self, bootstrap: str, *, port: int = 0, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str | None = None,
+        *,
+        group: str | None = None,
+        port: int = 0,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
+        self.topic = topic
+        self.group = group or (f"{topic}-group" if topic is not None else None)
         self.port = port
         self.extra_args = extra_args or []
         self.url: str | None = None
@@ -158,18 +190,81 @@ class RegistryProcess(_ChildProcess):
         self.output: list[str] = []
 
     def start(self, timeout: float = 60.0) -> RegistryProcess:
+        return self.launch().wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 60.0) -> RegistryProcess:
+        """Until a `launch`ed registry serves (RuntimeError with its output if it exited instead)."""
+        self._await_ready("registry", timeout)
+        return self
+
+    def holds_seat(self) -> bool:
+        """Whether this registry's log says it is the primary now (its last word on the matter)."""
+        said = [line for line in self.output if "now the primary" in line or "no longer the primary" in line]
+        return bool(said) and "now the primary" in said[-1]
+
+    def launch(self) -> RegistryProcess:
+        """Start without waiting (see `wait_ready`): registries started side by side start sooner."""
         cmd = [sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
-               "--listen", f"127.0.0.1:{self.port}", *self.extra_args]
+               "--listen", f"127.0.0.1:{self.port}"]
+        if self.topic is not None:
+            cmd += ["--topic", self.topic]
+        if self.group is not None:
+            cmd += ["--group", self.group]
+        cmd += self.extra_args
+        self.output, self.url = [], None
 
         def on_line(line: str) -> bool:
             match = _REGISTRY_READY.match(line)
             if match:
                 self.url = match.group(1)
-                self.port = int(self.url.rsplit(":", 1)[1])
+                self.port = int(self.url.rsplit(":", 1)[1])  # the same port on restart
             return match is not None
 
-        self._spawn(cmd, on_line, "registry", timeout)
+        self._launch(cmd, on_line)
         return self
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30.0,
+    ) -> tuple[int, Any]:
+        """One HTTP call: (status, JSON body decoded, or the text). Every answer, error or not, must carry
+        the registry's content type (an AssertionError otherwise: this is a test helper)."""
+        import urllib.error
+        import urllib.request
+
+        assert self.url is not None, "the registry is not started"
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        request = urllib.request.Request(
+            self.url + path, data=data, method=method,
+            headers={"Content-Type": REGISTRY_CONTENT_TYPE, **(headers or {})},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                status, payload, content_type = answer.status, answer.read(), answer.headers.get("Content-Type")
+        except urllib.error.HTTPError as error:
+            status, payload, content_type = error.code, error.read(), error.headers.get("Content-Type")
+        assert content_type is not None and content_type.startswith(REGISTRY_CONTENT_TYPE), (content_type, payload)
+        try:
+            return status, json.loads(payload)
+        except ValueError:
+            return status, payload.decode()
+
+    def wait_primary(self, timeout: float = 30.0) -> None:
+        """Until a write succeeds here (this registry or another one is primary)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = self.call("PUT", "/config/__election_probe__", {"compatibility": "BACKWARD"})
+            if status == 200:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no primary: {status} {body}")
+            time.sleep(0.1)
 
     def __enter__(self) -> RegistryProcess:
         return self.start()
@@ -199,6 +294,22 @@ def create_topic(
             return name
         time.sleep(0.05)
     raise RuntimeError(f"topic {name} did not appear within {timeout:g}s")
+
+
+def start_together(*registries: RegistryProcess) -> None:
+    """Start several registries side by side (each start is mostly waiting on Kafka)."""
+    for registry in registries:
+        registry.launch()
+    for registry in registries:
+        registry.wait_ready()
+
+
+def wait_primary_together(*registries: RegistryProcess) -> None:
+    """Until each of ``registries`` takes writes (one of them, or another, is the primary)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(registries)) as pool:
+        list(pool.map(lambda registry: registry.wait_primary(), registries))
 
 
 def free_port(host: str = "127.0.0.1") -> int:

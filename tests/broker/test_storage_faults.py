@@ -59,6 +59,11 @@ def produce(
     return outcome
 
 
+def free_bytes(directory: Path) -> int:
+    stats = os.statvfs(directory)
+    return stats.f_bavail * stats.f_frsize
+
+
 def consume_range(bootstrap: str, topic: str, start: int, end: int) -> dict[int, bytes]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": f"range-{topic}", "enable.auto.commit": False}
@@ -514,3 +519,70 @@ def test_a_timed_out_transaction_is_aborted_only_once_its_markers_can_be_written
             assert fetched.error_code == ErrorCode.NONE and fetched.high_watermark == 2  # record + marker
     finally:
         proc.stop()
+
+
+def test_a_steady_idempotent_producer_is_refused_soon_after_something_else_takes_the_free_space(
+    small_tmpfs: Path,
+) -> None:
+    """Another program (a ballast file) takes the free space while an idempotent producer keeps writing: the
+    broker notices within its probe interval, so little is written below min_free_bytes (probing once a
+    second, a producer of a few MB/s ate the rest of the disk before the refusal), the refused batches land
+    once space is back, and every acknowledged record is there, once."""
+    floor = 4 << 20
+    proc = BrokerProcess(small_tmpfs / "data", min_free_bytes=floor).start()
+    try:
+        bootstrap = proc.bootstrap
+        create(bootstrap, "steady", {})
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0,
+             "message.timeout.ms": 60000, "batch.size": 16384}
+        )  # fmt: skip
+        acked: dict[bytes, int] = {}
+        failed: list[str] = []
+        enough, stop = threading.Event(), threading.Event()
+
+        def delivered(err, msg) -> None:  # type: ignore[no-untyped-def]
+            if err is not None:
+                failed.append(err.name())
+            else:
+                acked[msg.value()] = msg.offset()
+                if len(acked) >= 2000:
+                    enough.set()
+
+        def keep_producing() -> None:
+            n = 0
+            while not stop.is_set():
+                try:
+                    producer.produce("steady", f"{n:08d}".encode().ljust(300, b"s"), on_delivery=delivered)
+                    n += 1
+                except BufferError:
+                    pass
+                producer.poll(0.001 if n % 50 == 0 else 0)
+
+        writer = threading.Thread(target=keep_producing, daemon=True)
+        writer.start()
+        assert enough.wait(60)
+        # Fill in steps, measuring as the producer goes on: stop 3 MiB short of full, below the 4 MiB floor.
+        ballast = small_tmpfs / "ballast"
+        with ballast.open("wb") as filling:
+            while (free := free_bytes(small_tmpfs)) > (3 << 20):
+                filling.write(b"\0" * min(free - (3 << 20), 1 << 20))
+                filling.flush()
+        deadline = time.monotonic() + 30
+        while "refusing writes" not in "".join(proc.output) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        log = "".join(proc.output)
+        assert f"below min_free_bytes {floor}; refusing writes" in log
+        assert "ENOSPC" not in log  # refused on the floor, well before the disk was full
+        # Batches of 16 KiB, at most 5 requests in flight: what was due within 256 KiB stays well below 1 MiB.
+        assert free_bytes(small_tmpfs) > (2 << 20)
+        stop.set()
+        writer.join(30)
+        ballast.unlink()
+        assert producer.flush(90) == 0
+        assert failed == []
+        seen = consume_all(bootstrap, "steady")
+        assert len(set(seen.values())) == len(seen)  # idempotence: no record twice
+        assert {value: offset for offset, value in seen.items()} == acked
+    finally:
+        proc.kill()

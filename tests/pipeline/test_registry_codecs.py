@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import io
 import json
 
 import fastavro
 import pytest
 from protobuf_orders import order_message_class
+from registry_codec_helpers import NOWHERE
+from registry_codec_helpers import avro_codec as _avro_codec
+from registry_codec_helpers import avro_framed as _avro_framed
+from registry_codec_helpers import where as _where
 
 pytest.importorskip("pyspark")
 
@@ -47,8 +50,6 @@ from sluice.pipeline.options import (
     parse_source_options,
 )
 
-NOWHERE = RegistryConnection("http://127.0.0.1:9")  # never asked: only the reader's own id is decoded
-
 ORDER = {
     "type": "record",
     "name": "Order",
@@ -75,27 +76,6 @@ ORDER = {
         {"name": "hash", "type": {"type": "fixed", "name": "Hash", "size": 2}},
     ],
 }
-
-
-def _avro_codec(schema: dict, schema_id: int = 7, permissive: bool = False) -> ColumnCodec:
-    text = json.dumps(schema)
-    return ColumnCodec(
-        "value", NOWHERE, RegistrySchema(schema_id, "AVRO", text, subject="t-value"), permissive
-    )
-
-
-def _avro_framed(schema: dict, records: list, schema_id: int = 7) -> list[bytes]:
-    parsed = fastavro.parse_schema(schema)
-    out = []
-    for record in records:
-        buffer = io.BytesIO()
-        fastavro.schemaless_writer(buffer, parsed, record)
-        out.append(frame(schema_id, buffer.getvalue()))
-    return out
-
-
-def _where(index: int) -> str:
-    return f"orders-0 offset {100 + index}"
 
 
 def test_avro_schema_becomes_the_struct_spark_avro_gives() -> None:
@@ -354,3 +334,13 @@ def test_arrow_column_fast_path_decodes_like_the_general_one_and_still_names_a_b
         codec.decode_column(broken, _where)
     other_ids = pa.array([framed[0], _avro_framed(schema, [{"n": 1, "s": ""}], schema_id=9)[0]], pa.binary())
     assert codec.decode_column(other_ids.slice(0, 1), _where).to_pylist() == [{"n": 0, "s": ""}]
+
+
+def test_registry_passwords_never_show_in_reprs_or_messages() -> None:
+    connection = RegistryConnection(
+        "http://bob:pw-url@127.0.0.1:9",
+        (("basic.auth.user.info", "alice:pw-info"), ("ssl.key.password", "pw-key")),
+    )
+    shown = repr(connection) + connection.masked("http://bob:pw-url@h alice:pw-info pw-key")
+    assert "bob:***@" in shown and "alice:***" in shown
+    assert not any(secret in shown for secret in ("pw-url", "pw-info", "pw-key"))

@@ -368,3 +368,72 @@ def test_protobuf_values_read_as_typed_columns_and_written_back(
         (1, "PAID", None),
         (2, "NEW", "SAVE"),
     ]
+
+
+def test_spark_writes_typed_keys_under_the_key_subject(
+    spark: Any, kafka: Any, registry: RegistryProcess, registry_client: SchemaRegistryClient
+) -> None:
+    topic = kafka.new_topic("typed-keys")
+    frame = spark.createDataFrame(
+        [(i, f"r{i % 2}", i * 10) for i in range(4)], "id long, region string, n int"
+    )
+    (
+        frame.select(F.struct("id", "region").alias("key"), F.struct("n").alias("value"))
+        .write.format("sluice")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("topic", topic)
+        .option("schemaRegistry", registry.url)
+        .option("keyFormat", "avro")
+        .option("valueFormat", "avro")
+        .mode("append")
+        .save()
+    )
+    assert registry_client.get_versions(f"{topic}-key") == [1]
+    assert registry_client.get_versions(f"{topic}-value") == [1]
+    deserializer = AvroDeserializer(registry_client)
+    pairs = [
+        (
+            deserializer(m.key(), SerializationContext(topic, MessageField.KEY)),
+            deserializer(m.value(), SerializationContext(topic, MessageField.VALUE)),
+        )
+        for m in kafka.consume_all(topic, 1)
+    ]
+    assert sorted(pairs, key=lambda p: p[0]["id"]) == [
+        ({"id": i, "region": f"r{i % 2}"}, {"n": i * 10}) for i in range(4)
+    ]
+
+
+def test_schema_registry_client_settings_pass_through_to_a_registry_behind_basic_auth(
+    spark: Any, kafka: Any
+) -> None:
+    """schemaRegistry.<setting> reaches the registry client on the driver and in every task."""
+    with RegistryProcess(kafka.bootstrap, extra_args=["--basic-auth", "alice:s3cret"]) as locked:
+        assert locked.url is not None
+        topic = kafka.new_topic("typed-auth")
+        credentials = {
+            "schemaRegistry": locked.url,
+            "schemaRegistry.basic.auth.user.info": "alice:s3cret",
+        }
+        frame = spark.createDataFrame([(i, f"c{i}") for i in range(3)], "id long, customer string")
+        (
+            frame.select(F.struct("*").alias("value"))
+            .write.format("sluice")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("topic", topic)
+            .options(**credentials)
+            .option("valueFormat", "avro")
+            .mode("append")
+            .save()
+        )
+        reader = (
+            spark.read.format("sluice")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("subscribe", topic)
+            .option("valueFormat", "avro")
+        )
+        rows = reader.options(**credentials).load().select("value.id", "value.customer").collect()
+        assert sorted((r["id"], r["customer"]) for r in rows) == [(i, f"c{i}") for i in range(3)]
+        wrong = {**credentials, "schemaRegistry.basic.auth.user.info": "alice:hunter2"}
+        with pytest.raises(Exception, match="401") as refused:
+            reader.options(**wrong).load().schema  # noqa: B018
+        assert "hunter2" not in str(refused.value)

@@ -23,7 +23,9 @@ import pytest
 from sluice.testing import free_port
 
 pytest.importorskip("pyspark")
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# A master, a worker and a driver JVM per test on two shared cores: the suite's 300 s hang guard is too short
+# for it while the rest of the suite runs beside it.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
 SRC = Path(__file__).parents[2] / "src"
 DRIVER = Path(__file__).with_name("eos_driver.py")
@@ -155,3 +157,50 @@ def test_archive_replay_and_exactly_once_copy_on_a_standalone_cluster(
     assert copied.returncode == 0 and "DONE" in copied.stdout, copied.stderr[-3000:]
     values = sorted(m.value() for m in kafka.consume_all(target, partitions=2))
     assert values == [b"r%04d" % i for i in range(40)]
+
+
+def test_registry_framed_avro_archived_as_typed_columns_on_a_standalone_cluster(
+    cluster: StandaloneCluster, kafka: Any, tmp_path: Path
+) -> None:
+    """Executors look the writer schema up in the registry themselves and decode in their own workers."""
+    import pyarrow.parquet as pq
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from sluice.testing import RegistryProcess
+
+    order = {
+        "type": "record",
+        "name": "Order",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
+            {"name": "note", "type": ["null", "string"], "default": None},
+        ],
+    }
+    topic = kafka.new_topic("cluster-typed", partitions=2)
+    with RegistryProcess(kafka.bootstrap) as registry:
+        assert registry.url is not None
+        serialize = AvroSerializer(SchemaRegistryClient({"url": registry.url}), json.dumps(order))
+        producer = Producer({"bootstrap.servers": kafka.bootstrap})
+        for i in range(20):
+            value = {"id": i, "status": ["NEW", "PAID"][i % 2], "note": None if i % 3 else f"n{i}"}
+            producer.produce(
+                topic,
+                value=serialize(value, SerializationContext(topic, MessageField.VALUE)),
+                partition=i % 2,
+            )
+        assert producer.flush(30) == 0
+        archived = _cli(
+            cluster, "archive", "--topics", topic, "--to", str(tmp_path / "typed"), "--available-now",
+            "--bootstrap", kafka.bootstrap, "--master", cluster.master_url,
+            "--schema-registry", registry.url, "--value-format", "avro",
+        )  # fmt: skip
+    assert archived.returncode == 0, archived.stderr[-3000:]
+    assert "archived 20 records" in archived.stderr
+    rows = pq.read_table(tmp_path / "typed" / f"topic={topic}").column("value").to_pylist()
+    assert sorted(rows, key=lambda r: r["id"]) == [
+        {"id": i, "status": ["NEW", "PAID"][i % 2], "note": None if i % 3 else f"n{i}"} for i in range(20)
+    ]

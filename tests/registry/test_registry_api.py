@@ -15,9 +15,8 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from registry_process import RegistryProcess
 
-from sluice.testing import BrokerProcess
+from sluice.testing import BrokerProcess, RegistryProcess
 
 
 def record(name: str, *fields: tuple[str, object], extra: dict | None = None) -> str:
@@ -383,3 +382,66 @@ def test_json_and_octet_stream_bodies_are_accepted(
         "POST", f"/subjects/{subject}/versions", {"schema": text}, headers={"Content-Type": content_type}
     )
     assert status == 200 and body["version"] == 1
+
+
+def test_schemas_list_by_prefix_with_deleted_latest_only_and_paging(
+    registry: RegistryProcess, subject: str
+) -> None:
+    first, second = f"{subject}-a", f"{subject}-b"
+    v1, v2 = record("Listed", ("a", "string")), record("Listed", ("a", "string"), ("b", "int", 0))
+    for name, text in ((first, v1), (first, v2), (second, v1)):
+        assert registry.call("POST", f"/subjects/{name}/versions", {"schema": text})[0] == 200
+    assert registry.call("DELETE", f"/subjects/{first}/versions/1") == (200, 1)
+
+    def listed(query: str) -> list[tuple[str, int]]:
+        status, body = registry.call("GET", f"/schemas?subjectPrefix={subject}&{query}")
+        assert status == 200, body
+        return [(entry["subject"], entry["version"]) for entry in body]
+
+    assert listed("") == [(first, 2), (second, 1)]
+    assert listed("deleted=true") == [(first, 1), (first, 2), (second, 1)]
+    assert listed("latestOnly=true") == [(first, 2), (second, 1)]
+    assert listed("deleted=true&offset=1&limit=1") == [(first, 2)]
+    assert listed("deleted=true&offset=2&limit=-1") == [(second, 1)]
+    assert listed("offset=5") == []
+    # Each entry is what GET /subjects/{s}/versions/{v} shows.
+    entry = registry.call("GET", f"/schemas?subjectPrefix={second}")[1]
+    assert entry == [registry.call("GET", f"/subjects/{second}/versions/1")[1]]
+    assert {(e["subject"], e["version"]) for e in registry.call("GET", "/schemas")[1]} >= {
+        (first, 2),
+        (second, 1),
+    }
+    for bad in ("offset=x", "limit=1.5", "offset=-1"):
+        status, body = registry.call("GET", f"/schemas?{bad}")
+        assert (status, body["error_code"]) == (422, 422), body
+
+
+def test_schema_ids_take_a_subject_and_list_deleted_users(registry: RegistryProcess, subject: str) -> None:
+    text = record("ByIdUsers", ("a", "string"))
+    other = f"{subject}-other"
+    schema_id = registry.call("POST", f"/subjects/{subject}/versions", {"schema": text})[1]["id"]
+    assert registry.call("POST", f"/subjects/{other}/versions", {"schema": text})[1]["id"] == schema_id
+    assert registry.call("DELETE", f"/subjects/{other}/versions/1") == (200, 1)
+    base = f"/schemas/ids/{schema_id}"
+    assert registry.call("GET", f"{base}/subjects")[1] == [subject]
+    assert registry.call("GET", f"{base}/subjects?deleted=true")[1] == sorted([subject, other])
+    assert registry.call("GET", f"{base}/versions?deleted=true")[1] == [
+        {"subject": s, "version": 1} for s in sorted([subject, other])
+    ]
+    # `subject` names the context the id is looked up in: the default context holds every id here (a
+    # subject that does not use it included), any other context none.
+    for qualified in (subject, other, "unrelated", f":.:{subject}"):
+        assert registry.call("GET", f"{base}?subject={qualified}")[1]["schema"] == text
+    assert registry.call("GET", f"{base}/subjects?subject={subject}")[1] == [subject]
+    for path in ("", "/schema", "/versions", "/subjects"):
+        status, body = registry.call("GET", f"{base}{path}?subject=:.elsewhere:{subject}")
+        assert (status, body["error_code"]) == (404, 40403), body
+
+
+def test_metadata_id_names_the_kafka_cluster_and_the_registry_group(registry: RegistryProcess) -> None:
+    status, body = registry.call("GET", "/v1/metadata/id")
+    assert status == 200, body
+    clusters = body["scope"]["clusters"]
+    assert body["scope"]["path"] == []
+    assert clusters["schema-registry-cluster"] == registry.group
+    assert isinstance(clusters["kafka-cluster"], str) and clusters["kafka-cluster"]

@@ -21,9 +21,9 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.type import date_pb2, interval_pb2
 from registry_java import JavaSerdeError, RegistryJava, build
-from registry_process import RegistryProcess, tls_files
+from registry_tls import tls_files
 
-from sluice.testing import BrokerProcess
+from sluice.testing import BrokerProcess, RegistryProcess
 
 
 def user_schema(*extra_fields: dict[str, object]) -> str:
@@ -251,7 +251,7 @@ def test_java_client_over_https_with_basic_and_bearer_credentials(
         str(key_path),
     ]
     secured = RegistryProcess(
-        broker.bootstrap, f"_schemas-java-tls-{uuid.uuid4().hex[:8]}", extra=extra
+        broker.bootstrap, f"_schemas-java-tls-{uuid.uuid4().hex[:8]}", extra_args=extra
     ).start()
     try:
         # The Java client's TLS settings: 7.0's RestService reads JKS/PKCS12 stores (not PEM), so keytool

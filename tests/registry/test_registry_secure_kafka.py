@@ -8,25 +8,27 @@ import uuid
 from pathlib import Path
 
 import pytest
-from registry_process import RegistryProcess
+
+from sluice.testing import RegistryProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
-from secure_broker import start_secure_broker  # the security tests' broker helpers
+from secure_broker import cli_settings, start_secure_broker  # the security tests' broker helpers
 
 
 def test_registry_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> None:
     secure = start_secure_broker(tmp_path_factory.mktemp("registry-secure"))
     try:
         settings = secure.admin_settings()
-        extra = [
-            arg
-            for key, value in settings.items()
-            if key != "bootstrap.servers"
-            for arg in ("-X", f"{key}={value}")
-        ]
-        proc = RegistryProcess(settings["bootstrap.servers"], f"_schemas-{uuid.uuid4().hex[:8]}", extra=extra)
-        proc.start()
+        bootstrap, extra = cli_settings(settings)
+        proc = RegistryProcess(bootstrap, f"_schemas-{uuid.uuid4().hex[:8]}", extra_args=extra)
+        # Without credentials the registry cannot open its store: started beside the one that can.
+        plain = RegistryProcess(
+            settings["bootstrap.servers"], "_schemas-none", extra_args=["--store-timeout", "1"]
+        )
+        proc.launch()
+        plain.launch()
         try:
+            proc.wait_ready()
             proc.wait_primary()
             text = json.dumps({"type": "record", "name": "S", "fields": [{"name": "a", "type": "int"}]})
             status, body = proc.call("POST", "/subjects/secure-value/versions", {"schema": text})
@@ -34,12 +36,8 @@ def test_registry_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> Non
             assert proc.call("GET", "/subjects/secure-value/versions/1")[1]["id"] == body["id"]
         finally:
             proc.kill()
-        # Without credentials the registry cannot open its store: one clear error, no traceback.
-        plain = RegistryProcess(
-            settings["bootstrap.servers"], "_schemas-none", extra=["--store-timeout", "1"]
-        )
         with pytest.raises(RuntimeError) as caught:
-            plain.start()
+            plain.wait_ready()
         assert "cannot open" in caught.value.args[0] and "Traceback" not in caught.value.args[0]
     finally:
         secure.process.kill()

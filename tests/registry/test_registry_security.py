@@ -11,9 +11,10 @@ from pathlib import Path
 
 import yaml
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from registry_process import CONTENT_TYPE, RegistryProcess, tls_files
+from registry_tls import tls_files
 
-from sluice.testing import BrokerProcess
+from sluice.testing import REGISTRY_CONTENT_TYPE as CONTENT_TYPE
+from sluice.testing import BrokerProcess, RegistryProcess
 
 
 def test_https_with_basic_and_bearer_credentials(broker: BrokerProcess, tmp_path: Path) -> None:
@@ -26,7 +27,7 @@ def test_https_with_basic_and_bearer_credentials(broker: BrokerProcess, tmp_path
     }
     config.write_text(yaml.safe_dump(sections))
     extra = ["--basic-auth", "alice:s3cret", "--security-config", str(config)]
-    proc = RegistryProcess(broker.bootstrap, f"_schemas-sec-{uuid.uuid4().hex[:8]}", extra=extra).start()
+    proc = RegistryProcess(broker.bootstrap, f"_schemas-sec-{uuid.uuid4().hex[:8]}", extra_args=extra).start()
     try:
         assert proc.url.startswith("https://")
         context = ssl.create_default_context(cafile=str(ca_path))

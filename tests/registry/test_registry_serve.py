@@ -8,9 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from registry_process import RegistryProcess
-
-from sluice.testing import free_port
+from sluice.testing import RegistryProcess, free_port
 
 
 def test_serve_runs_the_registry_beside_the_broker(tmp_path: Path) -> None:

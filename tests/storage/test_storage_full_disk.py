@@ -78,6 +78,20 @@ def test_after_enospc_writes_wait_for_a_real_margin() -> None:
     assert guard.refusal(600, 0) is None
 
 
+def test_space_taken_by_others_is_noticed_within_a_tenth_of_a_second_even_if_the_clock_steps_back() -> None:
+    disk = Disk(100 << 20, GIB)
+    guard = FreeSpaceGuard(Path("/d"), 8 << 20, probe=disk)
+    assert guard.refusal(10_000, 100) is None
+    disk.free = 4 << 20  # another program filled the disk; this broker wrote little since its probe
+    assert guard.refusal(10_050, 100) is None  # between probes
+    assert guard.refusal(10_100, 100) is not None
+    disk.free = 100 << 20
+    assert guard.refusal(10_400, 100) is None
+    disk.free = 4 << 20
+    # The wall clock steps back 5 s (an NTP correction): the next write probes rather than waits 5 s.
+    assert guard.refusal(5_400, 100) is not None
+
+
 @pytest.fixture
 def enospc(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """Makes writes of the topic metadata file fail with ENOSPC while `state["full"]` is true."""

@@ -58,6 +58,33 @@ def admin_url(admin: str | None) -> str | None:
     return f"http://{admin}"
 
 
+def schema_registry_settings(
+    basic_auth: str | None, ca: Path | None, cert: Path | None, key: Path | None
+) -> tuple[tuple[str, str], ...]:
+    """confluent-kafka SchemaRegistryClient settings from the console's --schema-registry-* flags."""
+    settings: list[tuple[str, str]] = []
+    if basic_auth is not None:
+        user, sep, password = basic_auth.partition(":")
+        if not sep or not user or not password:
+            raise typer.BadParameter("expected USER:PASSWORD", param_hint="--schema-registry-basic-auth")
+        settings.append(("basic.auth.user.info", basic_auth))
+    if (cert is None) != (key is None):
+        raise typer.BadParameter(
+            "give both or neither", param_hint="--schema-registry-cert/--schema-registry-key"
+        )
+    files = (
+        ("ssl.ca.location", ca, "ca"),
+        ("ssl.certificate.location", cert, "cert"),
+        ("ssl.key.location", key, "key"),
+    )
+    for name, path, flag in files:
+        if path is not None:
+            if not path.is_file():
+                raise typer.BadParameter(f"no such file: {path}", param_hint=f"--schema-registry-{flag}")
+            settings.append((name, str(path)))
+    return tuple(settings)
+
+
 @app.command("console")
 def console_command(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
@@ -94,6 +121,23 @@ def console_command(
             help="A Schema Registry's URL: a Schemas page, and registry-framed keys and values decoded.",
         ),
     ] = None,
+    schema_registry_basic_auth: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SLUICE_SCHEMA_REGISTRY_BASIC_AUTH",
+            help="USER:PASSWORD for the Schema Registry (or put them in its URL); never shown.",
+        ),
+    ] = None,
+    schema_registry_ca: Annotated[
+        Path | None,
+        typer.Option(help="CA file (PEM) the Schema Registry's TLS certificate is checked against."),
+    ] = None,
+    schema_registry_cert: Annotated[
+        Path | None, typer.Option(help="Client certificate (PEM) for a Schema Registry that asks for one.")
+    ] = None,
+    schema_registry_key: Annotated[
+        Path | None, typer.Option(help="The client certificate's private key (PEM).")
+    ] = None,
     sample_interval: Annotated[float, typer.Option(help="Seconds between lag and rate samples.")] = 10.0,
     verbose: bool = False,
 ) -> None:
@@ -116,6 +160,9 @@ def console_command(
         gateway_url=gateway,
         admin_url=admin_url(admin),
         schema_registry_url=schema_registry,
+        schema_registry_settings=schema_registry_settings(
+            schema_registry_basic_auth, schema_registry_ca, schema_registry_cert, schema_registry_key
+        ),
     )
     try:
         console_config.check()

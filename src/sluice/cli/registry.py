@@ -34,6 +34,13 @@ def registry_command(
     store_timeout: Annotated[
         float, typer.Option(help="Seconds a write waits for Kafka before answering 503 (error 50003).")
     ] = 5.0,
+    session_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds after which a registry that stopped heartbeating (killed) loses the primary seat; "
+            "at least the cluster's group.min.session.timeout.ms (6 s by default)."
+        ),
+    ] = 6.0,
     basic_auth: Annotated[
         list[str] | None, typer.Option(help="USER:PASSWORD a client may present (repeatable).")
     ] = None,
@@ -66,6 +73,8 @@ def registry_command(
     from sluice.security.http_auth import ClientAuth
 
     setup_logging(verbose)
+    if session_timeout <= 0:
+        raise typer.BadParameter("must be above 0", param_hint="--session-timeout")
     host, port = split_hostport(listen, "--listen")
     if bool(tls_cert) != bool(tls_key):
         raise typer.BadParameter("give both --tls-cert and --tls-key", param_hint="--tls-cert")
@@ -86,6 +95,7 @@ def registry_command(
         topic=topic,
         group=group,
         store_timeout_s=store_timeout,
+        session_timeout_ms=int(session_timeout * 1000),
     )
     try:
         run_event_loop(serve_registry(settings, host, port, security, advertise))

@@ -31,6 +31,32 @@ class RegistryConnection:
         config: dict[str, Any] = {k: int(v) if v.isdigit() else v for k, v in self.settings}
         return {**config, "url": self.url}
 
+    def _secrets(self) -> list[str]:
+        """The passwords and tokens in the URL's user info and the settings (never shown)."""
+        found = []
+        userinfo = self.url.partition("://")[2].partition("/")[0].rpartition("@")[0]
+        if ":" in userinfo:
+            found.append(userinfo.partition(":")[2])
+        for key, value in self.settings:
+            if key == "basic.auth.user.info" and ":" in value:
+                found.append(value.partition(":")[2])
+            elif key in _SECRET_SETTINGS:
+                found.append(value)
+        return [secret for secret in found if secret]
+
+    def masked(self, text: str) -> str:
+        """``text`` with every password or token of this connection replaced by ***, for errors and logs."""
+        for secret in self._secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    def __repr__(self) -> str:
+        keys = ", ".join(key for key, _ in self.settings)
+        return self.masked(f"RegistryConnection({self.url!r}, settings: {keys or 'none'})")
+
+
+_SECRET_SETTINGS = frozenset({"ssl.key.password", "bearer.auth.token", "bearer.auth.client.secret"})
+
 
 class RegistryLookupError(ValueError):
     """The registry could not be reached, or does not have the subject, version or id asked for."""
@@ -75,7 +101,7 @@ def client(connection: RegistryConnection) -> Any:
 
 def _failed(connection: RegistryConnection, what: str, error: Exception) -> RegistryLookupError:
     return RegistryLookupError(
-        f"schema registry {connection.url}: {what} failed: {error}",
+        connection.masked(f"schema registry {connection.url}: {what} failed: {error}"),
         not_found=getattr(error, "http_status_code", None) == 404,
     )
 

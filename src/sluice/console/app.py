@@ -59,6 +59,8 @@ class ConsoleConfig:
     admin_url: str | None = None
     # A Schema Registry's URL: a Schemas page, and framed keys and values decoded in the message browser.
     schema_registry_url: str | None = None
+    # Its client settings (confluent-kafka's: basic.auth.user.info, ssl.ca.location, ...); secrets never shown.
+    schema_registry_settings: tuple[tuple[str, str], ...] = ()
 
     def check(self) -> None:
         """Refuse to serve beyond loopback without a login."""
@@ -106,7 +108,11 @@ class Console:
         self.executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="console")
         self.samples = Samples()
         self.jobs: dict[str, ScanJob] = {}
-        self.schemas = SchemaBrowser(config.schema_registry_url, config.timeout_s) if config.schema_registry_url else None
+        self.schemas = (
+            SchemaBrowser(config.schema_registry_url, config.timeout_s, config.schema_registry_settings)
+            if config.schema_registry_url
+            else None
+        )
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("sluice.console", "templates"),
             autoescape=True,

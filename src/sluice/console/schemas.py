@@ -96,11 +96,13 @@ def unified_diff(old: SchemaVersion, new: SchemaVersion) -> list[DiffLine]:
 class SchemaBrowser:
     """One registry, as the console reads it."""
 
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, settings: Sequence[tuple[str, str]] = ()) -> None:
+        """``settings``: confluent-kafka SchemaRegistryClient settings (basic auth, TLS files)."""
         self.url = url.rstrip("/")
         # One retry at most: a page waits on these calls, and a registry that is down should say so soon.
-        settings = (("max.retries", "1"), ("timeout", str(int(max(timeout_s, 1)))))
-        self.connection = RegistryConnection(self.url, settings)
+        limits = (("max.retries", "1"), ("timeout", str(int(max(timeout_s, 1)))))
+        self.connection = RegistryConnection(self.url, (*settings, *limits))
+        self.shown_url = self.connection.masked(self.url)
         self._decoders: dict[int, tuple[RegistrySchema, str | None, Callable[[memoryview], Any]]] = {}
         self._lock = threading.Lock()
 
@@ -114,11 +116,13 @@ class SchemaBrowser:
             status = getattr(exc, "http_status_code", None)
             code = getattr(exc, "error_code", None)
             message = getattr(exc, "error_message", None) or str(exc) or type(exc).__name__
+            message = self.connection.masked(message)
             if status == 404:
                 raise ClusterError("NOT_FOUND", f"{what}: {message} (error {code})") from None
             raise ClusterError(
                 "REGISTRY_UNREACHABLE" if status is None else "REGISTRY_ERROR",
-                f"schema registry {self.url}: {what} failed: {message}",
+                f"schema registry {self.shown_url}: {what} failed: {message}"
+                + ("" if status is None else f" (HTTP {status}, error {code})"),
             ) from None
 
     def subjects(self) -> list[SubjectRow]:

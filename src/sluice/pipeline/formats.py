@@ -7,8 +7,9 @@ A :class:`ColumnCodec` is built on the driver from the registry's latest or pinn
 subject (the *reader* schema: it fixes the column's Spark type) and shipped to executors, which
 decode whole Arrow columns at a time:
 
-- Avro: records of one schema id are concatenated into one Avro container block and read by
-  fastavro's C reader in one go (about 30% less CPU than a ``schemaless_reader`` call per
+- Avro: values framed with the reader schema's id are read column at a time with numpy
+  (avro_columns) when the schema is one it covers. Otherwise records of one schema id are
+  concatenated into one Avro container block and read by fastavro's C reader in one go (about 30% less CPU than a ``schemaless_reader`` call per
   record); records written with another id are read with that writer schema resolved to the
   reader schema (Avro's schema resolution: new fields take their defaults, removed ones are
   dropped). A struct column is then built field by field rather than from dicts.
@@ -155,7 +156,23 @@ class ColumnCodec:
                 results = self._decode_one_by_one(schema_id, indexes, payloads, located, error)
             for index, result in zip(indexes, results, strict=True):
                 decoded[index] = result
-        return self._to_arrow(decoded)
+        return self._to_arrow_blaming(decoded, located)
+
+    def _to_arrow_blaming(self, decoded: list[Any], located: Located) -> pa.Array:
+        """A value the reader accepted but the column type cannot hold (an Avro int past 32 bits, say)
+        is blamed on its record like any undecodable one."""
+        try:
+            return self._to_arrow(decoded)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            for index, value in enumerate(decoded):
+                if value is None:
+                    continue
+                try:
+                    self._to_arrow([value])
+                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as single:
+                    self._undecodable(index, located, single)
+                    decoded[index] = None
+            return self._to_arrow(decoded)
 
     def _runs(
         self, values: Sequence[bytes | None], decoded: list[Any], located: Located
@@ -266,6 +283,10 @@ class ColumnCodec:
     def decode_column(self, column: pa.Array, located: Located) -> pa.Array:
         """Like :meth:`decode`, from Arrow's binary column; Avro of one id without nulls never leaves Arrow
         and numpy until fastavro reads the block (no bytes object per record)."""
+        if self.reader.schema_type == AVRO and len(column):
+            vectorised = self._decode_avro_columns(column)
+            if vectorised is not None:
+                return vectorised
         if self.reader.schema_type == AVRO and len(column) and not column.null_count:
             framed = _one_id_payloads(column)
             if framed is not None:
@@ -275,6 +296,24 @@ class ColumnCodec:
                 except Exception:
                     pass
         return self.decode(column.to_pylist(), located)
+
+    def _decode_avro_columns(self, column: pa.Array) -> pa.Array | None:
+        """The column read field by field with numpy (see avro_columns) when every value is null or framed
+        with the reader schema's id and the schema is one it covers; None otherwise."""
+        from sluice.pipeline import avro_columns
+
+        if "vector_reader" not in self._cache:
+            parsed = schemas.parsed_avro(self.reader)
+            self._cache["vector_reader"] = avro_columns.column_reader(parsed, self.arrow_type)
+        reader = self._cache["vector_reader"]
+        payloads = None if reader is None else _payloads_of_id(column, self.reader.schema_id)
+        if payloads is None:
+            return None
+        try:
+            built = avro_columns.read_payloads(reader, *payloads)
+        except avro_columns.NotVectorisable:
+            return None
+        return built
 
     def _decode_avro_single(self, schema_id: int, payload: memoryview) -> Any:
         import fastavro
@@ -338,7 +377,7 @@ class ColumnCodec:
     def _to_arrow(self, decoded: list[Any], no_nulls: bool = False) -> pa.Array:
         read_type = self._read_type()
         built = self._build(decoded, read_type, no_nulls)
-        return built if read_type == self.arrow_type else built.cast(self.arrow_type)
+        return built if read_type == self.arrow_type else _cast_fields(built, self.arrow_type)
 
     @staticmethod
     def _build(decoded: list[Any], arrow_type: pa.DataType, no_nulls: bool = False) -> pa.Array:
@@ -376,6 +415,45 @@ def _one_id_payloads(column: pa.Array) -> tuple[int, bytes] | None:
     keep = np.ones(last - first, dtype=bool)
     keep[header_positions - first] = False
     return int.from_bytes(headers[0, 1:].tobytes(), "big"), data[first:last][keep].tobytes()
+
+
+def _cast_fields(array: pa.Array, target: pa.DataType) -> pa.Array:
+    """``array.cast(target)``, struct by struct: Arrow refuses to cast a struct whose required field
+    holds nulls, which it does under a null parent (a tombstone, a null optional record)."""
+    if not pa.types.is_struct(target) or not pa.types.is_struct(array.type) or array.offset:
+        return array.cast(target)
+    children = [_cast_fields(array.field(i), field.type) for i, field in enumerate(target)]
+    if not children:
+        return array.cast(target)
+    mask = array.is_null() if array.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+
+
+def _payloads_of_id(
+    column: pa.Array, schema_id: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """(data, payload starts, payload ends, non-null rows or None for all) when every non-null value is
+    framed with ``schema_id``; None otherwise."""
+    if not pa.types.is_binary(column.type):
+        return None
+    _validity, offsets_buffer, data_buffer = column.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=len(column) + 1, offset=column.offset * 4)
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
+    starts, ends = offsets[:-1], offsets[1:]
+    present = column.is_valid().to_numpy(zero_copy_only=False) if column.null_count else None
+    framed = ends - starts >= _HEADER_BYTES
+    if not (framed.all() if present is None else framed[present].all()):
+        return None
+    expected = np.frombuffer(b"\0" + schema_id.to_bytes(4, "big"), np.uint8)
+    header_starts = starts if present is None else starts[present]
+    if len(data) < _HEADER_BYTES and len(header_starts):
+        return None
+    if not (data[header_starts[:, None] + np.arange(_HEADER_BYTES)] == expected).all():
+        return None
+    payload_starts = (
+        starts + _HEADER_BYTES if present is None else np.where(present, starts + _HEADER_BYTES, starts)
+    )
+    return data, payload_starts, ends, present
 
 
 _HEADER_BYTES = 5

@@ -20,7 +20,7 @@ from sluice.registry import commands, errors, records
 from sluice.registry.commands import RegisterRequest
 from sluice.registry.formats import supported_types
 from sluice.registry.records import Reference, SchemaValue
-from sluice.registry.service import RegistryService
+from sluice.registry.service import RegistryService, unavailable
 from sluice.registry.state import DEFAULT_LEVEL, DEFAULT_MODE
 
 log = logging.getLogger("sluice.registry.api")
@@ -159,11 +159,23 @@ def _schema_id(request: web.Request) -> int:
 
 
 def _stored_or_404(request: web.Request) -> tuple[int, Any]:
+    """The schema the path's id names. `?subject=` picks the context it is looked up in, as Confluent's
+    does: a subject of the default context finds any id; one qualified with another context finds none."""
     schema_id = _schema_id(request)
     stored = _service(request).state.schemas.get(schema_id)
-    if stored is None:
+    if stored is None or commands.in_other_context(request.query.get("subject")):
         raise errors.schema_not_found(schema_id)
     return schema_id, stored
+
+
+def _count(request: web.Request, name: str, default: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise errors.bad_request(f"{name} must be an integer, got {raw[:50]!r}") from None
 
 
 # -- forwarding writes to the primary --------------------------------------------------------------------------
@@ -183,7 +195,11 @@ def write_route(handler: Handler) -> Handler:
         while True:
             primary = await service.primary_url()
             if primary is None:
-                raise errors.unknown_primary("no primary registry is elected yet; try again shortly")
+                problem = service.election.problem if service.election else None
+                raise errors.unknown_primary(
+                    "no primary registry is elected yet; try again shortly"
+                    + (f" (the election group reports: {problem})" if problem else "")
+                )
             if service.is_primary or primary == (service.election.my_url if service.election else None):
                 return await handler(request)
             try:
@@ -327,6 +343,33 @@ async def delete_subject(request: web.Request) -> web.Response:
 
 
 # -- schemas by id ---------------------------------------------------------------------------------------------
+
+
+@routes.get("/schemas")
+async def list_schemas(request: web.Request) -> web.Response:
+    offset = _count(request, "offset", 0)
+    if offset < 0:
+        raise errors.bad_request(f"offset must not be negative, got {offset}")
+    listed = commands.list_schemas(
+        _service(request).state,
+        request.query.get("subjectPrefix", ""),
+        deleted=_flag(request, "deleted"),
+        latest_only=_flag(request, "latestOnly"),
+        offset=offset,
+        limit=_count(request, "limit", -1),
+    )
+    return reply(listed)
+
+
+@routes.get("/v1/metadata/id")
+async def metadata_id(request: web.Request) -> web.Response:
+    service = _service(request)
+    try:
+        kafka_cluster = await service.kafka_cluster_id()
+    except StoreUnavailable as exc:
+        raise unavailable(str(exc)) from None
+    clusters = {"kafka-cluster": kafka_cluster, "schema-registry-cluster": service.settings.group}
+    return reply({"id": "", "scope": {"path": [], "clusters": clusters}})
 
 
 @routes.get("/schemas/ids/{id}")

@@ -311,3 +311,27 @@ def check(
     level = state.level(subject)
     existing = state.versions(subject) if version is None else [resolve(state, subject, version)]
     return check_compatibility(level, parsed, catalog.parsed_versions(existing))
+
+
+def list_schemas(
+    state: RegistryState, prefix: str, *, deleted: bool, latest_only: bool, offset: int, limit: int
+) -> list[dict[str, Any]]:
+    """GET /schemas: subject versions of the subjects starting with `prefix`, by subject then version
+    (only each subject's latest with `latest_only`), `limit` of them from `offset` (all for limit <= 0)."""
+    found: list[SchemaValue] = []
+    for name in sorted(state.subjects):
+        if not name.startswith(prefix):
+            continue
+        versions = state.versions(name, deleted=deleted)
+        found.extend(versions[-1:] if latest_only else versions)
+    end = offset + limit if limit > 0 else None
+    return [_answer(value) for value in found[offset:end]]
+
+
+def in_other_context(subject: str | None) -> bool:
+    """Whether `subject` is qualified with a context other than the default one (`:.name:subject`): this
+    registry keeps every schema in the default context, so no id is found there."""
+    if not subject or not subject.startswith(":."):
+        return False
+    context, separator, _ = subject[2:].partition(":")
+    return bool(separator) and context not in ("", ".")

@@ -25,6 +25,9 @@ log = logging.getLogger("sluice.registry.election")
 
 DEFAULT_GROUP = "schema-registry"
 PRIMARY_CACHE_S = 2.0
+# Kafka's least allowed session by default (group.min.session.timeout.ms): a primary killed without leaving
+# the group is replaced this long after its last heartbeat.
+DEFAULT_SESSION_TIMEOUT_MS = 6000
 
 
 class Election:
@@ -36,13 +39,16 @@ class Election:
         *,
         group: str = DEFAULT_GROUP,
         timeout_s: float = 5.0,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
     ) -> None:
         self.settings = dict(settings)
         self.topic = topic
         self.my_url = my_url
         self.group = group
         self.timeout_s = timeout_s
+        self.session_timeout_ms = session_timeout_ms
         self.is_primary = False
+        self.problem: str | None = None  # the group's last error (a session timeout the cluster refuses...)
         self._known: tuple[float, str | None] = (0.0, None)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -56,9 +62,10 @@ class Election:
                 "group.id": self.group,
                 "client.id": self.my_url,
                 "enable.auto.commit": False,
-                # Kafka's least allowed: a primary killed without leaving is replaced after this.
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 1000,
+                "session.timeout.ms": self.session_timeout_ms,
+                # A sixth of the session: a member learns of a rebalance (a dead primary's seat free) within
+                # one heartbeat, and several may be lost before the session runs out.
+                "heartbeat.interval.ms": max(100, self.session_timeout_ms // 6),
                 # Sticky: a registry joining or leaving does not move the seat off a primary that stays.
                 "partition.assignment.strategy": "cooperative-sticky",
             }
@@ -73,6 +80,7 @@ class Election:
         consumer.incremental_assign(partitions)
         if partitions:
             consumer.pause(partitions)
+        self.problem = None
         held = consumer.assignment()
         primary = any(p.topic == self.topic and p.partition == 0 for p in held)
         if primary != self.is_primary:
@@ -90,9 +98,14 @@ class Election:
         assert self._consumer is not None
         while not self._stop.is_set():
             try:
-                self._consumer.poll(0.2)
+                message = self._consumer.poll(0.2)
             except KafkaException as exc:
-                log.warning("election: %s", exc)
+                message, error = None, exc.args[0]
+            else:
+                error = message.error() if message is not None else None
+            if error is not None and str(error) != self.problem:
+                self.problem = str(error)
+                log.warning("election in group %s: %s", self.group, error)
 
     def stop(self) -> None:
         self._stop.set()

@@ -14,7 +14,7 @@ from sluice.client.internal_topic import InternalTopic, StoreUnavailable
 from sluice.registry import errors
 from sluice.registry.catalog import Catalog
 from sluice.registry.commands import Plan
-from sluice.registry.election import DEFAULT_GROUP, Election
+from sluice.registry.election import DEFAULT_GROUP, DEFAULT_SESSION_TIMEOUT_MS, Election
 from sluice.registry.state import RegistryState
 
 log = logging.getLogger("sluice.registry")
@@ -32,6 +32,7 @@ class RegistrySettings:
     topic: str = DEFAULT_TOPIC
     group: str = DEFAULT_GROUP
     store_timeout_s: float = 5.0
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     replication_factor: int = 3
     max_request_bytes: int = 4 * 1024 * 1024
 
@@ -51,6 +52,7 @@ class RegistryService:
         )
         self.election: Election | None = None
         self._write_lock = asyncio.Lock()
+        self._cluster_id: str | None = None
         self.ready = False  # set once _schemas is replayed: requests before that get 503
 
     async def start(self, my_url: str) -> None:
@@ -62,6 +64,7 @@ class RegistryService:
             my_url,
             group=self.settings.group,
             timeout_s=self.settings.store_timeout_s,
+            session_timeout_ms=self.settings.session_timeout_ms,
         )
         self.election.start()
         self.ready = True
@@ -71,6 +74,23 @@ class RegistryService:
             len(self.state.subjects),
             self.state.next_id,
         )
+
+    async def kafka_cluster_id(self) -> str:
+        """The Kafka cluster's id (asked once, then kept). StoreUnavailable when Kafka does not answer."""
+        if self._cluster_id is None:
+            self._cluster_id = await asyncio.get_running_loop().run_in_executor(None, self._describe_cluster)
+        return self._cluster_id
+
+    def _describe_cluster(self) -> str:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        timeout = self.settings.store_timeout_s
+        admin = AdminClient({**self.settings.kafka, "client.id": "sluice-registry"})
+        try:
+            return str(admin.describe_cluster(request_timeout=timeout).result(timeout).cluster_id or "")
+        except KafkaException as exc:
+            raise StoreUnavailable(f"cannot describe the Kafka cluster: {exc.args[0]}") from None
 
     async def stop(self) -> None:
         if self.election is not None:

@@ -1,8 +1,11 @@
 """Free space of the data directory: refuse writes before the disk is full (Redpanda's
 storage_min_free_bytes), and after it was found full, until space comes back.
 
-Time is passed in. statvfs is cheap but not free, so it is asked again only after a while or once the
-bytes written since could have used up the margin measured last time.
+Time is passed in. statvfs costs a few microseconds, so it is asked again every tenth of a second, after
+every 256 KiB written, and at once when the bytes written since could have used up the margin measured
+last time. The byte bound limits what a busy producer writes past the floor once something else (another
+program, a growing file) took the margin: probing only once a second, a producer at 10 MB/s wrote
+megabytes below the floor, down to a full disk. A clock that steps back counts as time passed.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from pathlib import Path
 DEFAULT_MIN_FREE_BYTES = 1 << 30
 DEFAULT_MIN_FREE_FRACTION = 0.05
 # Re-measure at least this often while writes are allowed, and this often while they are refused.
-_PROBE_INTERVAL_MS = 1000
+_PROBE_INTERVAL_MS = 100
 _REFUSING_PROBE_INTERVAL_MS = 200
+_PROBE_EVERY_BYTES = 256 << 10
 _LOG_INTERVAL_MS = 10_000
 _log = logging.getLogger("sluice.storage")
 
@@ -78,7 +82,10 @@ class FreeSpaceGuard:
         if self._probed_ms is None:
             return True
         interval = _REFUSING_PROBE_INTERVAL_MS if self.refusing else _PROBE_INTERVAL_MS
-        if now_ms - self._probed_ms >= interval:
+        elapsed = now_ms - self._probed_ms
+        if elapsed >= interval or elapsed < 0:  # < 0: the wall clock stepped back
+            return True
+        if self._written_since >= _PROBE_EVERY_BYTES:
             return True
         # The bytes written since the last probe may have eaten half the margin it saw.
         return not self.refusing and self._written_since * 2 >= self.free_bytes - self.min_free_bytes
