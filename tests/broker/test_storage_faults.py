@@ -204,7 +204,7 @@ def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
         # Rate-limited: not one line per refused request.
         assert log.count("refusing writes") < 10
         if min_free_bytes:
-            # A group commit is a write too: refused whole (connection closed) before the coordinator
+            # A group commit is a write too: refused (the coordinator unloads: NOT_COORDINATOR) before it
             # changes anything, so the committed offset stays what it was.
             assert not try_commit(bootstrap, "fill", 5)
             assert "group offset_commit refused" in "".join(proc.output)

@@ -9,13 +9,13 @@ go through; every acknowledged commit survives, across a kill -9 too.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.transactions.test_txn_faults import fill_below
 
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
@@ -23,15 +23,6 @@ from sluice.testing import BrokerProcess
 
 MIN_FREE = 4 << 20
 GROUP = "unload-g"
-
-
-def fill_below(directory: Path, free_bytes: int) -> Path:
-    """Leave about `free_bytes` free on the filesystem of `directory`."""
-    stats = os.statvfs(directory)
-    filler = directory / "filler"
-    with filler.open("wb") as out:
-        out.write(b"\0" * max(0, stats.f_bavail * stats.f_frsize - free_bytes))
-    return filler
 
 
 def commit(bootstrap: str, offset: int) -> KafkaError | None:
