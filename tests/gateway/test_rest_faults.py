@@ -122,3 +122,31 @@ def test_two_gateways_expiry_tls_and_credentials(broker: BrokerProcess, tmp_path
         assert requests.get(members_url, timeout=30).json()["data"] == []
         gone = secure.get(f"{idle}/subscription", timeout=30)
         assert (gone.status_code, gone.json()["error_code"]) == (404, 40403)
+
+
+def test_stopping_with_the_cluster_gone_is_bounded(tmp_path: Path) -> None:
+    """SIGTERM to a gateway whose cluster died under its consumer instances: it exits (each instance's close is
+    given 10 s, all at once) instead of hanging in librdkafka's close."""
+    cluster = BrokerProcess(tmp_path / "data").start()
+    try:
+        with rest_gateway(cluster.bootstrap) as gateway:
+            topic = unique("rest-gone-cluster")
+            create_topic(gateway.url, topic)
+            produce_json(gateway.url, topic, [1, 2])
+            for name in ("a", "b", "c"):
+                base = new_consumer(
+                    gateway.url,
+                    unique("rest-gone-group"),
+                    name=name,
+                    format="json",
+                    **{"auto.offset.reset": "earliest"},
+                )
+                _subscribe(base, topic)
+                assert [r["value"] for r in records_until(base, 2)] == [1, 2]  # joined, holding a partition
+            cluster.kill()
+            started = time.monotonic()
+            gateway.proc.terminate()
+            assert gateway.proc.wait(60) == 0  # a clean stop, not the helper's kill
+            assert time.monotonic() - started < 30
+    finally:
+        cluster.kill()

@@ -120,6 +120,16 @@ def test_produce_binary_and_json_lands_in_kafka(rest: RestGateway, topic: str, b
             422,
             42203,
         ),
+        # Binary records are decoded in one pass; a malformed one anywhere is still named.
+        ("/topics/{topic}", {"Content-Type": BINARY}, '{"records":[{"value":"ok=="},{"key":5}]}', 422, 42203),
+        ("/topics/{topic}", {"Content-Type": BINARY}, '{"records":[{"value":"ok=="},"x"]}', 422, 422),
+        (
+            "/topics/{topic}",
+            {"Content-Type": BINARY},
+            '{"records":[{"value":"ok==","partition":-1}]}',
+            422,
+            422,
+        ),
         ("/topics/{topic}", {"Content-Type": BINARY, "Accept": "text/html"}, '{"records":[{}]}', 406, 40601),
         ("/topics/no-such-topic-x", {"Content-Type": JSON}, '{"records":[{"value":1}]}', 404, 40401),
         ("/topics/{topic}/partitions/7", {"Content-Type": JSON}, '{"records":[{"value":1}]}', 404, 40402),
@@ -323,6 +333,10 @@ def test_consumer_bodies_are_validated(rest: RestGateway) -> None:
     ]:
         reply = requests.post(base + path, json=body, headers={"Content-Type": V2}, timeout=30)
         assert reply.status_code == 422, (path, body, reply.text)
+    for query in ("timeout=soon", "timeout=-1", "max_bytes=1e6", "max_bytes=99999999999"):
+        reply = requests.get(f"{base}/records?{query}", timeout=30)
+        assert (reply.status_code, reply.json()["error_code"]) == (422, 422), query
+        assert "between 0 and" in reply.json()["message"]
     requests.delete(base, timeout=30)
 
 

@@ -6,6 +6,8 @@ import json
 import signal
 import subprocess
 import sys
+import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -108,8 +110,18 @@ def test_serve_runs_broker_and_gateway_together_and_stops_on_sigterm(tmp_path: P
             method="POST",
             headers={"Content-Type": "application/vnd.kafka.avro.v2+json"},
         )
-        with urllib.request.urlopen(avro, timeout=30) as reply:
-            schema_id = json.loads(reply.read())["value_schema_id"]
+        # The registry starts after the gateway (it first reads its topic): until it is attached, the schema
+        # formats are refused with 415, which a loaded machine can show here.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(avro, timeout=30) as reply:
+                    schema_id = json.loads(reply.read())["value_schema_id"]
+                break
+            except urllib.error.HTTPError as exc:
+                if exc.code != 415 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         with urllib.request.urlopen(
             f"http://127.0.0.1:{registry_port}/schemas/ids/{schema_id}", timeout=30
         ) as reply:

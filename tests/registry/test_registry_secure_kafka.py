@@ -12,20 +12,15 @@ import pytest
 from sluice.testing import RegistryProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
-from secure_broker import start_secure_broker  # the security tests' broker helpers
+from secure_broker import cli_settings, start_secure_broker  # the security tests' broker helpers
 
 
 def test_registry_over_sasl_ssl(tmp_path_factory: pytest.TempPathFactory) -> None:
     secure = start_secure_broker(tmp_path_factory.mktemp("registry-secure"))
     try:
         settings = secure.admin_settings()
-        extra = [
-            arg
-            for key, value in settings.items()
-            if key != "bootstrap.servers"
-            for arg in ("-X", f"{key}={value}")
-        ]
-        proc = RegistryProcess(settings["bootstrap.servers"], f"_schemas-{uuid.uuid4().hex[:8]}", extra_args=extra)
+        bootstrap, extra = cli_settings(settings)
+        proc = RegistryProcess(bootstrap, f"_schemas-{uuid.uuid4().hex[:8]}", extra_args=extra)
         # Without credentials the registry cannot open its store: started beside the one that can.
         plain = RegistryProcess(
             settings["bootstrap.servers"], "_schemas-none", extra_args=["--store-timeout", "1"]

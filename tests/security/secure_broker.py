@@ -106,6 +106,17 @@ class SecureBroker:
         return settings
 
 
+def cli_settings(settings: dict[str, Any]) -> tuple[str, list[str]]:
+    """confluent-kafka settings as a sluice command line takes them: the bootstrap, and -X KEY=VALUE for the rest."""
+    extra = [
+        arg
+        for key, value in settings.items()
+        if key != "bootstrap.servers"
+        for arg in ("-X", f"{key}={value}")
+    ]
+    return settings["bootstrap.servers"], extra
+
+
 def write_config(path: Path, certs: Certificates, ports: dict[str, int], **extra: Any) -> None:
     config = {
         "listeners": [f"{name}://127.0.0.1:{port}" for name, port in ports.items()],

@@ -13,8 +13,9 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
+import requests
 from confluent_kafka.admin import AdminClient, NewTopic
-from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker
+from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker, cli_settings
 
 from sluice.gateway import Gateway, config_from_dict
 from sluice.gateway.proto import kafkapixy_pb2 as pb
@@ -22,6 +23,7 @@ from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "gateway"))
 from gateway_helpers import consume, produce
+from rest_helpers import V2, create_topic, new_consumer, produce_json, records_until, rest_gateway
 
 TOKEN = "t0ken-for-tests"
 BASIC = {"alice": "alice-pw"}
@@ -209,3 +211,29 @@ async def test_wrong_kafka_credentials_answer_an_error_not_a_hang(secure_broker:
         assert time.monotonic() - started < 30
     finally:
         await gw.stop()
+
+
+def test_rest_api_in_front_of_a_sasl_ssl_cluster_through_settings(secure_broker: SecureBroker) -> None:
+    """`sluice gateway --bootstrap ... -X security.protocol=SASL_SSL ...`: the REST Proxy's producer, admin
+    client and consumer instances all reach the secured cluster with the -X settings."""
+    bootstrap, extra = cli_settings(secure_broker.admin_settings())
+    with rest_gateway(bootstrap, *extra) as gateway:
+        topic = f"rest-sasl-{uuid.uuid4().hex[:8]}"
+        create_topic(gateway.url, topic)
+        offsets = produce_json(gateway.url, topic, [{"n": 1}, {"n": 2}])
+        assert [(o["partition"], o["offset"], o["error_code"]) for o in offsets] == [
+            (0, 0, None),
+            (0, 1, None),
+        ]
+        base = new_consumer(
+            gateway.url,
+            f"rest-sasl-{uuid.uuid4().hex[:8]}",
+            format="json",
+            **{"auto.offset.reset": "earliest"},
+        )
+        reply = requests.post(
+            f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30
+        )
+        assert reply.status_code == 204, reply.text
+        assert [r["value"] for r in records_until(base, 2)] == [{"n": 1}, {"n": 2}]
+        requests.delete(base, timeout=30)

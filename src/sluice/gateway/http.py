@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from .batches import Delivery
 from .errors import Failure, GatewayError, invalid
 from .kafka import TopicInfo
+from .query import bounded_int
 from .service import AckRequest, GatewayService, failure_of
 from .sparse_acks import sparse_acks_to_str
 
@@ -59,16 +60,10 @@ def _single_param(request: web.Request, name: str, optional: bool = False) -> st
 
 
 def _int_param(request: web.Request, name: str, upper: int) -> int | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
     try:
-        value = int(raw)
+        return bounded_int(request.query, name, upper)
     except ValueError:
-        raise invalid(f"bad {name}: {raw}") from None
-    if not 0 <= value <= upper:
-        raise invalid(f"bad {name}: {raw}")
-    return value
+        raise invalid(f"bad {name}: {request.query.get(name)}") from None
 
 
 def _ack_from(request: web.Request, partition_name: str, offset_name: str) -> AckRequest | None:

@@ -7,6 +7,7 @@ in the producer's own poll thread; the event loop only awaits futures.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
@@ -44,6 +45,9 @@ _ADMIN_TIMEOUT_SECONDS = 10.0
 _SECURITY_ERROR_MEMORY_SECONDS = 60.0
 # Freshly auto-created topics report "leader not available" for a moment.
 _TOPIC_APPEAR_RETRIES = 10
+# How often delivery reports are served on the event loop while records are in flight, and otherwise.
+_DELIVERY_POLL_SECONDS = 0.001
+_IDLE_POLL_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,9 @@ def _kafka_failure(error: KafkaError, what: str) -> GatewayError:
 class ClusterClient:
     """Producer, admin client and metadata cache of one named cluster."""
 
-    def __init__(self, config: ClusterConfig, metrics: GatewayMetrics) -> None:
+    def __init__(
+        self, config: ClusterConfig, metrics: GatewayMetrics, *, deliveries_on_loop: bool = False
+    ) -> None:
         self.config = config
         self.metrics = metrics
         self.client_id = config.client_id or f"sluice-gateway-{uuid.uuid4().hex[:8]}"
@@ -106,15 +112,27 @@ class ClusterClient:
             {**config.producer_config(self.client_id), "error_cb": self._on_client_error}
         )
         self._partitioner = Partitioner(config.producer.partitioner)
+        self._produced_sync = metrics.produced.labels(config.name, "sync")
         self._admin = AdminClient({**config.client_config(), "client.id": self.client_id})
         self._partition_counts: dict[str, tuple[int, float]] = {}
         self._watermark_reader: Consumer | None = None
         self._watermark_lock = threading.Lock()
         self._running = True
-        self._poller = threading.Thread(
-            target=self._poll_deliveries, name=f"gw-producer-{config.name}", daemon=True
-        )
-        self._poller.start()
+        self._poller: threading.Thread | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._records_waiting: asyncio.Event | None = None
+        # The loop the batches' futures belong to, and the thread it runs on if delivery reports are served there.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        if deliveries_on_loop:
+            self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
+            self._records_waiting = asyncio.Event()
+            self._pump = self._loop.create_task(self._pump_deliveries())
+        else:
+            self._poller = threading.Thread(
+                target=self._poll_deliveries, name=f"gw-producer-{config.name}", daemon=True
+            )
+            self._poller.start()
 
     def _on_client_error(self, error: KafkaError) -> None:
         if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
@@ -134,14 +152,34 @@ class ClusterClient:
         while self._running:
             self._producer.poll(0.1)
 
+    async def _pump_deliveries(self) -> None:
+        """Delivery reports served on the event loop: no thread takes the GIL for each of them, and a batch
+        completes without a wake-up from another thread. Polled every millisecond while records are in
+        flight; when none are, only the producer's other events (errors) are looked at, every 100 ms."""
+        producer, waiting = self._producer, self._records_waiting
+        assert waiting is not None
+        while self._running:
+            producer.poll(0)
+            if len(producer):
+                await asyncio.sleep(_DELIVERY_POLL_SECONDS)
+                continue
+            waiting.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiting.wait(), _IDLE_POLL_SECONDS)
+
     async def close(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
         remaining = await asyncio.to_thread(self._producer.flush, self.config.producer.shutdown_flush_seconds)
         if remaining:
             log.warning(
                 "cluster %s: %d produced messages not delivered at shutdown", self.config.name, remaining
             )
         self._running = False
-        await asyncio.to_thread(self._poller.join, 2.0)
+        if self._poller is not None:
+            await asyncio.to_thread(self._poller.join, 2.0)
 
     # -- producing -------------------------------------------------------------
     async def partition_count(self, topic: str) -> int:
@@ -212,6 +250,8 @@ class ClusterClient:
         except KafkaException as exc:
             raise self._failure(exc.args[0], f"produce to {topic}") from exc
         self.metrics.produced.labels(self.config.name, "sync" if wait else "async").inc()
+        if self._records_waiting is not None:
+            self._records_waiting.set()
         if delivered is None:
             return -1, -1
         result = await delivered
@@ -237,8 +277,13 @@ class ClusterClient:
     ) -> asyncio.Future[list[tuple[int, int] | GatewayError]]:
         """`produce_many`'s first half, without suspending: records handed over one after the other keep
         their order on each partition; the future resolves as `produce_many` does."""
-        batch = _BatchDelivery(topic, asyncio.get_running_loop(), len(records))
+        batch = _BatchDelivery(
+            topic, self._loop or asyncio.get_running_loop(), len(records), self._loop_thread
+        )
         limit = self.config.producer.max_message_bytes
+        # Positional arguments (topic, value, key, partition, on_delivery, callback, timestamp, headers): the
+        # C extension parses keywords at about twice the cost of the librdkafka call itself.
+        produce, report, partial = self._producer.produce, batch.report, functools.partial
         for index, (key, value, partition, headers) in enumerate(records):
             if len(value or b"") + len(key or b"") > limit:
                 batch.settle(
@@ -255,21 +300,19 @@ class ClusterClient:
                 )
                 continue
             try:
-                self._producer.produce(
-                    topic,
-                    value=value,
-                    key=key,
-                    partition=partition,
-                    headers=list(headers) or None,
-                    on_delivery=functools.partial(batch.report, index),
-                )
+                if headers:
+                    produce(topic, value, key, partition, partial(report, index), None, 0, list(headers))
+                else:
+                    produce(topic, value, key, partition, partial(report, index))
             except BufferError:
                 batch.settle(
                     index, GatewayError(Failure.TOO_MANY_REQUESTS, "producer queue is full, retry later")
                 )
             except KafkaException as exc:
                 batch.settle(index, self._failure(exc.args[0], f"produce to {topic}"))
-        self.metrics.produced.labels(self.config.name, "sync").inc(len(records))
+        self._produced_sync.inc(len(records))
+        if self._records_waiting is not None:
+            self._records_waiting.set()
         return batch.done
 
     # -- admin -----------------------------------------------------------------
@@ -479,13 +522,15 @@ class ClusterClient:
 class _BatchDelivery:
     """The outcomes of one batch of records; `done` resolves once every record has one.
 
-    `report` runs in the producer's poll thread: counting with `itertools.count` (atomic under the GIL) rather
-    than a lock keeps each delivery report cheap.
+    `report` runs in the producer's poll thread, or on the event loop itself when the client serves its
+    delivery reports there (then the batch completes without a wake-up through the loop's self-pipe):
+    counting with `itertools.count` (atomic under the GIL) rather than a lock keeps each report cheap.
     """
 
-    def __init__(self, topic: str, loop: asyncio.AbstractEventLoop, size: int) -> None:
+    def __init__(self, topic: str, loop: asyncio.AbstractEventLoop, size: int, loop_thread: int = 0) -> None:
         self.topic = topic
         self.loop = loop
+        self.loop_thread = loop_thread
         self.size = size
         self.results: list[Any] = [None] * size
         self.done: asyncio.Future[list[tuple[int, int] | GatewayError]] = loop.create_future()
@@ -504,7 +549,10 @@ class _BatchDelivery:
             else (message.partition(), message.offset())
         )
         if next(self._settled) == self.size:
-            self.loop.call_soon_threadsafe(self._finish)
+            if threading.get_ident() == self.loop_thread:
+                self._finish()
+            else:
+                self.loop.call_soon_threadsafe(self._finish)
 
     def settle(self, index: int, failure: GatewayError) -> None:
         """A record refused before it reached the producer (called on the event loop)."""

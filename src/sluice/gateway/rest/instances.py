@@ -288,12 +288,17 @@ class ConsumerInstances:
                 log.exception("expiring consumer instances failed")
 
     # -- calls on one instance ------------------------------------------------------
-    async def run(self, instance: ConsumerInstance, work: Callable[[], T], what: str) -> T:
-        """`work` in the executor, one call per instance at a time; Kafka errors become 50002."""
+    async def run(
+        self, instance: ConsumerInstance, work: Callable[[], T], what: str, *, blocking: bool = True
+    ) -> T:
+        """`work` in the executor (or, if it cannot block, on the loop: no thread hand-off), one call per instance
+        at a time; Kafka errors become 50002."""
         async with instance.lock:
             if instance.closed:
                 raise not_found(CONSUMER_INSTANCE_NOT_FOUND, "Consumer instance not found.")
             try:
+                if not blocking:
+                    return work()
                 return await asyncio.get_running_loop().run_in_executor(self._executor, work)
             except KafkaException as exc:
                 raise kafka_error(f"{what}: {exc.args[0].str() if exc.args else exc}") from None
@@ -375,11 +380,17 @@ class ConsumerInstances:
         self, instance: ConsumerInstance, timeout_ms: int | None, max_bytes: int
     ) -> tuple[list[Message], int]:
         timeout = (instance.settings.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
+        # What librdkafka already holds is taken on the loop; only waiting for more goes to a thread.
+        handed, generation = await self.run(
+            instance, lambda: instance.take(0, max_bytes), "fetch records", blocking=False
+        )
+        if handed or timeout <= 0:
+            return handed, generation
         return await self.run(instance, lambda: instance.take(timeout, max_bytes), "fetch records")
 
     async def confirm(self, instance: ConsumerInstance, handed: list[Message]) -> None:
-        if handed:
-            await self.run(instance, lambda: instance.confirm(handed), "store offsets")
+        if handed:  # storing offsets is local to librdkafka: it never blocks
+            await self.run(instance, lambda: instance.confirm(handed), "store offsets", blocking=False)
 
     async def give_back(self, instance: ConsumerInstance, handed: list[Message], generation: int) -> None:
         if handed:

@@ -67,7 +67,9 @@ class RestProxy:
 
     async def start(self) -> None:
         cluster = self.config.cluster("")
-        self._producer = producer = ClusterClient(rest_producer_cluster(cluster), self.service.metrics)
+        self._producer = producer = ClusterClient(
+            rest_producer_cluster(cluster), self.service.metrics, deliveries_on_loop=True
+        )
         self.instances = ConsumerInstances(cluster, cluster.client_id, self.instance_timeout_ms)
         self.instances.start()
         schemas = SchemaFormats(self.schema_registry_url) if self.schema_registry_url else None

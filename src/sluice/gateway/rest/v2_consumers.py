@@ -11,6 +11,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..query import bounded_int
 from .context import context_of
 from .errors import (
     NOT_ACCEPTABLE,
@@ -171,16 +172,10 @@ async def seek_end(request: web.Request) -> web.StreamResponse:
 
 
 def _query_int(request: web.Request, name: str, upper: int) -> int | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
     try:
-        value = int(raw)
+        return bounded_int(request.query, name, upper)
     except ValueError:
-        raise unprocessable(f"{name} must be an integer") from None
-    if not 0 <= value <= upper:
-        raise unprocessable(f"{name} must be between 0 and {upper}")
-    return value
+        raise unprocessable(f"{name} must be an integer between 0 and {upper}") from None
 
 
 async def records(request: web.Request) -> web.StreamResponse:
@@ -241,23 +236,27 @@ async def _records_json(request: web.Request, fmt: str, messages: list[Any]) -> 
     return json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode()
 
 
-def _base64_json(data: bytes | None) -> bytes:
-    # base64 needs no JSON escaping: the quoted text is a JSON string as it is.
-    return b"null" if data is None else b'"' + binascii.b2a_base64(data, newline=False) + b'"'
-
-
 def binary_records_json(messages: list[Any]) -> bytes:
-    """The binary-format answer, written directly: the hot path of a consumer, with no dict per record."""
-    topics: dict[str, bytes] = {}
+    """The binary-format answer, written directly: the hot path of a consumer, with no dict per record. One
+    template per run of records from the same partition; base64 needs no JSON escaping, so the quoted text
+    is a JSON string as it is."""
+    b2a = binascii.b2a_base64
     parts = []
+    run: tuple[str, int] | None = None
+    template = b""
     for m in messages:
-        topic = m.topic()
-        quoted = topics.get(topic)
-        if quoted is None:
-            quoted = topics[topic] = json.dumps(topic).encode()
+        key, value, topic, partition = m.key(), m.value(), m.topic(), m.partition()
+        if run != (topic, partition):
+            run = (topic, partition)
+            quoted = json.dumps(topic).encode().replace(b"%", b"%%")
+            template = b'{"topic":%s,"key":%%s,"value":%%s,"partition":%d,"offset":%%d}' % (quoted, partition)
         parts.append(
-            b'{"topic":%s,"key":%s,"value":%s,"partition":%d,"offset":%d}'
-            % (quoted, _base64_json(m.key()), _base64_json(m.value()), m.partition(), m.offset())
+            template
+            % (
+                b"null" if key is None else b'"' + b2a(key, newline=False) + b'"',
+                b"null" if value is None else b'"' + b2a(value, newline=False) + b'"',
+                m.offset(),
+            )
         )
     return b"[" + b",".join(parts) + b"]"
 
