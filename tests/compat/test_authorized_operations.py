@@ -5,6 +5,7 @@ A client that does not ask gets the "not requested" default; with no authorizer 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -148,3 +149,26 @@ def test_metadata_reports_operations_only_when_asked(bootstrap: str, topic_name:
             (topic,) = response.topics
             assert topic.topic_authorized_operations == (topic_bits if asked else NOT_REQUESTED)
             assert response.cluster_authorized_operations == (cluster_bits if asked else NOT_REQUESTED)
+
+
+def test_consumer_group_describe_reports_operations_only_when_asked(acl_broker: BrokerProcess) -> None:
+    group_bits = sum(1 << int(op.value) for op in GROUP_OPERATIONS)
+    with WireClient.connect(acl_broker.bootstrap) as client:
+        joined = client.call(
+            "ConsumerGroupHeartbeat",
+            1,
+            client.request_class("ConsumerGroupHeartbeat")(
+                group_id="kip848-described",
+                member_id=uuid.uuid4().hex,
+                member_epoch=0,
+                rebalance_timeout_ms=30_000,
+                subscribed_topic_names=["described"],
+                topic_partitions=[],
+            ),
+        )
+        assert joined.error_code == 0
+        Request = client.request_class("ConsumerGroupDescribe")
+        for asked, expected in ((True, group_bits), (False, NOT_REQUESTED)):
+            request = Request(group_ids=["kip848-described"], include_authorized_operations=asked)
+            (group,) = client.call("ConsumerGroupDescribe", 0, request).groups
+            assert (group.error_code, group.authorized_operations) == (0, expected)
