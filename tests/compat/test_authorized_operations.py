@@ -120,6 +120,12 @@ def test_a_principal_allowed_only_read_sees_read_and_describe(acl_broker: Broker
     for future in admin.create_acls([binding]).values():
         future.result(10)
     assert _topic_operations(acl_broker.bootstrap, "read-only") == {AclOperation.READ, AclOperation.DESCRIBE}
+    read_describe = (1 << int(AclOperation.READ.value)) | (1 << int(AclOperation.DESCRIBE.value))
+    with WireClient.connect(acl_broker.bootstrap) as client:
+        Request = client.request_class("DescribeTopicPartitions")
+        request = Request(topics=[Request.TopicRequest(name="read-only")])
+        (topic,) = client.call("DescribeTopicPartitions", 0, request).topics
+        assert (topic.error_code, topic.topic_authorized_operations) == (0, read_describe)
     # Topics without ACLs keep allowing everyone.
     assert _topic_operations(acl_broker.bootstrap, "described") == TOPIC_OPERATIONS
 
