@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -234,6 +234,32 @@ def test_alter_configs_refuses_unknown_names(ck_admin: AdminClient, topic_name: 
     with pytest.raises(KafkaException) as refused:
         ck_admin.incremental_alter_configs([change])[change].result(10)
     assert refused.value.args[0].code() == ErrorCode.INVALID_CONFIG
+
+
+def test_subtracting_the_last_cleanup_policy_leaves_an_empty_list(
+    ck_admin: AdminClient, bootstrap: str, topic_name: str
+) -> None:
+    """confluent-kafka-python's test_incremental_alter_configs: SUBTRACT "delete" from cleanup.policy=delete
+    leaves "", which Kafka accepts (no retention, no compaction); the topic still takes keyless records."""
+    ck_admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    change = ConfigResource(
+        "topic",
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "delete", incremental_operation=AlterConfigOpType.SUBTRACT)
+        ],
+    )
+    ck_admin.incremental_alter_configs([change])[change].result(10)
+    wanted = ConfigResource("topic", topic_name)
+    configs = ck_admin.describe_configs([wanted])[wanted].result(10)
+    assert configs["cleanup.policy"].value == ""
+    assert configs["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+
+    delivered: list[Any] = []
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic_name, b"no key", on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(10) == 0
+    assert delivered == [None]
 
 
 def test_alter_requests_of_the_wrong_shape_change_nothing(

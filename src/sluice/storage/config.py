@@ -92,9 +92,11 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> str | None:
             if not 0.0 <= ratio <= 1.0:
                 return f"config {name}={value} is outside [0, 1]"
         elif name == CLEANUP_POLICY:
-            policies = [policy.strip() for policy in value.split(",")]
+            # An empty list is valid (Kafka: no retention by time or size and no compaction; SUBTRACT of the
+            # last policy leaves it).
+            policies = [policy.strip() for policy in value.split(",")] if value.strip() else []
             unknown = [policy for policy in policies if policy not in _CLEANUP_POLICIES]
-            if not policies or unknown:
+            if unknown:
                 return f"config {name}={value!r}: expected a list of {sorted(_CLEANUP_POLICIES)}"
     return None
 
@@ -125,7 +127,7 @@ class TopicConfig:
             segment_bytes=int(merged[SEGMENT_BYTES]),
             segment_ms=int(merged[SEGMENT_MS]),
             max_message_bytes=int(merged[MAX_MESSAGE_BYTES]),
-            cleanup_policy=tuple(policy.strip() for policy in merged[CLEANUP_POLICY].split(",")),
+            cleanup_policy=tuple(p.strip() for p in merged[CLEANUP_POLICY].split(",") if p.strip()),
             index_interval_bytes=int(merged[INDEX_INTERVAL_BYTES]),
             min_cleanable_dirty_ratio=float(merged[MIN_CLEANABLE_DIRTY_RATIO]),
             min_compaction_lag_ms=int(merged[MIN_COMPACTION_LAG_MS]),
