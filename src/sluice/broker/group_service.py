@@ -95,6 +95,10 @@ def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
     coordinator = GroupCoordinator(_coordinator_config(broker.config))
     records = topic.replay()
     coordinator.load(records, now_ms)
+    coordinator.consumer.group_overrides = {
+        group_id: broker.group_configs.coordinator_overrides(group_id)
+        for group_id in broker.group_configs.groups
+    }
     log.info("loaded %d group records from %s", len(records), OFFSETS_TOPIC)
     service = GroupService(broker, coordinator, topic)
     broker.groups = service
