@@ -6,6 +6,8 @@ does. Refusals carry Kafka's INVALID_CONFIG and texts; the configs survive a res
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,3 +257,22 @@ def test_legacy_alter_configs_replaces_the_whole_set(ck_admin: AdminClient) -> N
         GROUP_SOURCE,
     )
     assert configs["consumer.session.timeout.ms"].source == DEFAULT
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        '{"version": 1, "groups": {',
+        '{"version": 1, "groups": {"g": 5}}',
+        '{"version": 1, "groups": {"g": {"consumer.session.timeout.ms": "x"}}}',
+    ],
+)
+def test_a_damaged_file_stops_the_broker_with_a_clear_error(tmp_path: Path, damage: str) -> None:
+    """Dropping a damaged file would silently lose the operator's settings: the broker exits, naming it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "group-configs.json").write_text(damage)
+    cmd = [sys.executable, "-m", "sluice", "broker", "--listen", "127.0.0.1:0", "--data-dir", str(data)]
+    done = subprocess.run([*cmd, "--admin-listen", "off"], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "group-configs.json is damaged" in done.stderr + done.stdout

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.broker.config import BrokerConfig
+from sluice.broker.dynamic_configs import damaged, read_versioned_json
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.metadata import storage_error, write_atomically
 
@@ -157,18 +158,18 @@ class GroupConfigs:
         store = cls(Path(data_dir) / GROUP_CONFIGS_FILE if data_dir is not None else None)
         if store.path is None or not store.path.exists():
             return store
+        raw = read_versioned_json(store.path, FILE_VERSION, "the group configs")
         try:
-            raw = json.loads(store.path.read_text())
-            if raw.get("version") != FILE_VERSION:
-                raise ValueError(f"version {raw.get('version')!r} is not {FILE_VERSION}")
             store.groups = {
                 str(group): {str(k): str(v) for k, v in configs.items()}
                 for group, configs in raw["groups"].items()
             }
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(
-                f"{store.path} is damaged ({exc}); fix it or remove it to drop the group configs"
-            ) from None
+            for configs in store.groups.values():
+                for name, value in configs.items():
+                    if GROUP_CONFIGS[name].kind == "INT":
+                        int(value)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise damaged(store.path, exc, "the group configs") from None
         return store
 
     def configs(self, group_id: str) -> dict[str, str]:
