@@ -319,6 +319,13 @@ def test_bad_input_gets_a_confluent_error(
     assert body["message"]
 
 
+def test_an_invalid_version_is_named_in_confluents_words(registry: RegistryProcess) -> None:
+    """confluent-kafka-python's own registry tests match this text."""
+    status, body = registry.call("GET", "/subjects/s/versions/abc")
+    assert (status, body["error_code"]) == (422, 42202)
+    assert body["message"].startswith("The specified version 'abc' is not a valid version id.")
+
+
 def test_oversized_request_gets_413(registry: RegistryProcess) -> None:
     huge = json.dumps({"schema": "x" * (5 * 1024 * 1024)}).encode()
     status, body = registry.call("POST", "/subjects/huge/versions", raw=huge)

@@ -20,6 +20,7 @@ from sluice.protocol.schema import Versions
 
 if TYPE_CHECKING:
     from sluice.broker.quotas import ClientQuotas
+    from sluice.security.acl import Authorizer
 
 
 @dataclass(slots=True)
@@ -38,6 +39,8 @@ class RequestContext:
     session: Any = None
     # The broker's client quotas, as the dispatcher hands them to handlers (None: no quotas apply).
     quotas: ClientQuotas | None = None
+    # The ACL authorizer's decisions (None: no authorizer, everything allowed), for KIP-430 answers.
+    acl: Authorizer | None = None
 
     @property
     def principal(self) -> str:

@@ -34,6 +34,7 @@ from sluice.protocol.messages import APIS_BY_KEY, request_codecs
 if TYPE_CHECKING:
     from sluice.broker.broker import Broker
     from sluice.broker.quotas import ClientQuotas
+    from sluice.security.acl import Authorizer
 
 log = logging.getLogger("sluice.kafka")
 
@@ -94,9 +95,12 @@ class Dispatcher:
         broker: Broker,
         authorizer: RequestAuthorizer | None = None,
         quotas: ClientQuotas | None = None,
+        acl: Authorizer | None = None,
     ) -> None:
         self.broker = broker
         self.authorizer = authorizer
+        # The ACLs' decisions, handed to handlers that report authorized operations (KIP-430).
+        self.acl = acl
         # Handed to handlers in the request context (byte rates, mutation rates, the quota APIs).
         self.quotas = quotas
         self.request_quota: RequestQuota | None = quotas
@@ -134,6 +138,7 @@ class Dispatcher:
             listener=origin.listener,
             session=origin.session,
             quotas=self.quotas,
+            acl=self.acl,
         )
         started = perf_counter()
         try:
@@ -199,7 +204,7 @@ def build_dispatcher(broker: Broker) -> Dispatcher:
     from sluice.broker.authz import AclRequestAuthorizer
     from sluice.broker.quotas import ClientQuotas
 
-    authorizer = None
-    if broker.config.authorizer == "acl":
-        authorizer = AclRequestAuthorizer.for_broker(broker)
-    return Dispatcher(broker, authorizer, ClientQuotas.open(broker.storage.data_dir))
+    if broker.config.authorizer != "acl":
+        return Dispatcher(broker, None, ClientQuotas.open(broker.storage.data_dir))
+    authorizer = AclRequestAuthorizer.for_broker(broker)
+    return Dispatcher(broker, authorizer, ClientQuotas.open(broker.storage.data_dir), authorizer.authorizer)

@@ -81,7 +81,11 @@ def invalid_schema(message: str) -> RegistryError:
 
 def invalid_version(version: str) -> RegistryError:
     return RegistryError(
-        422, 42202, f"'{version}' is not a version: use an integer from 1 to 2^31-1, or 'latest'"
+        422,
+        42202,
+        # Confluent's own text: clients and their tests match it.
+        f"The specified version '{version}' is not a valid version id. "
+        'Allowed values are between [1, 2^31-1] and the string "latest"',
     )
 
 

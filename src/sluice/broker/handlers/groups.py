@@ -10,10 +10,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from sluice.broker.api import Outcome, Parked, RequestContext, Respond, handles, response_class
+from sluice.broker.authorized_ops import operations_if
 from sluice.broker.broker import Broker
 from sluice.coordinator import messages as m
 from sluice.coordinator.consumer_group import CONSUMER_MEMBER_TYPE, grouped_by_topic
 from sluice.errors import ErrorCode
+from sluice.security.acl import ResourceType
 
 FindCoordinatorResponse = response_class("FindCoordinator")
 JoinGroupResponse = response_class("JoinGroup")
@@ -296,6 +298,10 @@ def describe_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked
             if version >= 6 and g.group_state == "Dead" and not g.error_code:
                 out.error_code = ErrorCode.GROUP_ID_NOT_FOUND
                 out.error_message = g.error_message or f"group {g.group_id!r} does not exist"
+            if not out.error_code:
+                out.authorized_operations = operations_if(
+                    bool(request.include_authorized_operations), ctx, ResourceType.GROUP, g.group_id
+                )
             groups.append(out)
         return R(groups=groups)
 
@@ -390,7 +396,10 @@ def consumer_group_describe(broker: Broker, ctx: RequestContext, request: Any) -
                          subscribed_topic_regex=x.subscribed_topic_regex,
                          assignment=assignment(x.assignment), target_assignment=assignment(x.target_assignment),
                          member_type=CONSUMER_MEMBER_TYPE)
-                       for x in g.members])
+                       for x in g.members],
+              authorized_operations=operations_if(
+                  request.include_authorized_operations and not g.error_code, ctx, ResourceType.GROUP, g.group_id
+              ))
             for g in result.groups])
 
     return _park(broker, ctx, "consumer_group_describe", m.ConsumerGroupDescribe(list(request.group_ids)), convert)

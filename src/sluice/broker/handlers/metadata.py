@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from sluice.broker.api import HANDLERS, RequestContext, Respond, handles, response_class
+from sluice.broker.authorized_ops import authorized_operations, operations_if
 from sluice.broker.broker import Broker, check_topic_name
 from sluice.broker.topic_cache import PerTopicCache
 from sluice.errors import ErrorCode, KafkaError
+from sluice.security.acl import ResourceType
 from sluice.storage.api import TopicMeta
 
 ApiVersionsResponse = response_class("ApiVersions")
@@ -87,12 +89,19 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
                 topics.append(_missing_topic(wanted.name, exc.code))
                 continue
             topics.append(_topic(broker, meta) if meta else _missing_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+    if request.include_topic_authorized_operations:
+        for topic in topics:
+            if not topic.error_code:
+                topic.topic_authorized_operations = authorized_operations(ctx, ResourceType.TOPIC, topic.name)
     return Respond(
         MetadataResponse(
             brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.config.node_id, host=host, port=port)],
             cluster_id=broker.storage.cluster_id,
             controller_id=broker.config.node_id,
             topics=topics,
+            cluster_authorized_operations=operations_if(
+                request.include_cluster_authorized_operations, ctx, ResourceType.CLUSTER
+            ),
         )
     )
 
@@ -106,5 +115,8 @@ def describe_cluster(broker: Broker, ctx: RequestContext, request: Any) -> Respo
             cluster_id=broker.storage.cluster_id,
             controller_id=node,
             brokers=[DescribeClusterResponse.DescribeClusterBroker(broker_id=node, host=host, port=port)],
+            cluster_authorized_operations=operations_if(
+                request.include_cluster_authorized_operations, ctx, ResourceType.CLUSTER
+            ),
         )
     )

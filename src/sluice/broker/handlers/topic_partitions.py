@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from sluice.broker.api import RequestContext, Respond, handles, response_class
+from sluice.broker.authorized_ops import authorized_operations
 from sluice.broker.broker import Broker
 from sluice.broker.topic_cache import PerTopicCache
 from sluice.errors import ErrorCode
+from sluice.security.acl import ResourceType
 from sluice.storage.api import TopicMeta
 
 DescribeTopicPartitionsResponse = response_class("DescribeTopicPartitions")
@@ -86,6 +88,8 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, request: Any)
                 topic_id=meta.topic_id,
                 is_internal=meta.internal,
                 partitions=partitions,
+                # The request has no "include" flag: Kafka always reports the operations here.
+                topic_authorized_operations=authorized_operations(ctx, ResourceType.TOPIC, name),
             )
         )
         if last < meta.partitions:
