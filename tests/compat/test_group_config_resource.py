@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -276,3 +276,27 @@ def test_a_damaged_file_stops_the_broker_with_a_clear_error(tmp_path: Path, dama
     done = subprocess.run([*cmd, "--admin-listen", "off"], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "group-configs.json is damaged" in done.stderr + done.stdout
+
+
+def test_a_full_disk_refuses_the_change_and_keeps_the_old_set(mount_tmpfs: Callable[[str], Path]) -> None:
+    """The file cannot be written: KAFKA_STORAGE_ERROR, and the group keeps what it had; with space back,
+    the change goes through."""
+    disk = mount_tmpfs("16m")
+    proc = BrokerProcess(disk / "data").start()
+    try:
+        group = _group()
+        assert _incremental(proc.bootstrap, group, (0, "consumer.session.timeout.ms", "50000")) == (0, None)
+        filler = disk / "filler"
+        with filler.open("wb") as out, pytest.raises(OSError):
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        code, message = _incremental(proc.bootstrap, group, (0, "consumer.session.timeout.ms", "55000"))
+        assert code == ErrorCode.KAFKA_STORAGE_ERROR and "saving the group configs failed" in (message or "")
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        assert _describe(admin, group)["consumer.session.timeout.ms"].value == "50000"
+        filler.unlink()
+        assert _incremental(proc.bootstrap, group, (0, "consumer.session.timeout.ms", "55000")) == (0, None)
+        assert _describe(admin, group)["consumer.session.timeout.ms"].value == "55000"
+    finally:
+        proc.stop()
