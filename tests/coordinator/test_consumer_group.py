@@ -453,3 +453,18 @@ def test_admin_reset_only_while_the_consumer_group_is_empty() -> None:
     assert len(records) == 1
     assert GROUP not in clock.coordinator.groups  # no classic twin
     assert clock.group().offsets[(TOPIC, 0)].offset == 3
+
+
+def test_a_groups_own_configs_set_its_sessions_and_heartbeat_interval() -> None:
+    """GROUP config resources: the group's consumer.heartbeat.interval.ms is what its members are told, and
+    its consumer.session.timeout.ms how long a silent member keeps its partitions; other groups keep the
+    broker's settings."""
+    clock = Clock()
+    clock.coordinator.consumer.group_overrides[GROUP] = (3 * SESSION_MS, 2 * INTERVAL_MS)
+    joined = clock.beat("m-a", 0)
+    assert joined.heartbeat_interval_ms == 2 * INTERVAL_MS
+    assert clock.beat("m-b", 0, group_id="other-app").heartbeat_interval_ms == INTERVAL_MS
+    clock.advance(2 * SESSION_MS)  # past the broker's session, within the group's own
+    assert joined.member_id in clock.group().members
+    clock.advance(SESSION_MS + 1)
+    assert joined.member_id not in clock.group().members

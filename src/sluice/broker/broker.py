@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dynamic_configs import DynamicBrokerConfigs
+from sluice.broker.group_configs import GroupConfigs
 from sluice.broker.metrics import BrokerMetrics
 from sluice.broker.record_checks import (
     NO_CHECKS,
@@ -136,6 +137,7 @@ class Broker:
         self.login_throttle = FailedLoginThrottle(config.connection_failed_authentication_delay_ms)
         # Configs AlterConfigs set on the BROKER resource (KIP-226), laid over `config` from the start.
         self.dynamic_configs = DynamicBrokerConfigs.start(config)
+        self.group_configs = GroupConfigs.open(config.data_dir)
         self.metrics = BrokerMetrics()
         for meta in storage.topics():
             self._open_partitions(meta)

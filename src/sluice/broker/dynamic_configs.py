@@ -75,6 +75,24 @@ def scala_set(names: Iterable[str]) -> str:
     return f"{'Set' if len(items) <= 4 else 'HashSet'}({', '.join(items)})"
 
 
+def damaged(path: Path, problem: object, what: str) -> ValueError:
+    return ValueError(f"{path} is damaged ({problem}); fix it or remove it to drop {what}")
+
+
+def read_versioned_json(path: Path, version: int, what: str) -> dict[str, Any]:
+    """A kept JSON file of `{"version": version, ...}`; a damaged one raises, naming the file: dropping it
+    silently would lose what an operator set."""
+    try:
+        raw = json.loads(path.read_text())
+        if not isinstance(raw, dict) or raw.get("version") != version:
+            raise ValueError(
+                f"version {raw.get('version') if isinstance(raw, dict) else None!r} is not {version}"
+            )
+    except ValueError as exc:
+        raise damaged(path, exc, what) from None
+    return raw
+
+
 def base_name(name: str) -> str:
     """The config a listener-prefixed name (listener.name.<listener>.<config>) sets."""
     match = LISTENER_PREFIX.match(name)
@@ -169,16 +187,12 @@ class DynamicBrokerConfigs:
         store = cls(Path(data_dir) / DYNAMIC_CONFIGS_FILE if data_dir is not None else None)
         if store.path is None or not store.path.exists():
             return store
+        raw = read_versioned_json(store.path, FILE_VERSION, "the dynamic broker configs")
         try:
-            raw = json.loads(store.path.read_text())
-            if raw.get("version") != FILE_VERSION:
-                raise ValueError(f"version {raw.get('version')!r} is not {FILE_VERSION}")
             store.node = {str(k): str(v) for k, v in raw["broker"].items()}
             store.default = {str(k): str(v) for k, v in raw["default"].items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(
-                f"{store.path} is damaged ({exc}); fix it or remove it to drop the dynamic broker configs"
-            ) from None
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise damaged(store.path, exc, "the dynamic broker configs") from None
         return store
 
     def configs(self, per_broker: bool) -> dict[str, str]:

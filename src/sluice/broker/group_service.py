@@ -129,6 +129,10 @@ def load_groups(broker: Broker, topic: InternalTopic, now_ms: int) -> GroupCoord
     coordinator = GroupCoordinator(_coordinator_config(broker.config))
     records = topic.replay()
     coordinator.load(records, now_ms)
+    coordinator.consumer.group_overrides = {
+        group_id: broker.group_configs.coordinator_overrides(group_id)
+        for group_id in broker.group_configs.groups
+    }
     log.info("loaded %d group records from %s", len(records), topic.name)
     return coordinator
 

@@ -219,6 +219,18 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = {}
         # Session timeouts of groups created with one (sluice's create_group), by group id.
         self.group_session_timeouts: dict[str, int] = {}
+        # Dynamic group configs (GROUP config resources): (session timeout, heartbeat interval), by group id.
+        self.group_overrides: dict[str, tuple[int | None, int | None]] = {}
+
+    def session_timeout(self, group_id: str) -> int:
+        configured = self.group_overrides.get(group_id, (None, None))[0]
+        if configured is not None:
+            return configured
+        return self.group_session_timeouts.get(group_id, self.config.session_timeout_ms)
+
+    def heartbeat_interval(self, group_id: str) -> int:
+        configured = self.group_overrides.get(group_id, (None, None))[1]
+        return self.config.heartbeat_interval_ms if configured is None else configured
 
     # --- ConsumerGroupHeartbeat ----------------------------------------------------------------
 
@@ -257,8 +269,7 @@ class ConsumerGroups:
             group.group_epoch += 1
             self._compute_target(group)
             self._reconcile(group, member, owned, now_ms)
-        timeout = self.group_session_timeouts.get(group.group_id, self.config.session_timeout_ms)
-        member.session_deadline_ms = now_ms + timeout
+        member.session_deadline_ms = now_ms + self.session_timeout(group.group_id)
         send_assignment = (
             request.member_epoch == JOIN_EPOCH
             or member.member_epoch != before_epoch
@@ -269,7 +280,7 @@ class ConsumerGroups:
             ErrorCode.NONE,
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval(group.group_id),
             assignment=sorted(member.assigned, key=lambda t: (str(t[0]), t[1])) if send_assignment else None,
         )
 
@@ -433,12 +444,12 @@ class ConsumerGroups:
             if member.member_epoch != STATIC_LEAVE_EPOCH:
                 member.previous_member_epoch = member.member_epoch
             member.member_epoch = STATIC_LEAVE_EPOCH
-            member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+            member.session_deadline_ms = now_ms + self.session_timeout(group.group_id)
         else:
             self.remove_member(group, member)
         return ConsumerGroupHeartbeatResult(
             ErrorCode.NONE, member_id=request.member_id, member_epoch=request.member_epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval(group.group_id),
         )
 
     def remove_member(self, group: ConsumerGroup, member: ConsumerMember) -> None:

@@ -18,6 +18,7 @@ from sluice.broker.config_defs import (
     topic_config_problem,
 )
 from sluice.broker.handlers.broker_resource import alter_broker, describe_broker, entry, node_id_problem
+from sluice.broker.handlers.group_resource import alter_group, describe_group
 from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 from sluice.storage.compaction.manager import compaction_status
@@ -37,6 +38,7 @@ ListConfigResourcesResponse = response_class("ListConfigResources")
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 # ConfigSource values
 UNKNOWN_SOURCE = 0
 DYNAMIC_TOPIC_CONFIG = 1
@@ -194,9 +196,12 @@ def _describe_one(broker: Broker, resource: Any, request: Any, now_ms: int) -> A
     result = R.DescribeConfigsResult(
         resource_type=resource.resource_type, resource_name=resource.resource_name
     )
-    describe = {TOPIC: _describe_topic, BROKER: describe_broker, BROKER_LOGGER: _describe_broker_logger}.get(
-        resource.resource_type
-    )
+    describe = {
+        TOPIC: _describe_topic,
+        BROKER: describe_broker,
+        BROKER_LOGGER: _describe_broker_logger,
+        GROUP: describe_group,
+    }.get(resource.resource_type)
     if describe is None:
         result.error_code = ErrorCode.INVALID_REQUEST
         result.error_message = (
@@ -262,6 +267,16 @@ def _alter_broker(
     return ErrorCode.NONE, None
 
 
+def _alter_group(
+    broker: Broker, resource: Any, changes: dict[str, str | None], validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    try:
+        alter_group(broker, resource.resource_name, changes, validate_only)
+    except KafkaError as exc:
+        return exc.code, exc.message
+    return ErrorCode.NONE, None
+
+
 def _resource_response(response_cls: Any, resource: Any, code: ErrorCode, message: str | None) -> Any:
     return response_cls.AlterConfigsResourceResponse(
         error_code=code,
@@ -310,6 +325,22 @@ def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             responses.append(
                 _resource_response(
                     R, resource, *_alter_broker(broker, resource, False, request.validate_only)
+                )
+            )
+            continue
+        if resource.resource_type == GROUP:
+            # Kafka's controller takes the legacy request for a group too: the named configs become its whole set.
+            replaced = dict.fromkeys(broker.group_configs.configs(resource.resource_name))
+            responses.append(
+                _resource_response(
+                    R,
+                    resource,
+                    *_alter_group(
+                        broker,
+                        resource,
+                        replaced | {c.name: c.value for c in resource.configs},
+                        request.validate_only,
+                    ),
                 )
             )
             continue
@@ -367,6 +398,13 @@ def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any)
         meta = broker.storage.topic(resource.resource_name) if resource.resource_type == TOPIC else None
         try:
             changes = _incremental_changes(dict(meta.configs) if meta else {}, resource.configs)
+            if resource.resource_type == GROUP:
+                responses.append(
+                    _resource_response(
+                        R, resource, *_alter_group(broker, resource, changes, request.validate_only)
+                    )
+                )
+                continue
             code, message = _apply(broker, resource, changes, request.validate_only)
         except KafkaError as exc:
             code, message = exc.code, exc.message
@@ -420,7 +458,7 @@ def _alter_loggers(broker: Broker, resource: Any, validate_only: bool) -> tuple[
 
 # ListConfigResources (KIP-1142): v0 (ListClientMetricsResources) lists client metrics resources only; v1 lists
 # the kinds DescribeConfigs knows, all of them when the request names none.
-CLIENT_METRICS, GROUP = 16, 32
+CLIENT_METRICS = 16
 LISTABLE_V0 = (CLIENT_METRICS,)
 LISTABLE = (GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC)
 
@@ -433,8 +471,13 @@ def list_config_resources(broker: Broker, ctx: RequestContext, request: Any) -> 
     if any(kind not in supported for kind in wanted):
         # Kafka's answer for a kind it cannot list.
         return Respond(R(error_code=ErrorCode.UNSUPPORTED_VERSION, config_resources=[]))
-    # sluice keeps no client metrics subscriptions and no group configs: those kinds list nothing.
+    # sluice keeps no client metrics subscriptions: that kind lists nothing. Groups list those holding configs.
     found = []
+    if GROUP in wanted:
+        found += [
+            R.ConfigResource(resource_name=g, resource_type=GROUP)
+            for g in sorted(broker.group_configs.groups)
+        ]
     node = str(broker.config.node_id)
     for kind in (BROKER_LOGGER, BROKER):
         if kind in wanted:

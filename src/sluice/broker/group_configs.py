@@ -1,0 +1,204 @@
+"""Dynamic group configs (KIP-848): what IncrementalAlterConfigs set on a GROUP resource (type 32).
+
+Kept in `<data dir>/group-configs.json` (replaced atomically, so a kill -9 leaves the old or the new file).
+A group config overrides the broker's group.* default for that group alone; the ones the KIP-848 coordinator
+acts on (consumer.session.timeout.ms, consumer.heartbeat.interval.ms) take effect at the member's next
+heartbeat. Names, types, defaults, bounds and refusals follow Kafka 4.1's GroupConfig.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sluice.broker.config import BrokerConfig
+from sluice.broker.dynamic_configs import damaged, read_versioned_json
+from sluice.errors import ErrorCode, KafkaError
+from sluice.storage.metadata import storage_error, write_atomically
+
+GROUP_CONFIGS_FILE = "group-configs.json"
+FILE_VERSION = 1
+MAX_GROUPS = 100_000  # a bound on what clients can make the broker keep
+MAX_VALUE_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfigDef:
+    """One group config: its broker-level synonym (the default it overrides) and Kafka's bounds for it."""
+
+    broker_name: str
+    default: str
+    kind: str  # "INT" or "STRING"
+    at_least: int = 1  # the config's own lower bound (ConfigDef's atLeast), checked as it is parsed
+    minimum: tuple[str, int] | None = None  # (broker config name, its default) the value must not go below
+    maximum: tuple[str, int] | None = None
+    choices: tuple[str, ...] = ()
+
+
+def _int_def(name: str, default: int, low: int | None, high: int, at_least: int = 1) -> GroupConfigDef:
+    kind, rest = name.split(".", 1)
+    broker_kind = f"group.{kind}"
+    return GroupConfigDef(
+        f"{broker_kind}.{rest}",
+        str(default),
+        "INT",
+        at_least,
+        None if low is None else (f"{broker_kind}.min.{rest}", low),
+        (f"{broker_kind}.max.{rest}", high),
+    )
+
+
+# Kafka 4.1's GroupConfig, with the broker defaults of its bounds (GroupCoordinatorConfig, ShareGroupConfig).
+# The order is Kafka's order of checking the bounds.
+GROUP_CONFIGS: dict[str, GroupConfigDef] = {
+    "consumer.heartbeat.interval.ms": _int_def("consumer.heartbeat.interval.ms", 5_000, 5_000, 15_000),
+    "consumer.session.timeout.ms": _int_def("consumer.session.timeout.ms", 45_000, 45_000, 60_000),
+    "share.heartbeat.interval.ms": _int_def("share.heartbeat.interval.ms", 5_000, 5_000, 15_000),
+    "share.session.timeout.ms": _int_def("share.session.timeout.ms", 45_000, 45_000, 60_000),
+    "share.record.lock.duration.ms": _int_def("share.record.lock.duration.ms", 30_000, 15_000, 60_000),
+    "streams.heartbeat.interval.ms": _int_def("streams.heartbeat.interval.ms", 5_000, 5_000, 15_000),
+    "streams.session.timeout.ms": _int_def("streams.session.timeout.ms", 45_000, 45_000, 60_000),
+    "streams.num.standby.replicas": GroupConfigDef(
+        "group.streams.num.standby.replicas", "0", "INT", 0, None, ("group.streams.max.standby.replicas", 2)
+    ),
+    "share.auto.offset.reset": GroupConfigDef("share.auto.offset.reset", "latest", "STRING"),
+    "share.isolation.level": GroupConfigDef(
+        "share.isolation.level", "read_uncommitted", "STRING", choices=("read_committed", "read_uncommitted")
+    ),
+}
+INT_TYPE, STRING_TYPE = 3, 2  # DescribeConfigs config_type values
+
+
+def broker_defaults(config: BrokerConfig) -> dict[str, str]:
+    """The value of each group config for a group that sets none: the broker's own setting."""
+    defaults = {name: d.default for name, d in GROUP_CONFIGS.items()}
+    defaults["consumer.session.timeout.ms"] = str(config.consumer_group_session_timeout_ms)
+    defaults["consumer.heartbeat.interval.ms"] = str(config.consumer_group_heartbeat_interval_ms)
+    return defaults
+
+
+def _parse(name: str, value: str) -> int | str:
+    """ConfigDef.parse of one value: its type, then its own validator; raises with Kafka's text."""
+    d = GROUP_CONFIGS[name]
+    if len(value) > MAX_VALUE_BYTES:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value for configuration {name}: too long")
+    if d.kind == "STRING":
+        if d.choices and value not in d.choices:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}",
+            )
+        if (
+            name == "share.auto.offset.reset"
+            and value not in ("latest", "earliest")
+            and not value.startswith("by_duration:")
+        ):
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: "
+                "Invalid value for share.auto.offset.reset: " + value,
+            )
+        return value
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid value {value} for configuration {name}: Not a number of type INT",
+        ) from None
+    if not -(2**31) <= number < 2**31:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid value {value} for configuration {name}: Not a number of type INT",
+        )
+    if number < d.at_least:
+        raise KafkaError(
+            ErrorCode.INVALID_CONFIG,
+            f"Invalid value {number} for configuration {name}: Value must be at least {d.at_least}",
+        )
+    return number
+
+
+def check_group_configs(props: Mapping[str, str], config: BrokerConfig) -> None:
+    """Kafka's GroupConfig.validate of the set a group would hold, laid over the broker's defaults: names,
+    then types, then the broker's bounds, then session timeouts above heartbeat intervals. Raises KafkaError
+    (INVALID_CONFIG, as Kafka answers InvalidConfigurationException and ConfigException) with Kafka's text."""
+    for name in props:
+        if name not in GROUP_CONFIGS:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
+    combined = broker_defaults(config) | dict(props)
+    values = {name: _parse(name, combined[name]) for name in GROUP_CONFIGS}
+    for name, d in GROUP_CONFIGS.items():
+        number = values[name]
+        if not isinstance(number, int):
+            continue
+        if d.minimum is not None and number < d.minimum[1]:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"{name} must be greater than or equal to {d.minimum[0]}"
+            )
+        if d.maximum is not None and number > d.maximum[1]:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name} must be less than or equal to {d.maximum[0]}")
+    for kind in ("consumer", "share", "streams"):
+        session, interval = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
+        if int(values[session]) <= int(values[interval]):
+            raise KafkaError(ErrorCode.INVALID_CONFIG, f"{session} must be greater than {interval}")
+
+
+@dataclass
+class GroupConfigs:
+    """The configs set on each group, by group id (a group need not exist to hold them, as in Kafka)."""
+
+    path: Path | None
+    groups: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, data_dir: Path | None) -> GroupConfigs:
+        store = cls(Path(data_dir) / GROUP_CONFIGS_FILE if data_dir is not None else None)
+        if store.path is None or not store.path.exists():
+            return store
+        raw = read_versioned_json(store.path, FILE_VERSION, "the group configs")
+        try:
+            store.groups = {
+                str(group): {str(k): str(v) for k, v in configs.items()}
+                for group, configs in raw["groups"].items()
+            }
+            for configs in store.groups.values():
+                for name, value in configs.items():
+                    if GROUP_CONFIGS[name].kind == "INT":
+                        int(value)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise damaged(store.path, exc, "the group configs") from None
+        return store
+
+    def configs(self, group_id: str) -> dict[str, str]:
+        return dict(self.groups.get(group_id, {}))
+
+    def replace(self, group_id: str, configs: dict[str, str]) -> None:
+        """Make `configs` the whole set of that group, durably, then in memory."""
+        groups = dict(self.groups)
+        if configs:
+            if group_id not in groups and len(groups) >= MAX_GROUPS:
+                raise KafkaError(ErrorCode.POLICY_VIOLATION, f"At most {MAX_GROUPS} groups can hold configs")
+            groups[group_id] = dict(configs)
+        else:
+            groups.pop(group_id, None)
+        if self.path is not None:
+            data = {"version": FILE_VERSION, "groups": groups}
+            try:
+                write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
+            except OSError as exc:
+                raise storage_error("saving the group configs", exc) from None
+        self.groups = groups
+
+    def int_value(self, group_id: str, name: str) -> int | None:
+        value = self.groups.get(group_id, {}).get(name)
+        return None if value is None else int(value.strip())
+
+    def coordinator_overrides(self, group_id: str) -> tuple[int | None, int | None]:
+        """What the KIP-848 coordinator acts on: (session timeout, heartbeat interval) set on the group."""
+        return (
+            self.int_value(group_id, "consumer.session.timeout.ms"),
+            self.int_value(group_id, "consumer.heartbeat.interval.ms"),
+        )
