@@ -57,15 +57,16 @@ def find_coordinator(client: WireClient) -> int:
     return client.call("FindCoordinator", 1, cls(key=GROUP, key_type=0)).error_code
 
 
-def wire_commit(client: WireClient, offset: int) -> int:
+def wire_commit(client: WireClient, offset: int, group: str = GROUP, topic: str = "t") -> int:
+    """OffsetCommit of `offset` for partition 0 of `topic` as a simple (generation -1) commit: its error code."""
     cls = client.request_class("OffsetCommit")
     request = cls(
-        group_id=GROUP,
+        group_id=group,
         generation_id_or_member_epoch=-1,
         member_id="",
         topics=[
             cls.OffsetCommitRequestTopic(
-                name="t",
+                name=topic,
                 partitions=[
                     cls.OffsetCommitRequestPartition(
                         partition_index=0, committed_offset=offset, committed_metadata=""

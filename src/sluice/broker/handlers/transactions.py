@@ -325,12 +325,15 @@ def end_txn(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
 def describe_transactions(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     R = DescribeTransactionsResponse
     states = []
+    service = broker.transactions
+    # Unloaded (its topic cannot be written): Kafka's answer for a coordinator that lost its partition.
+    unloaded = service is not None and not service.ensure_loaded(ctx.now_ms)
     for transactional_id in request.transactional_ids:
-        meta = broker.transactions.coordinator.txns.get(transactional_id) if broker.transactions else None
-        if meta is None or meta.state is TxnState.DEAD:
+        meta = service.coordinator.txns.get(transactional_id) if service and not unloaded else None
+        if unloaded or meta is None or meta.state is TxnState.DEAD:
             states.append(
                 R.TransactionState(
-                    error_code=ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                    error_code=ErrorCode.NOT_COORDINATOR if unloaded else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
                     transactional_id=transactional_id,
                     transaction_state="",
                     producer_id=-1,
