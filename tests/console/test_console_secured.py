@@ -114,9 +114,14 @@ def start_console(secured: Secured, tmp: Path, password: str) -> tuple[subproces
         text=True,
     )
     assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert f"http://127.0.0.1:{port}/" in line, line
-    return proc, f"http://127.0.0.1:{port}"
+    # The console's own line, read past anything its Kafka client logged first (with a wrong password,
+    # librdkafka's authentication error may come out before the console says where it listens).
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if f"http://127.0.0.1:{port}/" in line:
+            return proc, f"http://127.0.0.1:{port}"
+    raise AssertionError("the console never said where it listens:\n" + "".join(lines))
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
