@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -312,8 +313,33 @@ def wait_primary_together(*registries: RegistryProcess) -> None:
         list(pool.map(lambda registry: registry.wait_primary(), registries))
 
 
+def _ephemeral_low() -> int:
+    """Where the kernel's range for automatically chosen ports starts (Linux; 32768 elsewhere)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (bind to 0 and release), for a child process to listen on."""
+    """A TCP port that was free a moment ago, for a child process to listen on.
+
+    Drawn at random from below the kernel's ephemeral range: a port the kernel handed out (bind to 0) is the
+    kind every outgoing connection also takes, and under parallel tests one of them can grab it before the
+    child binds it. Below that range only another caller of this function competes, one port in thousands.
+    """
+    rng = random.SystemRandom()
+    low = _ephemeral_low()
+    if low > 10_000:
+        for _ in range(50):
+            port = rng.randrange(10_000, low)
+            with socket.socket() as probe:
+                try:
+                    probe.bind((host, port))
+                except OSError:
+                    continue
+                return port
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
