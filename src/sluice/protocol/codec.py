@@ -77,7 +77,24 @@ def build_classes(message: MessageDef) -> dict[str, type[Message]]:
             body.append("    pass")
         code: dict[str, Any] = {}
         exec("\n".join(body), namespace, code)
-        cls = type(name, (Message,), {"__slots__": attrs, "_fields": attrs, "__init__": code["__init__"]})
+        if attrs:
+            # Compared on every encode of a tagged struct field (against its default): no generator per call.
+            mine = ", ".join(f"self.{a}" for a in attrs)
+            theirs = ", ".join(f"other.{a}" for a in attrs)
+            body = [
+                "def __eq__(self, other):",
+                "    if type(other) is not type(self):",
+                "        return NotImplemented",
+                f"    return ({mine},) == ({theirs},)",
+            ]
+            exec("\n".join(body), namespace, code)
+        else:
+            code["__eq__"] = Message.__eq__
+        cls = type(
+            name,
+            (Message,),
+            {"__slots__": attrs, "_fields": attrs, "__init__": code["__init__"], "__eq__": code["__eq__"]},
+        )
         classes[name] = cls
         namespace[f"_cls_{name}"] = cls
     root = classes[message.root.name]
@@ -115,10 +132,19 @@ class _Generator:
         self.formats: dict[str, str] = {}
         self.lines: list[str] = []
         self.counter = 0
+        self.struct_defaults: set[str] = set()  # structs whose default `default_value` refers to
 
     def fresh(self, stem: str) -> str:
         self.counter += 1
         return f"{stem}{self.counter}"
+
+    def default_value(self, f: FieldDef) -> str:
+        """An expression for the field's default that allocates nothing per call: a struct's default is made
+        once (`_default_<Struct>` in the codec's namespace) and only ever compared with."""
+        if f.default is MISSING and not f.is_array and f.type not in PRIMITIVE_TYPES:
+            self.struct_defaults.add(f.type)
+            return f"_default_{f.type}"
+        return _natural_default(f)
 
     def fixed_struct(self, fmt: str) -> str:
         name = self.formats.get(fmt)
@@ -144,6 +170,8 @@ class _Generator:
                 out.extend(self._read(run, f"o.{run.attr}", "    "))
         if self.flexible:
             tagged = sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag or 0)
+            out.append("    if buf[pos] == 0:")
+            out.append("        return o, pos + 1")
             out.append("    n_tags, pos = read_uvarint(buf, pos)")
             out.append("    for _ in range(n_tags):")
             out.append("        tag, pos = read_uvarint(buf, pos)")
@@ -229,10 +257,13 @@ class _Generator:
             else:
                 out.append("    tagged = []")
                 for f in tagged:
-                    out.append(f"    if o.{f.attr} != {_natural_default(f)}:")
+                    out.append(f"    if o.{f.attr} != {self.default_value(f)}:")
                     out.append("        sub = []")
                     out.extend(self._write(f, f"o.{f.attr}", "sub", "        "))
                     out.append(f"        tagged.append(({f.tag}, b''.join(sub)))")
+                out.append("    if not tagged:")
+                out.append("        out.append(b'\\x00')")
+                out.append("        return")
                 out.append("    out.append(uvarint_bytes(len(tagged)))")
                 out.append("    for tag, data in tagged:")
                 out.append("        out.append(uvarint_bytes(tag))")
@@ -278,11 +309,12 @@ class _Generator:
 class VersionCodec:
     """Encoder and decoder of one message at one version."""
 
-    __slots__ = ("cls", "decode_root", "encode_root", "message", "version")
+    __slots__ = ("cls", "decode_root", "encode_root", "flexible", "message", "version")
 
     def __init__(self, message: MessageDef, version: int, classes: dict[str, type[Message]]) -> None:
         self.message = message
         self.version = version
+        self.flexible = version in message.flexible
         self.cls = classes[message.root.name]
         gen = _Generator(message, version)
         for struct_def in _walk_structs(message.root, {}).values():
@@ -303,6 +335,7 @@ class VersionCodec:
         )
         namespace.update({f"_cls_{name}": cls for name, cls in classes.items()})
         namespace.update({name: struct.Struct(fmt) for fmt, name in gen.formats.items()})
+        namespace.update({f"_default_{name}": classes[name]() for name in gen.struct_defaults})
         source = "\n".join(gen.lines)
         exec(compile(source, f"<sluice codec {message.name} v{version}>", "exec"), namespace)
         self.decode_root: Callable[[p.Buffer, int], tuple[Any, int]] = namespace[f"_dec_{message.root.name}"]

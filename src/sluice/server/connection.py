@@ -19,7 +19,7 @@ from sluice.broker.dispatch import Close
 from sluice.errors import ProtocolError
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
 from sluice.protocol.headers import response_header
-from sluice.protocol.messages import APIS_BY_KEY, response_codecs
+from sluice.protocol.messages import response_codec
 from sluice.security.session import PLAINTEXT, Session, uses_sasl
 from sluice.server.clock import now_ms
 from sluice.server.sasl_gate import AuthGate
@@ -71,10 +71,9 @@ class ResponseSlot:
             throttle = self.throttle_ms
             if hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle  # the client backs off too (KIP-219)
-        api = APIS_BY_KEY[self.api_key]
-        flexible = version in api.response_def.flexible
-        parts: list[Any] = [response_header(self.correlation_id, self.api_key, flexible)]
-        response_codecs(self.api_key)[version].encode_into(response, parts)
+        codec = response_codec(self.api_key, version)
+        parts: list[Any] = [response_header(self.correlation_id, self.api_key, codec.flexible)]
+        codec.encode_root(response, parts)
         self.parts = frame(parts)
         self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
         self.connection.flush_responses()
