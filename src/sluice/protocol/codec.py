@@ -214,14 +214,24 @@ class _Generator:
 
     def _read_array(self, f: FieldDef, target: str, ind: str, nullable: bool) -> list[str]:
         count = self.fresh("n")
-        reader = "read_compact_array_length" if self.flexible else "read_array_length"
-        lines = [f"{ind}{count}, pos = {reader}(buf, pos)", f"{ind}if {count} < 0:"]
+        if self.flexible:
+            # A one-byte length (under 127 elements) read inline: every request has a few arrays.
+            lines = [
+                f"{ind}{count} = buf[pos] - 1",
+                f"{ind}if {count} < 0x7F:",
+                f"{ind}    pos += 1",
+                f"{ind}else:",
+                f"{ind}    {count}, pos = read_compact_array_length(buf, pos)",
+            ]
+        else:
+            lines = [f"{ind}{count}, pos = read_array_length(buf, pos)"]
+        lines.append(f"{ind}if {count} < 0:")
         if nullable:
             lines.append(f"{ind}    {target} = None")
         else:
             lines.append(f"{ind}    raise DecodeError('{f.name} must not be null')")
         lines.append(f"{ind}else:")
-        lines.append(f"{ind}    check_array_count(buf, pos, {count})")
+        lines.append(f"{ind}    if {count} > len(buf) - pos: check_array_count(buf, pos, {count})")
         if f.type in p.FIXED_FORMATS:
             letter = p.FIXED_FORMATS[f.type]
             size = struct.calcsize(">" + letter)
@@ -276,8 +286,11 @@ class _Generator:
     def _write(self, f: FieldDef, value: str, out: str, ind: str) -> list[str]:
         flex = self.flexible
         if f.is_array:
-            writer = "write_compact_array_length" if flex else "write_array_length"
-            lines = [f"{ind}{writer}({out}, {value})"]
+            if flex:
+                length = f"(b'\\x00' if {value} is None else uvarint_bytes(len({value}) + 1))"
+                lines = [f"{ind}{out}.append{length}"]
+            else:
+                lines = [f"{ind}write_array_length({out}, {value})"]
             if f.type in p.FIXED_FORMATS:
                 letter = p.FIXED_FORMATS[f.type]
                 lines.append(f"{ind}if {value}: {out}.append(_pack('>%d{letter}' % len({value}), *{value}))")
