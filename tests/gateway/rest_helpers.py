@@ -133,10 +133,11 @@ def records_until(
 
 
 @contextmanager
-def registry_process(bootstrap: str) -> Iterator[str]:
-    """`sluice registry` on its own `_schemas` topic and election group: its URL once it takes writes."""
-    port = free_port()
-    name = unique("_schemas-rest")
+def registry_process(bootstrap: str, port: int = 0, name: str = "") -> Iterator[str]:
+    """`sluice registry` on its own `_schemas` topic and election group (`name`, or a new one): its URL once it
+    takes writes. Started again with the same port and name, it is the same registry."""
+    port = port or free_port()
+    name = name or unique("_schemas-rest")
     proc = subprocess.Popen(
         [sys.executable, "-m", "sluice", "registry", "--bootstrap", bootstrap, "--listen", f"127.0.0.1:{port}",
          "--topic", name, "--group", f"{name}-group"],

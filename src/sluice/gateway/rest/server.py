@@ -92,7 +92,7 @@ class RestProxy:
         starts its registry after the gateway)."""
         self.schema_registry_url = url
         if self._context is not None:
-            self._context.schemas = SchemaFormats(url)
+            self._context.use_schemas(SchemaFormats(url))
 
     async def stop(self) -> None:
         if self._runner is not None:
