@@ -47,7 +47,18 @@ def registry_error(exc: Exception, what: str) -> RestError:
 class SchemaFormats:
     def __init__(self, url: str) -> None:
         self.url = url
-        self.client = SchemaRegistryClient({"url": url})
+        # A registry that is down fails a request within a second (the client's default retries take ~7 s), and
+        # a subject's latest version is asked again after a minute.
+        self.client = SchemaRegistryClient(
+            {
+                "url": url,
+                "max.retries": 1,
+                "retries.wait.ms": 100,
+                "retries.max.wait.ms": 500,
+                "timeout": 10,
+                "cache.latest.ttl.sec": 60,
+            }
+        )
         # The registry client's HTTP library logs every request at INFO: one line per produce is noise.
         logging.getLogger("httpx2").setLevel(logging.WARNING)
         logging.getLogger("httpx").setLevel(logging.WARNING)
