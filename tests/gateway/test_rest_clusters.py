@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import requests
 from confluent_kafka import Consumer, TopicPartition
-from conftest import KafkaUnderTest
 from rest_helpers import RestGateway, rest_gateway, unique
 
+from conftest import KafkaUnderTest
 from sluice.testing import BrokerProcess
 
 

@@ -3,8 +3,8 @@
 v2 answers errors as ``{"error_code": <5-digit code>, "message": ...}`` where the code is the HTTP status
 times 100 plus a sub-code (40401 unknown topic, 40403 unknown consumer instance, ...); v3 answers
 ``{"error_code": <HTTP status>, "message": ...}``, except for the errors Confluent's v3 answers with its own
-five-digit code (`v3_code`: 422xx for schemas and records that cannot be serialized). Every failure the handlers raise is a `RestError`;
-the middleware in `app.py` turns anything else into a 500 with a message, never a traceback.
+five-digit code (`v3_code`: 422xx for schemas and records that cannot be serialized). Every failure the
+handlers raise is a `RestError`; the middleware in `app.py` turns anything else into a 500 with a message, never a traceback.
 """
 
 from __future__ import annotations
