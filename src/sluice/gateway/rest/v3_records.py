@@ -110,7 +110,9 @@ async def start_record(
         return _settled(_failed(document))
     try:
         schema_described: dict[str, Any] = {}
-        if context.schema_data is not None and needs_schema(document):
+        if needs_schema(document):
+            if context.schema_data is None:
+                raise RestError(400, 400, "a key or value names a schema, and this gateway has no schema registry")
             document, schema_described = await context.schema_data.encode(topic, document)
         record, described = parse_record(document)
         described.update(schema_described)
