@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from confluent_kafka import Consumer, TopicPartition
-from rest_helpers import RestGateway, rest_gateway, unique
+from rest_helpers import RestGateway, direct_messages, rest_gateway, unique
 
 from conftest import KafkaUnderTest
 from sluice.testing import BrokerProcess
@@ -62,12 +61,7 @@ def test_v3_serves_each_cluster_by_its_id(two_clusters: RestGateway, second_kafk
     )
     assert produced.status_code == 200, produced.text
     assert (produced.json()["cluster_id"], produced.json()["offset"]) == (other, 0)
-    consumer = Consumer({"bootstrap.servers": second_kafka.bootstrap, "group.id": unique("direct")})
-    try:
-        consumer.assign([TopicPartition(topic, 1, 0)])
-        (message,) = consumer.consume(1, timeout=15)
-    finally:
-        consumer.close()
+    (message,) = direct_messages(second_kafka.bootstrap, topic, 1, partition=1)
     assert message.value() == b"elsewhere"
     groups = requests.get(f"{url}/v3/clusters/{other}/consumer-groups", timeout=30)
     assert groups.status_code == 200 and groups.json()["kind"] == "KafkaConsumerGroupList"

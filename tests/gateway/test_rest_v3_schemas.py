@@ -4,21 +4,19 @@ broker and `sluice registry`, with plain HTTP."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
 import requests
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from rest_helpers import (
-    V2,
     RestGateway,
     cluster_id,
     create_topic,
-    records_until,
+    direct_messages,
+    read_formatted,
     registry_process,
     rest_gateway,
     unique,
@@ -44,15 +42,8 @@ PROTOBUF_V2 = "application/vnd.kafka.protobuf.v2+json"
 
 
 @pytest.fixture(scope="module")
-def registry(broker: BrokerProcess) -> Iterator[str]:
-    with registry_process(broker.bootstrap) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def rest(broker: BrokerProcess, registry: str) -> Iterator[RestGateway]:
-    with rest_gateway(broker.bootstrap, "--schema-registry", registry) as gateway:
-        yield gateway
+def rest(rest_with_registry: RestGateway) -> RestGateway:
+    return rest_with_registry
 
 
 @pytest.fixture(scope="module")
@@ -68,20 +59,6 @@ def _topic(rest: RestGateway, prefix: str) -> str:
 
 def _post(v3: str, topic: str, record: dict) -> requests.Response:
     return requests.post(f"{v3}/topics/{topic}/records", json=record, timeout=30)
-
-
-def _messages(bootstrap: str, topic: str, count: int) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("direct")})
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        found: list = []
-        for _ in range(20):
-            found.extend(m for m in consumer.consume(count - len(found), timeout=2) if m.error() is None)
-            if len(found) >= count:
-                break
-    finally:
-        consumer.close()
-    return found
 
 
 def test_avro_by_schema_text_id_version_and_latest(
@@ -126,7 +103,7 @@ def test_avro_by_schema_text_id_version_and_latest(
     # Confluent's framing on the topic: any Confluent deserializer reads it.
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry}))
     context = SerializationContext(topic, MessageField.VALUE)
-    values = [deserializer(m.value(), context) for m in _messages(broker.bootstrap, topic, 4)]
+    values = [deserializer(m.value(), context) for m in direct_messages(broker.bootstrap, topic, 4)]
     assert [v["id"] for v in values] == [1, 2, 3, 4] and values[0]["note"] == "a"
 
 
@@ -162,18 +139,7 @@ def test_record_name_strategies_for_jsonschema_and_protobuf(
     registered = requests.get(f"{registry}/subjects/{topic}-shop.Parcel/versions/latest", timeout=30).json()
     assert (registered["id"], registered["schemaType"]) == (parcel.json()["key"]["schema_id"], "PROTOBUF")
     # Read back through a v2 consumer of the protobuf format.
-    base = requests.post(
-        f"{rest.url}/consumers/{unique('v3-proto')}",
-        json={"format": "protobuf", "auto.offset.reset": "earliest"},
-        headers={"Content-Type": V2},
-        timeout=30,
-    ).json()["base_uri"]
-    requests.post(f"{base}/assignments", json={"partitions": [{"topic": topic, "partition": 0}]},
-                  headers={"Content-Type": V2}, timeout=30)  # fmt: skip
-    requests.post(f"{base}/positions", json={"offsets": [{"topic": topic, "partition": 0, "offset": 1}]},
-                  headers={"Content-Type": V2}, timeout=30)  # fmt: skip
-    (record,) = records_until(base, 1, fmt="application/vnd.kafka.protobuf.v2+json")
-    requests.delete(base, timeout=30)
+    (record,) = read_formatted(rest.url, topic, "protobuf", 1, offset=1)
     assert record["key"] == {"weight": 3}
 
 
@@ -250,13 +216,9 @@ def test_streaming_records_with_schemas(v3: str, schema_ids: dict[str, tuple[str
         {"value": {"type": "JSON", "data": "plain"}},
     ]
 
-    def chunks() -> Iterator[bytes]:
-        for record in records:
-            yield json.dumps(record).encode()
-
     reply = requests.post(
         f"{v3}/topics/{topic}/records",
-        data=chunks(),
+        data=(json.dumps(record).encode() for record in records),  # chunked: the streaming form
         headers={"Content-Type": "application/json"},
         timeout=30,
     )
@@ -304,15 +266,7 @@ def test_protobuf_schemas_importing_registered_ones(v3: str, rest: RestGateway, 
         _post(v3, topic, {"value": {"schema_id": schema_id, "data": {**value, "id": "i-3"}}}).status_code
         == 200
     )
-    base = requests.post(
-        f"{rest.url}/consumers/{unique('proto-refs')}",
-        json={"format": "protobuf", "auto.offset.reset": "earliest"},
-        headers={"Content-Type": V2},
-        timeout=30,
-    ).json()["base_uri"]
-    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
-    records = records_until(base, 3, fmt=PROTOBUF_V2)
-    requests.delete(base, timeout=30)
+    records = read_formatted(rest.url, topic, "protobuf", 3)
     assert [r["value"] for r in records] == [{**value, "id": f"i-{n}"} for n in (1, 2, 3)]
     missing = produce(
         {"value_schema": INVOICE.replace("common/money.proto", "nowhere.proto"), "records": [{"value": {}}]}
