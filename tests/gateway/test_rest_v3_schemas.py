@@ -169,7 +169,8 @@ def schema_ids(v3: str, rest: RestGateway) -> dict[str, tuple[str, int]]:
         ({"schema_id": 987654, "data": 1}, 422, 42207, "987654"),
         ({"subject": "no-such-subject", "data": 1}, 422, 42207, "no-such-subject"),
         ({"type": "AVRO", "schema_version": 42, "data": 1}, 400, 400, "version 42"),
-        ({"type": "AVRO", "schema": "{not json", "data": 1}, 422, 42207, "schema"),
+        ({"type": "AVRO", "schema": "{not json", "data": 1}, 400, 400, "does not parse"),
+        ({"type": "PROTOBUF", "schema": "message {", "data": {}}, 400, 400, "does not parse"),
         ({"schema": json.dumps(ORDER), "data": 1}, 400, 400, "needs a type"),
         ({"type": "AVRO", "schema_id": 1, "schema_version": 1, "data": 1}, 400, 400, "not schema_id and"),
         ({"type": "JSONSCHEMA", "schema_id": "ID", "data": {"id": 1}}, 400, 400, "the schema is AVRO"),
@@ -196,6 +197,14 @@ def test_schema_errors(
     reply = _post(v3, topic, {"value": value})
     assert (reply.status_code, reply.json()["error_code"]) == (status, code), reply.text
     assert names in reply.json()["message"]
+
+
+def test_an_incompatible_schema_text_is_42207(v3: str, schema_ids: dict[str, tuple[str, int]]) -> None:
+    topic, _ = schema_ids["AVRO"]
+    changed = {**ORDER, "fields": [{"name": "id", "type": "string"}]}  # the registry refuses it (BACKWARD)
+    reply = _post(v3, topic, {"value": {"type": "AVRO", "schema": json.dumps(changed), "data": {"id": "x"}}})
+    assert (reply.status_code, reply.json()["error_code"]) == (422, 42207), reply.text
+    assert f"{topic}-value" in reply.json()["message"]
 
 
 def test_streaming_records_with_schemas(v3: str, schema_ids: dict[str, tuple[str, int]]) -> None:

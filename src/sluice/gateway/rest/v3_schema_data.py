@@ -10,7 +10,7 @@ record's full name, a protobuf file's first message, a JSON schema's title) or `
 
 Errors, as Confluent's v3 answers them: a bad request (a type that does not fit the other fields, an unknown
 version, a schema text that does not parse, data that does not fit its schema) is 400; a schema the registry
-does not know or refuses is 422 with error_code 42207; a registry that cannot be reached is 500 with 50002.
+does not know or refuses (an incompatible one) is 422 with error_code 42207; a registry that cannot be reached is 500 with 50002.
 """
 
 from __future__ import annotations
@@ -194,6 +194,13 @@ class SchemaData:
                 schema = self.formats.schema_of(REGISTRY_TYPE_OF_TYPE[choice.type], choice.schema)
             except RestError as error:  # an import that is no subject
                 raise _bad(f"{choice.field}.schema: {error.message}") from None
+            except Exception as exc:
+                raise _refused(exc, f"{choice.field}.schema") from None
+            try:  # a text that does not parse is the request's fault (400), as Confluent's says
+                references = self.formats.referenced_texts(list(schema.references or []))
+                parse_schema(schema.schema_type, choice.schema, references)
+            except InvalidSchemaError as exc:
+                raise _bad(f"{choice.field}.schema does not parse as {choice.type}: {exc}") from None
             except Exception as exc:
                 raise _refused(exc, f"{choice.field}.schema") from None
             subject = self._subject(topic, choice, schema)
