@@ -112,7 +112,9 @@ async def start_record(
         schema_described: dict[str, Any] = {}
         if needs_schema(document):
             if context.schema_data is None:
-                raise RestError(400, 400, "a key or value names a schema, and this gateway has no schema registry")
+                raise RestError(
+                    400, 400, "a key or value names a schema, and this gateway has no schema registry"
+                )
             document, schema_described = await context.schema_data.encode(topic, document)
         record, described = parse_record(document)
         described.update(schema_described)
