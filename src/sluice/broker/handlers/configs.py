@@ -60,9 +60,13 @@ RESOURCE_TYPE_NAMES = {
 }
 
 
+CLEANER_STATUS = (CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS)
+
+
 def _cleaner_status(broker: Broker, meta: Any, now_ms: int) -> dict[str, str]:
     """Read-only, sluice-specific entries of a compacted topic: per partition, the dirty ratio the cleaner
-    goes by and when it last cleaned ("<partition>=<value>" joined by commas; -1 means never).
+    goes by and when it last cleaned ("<partition>=<value>" joined by commas; -1 means never). Listed only
+    to a DescribeConfigs that names them (sluice.client.configs).
     """
     config = meta.config
     if not config.compacts:
@@ -210,10 +214,13 @@ def _describe_one(broker: Broker, resource: Any, request: Any, now_ms: int) -> A
         return result
     # Kafka's ConfigHelper treats an empty key list as null: every config (kafka-python sends []).
     describe(broker, R, result, request, resource.configuration_keys or None)
-    if resource.resource_type == TOPIC and not result.error_code:
+    named = resource.configuration_keys or ()
+    if resource.resource_type == TOPIC and not result.error_code and any(k in CLEANER_STATUS for k in named):
+        # Only when named: a describe of every config lists what Kafka would, since clients compare the
+        # whole list with what they set (confluent-kafka's test_incremental_alter_configs does).
         meta = broker.storage.topic(resource.resource_name)
         for name, value in _cleaner_status(broker, meta, now_ms).items():
-            if resource.configuration_keys and name not in resource.configuration_keys:
+            if name not in named:
                 continue
             result.configs.append(entry(R, name, value, UNKNOWN_SOURCE, STRING, None, [], True, request))
     return result
