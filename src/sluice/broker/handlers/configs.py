@@ -17,6 +17,7 @@ from sluice.broker.config_defs import (
     list_operation,
     topic_config_problem,
 )
+from sluice.broker.dynamic_configs import DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
 from sluice.broker.handlers.broker_resource import alter_broker, describe_broker, entry, node_id_problem
 from sluice.broker.handlers.group_resource import alter_group, describe_group
 from sluice.errors import ErrorCode, KafkaError
@@ -96,7 +97,13 @@ def _topic_synonyms(broker: Broker, name: str, override: str | None) -> list[tup
         if d is not None and d.default is not None:
             synonyms.append((name, d.default, DEFAULT_CONFIG))
         return synonyms
-    static = broker.config.topic_defaults.get(name)
+    # The broker tiers of the broker's name for it, as Kafka's ConfigHelper lists them: this node's dynamic
+    # value, the cluster default (KIP-966's min.insync.replicas is always one), then the config file.
+    store = broker.dynamic_configs
+    for tier, source in ((store.node, DYNAMIC_BROKER_CONFIG), (store.default, DYNAMIC_DEFAULT_BROKER_CONFIG)):
+        if d.broker_synonym in tier:
+            synonyms.append((d.broker_synonym, tier[d.broker_synonym], source))
+    static = store.static.topic_defaults.get(name)
     if static is not None:
         synonyms.append((d.broker_synonym, static, STATIC_BROKER_CONFIG))
     elif name in BROKER_DEFAULT_SYNONYMS:
