@@ -303,6 +303,40 @@ def test_assignments_positions_and_max_bytes(rest: RestGateway, topic: str) -> N
     assert requests.delete(base, timeout=30).status_code == 204
 
 
+def test_binary_records_carry_keys_nulls_and_partitions_as_produced(rest: RestGateway, topic: str) -> None:
+    """Every combination of a null, empty or present key and value, on both partitions, read back in the binary
+    format as they were sent."""
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    sent = [
+        {"key": b64(b"k0"), "value": b64(b"\x00\xffv0"), "partition": 0},
+        {"key": None, "value": b64(b"v1"), "partition": 1},
+        {"key": b64(b"k2"), "value": None, "partition": 0},
+        {"key": None, "value": None, "partition": 1},
+        {"key": b64(b""), "value": b64(b"%d"), "partition": 0},
+    ]
+    reply = requests.post(
+        f"{rest.url}/topics/{topic}", json={"records": sent}, headers={"Content-Type": BINARY}, timeout=30
+    )
+    assert reply.status_code == 200, reply.text
+    offsets = [(o["partition"], o["offset"]) for o in reply.json()["offsets"]]
+    assert offsets == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)]
+    base = new_consumer(rest.url, unique("rest-nulls"), format="binary", **{"auto.offset.reset": "earliest"})
+    subscribe = requests.post(
+        f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30
+    )
+    assert subscribe.status_code == 204
+    got = records_until(base, len(sent), fmt=BINARY)
+    by_position = {(r["partition"], r["offset"]): r for r in got}
+    assert len(got) == len(sent) and set(by_position) == set(offsets)
+    for record, position in zip(sent, offsets, strict=True):
+        answer = by_position[position]
+        assert answer["topic"] == topic
+        assert (answer["key"], answer["value"]) == (record["key"], record["value"]), answer
+
+
 def test_consumer_bodies_are_validated(rest: RestGateway) -> None:
     group = unique("rest-bad")
     for body, code in [

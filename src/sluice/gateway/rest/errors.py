@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from ..errors import Failure, GatewayError
@@ -103,6 +104,16 @@ async def read_json(request: web.Request, *, required: bool = True) -> Any:
         if required:
             raise unprocessable("request body is missing")
         return None
+    return parse_json(raw)
+
+
+def parse_json(raw: bytes) -> Any:
+    """A JSON body as Python's json module reads it, at half its cost where orjson can: orjson refuses some
+    documents json accepts (NaN, integers beyond 64 bits, lone surrogates, UTF-16), which then go to json."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -238,26 +238,32 @@ async def _records_json(request: web.Request, fmt: str, messages: list[Any]) -> 
 
 def binary_records_json(messages: list[Any]) -> bytes:
     """The binary-format answer, written directly: the hot path of a consumer, with no dict per record. One
-    template per run of records from the same partition; base64 needs no JSON escaping, so the quoted text
-    is a JSON string as it is."""
+    set of templates per run of records from the same partition, one for each way key and value may be null,
+    so that a record is one formatting of its base64 text (which needs no JSON escaping) and offset."""
     b2a = binascii.b2a_base64
-    parts = []
+    parts: list[bytes] = []
+    append = parts.append
     run: tuple[str, int] | None = None
-    template = b""
+    both = key_only = value_only = neither = b""
     for m in messages:
         key, value, topic, partition = m.key(), m.value(), m.topic(), m.partition()
         if run != (topic, partition):
             run = (topic, partition)
             quoted = json.dumps(topic).encode().replace(b"%", b"%%")
-            template = b'{"topic":%s,"key":%%s,"value":%%s,"partition":%d,"offset":%%d}' % (quoted, partition)
-        parts.append(
-            template
-            % (
-                b"null" if key is None else b'"' + b2a(key, newline=False) + b'"',
-                b"null" if value is None else b'"' + b2a(value, newline=False) + b'"',
-                m.offset(),
-            )
-        )
+            head, tail = b'{"topic":%s,"key":' % quoted, b',"partition":%d,"offset":%%d}' % partition
+            both = head + b'"%s","value":"%s"' + tail
+            key_only = head + b'"%s","value":null' + tail
+            value_only = head + b'null,"value":"%s"' + tail
+            neither = head + b'null,"value":null' + tail
+        if key is None:
+            if value is None:
+                append(neither % m.offset())
+            else:
+                append(value_only % (b2a(value, newline=False), m.offset()))
+        elif value is None:
+            append(key_only % (b2a(key, newline=False), m.offset()))
+        else:
+            append(both % (b2a(key, newline=False), b2a(value, newline=False), m.offset()))
     return b"[" + b",".join(parts) + b"]"
 
 
