@@ -165,11 +165,13 @@ class ConsumerInstance:
         handed, self.buffer = self.buffer[:taken], self.buffer[taken:]
         return handed, self.generation
 
-    def confirm(self, handed: list[Message]) -> None:
-        """Store the offsets after `handed` (what a commit, or auto commit, then writes to Kafka)."""
-        last: dict[tuple[str, int], int] = {}
-        for message in handed:
-            last[(message.topic(), message.partition())] = message.offset()
+    def confirm(self, handed: list[Message], last: dict[tuple[str, int], int] | None = None) -> None:
+        """Store the offsets after `handed` (what a commit, or auto commit, then writes to Kafka); `last`, the
+        last offset of each partition in it, where the caller already knows them."""
+        if last is None:
+            last = {}
+            for message in handed:
+                last[(message.topic(), message.partition())] = message.offset()
         if last:
             with contextlib.suppress(KafkaException):  # a partition revoked meanwhile: not ours to store
                 self.consumer.store_offsets(
@@ -388,9 +390,14 @@ class ConsumerInstances:
             return handed, generation
         return await self.run(instance, lambda: instance.take(timeout, max_bytes), "fetch records")
 
-    async def confirm(self, instance: ConsumerInstance, handed: list[Message]) -> None:
+    async def confirm(
+        self,
+        instance: ConsumerInstance,
+        handed: list[Message],
+        last: dict[tuple[str, int], int] | None = None,
+    ) -> None:
         if handed:  # storing offsets is local to librdkafka: it never blocks
-            await self.run(instance, lambda: instance.confirm(handed), "store offsets", blocking=False)
+            await self.run(instance, lambda: instance.confirm(handed, last), "store offsets", blocking=False)
 
     async def give_back(self, instance: ConsumerInstance, handed: list[Message], generation: int) -> None:
         if handed:

@@ -198,7 +198,7 @@ async def records(request: web.Request) -> web.StreamResponse:
     messages, generation = await instances.records(instance, timeout, max_bytes)
     response = web.Response(content_type=content_type)
     try:
-        response.body = await _records_json(request, fmt, messages)
+        response.body, positions = await _records_json(request, fmt, messages)
         await response.prepare(request)
         await response.write_eof()
     except BaseException as exc:
@@ -208,11 +208,14 @@ async def records(request: web.Request) -> web.StreamResponse:
             log.info("records for %s/%s not delivered: %s", instance.group, instance.name, exc)
             return response
         raise
-    await instances.confirm(instance, messages)
+    await instances.confirm(instance, messages, positions)
     return response
 
 
-async def _records_json(request: web.Request, fmt: str, messages: list[Any]) -> bytes:
+async def _records_json(
+    request: web.Request, fmt: str, messages: list[Any]
+) -> tuple[bytes, dict[tuple[str, int], int] | None]:
+    """The answer, and the last offset of each partition in it where the encoder saw them on its way."""
     if fmt == "binary":
         return binary_records_json(messages)
     if fmt in PLAIN_FORMATS:
@@ -233,21 +236,26 @@ async def _records_json(request: web.Request, fmt: str, messages: list[Any]) -> 
         {"topic": m.topic(), "key": key, "value": value, "partition": m.partition(), "offset": m.offset()}
         for m, (key, value) in zip(messages, decoded, strict=True)
     ]
-    return json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode()
+    return json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode(), None
 
 
-def binary_records_json(messages: list[Any]) -> bytes:
+def binary_records_json(messages: list[Any]) -> tuple[bytes, dict[tuple[str, int], int]]:
     """The binary-format answer, written directly: the hot path of a consumer, with no dict per record. One
     set of templates per run of records from the same partition, one for each way key and value may be null,
-    so that a record is one formatting of its base64 text (which needs no JSON escaping) and offset."""
+    so that a record is one formatting of its base64 text (which needs no JSON escaping) and offset. Also the
+    last offset of each partition, noted where a run ends (what storing the consumed offsets needs)."""
     b2a = binascii.b2a_base64
     parts: list[bytes] = []
     append = parts.append
+    last: dict[tuple[str, int], int] = {}
     run: tuple[str, int] | None = None
+    offset = 0
     both = key_only = value_only = neither = b""
     for m in messages:
         key, value, topic, partition = m.key(), m.value(), m.topic(), m.partition()
         if run != (topic, partition):
+            if run is not None:
+                last[run] = offset
             run = (topic, partition)
             quoted = json.dumps(topic).encode().replace(b"%", b"%%")
             head, tail = b'{"topic":%s,"key":' % quoted, b',"partition":%d,"offset":%%d}' % partition
@@ -255,16 +263,19 @@ def binary_records_json(messages: list[Any]) -> bytes:
             key_only = head + b'"%s","value":null' + tail
             value_only = head + b'null,"value":"%s"' + tail
             neither = head + b'null,"value":null' + tail
+        offset = m.offset()
         if key is None:
             if value is None:
-                append(neither % m.offset())
+                append(neither % offset)
             else:
-                append(value_only % (b2a(value, newline=False), m.offset()))
+                append(value_only % (b2a(value, newline=False), offset))
         elif value is None:
-            append(key_only % (b2a(key, newline=False), m.offset()))
+            append(key_only % (b2a(key, newline=False), offset))
         else:
-            append(both % (b2a(key, newline=False), b2a(value, newline=False), m.offset()))
-    return b"[" + b",".join(parts) + b"]"
+            append(both % (b2a(key, newline=False), b2a(value, newline=False), offset))
+    if run is not None:
+        last[run] = offset
+    return b"[" + b",".join(parts) + b"]", last
 
 
 def _bytes_as_text(value: Any) -> Any:
