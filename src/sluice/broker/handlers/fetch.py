@@ -50,6 +50,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
     total = 0
     by_id = ctx.api_version >= 13
     committed = request.isolation_level == READ_COMMITTED
+    incremental = plan.incremental_session  # only then may partitions be left out
     topics = []
     for topic in plan.topics(ctx.now_ms):
         if by_id:
@@ -61,18 +62,25 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
         partitions = []
         for part in topic.partitions:
             state = broker.partitions.get((name, part.partition)) if name is not None else None
-            if state is not None and plan.idle(
-                part, state.high_watermark, state.last_stable_offset, state.log.log_start_offset
-            ):
-                continue  # an incremental fetch leaves it out without reading it
-            out = FetchResponse.PartitionData(partition_index=part.partition, records=b"")
-            partitions.append(out)
             if state is None:
-                out.error_code, out.high_watermark = unknown, -1
+                partitions.append(
+                    FetchResponse.PartitionData(
+                        partition_index=part.partition, records=b"", error_code=unknown, high_watermark=-1
+                    )
+                )
                 continue
-            out.high_watermark = state.high_watermark
-            out.last_stable_offset = state.last_stable_offset
-            out.log_start_offset = state.log.log_start_offset
+            high_watermark, stable = state.high_watermark, state.last_stable_offset
+            log_start = state.log.log_start_offset
+            if incremental and plan.idle(part, high_watermark, stable, log_start):
+                continue  # an incremental fetch leaves it out without reading it
+            out = FetchResponse.PartitionData(
+                partition_index=part.partition,
+                records=b"",
+                high_watermark=high_watermark,
+                last_stable_offset=stable,
+                log_start_offset=log_start,
+            )
+            partitions.append(out)
             limit = min(part.partition_max_bytes, budget - total)
             if limit <= 0 and total > 0:
                 continue
@@ -86,12 +94,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
                 continue
             out.records = data
             if committed:
-                aborted = broker.aborted_transactions(state, part.fetch_offset, data)
                 # Null when there is nothing to filter, as Kafka answers: clients then skip the bookkeeping.
-                out.aborted_transactions = [
-                    FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                    for a in aborted
-                ] or None
+                out.aborted_transactions = _aborted(broker, state, part.fetch_offset, data) if data else None
             total += len(data)
         topics.append(
             FetchResponse.FetchableTopicResponse(
@@ -133,6 +137,13 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
             for p in t.partitions
         ]
     return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
+
+
+def _aborted(broker: Broker, state: PartitionState, fetch_offset: int, data: bytes) -> list[Any] | None:
+    aborted = broker.aborted_transactions(state, fetch_offset, data)
+    return [
+        FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted
+    ] or None
 
 
 def _name_of(broker: Broker, topic_id: Any) -> str:

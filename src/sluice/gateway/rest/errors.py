@@ -2,8 +2,9 @@
 
 v2 answers errors as ``{"error_code": <5-digit code>, "message": ...}`` where the code is the HTTP status
 times 100 plus a sub-code (40401 unknown topic, 40403 unknown consumer instance, ...); v3 answers
-``{"error_code": <HTTP status>, "message": ...}``. Every failure the handlers raise is a `RestError`;
-the middleware in `app.py` turns anything else into a 500 with a message, never a traceback.
+``{"error_code": <HTTP status>, "message": ...}``, except for the errors Confluent's v3 answers with its own
+five-digit code (`v3_code`: 422xx for schemas and records that cannot be serialized). Every failure the
+handlers raise is a `RestError`; the middleware in `app.py` turns anything else into a 500 with a message, never a traceback.
 """
 
 from __future__ import annotations
@@ -40,11 +41,16 @@ KAFKA_RETRIABLE_ERROR = 50003
 class RestError(Exception):
     """An answer other than 2xx: its HTTP status, Confluent error code and message."""
 
-    def __init__(self, status: int, code: int, message: str) -> None:
+    def __init__(self, status: int, code: int, message: str, v3_code: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.v3_code = v3_code
+
+    @property
+    def v3_error_code(self) -> int:
+        return self.v3_code or self.status
 
 
 def unprocessable(message: str, code: int = 422) -> RestError:
@@ -91,7 +97,7 @@ def json_response(body: Any, status: int = 200, content_type: str = V2_JSON) -> 
 
 
 def error_response(error: RestError, v3: bool) -> web.Response:
-    code = error.status if v3 else error.code
+    code = error.v3_error_code if v3 else error.code
     return json_response(
         {"error_code": code, "message": error.message}, error.status, V3_JSON if v3 else V2_JSON
     )
