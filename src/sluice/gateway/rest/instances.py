@@ -32,7 +32,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from ..config import ClusterConfig
+from ..config import FETCH_QUEUE_BACKOFF_MS, ClusterConfig
 from .errors import (
     CONSUMER_ALREADY_EXISTS,
     CONSUMER_INSTANCE_NOT_FOUND,
@@ -52,10 +52,6 @@ MAX_REQUEST_TIMEOUT_MS = 30_000
 MAX_INSTANCES = 1_000
 # How many records one fetch from librdkafka takes at most; what a caller does not take stays buffered.
 FETCH_BATCH = 5_000
-# Once librdkafka holds queued.min.messages (100,000) of an instance's records, it stops fetching and looks
-# again only after this long (its default: a whole second). A caller reads them in a few batches, then waited
-# out the rest of that second for the next fetch; librdkafka only re-checks its queue this often (-X overrides).
-FETCH_QUEUE_BACKOFF_MS = 10
 POLL_SLICE_SECONDS = 0.5
 CLOSE_TIMEOUT_SECONDS = 10.0
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
@@ -228,6 +224,8 @@ class ConsumerInstances:
         if len(self._instances) >= MAX_INSTANCES:
             raise RestError(429, 42901, f"this gateway already runs {MAX_INSTANCES} consumer instances")
         config = {
+            # As the gateway's other consumers (a caller reading a backlog of more than 100,000 records waited out
+            # most of librdkafka's default second at each refill); -X overrides it.
             "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             **self.cluster.client_config(),
             "group.id": group,
