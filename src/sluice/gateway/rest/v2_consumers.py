@@ -248,22 +248,23 @@ def binary_records_json(messages: list[Any]) -> tuple[bytes, dict[tuple[str, int
     parts: list[bytes] = []
     append = parts.append
     last: dict[tuple[str, int], int] = {}
-    run: tuple[str, int] | None = None
-    offset = 0
+    # The run's topic and partition compared one by one (no tuple per record): a quarter of the cost.
+    run_topic: str | None = None
+    run_partition = offset = -1
     both = key_only = value_only = neither = b""
     for m in messages:
-        key, value, topic, partition = m.key(), m.value(), m.topic(), m.partition()
-        if run != (topic, partition):
-            if run is not None:
-                last[run] = offset
-            run = (topic, partition)
+        topic, partition = m.topic(), m.partition()
+        if partition != run_partition or topic != run_topic:
+            if run_topic is not None:
+                last[(run_topic, run_partition)] = offset
+            run_topic, run_partition = topic, partition
             quoted = json.dumps(topic).encode().replace(b"%", b"%%")
             head, tail = b'{"topic":%s,"key":' % quoted, b',"partition":%d,"offset":%%d}' % partition
             both = head + b'"%s","value":"%s"' + tail
             key_only = head + b'"%s","value":null' + tail
             value_only = head + b'null,"value":"%s"' + tail
             neither = head + b'null,"value":null' + tail
-        offset = m.offset()
+        offset, key, value = m.offset(), m.key(), m.value()
         if key is None:
             if value is None:
                 append(neither % offset)
@@ -273,8 +274,8 @@ def binary_records_json(messages: list[Any]) -> tuple[bytes, dict[tuple[str, int
             append(key_only % (b2a(key, newline=False), offset))
         else:
             append(both % (b2a(key, newline=False), b2a(value, newline=False), offset))
-    if run is not None:
-        last[run] = offset
+    if run_topic is not None:
+        last[(run_topic, run_partition)] = offset
     return b"[" + b",".join(parts) + b"]", last
 
 
