@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import json
 import socket
 import time
 
@@ -16,6 +17,7 @@ from rest_helpers import (
     V2,
     RestGateway,
     create_topic,
+    direct_messages,
     new_consumer,
     produce_json,
     records_until,
@@ -98,6 +100,38 @@ def test_produce_binary_and_json_lands_in_kafka(rest: RestGateway, topic: str, b
         (None, b'{"a":[1,null]}'),
         (b'"k2"', None),
     ]
+
+
+def test_bodies_are_read_as_json_reads_them(rest: RestGateway, broker: BrokerProcess) -> None:
+    """The json format keeps an integer beyond 64 bits exact; a binary body that orjson (its fast path) refuses,
+    here UTF-16, is read by json; a partition beyond any int32 is refused by name; a malformed body is 422."""
+    name = unique("rest-json-wide")
+    create_topic(rest.url, name)
+    wide = b'{"records":[{"value":{"n":123456789012345678901234567890}}]}'
+    binary = json.dumps({"records": [{"value": base64.b64encode(b"wide").decode()}]})
+    for body, content_type in (
+        (wide, JSON),
+        (wide.decode().encode("utf-16"), JSON),
+        (binary.encode("utf-16"), BINARY),
+    ):
+        reply = requests.post(
+            f"{rest.url}/topics/{name}", data=body, headers={"Content-Type": content_type}, timeout=30
+        )
+        assert reply.status_code == 200, reply.text
+    assert [m.value() for m in direct_messages(broker.bootstrap, name, 3)] == [
+        b'{"n":123456789012345678901234567890}',
+        b'{"n":123456789012345678901234567890}',
+        b"wide",
+    ]
+    huge = '{"records":[{"value":"AA==","partition":123456789012345678901234567890}]}'
+    refused = requests.post(
+        f"{rest.url}/topics/{name}", data=huge, headers={"Content-Type": BINARY}, timeout=30
+    )
+    assert refused.status_code == 422 and "records[0].partition" in refused.json()["message"]
+    malformed = requests.post(
+        f"{rest.url}/topics/{name}", data=b'{"records":[', headers={"Content-Type": JSON}, timeout=30
+    )
+    assert malformed.status_code == 422 and malformed.json()["error_code"] == 422
 
 
 @pytest.mark.parametrize(
