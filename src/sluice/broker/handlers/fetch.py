@@ -117,26 +117,53 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     )
     if not isinstance(plan, FetchPlan):
         return Respond(FetchResponse(error_code=plan, session_id=0, responses=[]))
-    response, total = _fetch_once(broker, ctx, request, plan)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
-    if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
-        return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
+    by_id = ctx.api_version >= 13
+    watch = None
+    if plan.session is None and wait_ms > 0:
+        # A sessionless fetch (librdkafka's, always) of partitions with nothing to say parks at once: its
+        # answer is built once, when data comes or the wait ends, not also now.
+        watch = _idle_watch(broker, request, by_id)
+    if watch is None:
+        response, total = _fetch_once(broker, ctx, request, plan)
+        if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
+            return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
         again, got = _fetch_once(broker, ctx, request, plan)
         done = final or got >= max(request.min_bytes, 1) or _has_error(again)
         return throttled(ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
-    by_id = ctx.api_version >= 13
     if plan.session is not None:
         watch = [wake_key(plan.session.id)]  # woken by new data in any of its partitions
-    else:
+    elif watch is None:
         watch = [
             (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition)
             for t in request.topics
             for p in t.partitions
         ]
     return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
+
+
+def _idle_watch(broker: Broker, request: Any, by_id: bool) -> list[tuple[str, int]] | None:
+    """The partitions to watch when none of them has anything to answer now (no record a consumer may
+    read, no error); None as soon as one has."""
+    committed = request.isolation_level == READ_COMMITTED
+    partitions = broker.partitions
+    watch = []
+    for topic in request.topics:
+        name = _name_of(broker, topic.topic_id) if by_id else topic.topic
+        for part in topic.partitions:
+            state = partitions.get((name, part.partition))
+            if state is None or state.log.offline_reason:
+                return None
+            offset, high_watermark = part.fetch_offset, state.high_watermark
+            if offset < state.log.log_start_offset or offset > high_watermark:
+                return None  # out of range: answered with its error now
+            if offset < (state.last_stable_offset if committed else high_watermark):
+                return None  # something to read
+            watch.append((name, part.partition))
+    return watch
 
 
 def _aborted(broker: Broker, state: PartitionState, fetch_offset: int, data: bytes) -> list[Any] | None:
