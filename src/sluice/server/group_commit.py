@@ -135,7 +135,7 @@ class GroupCommit:
         if failed:
             log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
         # The answers one flush releases to a connection go out in one write.
-        corked = {slot.connection for slot, _ in batch}
+        corked = dict.fromkeys(slot.connection for slot, _ in batch)  # written in the order they were answered
         for connection in corked:
             connection.cork()
         try:
