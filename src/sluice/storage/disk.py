@@ -1,5 +1,5 @@
 """The disk engine: one directory per partition (`<data-dir>/<topic>-<partition>/`), Kafka's segment
-layout inside, topic metadata in `<data-dir>/metadata.json`.
+layout inside, topic metadata in `<data-dir>/metadata.json` and its journal `metadata.log` (topic_journal.py).
 
 A `.clean-shutdown` marker written by `close(clean=True)` and removed at open lets the next start skip
 recovery scans; a `.lock` file (flock) keeps a second process out of the same directory.
@@ -28,16 +28,14 @@ from sluice.storage.log import DISK_FULL_ERRNOS, SegmentedLog
 from sluice.storage.memory import MemoryStorage
 from sluice.storage.metadata import (
     TopicStore,
-    decode_metadata,
-    encode_metadata,
     new_cluster_id,
     sync_directory,
     sync_filesystem,
     write_atomically,
 )
 from sluice.storage.segment import FileSegment
+from sluice.storage.topic_journal import TopicJournal
 
-METADATA_FILE = "metadata.json"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 LOCK_FILE = ".lock"
 MEMORY_DATA_DIR = ":memory:"
@@ -298,20 +296,19 @@ class DiskStorage(TopicStore):
                 ErrorCode.KAFKA_STORAGE_ERROR, f"{self.data_dir} is in use by another process"
             ) from None
         super().__init__("", {})
+        self._journal: TopicJournal | None = None
         try:
             self._load()
         except BaseException:
             self._close_logs()
+            if self._journal is not None:
+                self._journal.close()
             os.close(self._lock_fd)
             raise
 
     def _load(self) -> None:
-        metadata_path = self.data_dir / METADATA_FILE
-        if metadata_path.exists():
-            self._cluster_id, self._topics = decode_metadata(metadata_path.read_bytes())
-        else:
-            self._cluster_id = new_cluster_id()
-            self._persist()
+        self._journal, self._topics = TopicJournal.open(self.data_dir, new_cluster_id())
+        self._cluster_id = self._journal.cluster_id
         marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
         self.was_clean_shutdown = marker.exists()
         self._remove_orphans()
@@ -347,8 +344,8 @@ class DiskStorage(TopicStore):
     def _open_log(self, meta: TopicMeta, partition: int) -> DiskPartitionLog:
         directory = self._partition_dir(meta.name, partition)
         directory.mkdir()
-        # Not synced here: the metadata write that follows (`_persist`) fsyncs the data directory, making
-        # every new partition directory durable with it (one fsync per topic, not one per partition).
+        # Not synced here: the metadata change that follows (`_persist`) fsyncs the data directory first,
+        # making every new partition directory durable with it (one fsync per topic, not one per partition).
         return DiskPartitionLog(directory, meta.config, clean=True)
 
     def _remove_partition_data(self, topic: str, partition: int) -> None:
@@ -361,8 +358,11 @@ class DiskStorage(TopicStore):
         shutil.rmtree(trash)
         sync_directory(self.data_dir)
 
-    def _persist(self) -> None:
-        write_atomically(self.data_dir / METADATA_FILE, encode_metadata(self._cluster_id, self._topics))
+    def _persist(self, name: str, meta: TopicMeta | None) -> None:
+        if meta is not None:
+            sync_directory(self.data_dir)  # the names of the partition directories `_open_log` made
+        assert self._journal is not None
+        self._journal.record(name, meta, self._topics)
 
     def log(self, topic: str, partition: int) -> DiskPartitionLog:
         return super().log(topic, partition)  # type: ignore[return-value]
@@ -391,6 +391,8 @@ class DiskStorage(TopicStore):
         else:
             for log in logs:
                 log.close()
+        if self._journal is not None:
+            self._journal.close()
         os.close(self._lock_fd)
         self._lock_fd = -1
 
