@@ -162,12 +162,17 @@ class _Generator:
     def _read(self, f: FieldDef, target: str, ind: str) -> list[str]:
         nullable = self.version in f.nullable
         flex = self.flexible
-        null_check = [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
+        null_check = (
+            [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
+        )
         if f.is_array:
             return self._read_array(f, target, ind, nullable)
         if f.type in p.FIXED_FORMATS:
             fmt = ">" + p.FIXED_FORMATS[f.type]
-            return [f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)", f"{ind}pos += {struct.calcsize(fmt)}"]
+            return [
+                f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)",
+                f"{ind}pos += {struct.calcsize(fmt)}",
+            ]
         if f.type in ("string", "bytes", "records"):
             reader = f"read_{'compact_' if flex else ''}{f.type}"
             return [f"{ind}{target}, pos = {reader}(buf, pos)", *null_check]
@@ -289,7 +294,9 @@ class VersionCodec:
             gen.decode_struct(struct_def)
             gen.encode_struct(struct_def)
         namespace: dict[str, Any] = {
-            name: getattr(p, name) for name in dir(p) if name.startswith(("read_", "write_", "check_", "skip_"))
+            name: getattr(p, name)
+            for name in dir(p)
+            if name.startswith(("read_", "write_", "check_", "skip_"))
         }
         namespace.update(
             {

@@ -58,7 +58,9 @@ def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
     return _CORRELATION.pack(correlation_id)
 
 
-def request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool) -> bytes:
+def request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool
+) -> bytes:
     parts = [_FIXED.pack(api_key, api_version, correlation_id)]
     if client_id is None:
         parts.append(b"\xff\xff")

@@ -292,7 +292,9 @@ class TopicStore:
         self._change_topic(name, altered, meta)
         config = TopicConfig.from_configs(merged)
         for partition in range(altered.partitions):
-            self._logs[(name, partition)].update_config(config)
+            log = self._logs.get((name, partition))
+            if log is not None:  # an unopened log reads its config when it opens
+                log.update_config(config)
         return altered
 
     def topics(self) -> list[TopicMeta]:
