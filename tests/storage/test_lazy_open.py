@@ -121,3 +121,27 @@ def test_unknown_partitions_are_refused_without_touching_the_disk(tmp_path: Path
         assert raised.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert not (data_dir / f"lazy-{PARTITIONS}").exists() and not (data_dir / "missing-0").exists()
     storage.close()
+
+
+def test_a_clean_stop_rewrites_only_the_partitions_that_changed(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    acked = crashed_data_dir(data_dir)
+    DiskStorage(data_dir).close()  # opened nothing: the marker lists every partition, still to recover
+    storage = DiskStorage(data_dir)
+    for partition in range(PARTITIONS):
+        storage.log("lazy", partition)  # recovered now
+    storage.close()
+    checkpoints = {p: data_dir / f"lazy-{p}" / "partition.checkpoint" for p in range(PARTITIONS)}
+    written = {p: path.stat().st_mtime_ns for p, path in checkpoints.items()}
+    storage = DiskStorage(data_dir)
+    for partition in range(PARTITIONS):
+        storage.log("lazy", partition)
+    acked[1].update(fill(storage.log("lazy", 1), 2, "more"))
+    storage.close()
+    assert [p for p in range(PARTITIONS) if checkpoints[p].stat().st_mtime_ns != written[p]] == [1]
+    storage = DiskStorage(data_dir)
+    assert storage.was_clean_shutdown
+    for partition in range(PARTITIONS):
+        log = storage.log("lazy", partition)
+        assert first_values(log) == acked[partition] and log.truncated_bytes_at_load == 0
+    storage.close()

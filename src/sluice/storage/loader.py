@@ -94,6 +94,8 @@ class LoadedPartition:
     not_durable: list[FileSegment] = field(default_factory=list)
     truncated_bytes: int = 0
     damaged: list[DamagedRange] = field(default_factory=list)
+    # After a clean stop, every segment and index passed its checks: the files are as that stop left them.
+    as_stopped: bool = False
 
 
 def _segment_bases(directory: Path) -> list[int]:
@@ -169,6 +171,7 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
     recorded = read_damage(directory)
     damaged: list[DamagedRange] = []
     truncated_bytes = 0
+    as_stopped = clean and bool(segments)
     for n, segment in enumerate(segments):
         is_last = n == len(segments) - 1
         expected_next = None if is_last else segments[n + 1].base_offset
@@ -200,6 +203,7 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
                 if damage not in known:
                     _log.error("%s; every intact batch around it is kept", damage.describe(segment.log_path))
         elif not trusted:
+            as_stopped = False
             known = set(segment.damaged)
             truncated, found = segment.recover(expected_next)
             truncated_bytes += truncated
@@ -222,16 +226,19 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
         for segment in segments:
             segment.delete()
         segments = []
+        as_stopped = False
     if not segments:
         segments = [FileSegment(directory, log_start, index_interval_bytes, create=True)]
     # Whole segments below the log start: a deletion that the crash interrupted.
     while len(segments) > 1 and segments[1].base_offset <= log_start:
         segments.pop(0).delete()
+        as_stopped = False
     log_start = max(log_start, segments[0].base_offset)
     kept = {segment.base_offset for segment in segments}
     damaged = [damage for damage in damaged if damage.segment in kept]
     if damaged != recorded:
         write_damage(directory, damaged)
+        as_stopped = False
 
     active = segments[-1]
     if clean:
@@ -241,4 +248,6 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
         # Recovered from the page cache, perhaps, but not known to be on disk until the first flush.
         not_durable = [s for s in segments[:-1] if s.base_offset >= checkpoint.recovery_point]
         recovery_point = min(checkpoint.recovery_point, active.base_offset)
-    return LoadedPartition(segments, log_start, recovery_point, not_durable, truncated_bytes, damaged)
+    return LoadedPartition(
+        segments, log_start, recovery_point, not_durable, truncated_bytes, damaged, as_stopped
+    )
