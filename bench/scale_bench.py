@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import BROKERS, Broker, SluiceBroker, free_port, wait_port
+from common import BROKERS, Broker, SluiceBroker, wait_port
 
 from sluice.client.wire import WireClient
 from sluice.protocol.records import Record, encode_batch
@@ -122,23 +122,12 @@ def read_back(client: WireClient, items: list[tuple[str, int]]) -> list[str]:
 
 class RestartableSluice(SluiceBroker):
     def __init__(self, data_root: str | None, data_dir: Path | None = None) -> None:
-        super().__init__(data_root)
+        super().__init__(data_root, keep_data=data_dir is not None)
+        # A data dir kept from an earlier run (--data-dir): the broker starts on it and keeps it.
         self.fixed_data_dir = data_dir
-
-    def start(self, timeout: float = 60.0) -> RestartableSluice:
-        if self.fixed_data_dir is None:
-            super().start(timeout)
-            return self
-        # A data dir kept from an earlier run (--data-dir): its broker starts on it and keeps it.
-        self.fixed_data_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir, self.keep_data = self.fixed_data_dir, True
-        self.restart_on(self.fixed_data_dir, free_port(self.host))
-        try:
-            self._wait_ready(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        if data_dir is not None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self.data_dir = data_dir
 
     def restart_on(self, data_dir: Path, port: int) -> None:
         """Start again on `data_dir` and `port` without waiting (the caller times the wait)."""
