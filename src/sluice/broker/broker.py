@@ -242,6 +242,7 @@ class Broker:
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"partitions must be at least 1, got {partitions}")
         merged = {**self.config.topic_defaults, **configs}
+        self._refuse_new_partitions_on_a_full_disk()
         meta = self.storage.create_topic(name, partitions, merged, internal=internal)
         self._open_partitions(meta)
         return meta
@@ -268,7 +269,15 @@ class Broker:
             self.unflushed.pop((name, index), None)
             self.deferred.pop((name, index), None)
 
+    def _refuse_new_partitions_on_a_full_disk(self) -> None:
+        if self.free_space is not None and self.free_space.still_full():
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"data dir {self.free_space.directory}: disk full (ENOSPC); no new partitions until space is freed",
+            )
+
     def create_partitions(self, name: str, total: int) -> TopicMeta:
+        self._refuse_new_partitions_on_a_full_disk()
         meta = self.storage.create_partitions(name, total)
         self._open_partitions(meta)
         return meta
