@@ -76,10 +76,14 @@ test-latest: tools java-clients | $(BIN)/python
 	.venv-latest/bin/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # Re-resolve every pin (newest versions the ranges in pyproject.toml admit) and rewrite both lock files.
+# `make lock UPGRADE=` keeps every pin that still fits and only resolves what is new (after adding a
+# dependency). It needs only uv (at its locked version), so it also works when the lock no longer matches.
 LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --no-header
-lock: $(VENV)/.installed-test
+UPGRADE ?= --upgrade
+lock: | $(BIN)/python
+	test -x $(BIN)/uv || $(BIN)/python -m pip install $(PIP_FLAGS) "$$(grep -E '^uv==' $(LOCK) | cut -d' ' -f1)"
 	$(BIN)/uv pip compile pyproject.toml requirements/build.in --extra test --extra pipeline --extra bench \
-	  $(LOCK_FLAGS) --upgrade -o $(LOCK)
+	  $(LOCK_FLAGS) $(UPGRADE) -o $(LOCK)
 	$(BIN)/uv pip compile pyproject.toml requirements/build.in --constraint $(LOCK) $(LOCK_FLAGS) -o $(RUNTIME_LOCK)
 	$(BIN)/python tools/check_lock.py
 

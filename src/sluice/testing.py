@@ -305,6 +305,41 @@ class RegistryProcess(_ChildProcess):
         return self.start()
 
 
+class SluiceCommand(_ChildProcess):
+    """Any long-running `sluice <command> args…` (`serve`, `broker` with its own flags…), ready once a line
+    starting with ``ready_prefix`` is printed. The caller picks every listener, so nothing takes a default
+    port (`sluice serve` would take 8081/8082/9644 otherwise); ``output`` holds every line printed."""
+
+    def __init__(self, *args: str, ready_prefix: str) -> None:
+        self.args = list(args)
+        self.ready_prefix = ready_prefix
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    def launch(self) -> SluiceCommand:
+        """Start without waiting (see `wait_ready`), so several can start side by side."""
+        self.output = []
+        self._launch([sys.executable, "-m", "sluice", *self.args], lambda line: line.startswith(self.ready_prefix))
+        return self
+
+    def wait_ready(self, timeout: float = 90.0) -> SluiceCommand:
+        """Until the ready line (RuntimeError with the output if the command exited instead)."""
+        self._await_ready(f"sluice {self.args[0]}", timeout)
+        return self
+
+    def start(self, timeout: float = 90.0) -> SluiceCommand:
+        return self.launch().wait_ready(timeout)
+
+    def __enter__(self) -> SluiceCommand:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            self.stop()
+        except subprocess.TimeoutExpired:
+            pass  # stop() killed it
+
+
 def create_topic(
     bootstrap: str,
     partitions: int = 1,

@@ -130,6 +130,10 @@ def test_long_poll_returns_as_soon_as_data_arrives(bootstrap: str, topic_name: s
         assert len(part.records) == 0 and part.high_watermark == 1
         assert time.monotonic() - start >= 0.5
         assert wire_fetch(client, topic_name, 5, max_wait_ms=0).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        # An error is an answer: a long poll does not wait to tell it.
+        start = time.monotonic()
+        assert wire_fetch(client, topic_name, 5, max_wait_ms=60_000).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert time.monotonic() - start < 30
 
 
 def test_acks_zero_records_become_visible_without_any_acknowledged_produce(bootstrap: str, topic_name: str) -> None:

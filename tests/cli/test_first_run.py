@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
+
+from sluice.testing import SluiceCommand, free_port
 
 PASSWORD = "first-admin-secret"
 
@@ -62,72 +63,39 @@ def test_users_create_names_a_data_dir_it_cannot_make(tmp_path: Path) -> None:
     assert refused.returncode == 1 and str(blocker / "data") in said and "Traceback" not in said
 
 
-def _start(*args: str) -> tuple[subprocess.Popen[str], list[str], threading.Event]:
-    """`sluice broker` with `args`; the returned event is set once the start-up lines are out (the line that
-    says the broker is ready, after the Kafka and admin listeners), or the process ended."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "sluice",
-            "broker",
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-            ":memory:",
-            *args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+def _broker(*args: str) -> SluiceCommand:
+    """`sluice broker` with `args`, ready once the line that says so is out (after the Kafka and admin
+    listeners' lines)."""
+    return SluiceCommand(
+        "broker",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        ":memory:",
+        *args,
+        ready_prefix="sluice broker ready",
     )
-    lines: list[str] = []
-    listening = threading.Event()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("sluice broker ready"):
-                listening.set()
-        listening.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    return proc, lines, listening
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
 
 
 def test_a_default_broker_serves_the_admin_api_on_9644() -> None:
-    proc, lines, listening = _start()
-    try:
-        assert listening.wait(60) and proc.poll() is None, "".join(lines)
-        assert "sluice admin listening on http://127.0.0.1:9644\n" in lines, "".join(lines)
+    with _broker() as served:
+        assert "sluice admin listening on http://127.0.0.1:9644\n" in served.output, "".join(served.output)
         with urllib.request.urlopen("http://127.0.0.1:9644/metrics", timeout=30) as response:
             assert response.status == 200 and b"sluice_" in response.read()
-    finally:
-        _stop(proc)
 
 
 @pytest.mark.parametrize("flag", ["--admin-listen", "--metrics-listen"])
 def test_admin_listen_takes_an_address_or_off(flag: str) -> None:
-    from sluice.testing import free_port
-
     port = free_port()
-    proc, lines, listening = _start(flag, f"127.0.0.1:{port}")
-    off, off_lines, off_listening = _start(flag, "off")
+    served, off = _broker(flag, f"127.0.0.1:{port}").launch(), _broker(flag, "off").launch()
     try:
-        assert listening.wait(60) and off_listening.wait(60), "".join(lines + off_lines)
-        assert f"sluice admin listening on http://127.0.0.1:{port}\n" in lines, "".join(lines)
-        assert off.poll() is None and not any("admin listening" in line for line in off_lines), off_lines
+        served.wait_ready(60)
+        off.wait_ready(60)
+        assert f"sluice admin listening on http://127.0.0.1:{port}\n" in served.output, "".join(served.output)
+        assert not any("admin listening" in line for line in off.output), off.output
     finally:
-        _stop(proc)
-        _stop(off)
+        for broker in (served, off):
+            try:
+                broker.stop()
+            except subprocess.TimeoutExpired:
+                pass  # stop() killed it

@@ -7,7 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from sluice.client.configs import describe_topic_configs
+from sluice.client.wire import WireClient
+from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS
 
 CLEANER_SETTINGS = """\
 log_cleaner_backoff_ms: 100
@@ -97,12 +101,12 @@ def read_all(bootstrap: str, topic: str, until: int | None = None, timeout: floa
 
 
 def cleaner_status(bootstrap: str, topic: str) -> tuple[float, int]:
-    """(dirty ratio, last cleaned ms) of partition 0 from the broker's read-only config entries."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource("topic", topic)
-    entries = admin.describe_configs([resource])[resource].result()
-    ratio = entries["sluice.cleaner.dirty.ratio"].value.split("=")[1]
-    cleaned = entries["sluice.cleaner.last.cleaned.ms"].value.split("=")[1]
+    """(dirty ratio, last cleaned ms) of partition 0 from the broker's read-only config entries, which it
+    lists only when a DescribeConfigs names them (confluent-kafka's describe_configs cannot)."""
+    with WireClient.connect(bootstrap) as client:
+        entries = describe_topic_configs(client, topic, [CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS])
+    ratio = (entries[CLEANER_DIRTY_RATIO] or "").split("=")[1]
+    cleaned = (entries[CLEANER_LAST_CLEANED_MS] or "").split("=")[1]
     return float(ratio), int(cleaned)
 
 

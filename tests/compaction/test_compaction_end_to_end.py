@@ -196,6 +196,13 @@ def test_topics_describe_shows_dirty_ratio_and_last_cleaning(
     partition = described["partitions"][0]
     assert 0.0 <= partition["dirty_ratio"] < 0.5
     assert partition["last_cleaned_ms"] > time.time() * 1000 - 120_000
+    # The status is listed only to a request that names it: a describe of every config (what confluent-kafka
+    # sends, and what clients compare with what they set) lists Kafka's topic configs alone.
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    every = admin.describe_configs([ConfigResource("topic", topic_name)])
+    names = set(next(iter(every.values())).result(30))
+    assert "cleanup.policy" in names and not {n for n in names if n.startswith("sluice.")}
+    assert not {n for n in described["configs"] if n.startswith("sluice.")}
     table = subprocess.run(
         [sys.executable, "-m", "sluice", "topics", "describe", topic_name, "-b", bootstrap],
         text=True,
@@ -205,7 +212,6 @@ def test_topics_describe_shows_dirty_ratio_and_last_cleaning(
     )
     assert "dirty ratio" in table.stdout and "last cleaned" in table.stdout
     # The status entries are the broker's, not settings: altering them is refused.
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(
         "topic",
         topic_name,

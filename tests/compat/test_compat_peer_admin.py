@@ -1,14 +1,23 @@
 """Broker-facing cases from peer suites that found differences from Kafka, redone here with their assertions:
 kafka-python's admin integration tests (list_config_resources, describe_configs of the broker, create_partitions
-with an explicit assignment) and Quix Streams' topic admin test (Kafka's text for an unknown topic config), plus
+with an explicit assignment), Quix Streams' topic admin test (Kafka's text for an unknown topic config),
+confluent-kafka-python's test_incremental_alter_configs (the non-default configs Kafka 4.1 lists), plus
 ListOffsets for a partition that does not exist (UNKNOWN_TOPIC_OR_PARTITION, the answer clients fail fast on)."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+from kafka.admin import ConfigResource as KpConfigResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient, NewPartitions
 from kafka.admin import NewTopic as KpNewTopic
 
 from sluice.client.wire import WireClient
@@ -40,7 +49,7 @@ def test_kafka_python_describe_configs_of_the_broker(kp_admin: KafkaAdminClient)
     advertised.listeners is a static (read-only) config of the node it asked."""
     broker_id = kp_admin._client.least_loaded_node()
     configs = kp_admin.describe_configs(
-        [ConfigResource(ConfigResourceType.BROKER, broker_id)], config_filter="all"
+        [KpConfigResource(ConfigResourceType.BROKER, broker_id)], config_filter="all"
     )
     assert len(configs) == 1 and len(configs["broker"]) == 1
     listeners = configs["broker"][str(broker_id)]["advertised.listeners"]
@@ -113,3 +122,58 @@ def test_delegation_tokens_answer_as_a_broker_without_token_auth(bootstrap: str)
             period = {"renew_period_ms": 1000} if api.startswith("Renew") else {"expiry_time_period_ms": 1000}
             answer = wire.call(api, 2, R(hmac=b"x", **period))
             assert answer.error_code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+
+
+def _non_default(admin: AdminClient, topic: str) -> list[str]:
+    """confluent-kafka's test helper: the topic's non-default entries as ConfigEntry prints them, sorted."""
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(10)
+    return sorted(str(entry) for entry in configs.values() if not entry.is_default)
+
+
+def test_confluent_incremental_alter_configs(ck_admin: AdminClient, topic_name: str) -> None:
+    """confluent-kafka-python's test_incremental_alter_configs: after APPEND/SUBTRACT/SET/DELETE, a describe of
+    every config lists exactly Kafka 4.1's non-default entries: KIP-966's cluster-level min.insync.replicas
+    among them, and none of sluice's own (the cleaner's status of the now compacted topic is listed only
+    when asked for by name)."""
+    first, second = f"{topic_name}-1", f"{topic_name}-2"
+    for name in (first, second):
+        ck_admin.create_topics([NewTopic(name, 2, 1, config={"compression.type": "gzip"})])[name].result(10)
+
+    def alter(topic: str, *entries: tuple[str, str | None, AlterConfigOpType]) -> None:
+        configs = [ConfigEntry(k, v, incremental_operation=op) for k, v, op in entries]
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=configs)
+        assert ck_admin.incremental_alter_configs([resource])[resource].result(10) is None
+
+    alter(
+        first,
+        ("cleanup.policy", "compact", AlterConfigOpType.APPEND),
+        ("retention.ms", "10000", AlterConfigOpType.SET),
+    )
+    alter(
+        second,
+        ("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT),
+        ("retention.ms", "5000", AlterConfigOpType.SET),
+    )
+    assert _non_default(ck_admin, first) == [
+        'cleanup.policy="delete,compact"',
+        'compression.type="gzip"',
+        'min.insync.replicas="1"',
+        'retention.ms="10000"',
+    ]
+    assert _non_default(ck_admin, second) == [
+        'cleanup.policy=""',
+        'compression.type="gzip"',
+        'min.insync.replicas="1"',
+        'retention.ms="5000"',
+    ]
+    alter(
+        second,
+        ("compression.type", None, AlterConfigOpType.DELETE),
+        ("retention.ms", "10000", AlterConfigOpType.SET),
+    )
+    assert _non_default(ck_admin, second) == [
+        'cleanup.policy=""',
+        'min.insync.replicas="1"',
+        'retention.ms="10000"',
+    ]

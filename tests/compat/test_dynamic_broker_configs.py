@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
@@ -83,7 +83,8 @@ def test_cluster_default_and_node_values_layer_and_take_effect(node: BrokerProce
     # confluent-kafka will not name the "" resource: the wire can.
     assert _incremental(node.bootstrap, "", (0, "log.retention.ms", "3600000")) == (0, None)
     code, defaults = _describe(node.bootstrap, "")
-    assert code == 0 and list(defaults) == ["log.retention.ms"]
+    # Beside KIP-966's cluster-level min.insync.replicas, there from the start (see below).
+    assert code == 0 and list(defaults) == ["log.retention.ms", "min.insync.replicas"]
     assert _synonyms(defaults["log.retention.ms"]) == [("log.retention.ms", "3600000", DYNAMIC_DEFAULT)]
     _, configs = _describe(node.bootstrap, "1", ["log.retention.ms"])
     assert configs["log.retention.ms"].config_source == DYNAMIC_DEFAULT
@@ -112,6 +113,39 @@ def test_cluster_default_and_node_values_layer_and_take_effect(node: BrokerProce
     assert _incremental(node.bootstrap, "1", (1, "log.retention.ms", None)) == (0, None)
     _, configs = _describe(node.bootstrap, "1", ["log.retention.ms"])
     assert configs["log.retention.ms"].value == "3600000"
+
+
+def test_kip_966_cluster_level_min_insync_replicas(node: BrokerProcess, topic_name: str) -> None:
+    """Kafka 4.1 runs with ELR: its controller writes a cluster-level min.insync.replicas (the config file's
+    value) when the cluster first starts, so every broker and topic reports it as a dynamic default (what
+    confluent-kafka's test_incremental_alter_configs expects among a topic's non-default configs); it may be
+    changed, but neither removed nor set per broker."""
+    mir = "min.insync.replicas"
+    _, defaults = _describe(node.bootstrap, "", [mir])
+    assert _synonyms(defaults[mir]) == [(mir, "1", DYNAMIC_DEFAULT)]
+    _, configs = _describe(node.bootstrap, "1", [mir])
+    assert configs[mir].config_source == DYNAMIC_DEFAULT
+    assert _synonyms(configs[mir]) == [(mir, "1", DYNAMIC_DEFAULT), (mir, "1", DEFAULT)]
+    # A new topic inherits it, as a default of the cluster, not as an override of its own.
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    resource = ConfigResource("topic", topic_name)
+    seen = admin.describe_configs([resource])[resource].result(10)[mir]
+    assert (seen.value, seen.source, seen.is_default) == ("1", DYNAMIC_DEFAULT, False)
+    assert _incremental(node.bootstrap, "", (1, mir, None)) == (
+        ErrorCode.INVALID_CONFIG,
+        "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.",
+    )
+    assert _incremental(node.bootstrap, "1", (0, mir, "2")) == (
+        ErrorCode.INVALID_CONFIG,
+        "Broker-level min.insync.replicas cannot be altered while ELR is enabled.",
+    )
+    assert _incremental(node.bootstrap, "", (0, mir, "2")) == (0, None)
+    try:
+        seen = admin.describe_configs([resource])[resource].result(10)[mir]
+        assert (seen.value, seen.source) == ("2", DYNAMIC_DEFAULT)
+    finally:
+        assert _incremental(node.bootstrap, "", (0, mir, "1")) == (0, None)
 
 
 def test_refusals_change_nothing(node: BrokerProcess) -> None:

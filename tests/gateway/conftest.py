@@ -138,3 +138,21 @@ def rest_proxy(broker: Any) -> Iterator[Any]:
 
     with rest_gateway(broker.bootstrap) as gateway:
         yield gateway
+
+
+@pytest.fixture(scope="module")
+def registry(broker: Any) -> Iterator[str]:
+    """A `sluice registry` process on the session broker, with its own schemas topic (one per module): its URL."""
+    from rest_helpers import registry_process
+
+    with registry_process(broker.bootstrap) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def rest_with_registry(broker: Any, registry: str) -> Iterator[Any]:
+    """A REST-only `sluice gateway` process whose schema formats go through `registry` (one per module)."""
+    from rest_helpers import rest_gateway
+
+    with rest_gateway(broker.bootstrap, "--schema-registry", registry) as gateway:
+        yield gateway

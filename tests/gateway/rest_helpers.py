@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import requests
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from sluice.testing import free_port
 
@@ -132,11 +133,44 @@ def records_until(
     return found
 
 
+def read_formatted(url: str, topic: str, fmt: str, count: int, offset: int = 0) -> list[dict[str, Any]]:
+    """The first `count` records of partition 0 of `topic` from `offset` on, through a consumer instance of the
+    embedded format `fmt` (deleted afterwards)."""
+    base = new_consumer(url, unique(f"{fmt}-reader"), format=fmt)
+    partition = {"topic": topic, "partition": 0}
+    for path, body in (
+        ("assignments", {"partitions": [partition]}),
+        ("positions", {"offsets": [{**partition, "offset": offset}]}),
+    ):
+        reply = requests.post(f"{base}/{path}", json=body, headers={"Content-Type": V2}, timeout=30)
+        assert reply.status_code == 204, reply.text
+    try:
+        return records_until(base, count, fmt=f"application/vnd.kafka.{fmt}.v2+json")
+    finally:
+        requests.delete(base, timeout=30)
+
+
+def direct_messages(bootstrap: str, topic: str, count: int, partition: int = 0) -> list[Message]:
+    """The first `count` messages of a partition, read by a plain confluent-kafka consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("direct")})
+    found: list[Message] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        for _ in range(15):
+            found.extend(m for m in consumer.consume(count - len(found), timeout=2) if m.error() is None)
+            if len(found) >= count:
+                break
+    finally:
+        consumer.close()
+    return found
+
+
 @contextmanager
-def registry_process(bootstrap: str) -> Iterator[str]:
-    """`sluice registry` on its own `_schemas` topic and election group: its URL once it takes writes."""
-    port = free_port()
-    name = unique("_schemas-rest")
+def registry_process(bootstrap: str, port: int = 0, name: str = "") -> Iterator[str]:
+    """`sluice registry` on its own `_schemas` topic and election group (`name`, or a new one): its URL once it
+    takes writes. Started again with the same port and name, it is the same registry."""
+    port = port or free_port()
+    name = name or unique("_schemas-rest")
     proc = subprocess.Popen(
         [sys.executable, "-m", "sluice", "registry", "--bootstrap", bootstrap, "--listen", f"127.0.0.1:{port}",
          "--topic", name, "--group", f"{name}-group"],

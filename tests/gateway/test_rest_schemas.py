@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 import requests
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from rest_helpers import V2, RestGateway, create_topic, records_until, registry_process, rest_gateway, unique
+from rest_helpers import RestGateway, create_topic, direct_messages, read_formatted, unique
 
 from sluice.testing import BrokerProcess
 
@@ -30,15 +28,8 @@ KEY_SCHEMA = json.dumps({"type": "string"})
 
 
 @pytest.fixture(scope="module")
-def registry(broker: BrokerProcess) -> Iterator[str]:
-    with registry_process(broker.bootstrap) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def rest(broker: BrokerProcess, registry: str) -> Iterator[RestGateway]:
-    with rest_gateway(broker.bootstrap, "--schema-registry", registry) as gateway:
-        yield gateway
+def rest(rest_with_registry: RestGateway) -> RestGateway:
+    return rest_with_registry
 
 
 def _produce(rest: RestGateway, topic: str, body: dict) -> requests.Response:
@@ -47,16 +38,7 @@ def _produce(rest: RestGateway, topic: str, body: dict) -> requests.Response:
 
 def _read_values(rest: RestGateway, topic: str, fmt: str, count: int) -> list[tuple[object, object]]:
     """(key, value) of the first `count` records of `topic`, through a consumer instance of format `fmt`."""
-    base = requests.post(
-        f"{rest.url}/consumers/{unique(fmt + '-group')}",
-        json={"format": fmt, "auto.offset.reset": "earliest"},
-        headers={"Content-Type": V2},
-        timeout=30,
-    ).json()["base_uri"]
-    requests.post(f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30)
-    records = records_until(base, count, fmt=f"application/vnd.kafka.{fmt}.v2+json")
-    requests.delete(base, timeout=30)
-    return [(r["key"], r["value"]) for r in records]
+    return [(r["key"], r["value"]) for r in read_formatted(rest.url, topic, fmt, count)]
 
 
 def test_avro_produce_registers_and_consumers_decode(
@@ -94,14 +76,7 @@ def test_avro_produce_registers_and_consumers_decode(
 
     # Any Confluent client reads what the REST Proxy wrote.
     deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry}))
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("direct")})
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        messages = []
-        while len(messages) < 2:
-            messages.extend(m for m in consumer.consume(2, timeout=10) if m.error() is None)
-    finally:
-        consumer.close()
+    messages = direct_messages(broker.bootstrap, topic, 2)
     context = SerializationContext(topic, MessageField.VALUE)
     assert [deserializer(m.value(), context) for m in messages] == [
         {"id": 1, "note": "x"},
@@ -163,12 +138,7 @@ def test_protobuf_produce_and_consume(rest: RestGateway, registry: str, broker: 
     assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
     assert "records[1]" in bad.json()["message"]
     # Confluent's framing on the topic: magic byte 0, the schema id, message index [0], the message.
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("direct")})
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        (message,) = consumer.consume(1, timeout=15)
-    finally:
-        consumer.close()
+    (message,) = direct_messages(broker.bootstrap, topic, 1)
     assert message.value()[:6] == b"\x00" + schema_id.to_bytes(4, "big") + b"\x00"
     assert _read_values(rest, topic, "protobuf", 1) == [(None, {"id": 5, "note": "n", "tags": ["a", "b"]})]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import json
 import socket
 import time
 
@@ -16,6 +17,7 @@ from rest_helpers import (
     V2,
     RestGateway,
     create_topic,
+    direct_messages,
     new_consumer,
     produce_json,
     records_until,
@@ -98,6 +100,38 @@ def test_produce_binary_and_json_lands_in_kafka(rest: RestGateway, topic: str, b
         (None, b'{"a":[1,null]}'),
         (b'"k2"', None),
     ]
+
+
+def test_bodies_are_read_as_json_reads_them(rest: RestGateway, broker: BrokerProcess) -> None:
+    """The json format keeps an integer beyond 64 bits exact; a binary body that orjson (its fast path) refuses,
+    here UTF-16, is read by json; a partition beyond any int32 is refused by name; a malformed body is 422."""
+    name = unique("rest-json-wide")
+    create_topic(rest.url, name)
+    wide = b'{"records":[{"value":{"n":123456789012345678901234567890}}]}'
+    binary = json.dumps({"records": [{"value": base64.b64encode(b"wide").decode()}]})
+    for body, content_type in (
+        (wide, JSON),
+        (wide.decode().encode("utf-16"), JSON),
+        (binary.encode("utf-16"), BINARY),
+    ):
+        reply = requests.post(
+            f"{rest.url}/topics/{name}", data=body, headers={"Content-Type": content_type}, timeout=30
+        )
+        assert reply.status_code == 200, reply.text
+    assert [m.value() for m in direct_messages(broker.bootstrap, name, 3)] == [
+        b'{"n":123456789012345678901234567890}',
+        b'{"n":123456789012345678901234567890}',
+        b"wide",
+    ]
+    huge = '{"records":[{"value":"AA==","partition":123456789012345678901234567890}]}'
+    refused = requests.post(
+        f"{rest.url}/topics/{name}", data=huge, headers={"Content-Type": BINARY}, timeout=30
+    )
+    assert refused.status_code == 422 and "records[0].partition" in refused.json()["message"]
+    malformed = requests.post(
+        f"{rest.url}/topics/{name}", data=b'{"records":[', headers={"Content-Type": JSON}, timeout=30
+    )
+    assert malformed.status_code == 422 and malformed.json()["error_code"] == 422
 
 
 @pytest.mark.parametrize(
@@ -301,6 +335,40 @@ def test_assignments_positions_and_max_bytes(rest: RestGateway, topic: str) -> N
         == 409
     )
     assert requests.delete(base, timeout=30).status_code == 204
+
+
+def test_binary_records_carry_keys_nulls_and_partitions_as_produced(rest: RestGateway, topic: str) -> None:
+    """Every combination of a null, empty or present key and value, on both partitions, read back in the binary
+    format as they were sent."""
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    sent = [
+        {"key": b64(b"k0"), "value": b64(b"\x00\xffv0"), "partition": 0},
+        {"key": None, "value": b64(b"v1"), "partition": 1},
+        {"key": b64(b"k2"), "value": None, "partition": 0},
+        {"key": None, "value": None, "partition": 1},
+        {"key": b64(b""), "value": b64(b"%d"), "partition": 0},
+    ]
+    reply = requests.post(
+        f"{rest.url}/topics/{topic}", json={"records": sent}, headers={"Content-Type": BINARY}, timeout=30
+    )
+    assert reply.status_code == 200, reply.text
+    offsets = [(o["partition"], o["offset"]) for o in reply.json()["offsets"]]
+    assert offsets == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2)]
+    base = new_consumer(rest.url, unique("rest-nulls"), format="binary", **{"auto.offset.reset": "earliest"})
+    subscribe = requests.post(
+        f"{base}/subscription", json={"topics": [topic]}, headers={"Content-Type": V2}, timeout=30
+    )
+    assert subscribe.status_code == 204
+    got = records_until(base, len(sent), fmt=BINARY)
+    by_position = {(r["partition"], r["offset"]): r for r in got}
+    assert len(got) == len(sent) and set(by_position) == set(offsets)
+    for record, position in zip(sent, offsets, strict=True):
+        answer = by_position[position]
+        assert answer["topic"] == topic
+        assert (answer["key"], answer["value"]) == (record["key"], record["value"]), answer
 
 
 def test_consumer_bodies_are_validated(rest: RestGateway) -> None:

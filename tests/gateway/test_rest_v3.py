@@ -131,6 +131,7 @@ def test_records_single(v3: str, rest: RestGateway, broker: BrokerProcess) -> No
     for body, status in [
         ({"value": {"type": "BINARY", "data": "!!"}}, 400),
         ({"value": {"type": "AVRO", "data": {}}}, 400),
+        ({"value": {"schema_id": 1, "data": {}}}, 400),  # no schema registry behind this gateway
         ({"partition_id": 9, "value": {"data": 1}}, 404),
     ]:
         failed = requests.post(f"{v3}/topics/{topic}/records", json=body, timeout=30)

@@ -63,6 +63,9 @@ TICK_RETRY_WHILE_REFUSING_MS = 500
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
 # raises KafkaError (PRODUCER_FENCED, INVALID_TXN_STATE...) when the partition is not in its transaction.
 TxnVerifier = Callable[[int, int, str, int], None]
+# An answer to a parked request: its reply token, the response, and the partition whose appends so far must be
+# durable before it goes out (None: at once).
+ReadyReply = tuple[Hashable, Any, tuple[str, int] | None]
 
 
 class ProduceRules(NamedTuple):
@@ -117,7 +120,7 @@ class Broker:
         # Appends that must reach the disk with the next group commit, but that no answer waits for: they
         # ride along with the next flush (or the server's short timer) instead of paying one of their own.
         self.deferred: dict[tuple[str, int], PartitionState] = {}
-        self.ready_replies: list[tuple[Hashable, Any, bool]] = []
+        self.ready_replies: list[ReadyReply] = []
         # The shell registers this to wake long polls waiting on a partition.
         self.on_data: Callable[[tuple[str, int]], None] = lambda key: None
         self._next_producer_id = 0
@@ -175,8 +178,8 @@ class Broker:
         if self.transactions is not None:
             self.transactions.tick(now_ms)
 
-    def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
-        """Answers to parked requests that became ready: (reply token, response, needs durability)."""
+    def take_ready_replies(self) -> list[ReadyReply]:
+        """Answers to parked requests that became ready: (reply token, response, partition to be durable)."""
         ready, self.ready_replies = self.ready_replies, []
         return ready
 

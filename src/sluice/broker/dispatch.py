@@ -26,6 +26,7 @@ from sluice.broker.api import (
     RespondWhenData,
     RespondWhenDurable,
 )
+from sluice.broker.broker import ReadyReply
 from sluice.broker.handlers.metadata import api_versions_body
 from sluice.errors import ErrorCode, KafkaError, ProtocolError
 from sluice.protocol.headers import API_VERSIONS_KEY, parse_request_header, peek_request_header
@@ -186,14 +187,14 @@ class Dispatcher:
         elif isinstance(outcome, Parked):
             self.reply_finishers[ctx.reply_token] = finish
 
-    def take_ready_replies(self) -> list[tuple[Hashable, Any, bool]]:
-        """Answers to parked requests that became ready: (reply token, response, needs durability)."""
+    def take_ready_replies(self) -> list[ReadyReply]:
+        """Answers to parked requests that became ready: (reply token, response, partition to be durable)."""
         ready = self.broker.take_ready_replies()
         finishers = self.reply_finishers
         if finishers:
             ready = [
-                (token, finish(response) if (finish := finishers.pop(token, None)) else response, durable)
-                for token, response, durable in ready
+                (token, finish(response) if (finish := finishers.pop(token, None)) else response, after)
+                for token, response, after in ready
             ]
         return ready
 

@@ -49,6 +49,11 @@ _SYNONYM_GROUPS = [
 ]
 BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {name: group for group in _SYNONYM_GROUPS for name in group}
 
+# KIP-966: Kafka 4.1 clusters run with Eligible Leader Replicas, and their controller keeps a cluster-level
+# min.insync.replicas (the config file's value, written when the cluster first starts): every topic and
+# broker reports it as a dynamic default, and it may be changed but neither removed nor set per broker.
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+
 
 def _set_max_connections(config: BrokerConfig, value: str | None, static: BrokerConfig) -> None:
     config.max_connections = int(value) if value is not None else static.max_connections
@@ -64,8 +69,12 @@ HONOURED: dict[str, Callable[[BrokerConfig, str | None, BrokerConfig], None]] = 
     "max.connections": _set_max_connections,
     "message.max.bytes": _set_message_max_bytes,
 }
+# One node holds every replica, so min.insync.replicas never refuses a write: it is reported, never copied
+# into new topics.
 _TOPIC_BY_BROKER_NAME = {
-    d.broker_synonym: name for name, d in TOPIC_CONFIGS.items() if d.broker_synonym in DYNAMIC_BROKER_CONFIGS
+    d.broker_synonym: name
+    for name, d in TOPIC_CONFIGS.items()
+    if d.broker_synonym in DYNAMIC_BROKER_CONFIGS and name != MIN_INSYNC_REPLICAS
 }
 
 
@@ -179,6 +188,18 @@ class DynamicBrokerConfigs:
         """Load the stored configs and make `config` (the running broker's) act on them."""
         store = cls.open(config.data_dir)
         store.static = copy.deepcopy(config)
+        if MIN_INSYNC_REPLICAS not in store.default:
+            # What Kafka's controller writes when a cluster with ELR first starts (or turns ELR on).
+            value = (
+                config.topic_defaults.get(MIN_INSYNC_REPLICAS) or TOPIC_CONFIGS[MIN_INSYNC_REPLICAS].default
+            )
+            with_elr = {**store.default, MIN_INSYNC_REPLICAS: str(value)}
+            try:
+                store.replace(False, with_elr)
+            except (
+                KafkaError
+            ):  # a full or read-only disk: in force all the same, written with the next change
+                store.default = with_elr
         apply(config, store, set(store.node) | set(store.default))
         return store
 
@@ -212,6 +233,16 @@ class DynamicBrokerConfigs:
 
     def value(self, name: str) -> str | None:
         return self.node.get(name, self.default.get(name))
+
+
+def elr_problem(per_broker: bool, named: Iterable[str], props: Mapping[str, str]) -> str | None:
+    """The controller's refusal (INVALID_CONFIG) of a change to the BROKER resource whose configs would
+    become `props`, asked with the config names `named`, while ELR is on; None when allowed."""
+    if per_broker and MIN_INSYNC_REPLICAS in named:
+        return f"Broker-level {MIN_INSYNC_REPLICAS} cannot be altered while ELR is enabled."
+    if not per_broker and MIN_INSYNC_REPLICAS not in props:
+        return f"Cluster-level {MIN_INSYNC_REPLICAS} cannot be removed while ELR is enabled."
+    return None
 
 
 def check_size(configs: Mapping[str, str]) -> None:

@@ -266,6 +266,10 @@ class FetchPlan:
             return list(self.session.topics.values())
         return self.session.to_read(now_ms)
 
+    @property
+    def incremental_session(self) -> bool:
+        return self.session is not None and self.incremental
+
     def idle(self, part: Any, high_watermark: int, last_stable_offset: int, log_start_offset: int) -> bool:
         """True for a session partition with nothing to read and nothing new to tell: it is left out
         unread, and is no longer dirty."""

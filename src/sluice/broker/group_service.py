@@ -2,8 +2,8 @@
 APIs reach it through sluice.broker.handlers.groups.
 
 Group metadata and committed offsets live in the internal `__consumer_offsets` topic, as in Kafka (an
-`InternalTopic`). The coordinator hands out records to persist; they are appended here, and every reply of
-the same outcome is released only after the group commit made them durable. At startup the topic is read
+`InternalTopic`). The coordinator hands out records to persist; they are appended here, and every reply is
+released only once the group commit made every group record appended so far durable. At startup the topic is read
 back into the coordinator. The topic is compacted by the log cleaner like any `cleanup.policy=compact`
 topic (offsets kept), which keeps that read short.
 """
@@ -39,6 +39,7 @@ class GroupService(InternalTopicService[GroupCoordinator]):
         # The parked calls still waiting for their answer: their call, request, and how to turn a coordinator
         # result into the Kafka response the request expects.
         self.pending: dict[Hashable, tuple[str, Any, Converter]] = {}
+        self.durable_key = (topic.name, 0)
 
     def call(self, method: str, request: Any, now_ms: int, token: Hashable, convert: Converter) -> None:
         self.pending[token] = (method, request, convert)
@@ -53,18 +54,21 @@ class GroupService(InternalTopicService[GroupCoordinator]):
         self.apply(outcome, now_ms)
 
     def apply(self, outcome: Outcome, now_ms: int) -> None:
-        durable = bool(outcome.records)
-        if durable:
+        if outcome.records:
             try:
                 self.persist([(r.key, r.value) for r in outcome.records], now_ms)
             except (KafkaError, DiskFull, OSError) as exc:
                 # The machine has changed but the log has not: drop the state, read it back later.
                 self.unload(str(exc))
                 return
+        # Every answer waits until the group records appended so far are durable, these and earlier ones, as
+        # Kafka's coordinator holds a write operation's answer: a follower's SyncGroup that comes after its
+        # leader's is answered with the assignment the leader's call appended, so it goes out with the
+        # leader's answer, never before (with nothing unflushed it goes at once).
         for token, result in outcome.replies:
             waiting = self.pending.pop(token, None)
             if waiting is not None:
-                self.broker.ready_replies.append((token, waiting[2](result), durable))
+                self.broker.ready_replies.append((token, waiting[2](result), self.durable_key))
 
     def unloaded(self) -> None:
         """Every parked call hears NOT_COORDINATOR; the state goes until the topic is replayed again."""
@@ -75,7 +79,7 @@ class GroupService(InternalTopicService[GroupCoordinator]):
     def _refuse(self, token: Hashable) -> None:
         method, request, convert = self.pending.pop(token)
         result = refused_result(method, request, ErrorCode.NOT_COORDINATOR)
-        self.broker.ready_replies.append((token, convert(result), False))
+        self.broker.ready_replies.append((token, convert(result), None))
 
     def _require_loaded(self, now_ms: int) -> None:
         if not self.ensure_loaded(now_ms):

@@ -19,6 +19,7 @@ from sluice.cli.common import (
     fail,
     metadata_serving,
     new_client,
+    parse_settings,
     serving,
 )
 
@@ -106,8 +107,13 @@ def topics_describe(
     described = admin.describe_configs([resource])[resource]
     configs = {k: v.value for k, v in serving(admin, described.result, 20).items()}
     # A sluice broker reports compaction per partition in read-only entries; other brokers do not.
-    dirty = _per_partition(configs.pop(CLEANER_DIRTY_RATIO, None))
-    cleaned = _per_partition(configs.pop(CLEANER_LAST_CLEANED_MS, None))
+    status = (
+        _cleaner_status(bootstrap, setting, name)
+        if "compact" in (configs.get("cleanup.policy") or "")
+        else {}
+    )
+    dirty = _per_partition(status.get(CLEANER_DIRTY_RATIO))
+    cleaned = _per_partition(status.get(CLEANER_LAST_CLEANED_MS))
     compaction = bool(dirty or cleaned)
     for p in partitions:
         if compaction:
@@ -135,6 +141,23 @@ def topics_describe(
     console.print(table)
     for key, value in sorted(configs.items()):
         console.print(f"{key}={value}")
+
+
+def _cleaner_status(bootstrap: str, setting: list[str] | None, topic: str) -> dict[str, str | None]:
+    """A sluice broker's read-only compaction entries of `topic`. It lists them only to a DescribeConfigs
+    that names them, which confluent-kafka cannot send, so the wire client asks. {} when the broker has
+    none (not sluice) or the wire client cannot connect with these settings (OAUTHBEARER, GSSAPI)."""
+    from sluice.client.configs import describe_topic_configs
+    from sluice.client.secure import SecureConnectError, connect_secure
+    from sluice.errors import KafkaError, ProtocolError
+    from sluice.storage.config import CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS
+
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    try:
+        with connect_secure(host.strip("[]"), int(port), parse_settings(setting), 10.0) as client:
+            return describe_topic_configs(client, topic, [CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS])
+    except (OSError, ValueError, SecureConnectError, KafkaError, ProtocolError):
+        return {}
 
 
 def _per_partition(value: str | None) -> dict[int, str]:

@@ -75,6 +75,11 @@ def _fixed_retry_backoff(seconds: float, where: str) -> dict[str, int]:
     return {"retry.backoff.ms": backoff_ms, "retry.backoff.max.ms": backoff_ms}
 
 
+# With librdkafka's default (1 s) a consumer whose local queue fills up (queued.min.messages) stops fetching
+# for a whole second: fast readers then stall once they have drained it, not just until there is room again.
+FETCH_QUEUE_BACKOFF_MS = 10
+
+
 @dataclass
 class ProducerSettings:
     partitioner: str = "hash"
@@ -149,9 +154,7 @@ class ConsumerSettings:
             "fetch.wait.max.ms": _check_range(
                 _milliseconds(self.fetch_max_wait), _FETCH_WAIT_MS_RANGE, f"{where}.fetch_max_wait"
             ),
-            # With librdkafka's default (1 s) a consumer whose local queue fills up stops fetching for a
-            # whole second: fast streams then stall until it has drained, not until there is room again.
-            "fetch.queue.backoff.ms": 10,
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
         }
         if self.fetch_max_bytes is not None:
             properties["max.partition.fetch.bytes"] = _check_range(

@@ -8,6 +8,7 @@ version's codec shares them, so handlers see the same attributes whatever versio
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -23,11 +24,14 @@ class Message:
 
     __slots__ = ()
     _fields: tuple[str, ...] = ()
+    # Every field's value in one C call: encoders compare tagged struct fields with their default for each
+    # element of large arrays (every partition of a fetch), so equality must be cheap.
+    _values: Callable[[Any], Any] = staticmethod(lambda message: ())
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, name) == getattr(other, name) for name in self._fields)
+        return self is other or self._values(self) == self._values(other)
 
     def __repr__(self) -> str:
         body = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
@@ -54,6 +58,14 @@ def _natural_default(f: FieldDef) -> str:
     }.get(f.type, "0")
 
 
+def _default_to_compare(f: FieldDef) -> str:
+    """Like `_natural_default`, but a struct's default is one shared instance (`_DEFAULT_<name>` in the
+    codec's namespace), only ever compared with, so encoding allocates nothing for an absent tagged field."""
+    if f.default is MISSING and not f.is_array and f.type not in PRIMITIVE_TYPES:
+        return f"_DEFAULT_{f.type}"
+    return _natural_default(f)
+
+
 def _walk_structs(struct: StructDef, seen: dict[str, StructDef]) -> dict[str, StructDef]:
     seen.setdefault(struct.name, struct)
     for f in struct.fields:
@@ -77,7 +89,12 @@ def build_classes(message: MessageDef) -> dict[str, type[Message]]:
             body.append("    pass")
         code: dict[str, Any] = {}
         exec("\n".join(body), namespace, code)
-        cls = type(name, (Message,), {"__slots__": attrs, "_fields": attrs, "__init__": code["__init__"]})
+        values = staticmethod(operator.attrgetter(*attrs)) if attrs else Message._values
+        cls = type(
+            name,
+            (Message,),
+            {"__slots__": attrs, "_fields": attrs, "_values": values, "__init__": code["__init__"]},
+        )
         classes[name] = cls
         namespace[f"_cls_{name}"] = cls
     root = classes[message.root.name]
@@ -234,7 +251,7 @@ class _Generator:
             else:
                 out.append("    tagged = []")
                 for f in tagged:
-                    out.append(f"    if o.{f.attr} != {_natural_default(f)}:")
+                    out.append(f"    if o.{f.attr} != {_default_to_compare(f)}:")
                     out.append("        sub = []")
                     out.extend(self._write(f, f"o.{f.attr}", "sub", "        "))
                     out.append(f"        tagged.append(({f.tag}, b''.join(sub)))")
@@ -309,6 +326,7 @@ class VersionCodec:
             }
         )
         namespace.update({f"_cls_{name}": cls for name, cls in classes.items()})
+        namespace.update({f"_DEFAULT_{name}": cls() for name, cls in classes.items()})
         namespace.update({name: struct.Struct(fmt) for fmt, name in gen.formats.items()})
         source = "\n".join(gen.lines)
         exec(compile(source, f"<sluice codec {message.name} v{version}>", "exec"), namespace)

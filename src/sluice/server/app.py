@@ -98,11 +98,14 @@ def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, Compact
     if broker.write_refusal(now_ms()):
         return found
     storage = broker.storage
+    configs: dict[str, TopicConfig | None] = {}  # parsed once per topic, not once per partition
     for topic, index in broker.partitions:
-        meta = storage.topic(topic)
-        if meta is None:
+        if topic not in configs:
+            meta = storage.topic(topic)
+            configs[topic] = meta.config if meta is not None else None
+        config = configs[topic]
+        if config is None:
             continue
-        config = meta.config
         if config.compacts and (log := storage.compactable_log(topic, index)) is not None:
             found.append((topic, index, config, log))
     return found

@@ -247,10 +247,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.muted or self.closed:
             return
         self.muted = True
-        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute)
+        until = time.monotonic() + throttle_ms / 1000
+        asyncio.get_running_loop().call_later(throttle_ms / 1000, self._unmute, until)
         self._update_reading()
 
-    def _unmute(self) -> None:
+    def _unmute(self, until: float) -> None:
+        # The loop's timers run on a clock it reads once per iteration (uvloop: libuv's cached time), so a
+        # timer can fire a little before its delay has passed in real time: the client is muted the whole
+        # throttle time it was told, not nearly.
+        left = until - time.monotonic()
+        if left > 0:
+            asyncio.get_running_loop().call_later(left, self._unmute, until)
+            return
         self.muted = False
         self._update_reading()
 

@@ -56,6 +56,23 @@ class GroupCommit:
         self.waiting.append((slot, response))
         self.kick()
 
+    def wait_for_partition(self, slot: ResponseSlot, response: Any, key: tuple[str, int]) -> None:
+        """Fill `slot` with `response` once everything appended to partition `key` so far is on disk: at once
+        when it already is, with the flush under way when that flush covers it, else with the next one.
+
+        A coordinator's answer that wrote nothing may still rest on a record an earlier call wrote (a
+        follower's SyncGroup reads the assignment its leader's SyncGroup just appended): it must not reach
+        its client before that record is durable, and need not wait for anything else."""
+        broker = self.broker
+        if key in broker.deferred:
+            broker.undefer_flushes()
+        if key in broker.unflushed:
+            self.wait(slot, response)
+        elif self.flushing is not None and any((s.topic, s.index) == key for s, _ in self.flushing[1]):
+            self.flushing[0].append((slot, response))
+        else:
+            slot.fill(response)
+
     def kick(self) -> None:
         """Start a flush if appends or responses wait for one and none is running.
 

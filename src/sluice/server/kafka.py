@@ -173,12 +173,12 @@ class KafkaServer:
     # ----- parked requests and timers (consumer groups) -----
 
     def deliver_ready_replies(self) -> None:
-        for token, response, durable in self.dispatcher.take_ready_replies():
+        for token, response, after in self.dispatcher.take_ready_replies():
             slot = token
             if not isinstance(slot, ResponseSlot) or slot.connection.closed:
                 continue
-            if durable:
-                self.group_commit.wait(slot, response)
+            if after is not None:
+                self.group_commit.wait_for_partition(slot, response, after)
             else:
                 slot.fill(response)
         self.schedule_tick()

@@ -125,6 +125,8 @@ class ProducerStateManager:
     # ----- stability -----
 
     def first_unstable_offset(self) -> int | None:
+        if not self.ongoing and not self.unreplicated:
+            return None  # the common case, asked for every partition of every fetch: no allocation
         firsts = list(self.ongoing.values())
         firsts += (t.first_offset for t in self.unreplicated)
         return min(firsts, default=None)

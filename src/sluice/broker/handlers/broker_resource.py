@@ -23,6 +23,7 @@ from sluice.broker.dynamic_configs import (
     base_name,
     check_broker_configs,
     check_size,
+    elr_problem,
     synonyms,
 )
 from sluice.errors import ErrorCode, KafkaError
@@ -249,6 +250,9 @@ def alter_broker(broker: Broker, resource: Any, incremental: bool, validate_only
         return value if value is not None else static.get(name, defaults.get(name))
 
     check_broker_configs(props, per_broker, in_force)
+    problem = elr_problem(per_broker, [c.name for c in resource.configs], props)
+    if problem:
+        raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
     if validate_only:
         return
     changed = set(current) | set(props)

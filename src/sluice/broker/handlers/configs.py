@@ -17,6 +17,7 @@ from sluice.broker.config_defs import (
     list_operation,
     topic_config_problem,
 )
+from sluice.broker.dynamic_configs import DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
 from sluice.broker.handlers.broker_resource import alter_broker, describe_broker, entry, node_id_problem
 from sluice.broker.handlers.group_resource import alter_group, describe_group
 from sluice.errors import ErrorCode, KafkaError
@@ -60,9 +61,13 @@ RESOURCE_TYPE_NAMES = {
 }
 
 
+CLEANER_STATUS = (CLEANER_DIRTY_RATIO, CLEANER_LAST_CLEANED_MS)
+
+
 def _cleaner_status(broker: Broker, meta: Any, now_ms: int) -> dict[str, str]:
     """Read-only, sluice-specific entries of a compacted topic: per partition, the dirty ratio the cleaner
-    goes by and when it last cleaned ("<partition>=<value>" joined by commas; -1 means never).
+    goes by and when it last cleaned ("<partition>=<value>" joined by commas; -1 means never). Listed only
+    to a DescribeConfigs that names them (sluice.client.configs).
     """
     config = meta.config
     if not config.compacts:
@@ -92,7 +97,13 @@ def _topic_synonyms(broker: Broker, name: str, override: str | None) -> list[tup
         if d is not None and d.default is not None:
             synonyms.append((name, d.default, DEFAULT_CONFIG))
         return synonyms
-    static = broker.config.topic_defaults.get(name)
+    # The broker tiers of the broker's name for it, as Kafka's ConfigHelper lists them: this node's dynamic
+    # value, the cluster default (KIP-966's min.insync.replicas is always one), then the config file.
+    store = broker.dynamic_configs
+    for tier, source in ((store.node, DYNAMIC_BROKER_CONFIG), (store.default, DYNAMIC_DEFAULT_BROKER_CONFIG)):
+        if d.broker_synonym in tier:
+            synonyms.append((d.broker_synonym, tier[d.broker_synonym], source))
+    static = store.static.topic_defaults.get(name)
     if static is not None:
         synonyms.append((d.broker_synonym, static, STATIC_BROKER_CONFIG))
     elif name in BROKER_DEFAULT_SYNONYMS:
@@ -210,10 +221,13 @@ def _describe_one(broker: Broker, resource: Any, request: Any, now_ms: int) -> A
         return result
     # Kafka's ConfigHelper treats an empty key list as null: every config (kafka-python sends []).
     describe(broker, R, result, request, resource.configuration_keys or None)
-    if resource.resource_type == TOPIC and not result.error_code:
+    named = resource.configuration_keys or ()
+    if resource.resource_type == TOPIC and not result.error_code and any(k in CLEANER_STATUS for k in named):
+        # Only when named: a describe of every config lists what Kafka would, since clients compare the
+        # whole list with what they set (confluent-kafka's test_incremental_alter_configs does).
         meta = broker.storage.topic(resource.resource_name)
         for name, value in _cleaner_status(broker, meta, now_ms).items():
-            if resource.configuration_keys and name not in resource.configuration_keys:
+            if name not in named:
                 continue
             result.configs.append(entry(R, name, value, UNKNOWN_SOURCE, STRING, None, [], True, request))
     return result

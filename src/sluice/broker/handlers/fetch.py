@@ -50,6 +50,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
     total = 0
     by_id = ctx.api_version >= 13
     committed = request.isolation_level == READ_COMMITTED
+    incremental = plan.incremental_session  # only then may partitions be left out
     topics = []
     for topic in plan.topics(ctx.now_ms):
         if by_id:
@@ -61,18 +62,25 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
         partitions = []
         for part in topic.partitions:
             state = broker.partitions.get((name, part.partition)) if name is not None else None
-            if state is not None and plan.idle(
-                part, state.high_watermark, state.last_stable_offset, state.log.log_start_offset
-            ):
-                continue  # an incremental fetch leaves it out without reading it
-            out = FetchResponse.PartitionData(partition_index=part.partition, records=b"")
-            partitions.append(out)
             if state is None:
-                out.error_code, out.high_watermark = unknown, -1
+                partitions.append(
+                    FetchResponse.PartitionData(
+                        partition_index=part.partition, records=b"", error_code=unknown, high_watermark=-1
+                    )
+                )
                 continue
-            out.high_watermark = state.high_watermark
-            out.last_stable_offset = state.last_stable_offset
-            out.log_start_offset = state.log.log_start_offset
+            high_watermark, stable = state.high_watermark, state.last_stable_offset
+            log_start = state.log.log_start_offset
+            if incremental and plan.idle(part, high_watermark, stable, log_start):
+                continue  # an incremental fetch leaves it out without reading it
+            out = FetchResponse.PartitionData(
+                partition_index=part.partition,
+                records=b"",
+                high_watermark=high_watermark,
+                last_stable_offset=stable,
+                log_start_offset=log_start,
+            )
+            partitions.append(out)
             limit = min(part.partition_max_bytes, budget - total)
             if limit <= 0 and total > 0:
                 continue
@@ -86,12 +94,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
                 continue
             out.records = data
             if committed:
-                aborted = broker.aborted_transactions(state, part.fetch_offset, data)
                 # Null when there is nothing to filter, as Kafka answers: clients then skip the bookkeeping.
-                out.aborted_transactions = [
-                    FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                    for a in aborted
-                ] or None
+                out.aborted_transactions = _aborted(broker, state, part.fetch_offset, data) if data else None
             total += len(data)
         topics.append(
             FetchResponse.FetchableTopicResponse(
@@ -113,26 +117,60 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     )
     if not isinstance(plan, FetchPlan):
         return Respond(FetchResponse(error_code=plan, session_id=0, responses=[]))
-    response, total = _fetch_once(broker, ctx, request, plan)
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
-    if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
-        return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
+    by_id = ctx.api_version >= 13
+    watch = None
+    if plan.session is None and wait_ms > 0:
+        # A sessionless fetch (librdkafka's, always) of partitions with nothing to say parks at once: its
+        # answer is built once, when data comes or the wait ends, not also now.
+        watch = _idle_watch(broker, request, by_id)
+    if watch is None:
+        response, total = _fetch_once(broker, ctx, request, plan)
+        if total >= max(request.min_bytes, 1) or wait_ms <= 0 or _has_error(response):
+            return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
         again, got = _fetch_once(broker, ctx, request, plan)
         done = final or got >= max(request.min_bytes, 1) or _has_error(again)
         return throttled(ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
 
-    by_id = ctx.api_version >= 13
     if plan.session is not None:
         watch = [wake_key(plan.session.id)]  # woken by new data in any of its partitions
-    else:
+    elif watch is None:
         watch = [
             (_name_of(broker, t.topic_id) if by_id else t.topic, p.partition)
             for t in request.topics
             for p in t.partitions
         ]
     return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
+
+
+def _idle_watch(broker: Broker, request: Any, by_id: bool) -> list[tuple[str, int]] | None:
+    """The partitions to watch when none of them has anything to answer now (no record a consumer may
+    read, no error); None as soon as one has."""
+    committed = request.isolation_level == READ_COMMITTED
+    partitions = broker.partitions
+    watch = []
+    for topic in request.topics:
+        name = _name_of(broker, topic.topic_id) if by_id else topic.topic
+        for part in topic.partitions:
+            state = partitions.get((name, part.partition))
+            if state is None or state.log.offline_reason:
+                return None
+            offset, high_watermark = part.fetch_offset, state.high_watermark
+            if offset < state.log.log_start_offset or offset > high_watermark:
+                return None  # out of range: answered with its error now
+            if offset < (state.last_stable_offset if committed else high_watermark):
+                return None  # something to read
+            watch.append((name, part.partition))
+    return watch
+
+
+def _aborted(broker: Broker, state: PartitionState, fetch_offset: int, data: bytes) -> list[Any] | None:
+    aborted = broker.aborted_transactions(state, fetch_offset, data)
+    return [
+        FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted
+    ] or None
 
 
 def _name_of(broker: Broker, topic_id: Any) -> str:

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from ..errors import GatewayError
 from . import v2_consumers, v2_metadata, v2_produce, v3_acls, v3_groups, v3_records, v3_topics
-from .context import CONTEXT, MAX_BODY_BYTES, RestContext
+from .context import CLUSTERS, CONTEXT, MAX_BODY_BYTES, RestContext
 from .errors import RestError, error_response, from_gateway_error
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,13 @@ async def confluent_errors(request: web.Request, handler: Handler) -> web.Stream
         return error_response(RestError(500, 50002, f"internal error: {type(exc).__name__}: {exc}"), v3)
 
 
-def create_rest_app(context: RestContext, max_body_bytes: int) -> web.Application:
+def create_rest_app(
+    context: RestContext, max_body_bytes: int, others: list[RestContext] | None = None
+) -> web.Application:
+    """The REST API of the default cluster's `context`; v3 also serves the `others` by their cluster ids."""
     app = web.Application(client_max_size=max_body_bytes, middlewares=[confluent_errors])
     app[CONTEXT] = context
+    app[CLUSTERS] = [context, *(others or [])]
     app[MAX_BODY_BYTES] = max_body_bytes
     routes: list[tuple[str, str, Handler]] = [
         # v2 metadata and produce

@@ -2,8 +2,9 @@
 
 v2 answers errors as ``{"error_code": <5-digit code>, "message": ...}`` where the code is the HTTP status
 times 100 plus a sub-code (40401 unknown topic, 40403 unknown consumer instance, ...); v3 answers
-``{"error_code": <HTTP status>, "message": ...}``. Every failure the handlers raise is a `RestError`;
-the middleware in `app.py` turns anything else into a 500 with a message, never a traceback.
+``{"error_code": <HTTP status>, "message": ...}``, except for the errors Confluent's v3 answers with its own
+five-digit code (`v3_code`: 422xx for schemas and records that cannot be serialized). Every failure the
+handlers raise is a `RestError`; the middleware in `app.py` turns anything else into a 500 with a message, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from ..errors import Failure, GatewayError
@@ -39,11 +41,16 @@ KAFKA_RETRIABLE_ERROR = 50003
 class RestError(Exception):
     """An answer other than 2xx: its HTTP status, Confluent error code and message."""
 
-    def __init__(self, status: int, code: int, message: str) -> None:
+    def __init__(self, status: int, code: int, message: str, v3_code: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.v3_code = v3_code
+
+    @property
+    def v3_error_code(self) -> int:
+        return self.v3_code or self.status
 
 
 def unprocessable(message: str, code: int = 422) -> RestError:
@@ -90,19 +97,33 @@ def json_response(body: Any, status: int = 200, content_type: str = V2_JSON) -> 
 
 
 def error_response(error: RestError, v3: bool) -> web.Response:
-    code = error.status if v3 else error.code
+    code = error.v3_error_code if v3 else error.code
     return json_response(
         {"error_code": code, "message": error.message}, error.status, V3_JSON if v3 else V2_JSON
     )
 
 
-async def read_json(request: web.Request, *, required: bool = True) -> Any:
-    """The request's JSON body; a missing or malformed one is 422 (v2) / 400-ish (v3) for the caller."""
+async def read_json(request: web.Request, *, required: bool = True, fast: bool = False) -> Any:
+    """The request's JSON body; a missing or malformed one is 422 (v2) / 400-ish (v3) for the caller. `fast`:
+    see `parse_json`."""
     raw = await request.read()
     if not raw:
         if required:
             raise unprocessable("request body is missing")
         return None
+    return parse_json(raw, fast=fast)
+
+
+def parse_json(raw: bytes, *, fast: bool = False) -> Any:
+    """A JSON body as Python's json module reads it. `fast` first tries orjson, at half the cost, for bodies
+    whose numbers are small integers where valid (the binary format's partitions): orjson reads an integer
+    beyond 64 bits as a float, and refuses some documents json accepts (NaN, lone surrogates, UTF-16), which
+    then go to json."""
+    if fast:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

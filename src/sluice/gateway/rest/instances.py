@@ -32,7 +32,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from ..config import ClusterConfig
+from ..config import FETCH_QUEUE_BACKOFF_MS, ClusterConfig
 from .errors import (
     CONSUMER_ALREADY_EXISTS,
     CONSUMER_INSTANCE_NOT_FOUND,
@@ -165,11 +165,13 @@ class ConsumerInstance:
         handed, self.buffer = self.buffer[:taken], self.buffer[taken:]
         return handed, self.generation
 
-    def confirm(self, handed: list[Message]) -> None:
-        """Store the offsets after `handed` (what a commit, or auto commit, then writes to Kafka)."""
-        last: dict[tuple[str, int], int] = {}
-        for message in handed:
-            last[(message.topic(), message.partition())] = message.offset()
+    def confirm(self, handed: list[Message], last: dict[tuple[str, int], int] | None = None) -> None:
+        """Store the offsets after `handed` (what a commit, or auto commit, then writes to Kafka); `last`, the
+        last offset of each partition in it, where the caller already knows them."""
+        if last is None:
+            last = {}
+            for message in handed:
+                last[(message.topic(), message.partition())] = message.offset()
         if last:
             with contextlib.suppress(KafkaException):  # a partition revoked meanwhile: not ours to store
                 self.consumer.store_offsets(
@@ -222,6 +224,9 @@ class ConsumerInstances:
         if len(self._instances) >= MAX_INSTANCES:
             raise RestError(429, 42901, f"this gateway already runs {MAX_INSTANCES} consumer instances")
         config = {
+            # As the gateway's other consumers (a caller reading a backlog of more than 100,000 records waited out
+            # most of librdkafka's default second at each refill); -X overrides it.
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             **self.cluster.client_config(),
             "group.id": group,
             "client.id": f"{self.client_id}-{name}"[:250],
@@ -388,9 +393,14 @@ class ConsumerInstances:
             return handed, generation
         return await self.run(instance, lambda: instance.take(timeout, max_bytes), "fetch records")
 
-    async def confirm(self, instance: ConsumerInstance, handed: list[Message]) -> None:
+    async def confirm(
+        self,
+        instance: ConsumerInstance,
+        handed: list[Message],
+        last: dict[tuple[str, int], int] | None = None,
+    ) -> None:
         if handed:  # storing offsets is local to librdkafka: it never blocks
-            await self.run(instance, lambda: instance.confirm(handed), "store offsets", blocking=False)
+            await self.run(instance, lambda: instance.confirm(handed, last), "store offsets", blocking=False)
 
     async def give_back(self, instance: ConsumerInstance, handed: list[Message], generation: int) -> None:
         if handed:

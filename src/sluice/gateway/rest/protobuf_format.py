@@ -1,20 +1,23 @@
 """The protobuf embedded format: JSON records to and from Confluent's protobuf framing.
 
-The message class comes from the registered .proto text, compiled by the registry's own schema code; a record
-is the first message of the schema (message index [0]), given and returned as protobuf's JSON mapping with the
-field names of the .proto file.
+The message class comes from the registered .proto text and the texts it imports (its references, fetched from
+the registry), compiled by the registry's own schema code; a record is the first message of the schema (message
+index [0]), given and returned as protobuf's JSON mapping with the field names of the .proto file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.protobuf import json_format
 
-from sluice.registry.formats import InvalidSchemaError, parse_schema, protobuf_message_class
+from sluice.registry.formats import parse_schema, protobuf_message_class
 
 MAGIC = b"\x00"
+# The imports of a .proto text; the well-known types (google/protobuf/...) come with protobuf itself.
+_IMPORT = re.compile(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', re.MULTILINE)
 # Confluent's message-index array for the first message: a count of zero, meaning [0].
 FIRST_MESSAGE = b"\x00"
 
@@ -49,10 +52,16 @@ def message_indexes(data: bytes, position: int) -> tuple[list[int], int]:
     return indexes, position
 
 
-class ProtobufCodec:
-    """Encoders and decoders for schemas fetched by id (`fetch(id)` -> .proto text, no references)."""
+def registered_imports(text: str) -> list[str]:
+    """The files a .proto text imports that must come from the registry (as references), in order."""
+    return [name for name in dict.fromkeys(_IMPORT.findall(text)) if not name.startswith("google/protobuf/")]
 
-    def __init__(self, fetch: Callable[[int], tuple[str, Sequence[Any]]]) -> None:
+
+class ProtobufCodec:
+    """Encoders and decoders for schemas fetched by id (`fetch(id)` -> .proto text and every text it imports,
+    by import name)."""
+
+    def __init__(self, fetch: Callable[[int], tuple[str, Mapping[str, str]]]) -> None:
         self._fetch = fetch
         self._schemas: dict[int, Any] = {}
 
@@ -60,9 +69,7 @@ class ProtobufCodec:
         parsed = self._schemas.get(schema_id)
         if parsed is None:
             text, references = self._fetch(schema_id)
-            if references:
-                raise InvalidSchemaError("protobuf schemas with references are not served by the REST API")
-            parsed = self._schemas[schema_id] = parse_schema("PROTOBUF", text)
+            parsed = self._schemas[schema_id] = parse_schema("PROTOBUF", text, references)
         return parsed
 
     def encoder(self, schema_id: int) -> Callable[[Any], bytes]:

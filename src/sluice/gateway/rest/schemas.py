@@ -3,7 +3,9 @@
 A v2 produce names its schemas as ``value_schema`` (text: registered under ``<topic>-value``, or found if it is
 already there) or ``value_schema_id`` (and the key equivalents); each record is then serialized into Confluent's
 framing (magic byte, schema id, payload): avro and jsonschema by confluent-kafka's serializers, protobuf by
-`protobuf_format.py`. Consumers of these formats get each record decoded with the schema its id names. Avro
+`protobuf_format.py`. A protobuf schema may import other registered schemas: given as text, each import names
+the subject holding it (the import path, as Confluent's serializers register them; its latest version), and
+a schema given by id brings its references along. Consumers of these formats get each record decoded with the schema its id names. Avro
 travels in Avro's JSON encoding both ways, protobuf in protobuf's JSON mapping.
 """
 
@@ -17,23 +19,24 @@ from collections.abc import Callable
 from typing import Any
 
 import fastavro
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from sluice.registry.formats import InvalidSchemaError
+from sluice.registry.formats.parsed import MAX_REFERENCES
 
 from .errors import KEY_SCHEMA_MISSING, RECORD_CONVERSION_FAILED, VALUE_SCHEMA_MISSING, RestError, kafka_error
-from .protobuf_format import ProtobufCodec
+from .protobuf_format import ProtobufCodec, registered_imports
 
 SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
 INVALID_SCHEMA = 42205
 Encoder = Callable[[Any], bytes | None]
 
 
-def _registry_error(exc: Exception, what: str) -> RestError:
+def registry_error(exc: Exception, what: str) -> RestError:
     if isinstance(exc, SchemaRegistryError):
         if 400 <= exc.http_status_code < 500:
             return RestError(422, INVALID_SCHEMA, f"{what}: {exc.error_message}")
@@ -44,7 +47,18 @@ def _registry_error(exc: Exception, what: str) -> RestError:
 class SchemaFormats:
     def __init__(self, url: str) -> None:
         self.url = url
-        self.client = SchemaRegistryClient({"url": url})
+        # A registry that is down fails a request within a second (the client's default retries take ~7 s), and
+        # a subject's latest version is asked again after a minute.
+        self.client = SchemaRegistryClient(
+            {
+                "url": url,
+                "max.retries": 1,
+                "retries.wait.ms": 100,
+                "retries.max.wait.ms": 500,
+                "timeout": 10,
+                "cache.latest.ttl.sec": 60,
+            }
+        )
         # The registry client's HTTP library logs every request at INFO: one line per produce is noise.
         logging.getLogger("httpx2").setLevel(logging.WARNING)
         logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -65,16 +79,58 @@ class SchemaFormats:
         if not isinstance(text, str):
             text = json.dumps(text)
         try:
-            return self.client.register_schema(f"{topic}-{field}", Schema(text, SCHEMA_TYPES[fmt]))
+            return self.client.register_schema(f"{topic}-{field}", self.schema_of(SCHEMA_TYPES[fmt], text))
+        except RestError:
+            raise
         except Exception as exc:
-            raise _registry_error(exc, f"{field}_schema") from None
+            raise registry_error(exc, f"{field}_schema") from None
 
-    def _schema_text(self, schema_id: int) -> tuple[str, list[Any]]:
+    def schema_of(self, schema_type: str, text: str) -> Schema:
+        """A schema to register: a protobuf one refers to the latest version of each subject it imports."""
+        references = []
+        if schema_type == "PROTOBUF":
+            for name in registered_imports(text):
+                try:
+                    version = self.client.get_latest_version(name).version
+                except SchemaRegistryError as exc:
+                    if exc.http_status_code == 404:
+                        raise RestError(
+                            422,
+                            INVALID_SCHEMA,
+                            f"the import {name!r} is not a subject of the schema registry",
+                        ) from None
+                    raise
+                references.append(SchemaReference(name, name, version))
+        return Schema(text, schema_type, references)
+
+    def _schema_text(self, schema_id: int) -> tuple[str, dict[str, str]]:
+        """A schema's text and, by import name, every text it refers to (at every level)."""
         schema = self.client.get_schema(schema_id)
-        return schema.schema_str or "", list(schema.references or [])
+        try:
+            return schema.schema_str or "", self.referenced_texts(schema.references or [])
+        except InvalidSchemaError as exc:
+            raise InvalidSchemaError(f"schema {schema_id}: {exc}") from None
 
-    def _encoder(self, fmt: str, topic: str, field: str, schema_id: int) -> Encoder:
-        cached = self._encoders.get((fmt, f"{topic}-{field}", schema_id))
+    def referenced_texts(self, references: list[Any]) -> dict[str, str]:
+        """By reference name, the text of every schema `references` lead to, at every level."""
+        texts: dict[str, str] = {}
+        pending = list(references)
+        while pending:
+            reference = pending.pop()
+            if reference.name in texts:
+                continue
+            if len(texts) >= MAX_REFERENCES:
+                raise InvalidSchemaError(f"more than {MAX_REFERENCES} references")
+            referenced = self.client.get_version(reference.subject, reference.version).schema
+            texts[reference.name] = referenced.schema_str or ""
+            pending.extend(referenced.references or [])
+        return texts
+
+    def encoder(self, fmt: str, topic: str, field: str, schema_id: int, subject: str = "") -> Encoder:
+        """Serializes a record's key or value (`field`) with schema `schema_id` of `subject` (by default
+        `<topic>-<field>`) into Confluent's framing."""
+        subject = subject or f"{topic}-{field}"
+        cached = self._encoders.get((fmt, subject, schema_id))
         if cached is not None:
             return cached
         if fmt == "protobuf":
@@ -83,14 +139,18 @@ class SchemaFormats:
             except InvalidSchemaError as exc:
                 raise RestError(422, INVALID_SCHEMA, f"{field}_schema_id {schema_id}: {exc}") from None
             except Exception as exc:
-                raise _registry_error(exc, f"{field}_schema_id {schema_id}") from None
-            self._encoders[(fmt, f"{topic}-{field}", schema_id)] = encode_protobuf
+                raise registry_error(exc, f"{field}_schema_id {schema_id}") from None
+            self._encoders[(fmt, subject, schema_id)] = encode_protobuf
             return encode_protobuf
         try:
             schema = self.client.get_schema(schema_id)
         except Exception as exc:
-            raise _registry_error(exc, f"{field}_schema_id {schema_id}") from None
-        conf = {"auto.register.schemas": False, "use.schema.id": schema_id}
+            raise registry_error(exc, f"{field}_schema_id {schema_id}") from None
+        conf = {
+            "auto.register.schemas": False,
+            "use.schema.id": schema_id,
+            "subject.name.strategy": lambda _context, _record_name: subject,
+        }
         serializer: Any
         if fmt == "avro":
             if isinstance(json.loads(schema.schema_str), str):
@@ -112,7 +172,7 @@ class SchemaFormats:
         def encode(value: Any) -> bytes | None:
             return serializer(value, context)
 
-        self._encoders[(fmt, f"{topic}-{field}", schema_id)] = encode
+        self._encoders[(fmt, subject, schema_id)] = encode
         return encode
 
     def _encode_all(
@@ -126,7 +186,7 @@ class SchemaFormats:
                 raise RestError(
                     422, missing, f"records have {field}s but the request names no {field} schema"
                 )
-            encoders[field] = self._encoder(fmt, topic, field, ids[field]) if ids[field] is not None else None
+            encoders[field] = self.encoder(fmt, topic, field, ids[field]) if ids[field] is not None else None
         encoded = []
         for index, record in enumerate(records):
             pair = []

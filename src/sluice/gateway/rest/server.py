@@ -56,8 +56,8 @@ class RestProxy:
         self.port: int | None = None
         self.instances: ConsumerInstances | None = None
         self._runner: web.AppRunner | None = None
-        self._context: RestContext | None = None
-        self._producer: ClusterClient | None = None
+        # The default cluster's context first, then the other clusters' (v3 only).
+        self._contexts: list[RestContext] = []
 
     @property
     def url(self) -> str:
@@ -66,17 +66,19 @@ class RestProxy:
         return f"{scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
-        cluster = self.config.cluster("")
-        self._producer = producer = ClusterClient(
-            rest_producer_cluster(cluster), self.service.metrics, deliveries_on_loop=True
-        )
-        self.instances = ConsumerInstances(cluster, cluster.client_id, self.instance_timeout_ms)
+        default = self.config.cluster("")
+        self.instances = ConsumerInstances(default, default.client_id, self.instance_timeout_ms)
         self.instances.start()
         schemas = SchemaFormats(self.schema_registry_url) if self.schema_registry_url else None
-        self._context = context = RestContext(
-            producer, RestAdmin(cluster, cluster.client_id), self.instances, schemas
-        )
-        app = create_rest_app(context, self.config.max_http_body_bytes)
+        others = [c for name, c in self.config.clusters.items() if name != self.config.default_cluster]
+        # Every cluster gets its own producer and admin client (v3); consumer instances (v2) are the default's.
+        for cluster in (default, *others):
+            producer = ClusterClient(
+                rest_producer_cluster(cluster), self.service.metrics, deliveries_on_loop=True
+            )
+            admin = RestAdmin(cluster, cluster.client_id)
+            self._contexts.append(RestContext(producer, admin, self.instances, schemas))
+        app = create_rest_app(self._contexts[0], self.config.max_http_body_bytes, self._contexts[1:])
         if self.config.client_auth is not None:
             app.middlewares.insert(0, http_middleware(self.config.client_auth))
         self._runner = web.AppRunner(app, access_log=None)
@@ -91,8 +93,9 @@ class RestProxy:
         """Serve the avro and jsonschema formats through the registry at `url` from now on (`sluice serve`
         starts its registry after the gateway)."""
         self.schema_registry_url = url
-        if self._context is not None:
-            self._context.schemas = SchemaFormats(url)
+        schemas = SchemaFormats(url)
+        for context in self._contexts:
+            context.use_schemas(schemas)
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -101,7 +104,7 @@ class RestProxy:
         if self.instances is not None:
             await self.instances.close()
             self.instances = None
-        if self._producer is not None:
-            await self._producer.close()
-            await asyncio.to_thread(self._producer.close_admin)
-            self._producer = None
+        contexts, self._contexts = self._contexts, []
+        for context in contexts:
+            await context.producer.close()
+            await asyncio.to_thread(context.producer.close_admin)

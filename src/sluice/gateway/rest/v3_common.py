@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .context import context_of
+from .context import CLUSTERS, REQUEST_CLUSTER
 from .errors import V3_JSON, RestError, json_response, read_json, require_object
 
 
@@ -44,12 +44,22 @@ def answer(body: dict[str, Any], status: int = 200) -> web.Response:
 
 
 async def cluster_id(request: web.Request) -> str:
-    """The path's cluster id, which must be this cluster's (404 otherwise)."""
+    """The path's cluster id, which must be one of the gateway's clusters' (404 otherwise); the request is
+    served by that cluster's context from now on (`context_of`)."""
     wanted = request.match_info["cluster"]
-    actual = await context_of(request).admin.cluster_id()
-    if wanted != actual:
-        raise RestError(404, 404, f"Cluster {wanted} cannot be found.")
-    return actual
+    unreachable: RestError | None = None
+    for context in request.app[CLUSTERS]:
+        try:
+            actual = await context.admin.cluster_id()
+        except RestError as error:  # a cluster that cannot be asked may be the one named
+            unreachable = unreachable or error
+            continue
+        if actual == wanted:
+            request[REQUEST_CLUSTER] = context
+            return actual
+    if unreachable is not None:
+        raise unreachable
+    raise RestError(404, 404, f"Cluster {wanted} cannot be found.")
 
 
 async def body_object(request: web.Request) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from ..service import failure_of
 from .context import MAX_BODY_BYTES, RestContext, context_of
 from .errors import V3_JSON, RestError, from_gateway_error
 from .v3_common import cluster_id
+from .v3_schema_data import needs_schema
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ def _data(document: Any, where: str) -> tuple[bytes | None, str, int]:
         raise RestError(
             400,
             400,
-            f"{where}.type {kind} needs a schema registry, which this gateway has none of (BINARY, JSON, STRING)",
+            f"{where}.type {kind} is not served: BINARY, JSON and STRING are, and AVRO, JSONSCHEMA and PROTOBUF "
+            "with a schema registry (--schema-registry)",
         )
     return raw, kind, len(raw)
 
@@ -90,7 +92,7 @@ def parse_record(document: Any) -> tuple[Record, dict[str, Any]]:
 
 
 def _failed(error: RestError) -> tuple[int, dict[str, Any]]:
-    return error.status, {"error_code": error.status, "message": error.message}
+    return error.status, {"error_code": error.v3_error_code, "message": error.message}
 
 
 def _settled(answer: tuple[int, dict[str, Any]]) -> asyncio.Future[tuple[int, dict[str, Any]]]:
@@ -107,7 +109,15 @@ async def start_record(
     if isinstance(document, RestError):
         return _settled(_failed(document))
     try:
+        schema_described: dict[str, Any] = {}
+        if needs_schema(document):
+            if context.schema_data is None:
+                raise RestError(
+                    400, 400, "a key or value names a schema, and this gateway has no schema registry"
+                )
+            document, schema_described = await context.schema_data.encode(topic, document)
         record, described = parse_record(document)
+        described.update(schema_described)
         if record[2] is not None:
             await context.admin.partition(topic, record[2])
         delivered = context.producer.enqueue_many(

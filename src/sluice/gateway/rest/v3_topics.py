@@ -3,29 +3,46 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from aiohttp import web
 
-from .admin import ConfigValue, Partition, Topic, parse_configs
-from .context import context_of
+from .admin import ConfigValue, Partition, RestAdmin, Topic, parse_configs
+from .context import CLUSTERS, context_of
 from .errors import RestError, bad_request
 from .v3_common import answer, body_object, cluster_id, listing, no_content, related, resource
+
+log = logging.getLogger(__name__)
 
 _TOPICS = "/v3/clusters/{cluster}/topics"
 
 
 async def list_clusters(request: web.Request) -> web.StreamResponse:
-    return listing(request, "KafkaClusterList", [await _cluster(request)])
+    """Every cluster the gateway fronts that answers (one that cannot be reached is left out, and logged;
+    with none reachable, the default one's failure is the answer)."""
+    clusters: dict[str, dict[str, Any]] = {}
+    failure: RestError | None = None
+    for context in request.app[CLUSTERS]:
+        try:
+            described = await _cluster(request, context.admin)
+        except RestError as error:
+            log.warning("REST: cluster %s cannot be described: %s", context.admin.cluster.name, error.message)
+            failure = failure or error
+            continue
+        clusters.setdefault(described["cluster_id"], described)
+    if not clusters and failure is not None:
+        raise failure
+    return listing(request, "KafkaClusterList", list(clusters.values()))
 
 
 async def get_cluster(request: web.Request) -> web.StreamResponse:
     await cluster_id(request)
-    return answer(await _cluster(request))
+    return answer(await _cluster(request, context_of(request).admin))
 
 
-async def _cluster(request: web.Request) -> dict[str, Any]:
-    found, controller, _ = await context_of(request).admin.describe_cluster()
+async def _cluster(request: web.Request, admin: RestAdmin) -> dict[str, Any]:
+    found, controller, _ = await admin.describe_cluster()
     base = f"clusters/{found}"
     return resource(
         request,
