@@ -168,3 +168,14 @@ def test_a_full_disk_refuses_a_creation_and_leaves_nothing_of_it(mount_tmpfs, tm
     storage.create_topic(f"full{refused}", 3, {})
     assert storage.log(f"full{refused}", 2).log_end_offset == 0
     storage.close()
+
+
+def test_a_journal_without_its_snapshot_stops_the_open(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    storage = DiskStorage(data_dir)
+    storage.create_topic("kept", 1, {})
+    storage.close()
+    (data_dir / SNAPSHOT_FILE).unlink()  # outside damage: the snapshot is always written first
+    with pytest.raises(MetadataDamaged, match="is missing"):
+        DiskStorage(data_dir)
+    assert (data_dir / JOURNAL_FILE).stat().st_size > 0  # nothing was thrown away

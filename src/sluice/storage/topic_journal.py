@@ -121,10 +121,12 @@ class TopicJournal:
         journal_path = data_dir / JOURNAL_FILE
         if snapshot.exists():
             cluster_id, topics = decode_metadata(snapshot.read_bytes())
+        elif journal_path.exists():
+            # The snapshot is durable before the journal is created, so only outside damage gets here.
+            raise MetadataDamaged(f"{journal_path} exists but {snapshot} is missing")
         else:
             cluster_id, topics = new_cluster_id, {}
             write_atomically(snapshot, encode_metadata(cluster_id, topics))
-            journal_path.unlink(missing_ok=True)  # changes to a snapshot that never became durable
         entries = 0
         if journal_path.exists():
             data = journal_path.read_bytes()
@@ -162,15 +164,13 @@ class TopicJournal:
         """Write the snapshot, then empty the journal. On a full disk the journal simply keeps growing."""
         try:
             write_atomically(self.data_dir / SNAPSHOT_FILE, encode_metadata(self.cluster_id, topics))
+            os.ftruncate(self._fd, 0)  # replaying the old entries over the new snapshot changes nothing
+            self._size = 0
+            self.entries = 0
+            os.fsync(self._fd)
         except OSError as error:
-            _log.warning(
-                "%s: metadata snapshot not written, the journal keeps the changes: %s", self.data_dir, error
-            )
-            return
-        os.ftruncate(self._fd, 0)
-        os.fsync(self._fd)
-        self._size = 0
-        self.entries = 0
+            # The change that led here is durable in the journal either way: report it made.
+            _log.warning("%s: metadata journal not compacted: %s", self.data_dir, error)
 
     def close(self) -> None:
         if self._fd >= 0:
