@@ -3,19 +3,24 @@ linger.ms=0, acks=1, 5 in flight), sluice (fsync on and off) and Tansu side by s
 
     .venv/bin/python bench/request_cost_bench.py                    # 100,000 requests, 3 rounds
     .venv/bin/python bench/request_cost_bench.py --count 20000 --rounds 1 --latency
+    .venv/bin/python bench/request_cost_bench.py --before-src /tmp/old/src     # before/after, alternated
 
 The driver is bench/c/one_per_request.c, compiled into build/ with Debian's librdkafka headers
 (`apt-get install librdkafka-dev`) and linked against the librdkafka bundled in the confluent-kafka wheel
 (Tansu refuses the ApiVersions request of Debian's older librdkafka 2.0). Broker CPU comes from /proc/<pid>/stat (and schedstat), measured
-around the send only. `--latency` adds broker_bench's acks=all end-to-end latency at 1,000 msg/s.
+around the send only. `--latency` adds broker_bench's acks=all end-to-end latency at 1,000 msg/s. `--before-src` also runs
+each sluice broker from another source tree (rows named `...@before`), in the same rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +97,38 @@ def run_latency(broker: Broker, rnd: int) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def source_tree(src: str | None) -> Iterator[None]:
+    """Brokers started in the block run sluice from `src` (None: this tree)."""
+    if src is None:
+        yield
+        return
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+@contextlib.contextmanager
+def running(label: str, before_src: str | None) -> Iterator[Broker]:
+    """The broker a row label names, started and stopped: `sluice-nosync@before` is sluice-nosync from the
+    --before-src tree."""
+    name, _, variant = label.partition("@")
+    broker = BROKERS[name]()
+    with source_tree(before_src if variant == "before" else None):
+        broker.start()
+    broker.name = label
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -103,19 +140,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", default="sluice,sluice-nosync,tansu")
     parser.add_argument("--latency", action="store_true", help="also acks=all latency at 1,000 msg/s")
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--before-src", help="also run each sluice broker from this source tree (PYTHONPATH)")
     args = parser.parse_args(argv)
     build_driver()
     names = args.brokers.split(",")
+    if args.before_src:
+        names = [
+            label for name in names for label in (name, f"{name}@before") if not label.startswith("tansu@")
+        ]
     results: list[dict[str, Any]] = []
     latencies: list[dict[str, Any]] = []
     for rnd in range(args.rounds):
         for name in names:
-            with BROKERS[name]() as broker:
+            with running(name, args.before_src) as broker:
                 result = run_requests(broker, args.count, args.in_flight, args.acks)
                 print(json.dumps(result), file=sys.stderr, flush=True)
                 results.append(result)
             if args.latency and name != "tansu":
-                with BROKERS[name]() as broker:
+                with running(name, args.before_src) as broker:
                     latency = run_latency(broker, rnd)
                     print(json.dumps(latency), file=sys.stderr, flush=True)
                     latencies.append(latency)
@@ -123,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{args.count:,} requests of one 100 B message, acks={args.acks}, {args.in_flight} in flight; "
         f"medians of {args.rounds} rounds"
     )
-    print(f"{'broker':<15}{'us CPU/request':>16}{'requests/s':>14}{'vs tansu':>10}")
+    print(f"{'broker':<22}{'us CPU/request':>16}{'requests/s':>14}{'vs tansu':>10}")
     per_broker = {
         name: (
             median(r["broker_us_per_request"] for r in results if r["broker"] == name),
@@ -134,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     tansu = per_broker.get("tansu", (None, None))[0]
     for name, (us, rate) in per_broker.items():
         ratio = f"{us / tansu:.2f}" if us and tansu else "-"
-        print(f"{name:<15}{us or 0:>16.1f}{rate or 0:>14,.0f}{ratio:>10}")
+        print(f"{name:<22}{us or 0:>16.1f}{rate or 0:>14,.0f}{ratio:>10}")
     for name in names:
         rows = [row for row in latencies if row["broker"] == name]
         if rows:

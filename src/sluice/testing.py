@@ -39,9 +39,7 @@ class _ChildProcess:
     def _launch(self, cmd: list[str], on_line: Callable[[str], bool]) -> None:
         """Start ``cmd`` without waiting for it (see `_await_ready`), so several can start side by side."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-        )
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self._ready = ready = threading.Event()
         self._announced = announced = []  # the readiness line came (rather than the end of the output)
 
@@ -90,25 +88,16 @@ class _ChildProcess:
                 raise
         return self.proc.returncode
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.kill()
 
 
 class BrokerProcess(_ChildProcess):
     """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
 
-    def __init__(
-        self,
-        data_dir: Path | str | None,
-        *,
-        port: int = 0,
-        config: Path | None = None,
-        extra_args: list[str] | None = None,
-        min_free_bytes: int | None = 0,
-        admin: bool = False,
-    ) -> None:
+    def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
+                 extra_args: list[str] | None = None, min_free_bytes: int | None = 0,
+                 admin: bool = False) -> None:
         # Test brokers do not refuse produce for lack of free disk unless a test asks (None: the default).
         self.min_free_bytes = min_free_bytes
         self.data_dir = data_dir
@@ -127,16 +116,8 @@ class BrokerProcess(_ChildProcess):
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> BrokerProcess:
-        cmd = [
-            sys.executable,
-            "-m",
-            "sluice",
-            "broker",
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--data-dir",
-            str(self.data_dir) if self.data_dir is not None else ":memory:",
-        ]
+        cmd = [sys.executable, "-m", "sluice", "broker", "--listen", f"127.0.0.1:{self.port}",
+               "--data-dir", str(self.data_dir) if self.data_dir is not None else ":memory:"]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
         if self.min_free_bytes is not None:
@@ -224,16 +205,8 @@ class RegistryProcess(_ChildProcess):
 
     def launch(self) -> RegistryProcess:
         """Start without waiting (see `wait_ready`): registries started side by side start sooner."""
-        cmd = [
-            sys.executable,
-            "-m",
-            "sluice",
-            "registry",
-            "--bootstrap",
-            self.bootstrap,
-            "--listen",
-            f"127.0.0.1:{self.port}",
-        ]
+        cmd = [sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
+               "--listen", f"127.0.0.1:{self.port}"]
         if self.topic is not None:
             cmd += ["--topic", self.topic]
         if self.group is not None:
@@ -274,17 +247,10 @@ class RegistryProcess(_ChildProcess):
         )  # fmt: skip
         try:
             with urllib.request.urlopen(request, timeout=timeout) as answer:
-                status, payload, content_type = (
-                    answer.status,
-                    answer.read(),
-                    answer.headers.get("Content-Type"),
-                )
+                status, payload, content_type = answer.status, answer.read(), answer.headers.get("Content-Type")
         except urllib.error.HTTPError as error:
             status, payload, content_type = error.code, error.read(), error.headers.get("Content-Type")
-        assert content_type is not None and content_type.startswith(REGISTRY_CONTENT_TYPE), (
-            content_type,
-            payload,
-        )
+        assert content_type is not None and content_type.startswith(REGISTRY_CONTENT_TYPE), (content_type, payload)
         try:
             return status, json.loads(payload)
         except ValueError:

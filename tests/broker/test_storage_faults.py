@@ -215,6 +215,10 @@ def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
             # coordinator to come back, as it does with Kafka.
             with WireClient.connect(bootstrap) as client:
                 assert wire_commit(client, 5, group="committer", topic="fill") == ErrorCode.NOT_COORDINATOR
+            # The log line is read from the broker's output by another thread: it may come after the answer.
+            deadline = time.monotonic() + 30
+            while "group offset_commit refused" not in "".join(proc.output) and time.monotonic() < deadline:
+                time.sleep(0.05)
             assert "group offset_commit refused" in "".join(proc.output)
         # Reads, metadata and DeleteRecords keep working.
         seen = consume_all(bootstrap, "fill")

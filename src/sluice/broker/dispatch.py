@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.api import (
     HANDLERS,
+    Handler,
     NoResponse,
     Outcome,
     Parked,
@@ -29,8 +30,10 @@ from sluice.broker.api import (
 from sluice.broker.broker import ReadyReply
 from sluice.broker.handlers.metadata import api_versions_body
 from sluice.errors import ErrorCode, KafkaError, ProtocolError
-from sluice.protocol.headers import API_VERSIONS_KEY, parse_request_header, peek_request_header
-from sluice.protocol.messages import APIS_BY_KEY, request_codecs
+from sluice.protocol.codec import VersionCodec
+from sluice.protocol.headers import API_VERSIONS_KEY, HEADER_FIXED, read_header_tail
+from sluice.protocol.messages import request_codec
+from sluice.protocol.primitives import DecodeError
 
 if TYPE_CHECKING:
     from sluice.broker.broker import Broker
@@ -83,6 +86,14 @@ class Dispatched:
     throttle_ms: int = 0  # request_percentage quota: stop reading from the client this long (KIP-219)
 
 
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How requests of one API version are served: found once, then reused for every such request."""
+
+    handle: Handler
+    codec: VersionCodec
+
+
 @dataclass(slots=True)
 class Close:
     """Close the connection without an answer (None: the origin already closed itself)."""
@@ -107,46 +118,51 @@ class Dispatcher:
         self.request_quota: RequestQuota | None = quotas
         # Parked requests whose response the authorizer completes when it comes, by reply token.
         self.reply_finishers: dict[Hashable, Finish] = {}
+        # (API key, version) -> Route, for the versions some handler serves.
+        self.routes: dict[tuple[int, int], Route] = {}
 
     # ----- the pipeline -----
 
     def dispatch(self, body: memoryview, origin: RequestOrigin, now_ms: int) -> Dispatched | Close:
         try:
-            header = peek_request_header(body)
-            if not origin.admits(header.api_key):
+            if len(body) < HEADER_FIXED.size:
+                raise DecodeError(f"request of {len(body)} bytes is shorter than a header")
+            api_key, api_version, correlation_id = HEADER_FIXED.unpack_from(body)
+            if not origin.admits(api_key):
                 return Close(None)
-            spec = HANDLERS.handlers.get(header.api_key)
-            if spec is None:
-                return Close(f"unknown API key {header.api_key}")
-            if header.api_version not in spec.versions:
-                if header.api_key == API_VERSIONS_KEY:
-                    # Kafka answers an ApiVersions it cannot parse in v0, so the client can pick a version.
-                    reply = origin.open_reply(header.api_key, 0, header.correlation_id)
-                    return Dispatched(reply, Respond(api_versions_body(ErrorCode.UNSUPPORTED_VERSION)))
-                return Close(f"unsupported version {header.api_version} of API {header.api_key}")
-            flexible = header.api_version in APIS_BY_KEY[header.api_key].request_def.flexible
-            header, pos = parse_request_header(body, flexible)
-            request, _ = request_codecs(header.api_key)[header.api_version].decode(body, pos)
+            route = self.routes.get((api_key, api_version))
+            if route is None:
+                refused = self._refuse(api_key, api_version, correlation_id, origin)
+                if refused is not None:
+                    return refused
+                route = self.routes[(api_key, api_version)] = Route(
+                    HANDLERS.handlers[api_key].handle, request_codec(api_key, api_version)
+                )
+            codec = route.codec
+            client_id, pos = read_header_tail(body, api_key, api_version, codec.flexible)
+            request, _ = codec.decode(body, pos)
         except ProtocolError as exc:
             return Close(f"malformed request: {exc}")
         ctx = RequestContext(
-            header.api_key,
-            header.api_version,
-            header.correlation_id,
-            header.client_id,
+            api_key,
+            api_version,
+            correlation_id,
+            client_id,
             origin.peer_host,
             now_ms,
-            listener=origin.listener,
-            session=origin.session,
-            quotas=self.quotas,
-            acl=self.acl,
+            None,
+            origin.listener,
+            origin.session,
+            self.quotas,
+            self.acl,
         )
         started = perf_counter()
         try:
-            reply = ctx.reply_token = origin.open_reply(
-                header.api_key, header.api_version, header.correlation_id
-            )
-            outcome = self.handle(ctx, request)
+            reply = ctx.reply_token = origin.open_reply(api_key, api_version, correlation_id)
+            if self.authorizer is None:
+                outcome = route.handle(self.broker, ctx, request)
+            else:
+                outcome = self.handle(ctx, request)
             throttle_ms = 0
             if self.request_quota is not None:
                 throttle_ms = self.request_quota.request_time_throttle(ctx, perf_counter() - started)
@@ -154,9 +170,24 @@ class Dispatcher:
             log.error("closing connection from %s: %s", origin.peer_host, exc.message)
             return Close(exc.message)
         except Exception:
-            log.exception("handler for API %d v%d failed", header.api_key, header.api_version)
+            log.exception("handler for API %d v%d failed", api_key, api_version)
             return Close("internal error")
         return Dispatched(reply, outcome, throttle_ms)
+
+    def _refuse(
+        self, api_key: int, api_version: int, correlation_id: int, origin: RequestOrigin
+    ) -> Dispatched | Close | None:
+        """The answer to a request no handler serves (an unknown API or version), else None."""
+        spec = HANDLERS.handlers.get(api_key)
+        if spec is None:
+            return Close(f"unknown API key {api_key}")
+        if api_version in spec.versions:
+            return None
+        if api_key == API_VERSIONS_KEY:
+            # Kafka answers an ApiVersions it cannot parse in v0, so the client can pick a version.
+            reply = origin.open_reply(api_key, 0, correlation_id)
+            return Dispatched(reply, Respond(api_versions_body(ErrorCode.UNSUPPORTED_VERSION)))
+        return Close(f"unsupported version {api_version} of API {api_key}")
 
     def handle(self, ctx: RequestContext, request: Any) -> Outcome:
         """A decoded request: authorize, run its handler, and complete what the authorizer took out."""

@@ -127,8 +127,7 @@ def archive(
         typer.Option("--value-format", help="avro|protobuf|json-schema: archive values as typed columns"),
     ] = None,
     key_format: Annotated[
-        str | None,
-        typer.Option("--key-format", help="avro|protobuf|json-schema: archive keys as typed columns"),
+        str | None, typer.Option("--key-format", help="avro|protobuf|json-schema: archive keys as typed columns")
     ] = None,
 ) -> None:
     """Stream topics into Parquet; restarts continue exactly where the checkpoint left off."""

@@ -231,13 +231,7 @@ async def _messages_context(request: web.Request, name: str) -> dict[str, Any]:
     decoded = None
     if console.schemas is not None and result.messages:
         decoded = await console.run(console.schemas.decode_messages, result.messages)
-    return {
-        "messages": result.messages,
-        "params": params,
-        "next_url": next_url,
-        "topic": name,
-        "decoded": decoded,
-    }
+    return {"messages": result.messages, "params": params, "next_url": next_url, "topic": name, "decoded": decoded}
 
 
 async def topic(request: web.Request) -> web.Response:

@@ -211,8 +211,7 @@ class ConsumerGroups:
     """All KIP-848 groups of the coordinator. The classic coordinator owns it and routes to it."""
 
     def __init__(
-        self,
-        config: ConsumerGroupConfig | None = None,
+        self, config: ConsumerGroupConfig | None = None,
         member_id_factory: Callable[[], str] = random_consumer_member_id,
     ) -> None:
         self.config = config or ConsumerGroupConfig()
@@ -248,9 +247,7 @@ class ConsumerGroups:
         group = self.groups.get(request.group_id)
         if group is None:
             if request.member_epoch != JOIN_EPOCH:
-                raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id!r} has no members"
-                )
+                raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id!r} has no members")
             group = ConsumerGroup(request.group_id)
         member, before_epoch, before_assigned = self._member_for(group, request, now_ms)
         self.groups[group.group_id] = group
@@ -298,9 +295,7 @@ class ConsumerGroups:
             if member is None:
                 raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in the group")
             if request.instance_id is not None and group.static_members.get(request.instance_id) != member_id:
-                raise HeartbeatError(
-                    ErrorCode.FENCED_INSTANCE_ID, f"instance {request.instance_id!r} is taken"
-                )
+                raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID, f"instance {request.instance_id!r} is taken")
             self._check_epoch(member, request)
             return member, member.member_epoch, member.assigned
         if not member_id:
@@ -443,9 +438,7 @@ class ConsumerGroups:
         group = self.groups.get(request.group_id)
         member = None if group is None else group.members.get(request.member_id)
         if group is None or member is None:
-            raise HeartbeatError(
-                ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in the group"
-            )
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id!r} is not in the group")
         if request.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # Keeps its partitions (nobody else gets them) until it comes back or its session ends.
             if member.member_epoch != STATIC_LEAVE_EPOCH:
@@ -455,9 +448,7 @@ class ConsumerGroups:
         else:
             self.remove_member(group, member)
         return ConsumerGroupHeartbeatResult(
-            ErrorCode.NONE,
-            member_id=request.member_id,
-            member_epoch=request.member_epoch,
+            ErrorCode.NONE, member_id=request.member_id, member_epoch=request.member_epoch,
             heartbeat_interval_ms=self.heartbeat_interval(group.group_id),
         )
 
@@ -505,9 +496,7 @@ class ConsumerGroups:
         # for partitions it holds, since nobody else can hold them; Kafka would say STALE_MEMBER_EPOCH.
         if request.generation_id == member.previous_member_epoch and request.generation_id > 0:
             owned = member.owns()
-            committed = {
-                (group.topic_id(t.name), p.partition_index) for t in request.topics for p in t.partitions
-            }
+            committed = {(group.topic_id(t.name), p.partition_index) for t in request.topics for p in t.partitions}
             if committed <= owned:
                 return ErrorCode.NONE
         return ErrorCode.STALE_MEMBER_EPOCH
@@ -581,3 +570,5 @@ def _validate(request: ConsumerGroupHeartbeat) -> None:
             ErrorCode.UNSUPPORTED_ASSIGNOR,
             f"assignor {request.server_assignor!r} is not one of {', '.join(ASSIGNORS)}",
         )
+
+

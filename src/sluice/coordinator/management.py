@@ -80,9 +80,7 @@ def load_settings(records: Iterable[tuple[bytes, bytes | None]]) -> dict[str, Gr
         try:
             raw = json.loads(value[_SHORT.size :])
             timeout = raw.get("session_timeout_ms")
-            out[group_id] = GroupSettings(
-                int(timeout) if timeout is not None else None, bool(raw.get("ephemeral"))
-            )
+            out[group_id] = GroupSettings(int(timeout) if timeout is not None else None, bool(raw.get("ephemeral")))
         except (ValueError, AttributeError, TypeError):
             continue
     return out
@@ -143,17 +141,10 @@ def split_fenced(
             allowed.append(OffsetCommitTopic(topic.name, keep))
         if drop:
             refused.append(
-                TopicResult(
-                    topic.name,
-                    [PartitionResult(p.partition_index, ErrorCode.REBALANCE_IN_PROGRESS) for p in drop],
-                )
+                TopicResult(topic.name, [PartitionResult(p.partition_index, ErrorCode.REBALANCE_IN_PROGRESS) for p in drop])
             )
     trimmed = OffsetCommit(
-        request.group_id,
-        allowed,
-        request.generation_id,
-        request.member_id,
-        request.group_instance_id,
+        request.group_id, allowed, request.generation_id, request.member_id, request.group_instance_id,
         request.retention_time_ms,
     )
     return trimmed, refused
@@ -167,6 +158,7 @@ def merge_refused(result: OffsetCommitResult, refused: list[TopicResult]) -> Off
         else:
             result.topics.append(topic)
     return result
+
 
 
 class GroupManagement:
@@ -222,8 +214,7 @@ class GroupManagement:
         if group is not None:
             if (group.members or group.pending_members) and not force:
                 raise KafkaError(
-                    ErrorCode.NON_EMPTY_GROUP, f"group {group_id!r} has {len(group.members)} member(s)"
-                )
+                    ErrorCode.NON_EMPTY_GROUP, f"group {group_id!r} has {len(group.members)} member(s)")
             for member in list(group.members.values()):
                 self._remove_member(group, member, now_ms, out)
             group.pending_members.clear()
@@ -232,9 +223,7 @@ class GroupManagement:
         if consumer_group is not None:
             if not consumer_group.is_empty() and not force:
                 raise KafkaError(
-                    ErrorCode.NON_EMPTY_GROUP,
-                    f"group {group_id!r} has {len(consumer_group.members)} member(s)",
-                )
+                    ErrorCode.NON_EMPTY_GROUP, f"group {group_id!r} has {len(consumer_group.members)} member(s)")
             del self.consumer.groups[group_id]
             out.records += offsets.delete_group_records(consumer_group)
         out.records += self._forget_group(group_id)
@@ -249,8 +238,7 @@ class GroupManagement:
         group = self.groups.get(group_id)
         consumer_group = self.consumer.groups.get(group_id)
         busy = (group is not None and not group.is_in(GroupState.EMPTY)) or (
-            consumer_group is not None and not consumer_group.is_empty()
-        )
+            consumer_group is not None and not consumer_group.is_empty())
         if not live or not busy:
             return Outcome([], self.reset_offsets(group_id, new_offsets, now_ms))
         out = Outcome()
@@ -280,22 +268,16 @@ class GroupManagement:
         for group_id in sorted(set(self.groups) | set(self.consumer.groups)):
             settings = self.settings.get(group_id)
             classic = self.groups.get(group_id)
-            members = (
-                len(classic.members) if classic is not None else len(self.consumer.groups[group_id].members)
-            )
-            rows.append(
-                {
-                    "name": group_id,
-                    "type": "classic" if classic is not None else CONSUMER_GROUP_TYPE,
-                    "state": classic.state.value
-                    if classic is not None
-                    else self.consumer.groups[group_id].state,
-                    "members": members,
-                    "created": settings is not None,
-                    "session_timeout_ms": settings.session_timeout_ms if settings else None,
-                    "ephemeral": settings.ephemeral if settings else False,
-                }
-            )
+            members = len(classic.members) if classic is not None else len(self.consumer.groups[group_id].members)
+            rows.append({
+                "name": group_id,
+                "type": "classic" if classic is not None else CONSUMER_GROUP_TYPE,
+                "state": classic.state.value if classic is not None else self.consumer.groups[group_id].state,
+                "members": members,
+                "created": settings is not None,
+                "session_timeout_ms": settings.session_timeout_ms if settings else None,
+                "ephemeral": settings.ephemeral if settings else False,
+            })
         return rows
 
     def _fenced(self, group_id: str) -> frozenset[tuple[str, int]]:
@@ -361,3 +343,4 @@ class GroupManagement:
                 self._ephemeral_grace.pop(group_id, None)
             elif group_id in self._ephemeral_joined or (grace is not None and grace <= now_ms):
                 out.records += self.delete_group(group_id, False, now_ms).records
+

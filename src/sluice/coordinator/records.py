@@ -124,9 +124,7 @@ def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    return _versioned(
-        GROUP_METADATA_KEY_VERSION, _GROUP_METADATA_KEY, _to_struct(_GROUP_METADATA_KEY.cls, key)
-    )
+    return _versioned(GROUP_METADATA_KEY_VERSION, _GROUP_METADATA_KEY, _to_struct(_GROUP_METADATA_KEY.cls, key))
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
@@ -168,9 +166,7 @@ def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     version, obj = _decode_versioned(data, _GROUP_METADATA_VALUE, "GroupMetadataValue")
     members = [
         # v0 had one timeout for both; Kafka reads it as the rebalance timeout too.
-        _from_struct(
-            MemberMetadataValue, m, **({"rebalance_timeout": m.session_timeout} if version == 0 else {})
-        )
+        _from_struct(MemberMetadataValue, m, **({"rebalance_timeout": m.session_timeout} if version == 0 else {}))
         for m in obj.members
     ]
     return _from_struct(GroupMetadataValue, obj, members=members)

@@ -28,9 +28,7 @@ from sluice.pipeline.options import PipelineOptionError
 from sluice.pipeline.schema import kafka_schema
 from sluice.pipeline.source import FORMAT_NAME, register
 
-ARCHIVE_SCHEMA = StructType(
-    [*kafka_schema(include_headers=True).fields, StructField("date", StringType(), True)]
-)
+ARCHIVE_SCHEMA = StructType([*kafka_schema(include_headers=True).fields, StructField("date", StringType(), True)])
 CHECKPOINT_DIR_NAME = "_checkpoint"
 
 
@@ -47,9 +45,7 @@ def build_spark_session(master: str = "local[*]", app_name: str = "sluice-pipeli
     if master.startswith("local"):
         # A local driver bound to a non-loopback interface can miss its own executor heartbeats.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1"
-        )
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         builder = builder.config("spark.ui.enabled", "false")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
@@ -117,9 +113,7 @@ def start_archive(
     }
     if max_offsets_per_trigger is not None:
         reader_options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
-    trigger: dict[str, Any] = (
-        {"availableNow": True} if available_now else {"processingTime": trigger_interval}
-    )
+    trigger: dict[str, Any] = {"availableNow": True} if available_now else {"processingTime": trigger_interval}
     query_name = f"sluice-archive-{'-'.join(_topics_list(topics))}"[:200]
     return start_archive_query(spark, reader_options, to_path, checkpoint, trigger, query_name)
 
@@ -131,9 +125,7 @@ def check_archive_dir(from_dir: str | Path) -> Path:
     return path
 
 
-def existing_topics(
-    bootstrap: str, kafka_settings: Mapping[str, str] | None, timeout_s: float = 10.0
-) -> dict[str, int]:
+def existing_topics(bootstrap: str, kafka_settings: Mapping[str, str] | None, timeout_s: float = 10.0) -> dict[str, int]:
     """Partition count per topic; fails fast when the broker cannot be reached."""
     return KafkaMetadata(bootstrap, dict(kafka_settings or {}), timeout_s).topic_partitions()
 
@@ -217,10 +209,7 @@ def replay(
 
 
 def read_topics(
-    spark: SparkSession,
-    bootstrap: str,
-    topics: Sequence[str] | str,
-    kafka_settings: Mapping[str, str] | None = None,
+    spark: SparkSession, bootstrap: str, topics: Sequence[str] | str, kafka_settings: Mapping[str, str] | None = None
 ) -> DataFrame:
     """Current contents of ``topics`` as a batch DataFrame (earliest to latest)."""
     return (

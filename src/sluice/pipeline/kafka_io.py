@@ -151,9 +151,7 @@ class KafkaMetadata:
         return {tp: (low[tp], high[tp]) for tp in partitions}
 
     def offsets_for_timestamp(self, partitions: list[TP], timestamp_ms: int) -> PartitionOffsets:
-        return self._list_offsets(
-            partitions, OffsetSpec.for_timestamp(timestamp_ms), "an offsets-for-time request"
-        )
+        return self._list_offsets(partitions, OffsetSpec.for_timestamp(timestamp_ms), "an offsets-for-time request")
 
     def commit_to_group(self, group_id: str, offsets: Mapping[TP, int]) -> None:
         """Mirror Spark's progress into a consumer group so lag tools can see it; best effort."""
@@ -234,18 +232,11 @@ def _readable_part(
     consumer: Consumer, offset_range: OffsetRange, timeout_s: float, fail_on_data_loss: bool
 ) -> tuple[int, int]:
     """The part of the planned range still on the broker; raise or warn about the rest."""
-    topic, partition, start, end = (
-        offset_range.topic,
-        offset_range.partition,
-        offset_range.start,
-        offset_range.end,
-    )
+    topic, partition, start, end = offset_range.topic, offset_range.partition, offset_range.start, offset_range.end
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
     except KafkaException as error:
-        raise KafkaUnavailableError(
-            f"cannot get the offsets of {topic}-{partition}: {error.args[0]}"
-        ) from None
+        raise KafkaUnavailableError(f"cannot get the offsets of {topic}-{partition}: {error.args[0]}") from None
     problems = []
     if start < low:
         problems.append(f"offsets {start}..{min(low, end) - 1} were deleted (earliest available is {low})")
@@ -261,9 +252,7 @@ def _readable_part(
     return max(start, low), min(end, high)
 
 
-def _skip_lost_offsets(
-    consumer: Consumer, offset_range: OffsetRange, at: int, fail_on_data_loss: bool
-) -> int:
+def _skip_lost_offsets(consumer: Consumer, offset_range: OffsetRange, at: int, fail_on_data_loss: bool) -> int:
     topic, partition = offset_range.topic, offset_range.partition
     low, _high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
     message = (
@@ -331,9 +320,7 @@ def _sift_events(
     return records, next_offset
 
 
-def records_to_batch(
-    records: Sequence[Message], topic: str, partition: int, schema: pa.Schema
-) -> pa.RecordBatch:
+def records_to_batch(records: Sequence[Message], topic: str, partition: int, schema: pa.Schema) -> pa.RecordBatch:
     """Build one Arrow batch column by column; types come from ``schema`` so Spark accepts it as is.
 
     Per record only the accessors that carry per-record data are called (key, value, timestamp,
@@ -348,9 +335,7 @@ def records_to_batch(
     first_offset = records[0].offset()
     if records[-1].offset() - first_offset == count - 1:
         # Offsets strictly increase, so an equal span means no gaps (no compaction, no markers).
-        offsets = pa.array(
-            np.arange(first_offset, first_offset + count, dtype=np.int64), schema.field("offset").type
-        )
+        offsets = pa.array(np.arange(first_offset, first_offset + count, dtype=np.int64), schema.field("offset").type)
     else:
         offsets = pa.array([record.offset() for record in records], schema.field("offset").type)
     kinds, millis = zip(*[record.timestamp() for record in records], strict=True)
@@ -368,9 +353,7 @@ def records_to_batch(
         "partition": pa.repeat(pa.scalar(partition, schema.field("partition").type), count),
         "offset": offsets,
         "timestamp": timestamps,
-        "timestampType": pa.array(
-            kind_array - _KAFKA_TIMESTAMP_TYPE_OFFSET, schema.field("timestampType").type
-        ),
+        "timestampType": pa.array(kind_array - _KAFKA_TIMESTAMP_TYPE_OFFSET, schema.field("timestampType").type),
     }
     if "headers" in schema.names:
         headers = [record.headers() for record in records]
@@ -391,11 +374,7 @@ class DeliveryTracker:
     def __init__(
         self, bootstrap: str, kafka_config: Mapping[str, str], overrides: Mapping[str, Any] | None = None
     ) -> None:
-        settings = {
-            **client_config(bootstrap, kafka_config),
-            "logger": _librdkafka_logger(),
-            **(overrides or {}),
-        }
+        settings = {**client_config(bootstrap, kafka_config), "logger": _librdkafka_logger(), **(overrides or {})}
         self.producer = self._producer = Producer(settings)
         self._first_error: KafkaError | None = None
         self.delivered = 0

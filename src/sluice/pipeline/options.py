@@ -275,9 +275,7 @@ def _parse_json_object(raw: str, option: str, example: str) -> dict[str, object]
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise PipelineOptionError(
-            f"option {option} is not valid JSON ({error}); expected e.g. {example}"
-        ) from None
+        raise PipelineOptionError(f"option {option} is not valid JSON ({error}); expected e.g. {example}") from None
     if not isinstance(parsed, dict):
         raise PipelineOptionError(f"option {option} must be a JSON object, e.g. {example}")
     return parsed
@@ -291,9 +289,7 @@ def _parse_assign(raw: str) -> tuple[tuple[str, int], ...]:
         if not isinstance(partitions, list) or not all(
             isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in partitions
         ):
-            raise PipelineOptionError(
-                f"option assign: topic {topic!r} needs a list of partition numbers, e.g. {example}"
-            )
+            raise PipelineOptionError(f"option assign: topic {topic!r} needs a list of partition numbers, e.g. {example}")
         assigned.update((topic, p) for p in partitions)
     if not assigned:
         raise PipelineOptionError("option assign names no partitions")
@@ -312,14 +308,10 @@ def parse_offset_spec(raw: str, option: str) -> OffsetSpec:
     offsets: dict[tuple[str, int], int] = {}
     for topic, by_partition in parsed.items():
         if not isinstance(by_partition, dict):
-            raise PipelineOptionError(
-                f"option {option}: topic {topic!r} needs an object of partition offsets, e.g. {example}"
-            )
+            raise PipelineOptionError(f"option {option}: topic {topic!r} needs an object of partition offsets, e.g. {example}")
         for partition, offset in by_partition.items():
             if not str(partition).isdigit():
-                raise PipelineOptionError(
-                    f"option {option}: partition {partition!r} of topic {topic!r} is not a number"
-                )
+                raise PipelineOptionError(f"option {option}: partition {partition!r} of topic {topic!r} is not a number")
             if not isinstance(offset, int) or isinstance(offset, bool) or offset < EARLIEST:
                 raise PipelineOptionError(
                     f"option {option}: offset {offset!r} for {topic}-{partition} must be >= 0, -2 or -1"
@@ -337,9 +329,7 @@ def _timestamp_spec(options: Mapping[str, str], name: str) -> OffsetSpec | None:
     try:
         value = int(raw)
     except ValueError:
-        raise PipelineOptionError(
-            f"option {name} must be milliseconds since the epoch, got {raw!r}"
-        ) from None
+        raise PipelineOptionError(f"option {name} must be milliseconds since the epoch, got {raw!r}") from None
     if value < 0:
         raise PipelineOptionError(f"option {name} must be >= 0, got {raw!r}")
     return OffsetSpec("timestamp", timestamp_ms=value)
@@ -377,18 +367,14 @@ def parse_source_options(raw_options: Mapping[str, str], mode: Mode) -> SourceOp
 def _parse_starting(options: Mapping[str, str], mode: Mode) -> OffsetSpec:
     by_time = _timestamp_spec(options, "startingTimestamp")
     if by_time is not None and "startingoffsets" in options:
-        raise PipelineOptionError(
-            "options startingOffsets and startingTimestamp contradict each other: give one"
-        )
+        raise PipelineOptionError("options startingOffsets and startingTimestamp contradict each other: give one")
     if by_time is not None:
         return by_time
     default = "earliest" if mode == "batch" else "latest"
     spec = parse_offset_spec(options.get("startingoffsets", default), "startingOffsets")
     if mode == "batch":
         if spec.kind == "latest":
-            raise PipelineOptionError(
-                "startingOffsets=latest is not valid for a batch read: it would read nothing"
-            )
+            raise PipelineOptionError("startingOffsets=latest is not valid for a batch read: it would read nothing")
         if any(o == LATEST for o in spec.per_partition.values()):
             raise PipelineOptionError("startingOffsets: -1 (latest) is not valid for a batch read")
     return spec
@@ -409,9 +395,7 @@ def _parse_ending(options: Mapping[str, str], mode: Mode) -> OffsetSpec:
         return by_time
     spec = parse_offset_spec(options.get("endingoffsets", "latest"), "endingOffsets")
     if spec.kind == "earliest" or any(o == EARLIEST for o in spec.per_partition.values()):
-        raise PipelineOptionError(
-            "endingOffsets: earliest (-2) is not valid as an end; it would read nothing"
-        )
+        raise PipelineOptionError("endingOffsets: earliest (-2) is not valid as an end; it would read nothing")
     return spec
 
 
@@ -450,9 +434,7 @@ def parse_sink_options(raw_options: Mapping[str, str]) -> SinkOptions:
         )
     raw_timeout = kafka_config.pop("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
     if not raw_timeout.isdigit() or int(raw_timeout) <= 0:
-        raise PipelineOptionError(
-            f"option kafka.transaction.timeout.ms must be positive milliseconds, got {raw_timeout!r}"
-        )
+        raise PipelineOptionError(f"option kafka.transaction.timeout.ms must be positive milliseconds, got {raw_timeout!r}")
     timeout_ms = int(raw_timeout)
     commit_topic = options.get("committopic", DEFAULT_COMMIT_TOPIC).strip()
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", commit_topic):
@@ -514,11 +496,7 @@ def parse_registry_formats(
             f"{'/'.join(side + 'Format' for side in given)}"
         )
     settings = tuple(
-        sorted(
-            (k.removeprefix(_REGISTRY_PREFIX), v)
-            for k, v in options.items()
-            if k.startswith(_REGISTRY_PREFIX)
-        )
+        sorted((k.removeprefix(_REGISTRY_PREFIX), v) for k, v in options.items() if k.startswith(_REGISTRY_PREFIX))
     )
     if not reading and mode != "FAILFAST":
         raise PipelineOptionError("option mode applies to reads only")
@@ -527,17 +505,13 @@ def parse_registry_formats(
     )
 
 
-def _column_format(
-    options: Mapping[str, str], side: Literal["key", "value"], topic: str | None
-) -> ColumnFormat | None:
+def _column_format(options: Mapping[str, str], side: Literal["key", "value"], topic: str | None) -> ColumnFormat | None:
     raw = options.get(f"{side}format")
     if raw is None:
         return None
     schema_type = SCHEMA_TYPES.get(raw.strip().lower())
     if schema_type is None:
-        raise PipelineOptionError(
-            f"option {side}Format must be one of {', '.join(SCHEMA_TYPES)}, got {raw!r}"
-        )
+        raise PipelineOptionError(f"option {side}Format must be one of {', '.join(SCHEMA_TYPES)}, got {raw!r}")
     subject = options.get(f"{side}subject", "").strip()
     if not subject:
         if topic is None:

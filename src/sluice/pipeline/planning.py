@@ -75,9 +75,7 @@ def resolve_spec(
         return {tp: found[tp] if found.get(tp, -1) >= 0 else watermarks[tp][1] for tp in partitions}
     unknown = sorted(set(spec.per_partition) - set(partitions))
     if unknown:
-        raise PipelineOptionError(
-            f"option {option} names partitions that do not exist or are not subscribed: {unknown}"
-        )
+        raise PipelineOptionError(f"option {option} names partitions that do not exist or are not subscribed: {unknown}")
     missing = sorted(set(partitions) - set(spec.per_partition))
     if missing:
         raise PipelineOptionError(
@@ -92,7 +90,9 @@ def resolve_spec(
     return resolved
 
 
-def check_range_start(tp: TopicPartition, start: int, watermarks: Watermarks, fail_on_data_loss: bool) -> int:
+def check_range_start(
+    tp: TopicPartition, start: int, watermarks: Watermarks, fail_on_data_loss: bool
+) -> int:
     """Where reading of ``tp`` can really start; raise or warn when offsets have gone missing."""
     low, high = watermarks[tp]
     if start < low:
@@ -136,9 +136,7 @@ def plan_ranges(
         pieces = max(1, math.ceil(whole.size * min_partitions / total))
         step = math.ceil(whole.size / pieces)
         for piece_start in range(whole.start, whole.end, step):
-            split.append(
-                OffsetRange(whole.topic, whole.partition, piece_start, min(whole.end, piece_start + step))
-            )
+            split.append(OffsetRange(whole.topic, whole.partition, piece_start, min(whole.end, piece_start + step)))
     return split
 
 

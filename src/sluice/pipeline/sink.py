@@ -211,6 +211,7 @@ class _KafkaWriting:
             )
         return count
 
+
     def _bytes_of(self, name: str, column: pa.Array | None) -> list[bytes | None]:
         encoder = self.encoders.get(name)
         if encoder is None or column is None:

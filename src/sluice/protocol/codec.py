@@ -161,6 +161,8 @@ class _Generator:
                 out.extend(self._read(run, f"o.{run.attr}", "    "))
         if self.flexible:
             tagged = sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag or 0)
+            out.append("    if buf[pos] == 0:")
+            out.append("        return o, pos + 1")
             out.append("    n_tags, pos = read_uvarint(buf, pos)")
             out.append("    for _ in range(n_tags):")
             out.append("        tag, pos = read_uvarint(buf, pos)")
@@ -179,17 +181,12 @@ class _Generator:
     def _read(self, f: FieldDef, target: str, ind: str) -> list[str]:
         nullable = self.version in f.nullable
         flex = self.flexible
-        null_check = (
-            [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
-        )
+        null_check = [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
         if f.is_array:
             return self._read_array(f, target, ind, nullable)
         if f.type in p.FIXED_FORMATS:
             fmt = ">" + p.FIXED_FORMATS[f.type]
-            return [
-                f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)",
-                f"{ind}pos += {struct.calcsize(fmt)}",
-            ]
+            return [f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)", f"{ind}pos += {struct.calcsize(fmt)}"]
         if f.type in ("string", "bytes", "records"):
             reader = f"read_{'compact_' if flex else ''}{f.type}"
             return [f"{ind}{target}, pos = {reader}(buf, pos)", *null_check]
@@ -208,14 +205,24 @@ class _Generator:
 
     def _read_array(self, f: FieldDef, target: str, ind: str, nullable: bool) -> list[str]:
         count = self.fresh("n")
-        reader = "read_compact_array_length" if self.flexible else "read_array_length"
-        lines = [f"{ind}{count}, pos = {reader}(buf, pos)", f"{ind}if {count} < 0:"]
+        if self.flexible:
+            # A one-byte length (under 127 elements) read inline: every request has a few arrays.
+            lines = [
+                f"{ind}{count} = buf[pos] - 1",
+                f"{ind}if {count} < 0x7F:",
+                f"{ind}    pos += 1",
+                f"{ind}else:",
+                f"{ind}    {count}, pos = read_compact_array_length(buf, pos)",
+            ]
+        else:
+            lines = [f"{ind}{count}, pos = read_array_length(buf, pos)"]
+        lines.append(f"{ind}if {count} < 0:")
         if nullable:
             lines.append(f"{ind}    {target} = None")
         else:
             lines.append(f"{ind}    raise DecodeError('{f.name} must not be null')")
         lines.append(f"{ind}else:")
-        lines.append(f"{ind}    check_array_count(buf, pos, {count})")
+        lines.append(f"{ind}    if {count} > len(buf) - pos: check_array_count(buf, pos, {count})")
         if f.type in p.FIXED_FORMATS:
             letter = p.FIXED_FORMATS[f.type]
             size = struct.calcsize(">" + letter)
@@ -255,6 +262,9 @@ class _Generator:
                     out.append("        sub = []")
                     out.extend(self._write(f, f"o.{f.attr}", "sub", "        "))
                     out.append(f"        tagged.append(({f.tag}, b''.join(sub)))")
+                out.append("    if not tagged:")
+                out.append("        out.append(b'\\x00')")
+                out.append("        return")
                 out.append("    out.append(uvarint_bytes(len(tagged)))")
                 out.append("    for tag, data in tagged:")
                 out.append("        out.append(uvarint_bytes(tag))")
@@ -267,8 +277,11 @@ class _Generator:
     def _write(self, f: FieldDef, value: str, out: str, ind: str) -> list[str]:
         flex = self.flexible
         if f.is_array:
-            writer = "write_compact_array_length" if flex else "write_array_length"
-            lines = [f"{ind}{writer}({out}, {value})"]
+            if flex:
+                length = f"(b'\\x00' if {value} is None else uvarint_bytes(len({value}) + 1))"
+                lines = [f"{ind}{out}.append{length}"]
+            else:
+                lines = [f"{ind}write_array_length({out}, {value})"]
             if f.type in p.FIXED_FORMATS:
                 letter = p.FIXED_FORMATS[f.type]
                 lines.append(f"{ind}if {value}: {out}.append(_pack('>%d{letter}' % len({value}), *{value}))")
@@ -300,20 +313,19 @@ class _Generator:
 class VersionCodec:
     """Encoder and decoder of one message at one version."""
 
-    __slots__ = ("cls", "decode_root", "encode_root", "message", "version")
+    __slots__ = ("cls", "decode_root", "encode_root", "flexible", "message", "version")
 
     def __init__(self, message: MessageDef, version: int, classes: dict[str, type[Message]]) -> None:
         self.message = message
         self.version = version
+        self.flexible = version in message.flexible
         self.cls = classes[message.root.name]
         gen = _Generator(message, version)
         for struct_def in _walk_structs(message.root, {}).values():
             gen.decode_struct(struct_def)
             gen.encode_struct(struct_def)
         namespace: dict[str, Any] = {
-            name: getattr(p, name)
-            for name in dir(p)
-            if name.startswith(("read_", "write_", "check_", "skip_"))
+            name: getattr(p, name) for name in dir(p) if name.startswith(("read_", "write_", "check_", "skip_"))
         }
         namespace.update(
             {

@@ -14,7 +14,8 @@ from sluice.protocol.primitives import DecodeError, read_string, read_uvarint, s
 
 API_VERSIONS_KEY = 18
 CONTROLLED_SHUTDOWN_KEY = 7
-_FIXED = struct.Struct(">hhi")
+# api_key, api_version, correlation_id: the part of a request header every version has.
+HEADER_FIXED = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
 
 
@@ -28,28 +29,39 @@ class RequestHeader:
 
 def peek_request_header(frame: bytes | memoryview) -> RequestHeader:
     """The fixed part of the header, readable whatever the API: enough to answer 'unsupported'."""
-    if len(frame) < _FIXED.size:
+    if len(frame) < HEADER_FIXED.size:
         raise DecodeError(f"request of {len(frame)} bytes is shorter than a header")
-    api_key, api_version, correlation_id = _FIXED.unpack_from(frame)
+    api_key, api_version, correlation_id = HEADER_FIXED.unpack_from(frame)
     return RequestHeader(api_key, api_version, correlation_id, None)
 
 
 def parse_request_header(frame: bytes | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
     """Parse a whole request header; returns it and where the body starts."""
     header = peek_request_header(frame)
-    pos = _FIXED.size
-    if header.api_key == CONTROLLED_SHUTDOWN_KEY and header.api_version == 0:
-        return header, pos
+    header.client_id, pos = read_header_tail(frame, header.api_key, header.api_version, flexible)
+    return header, pos
+
+
+def read_header_tail(
+    frame: bytes | memoryview, api_key: int, api_version: int, flexible: bool
+) -> tuple[str | None, int]:
+    """What follows the fixed part of a request header (see peek_request_header): the client id, and
+    where the body starts."""
+    pos = HEADER_FIXED.size
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return None, pos
     try:
-        header.client_id, pos = read_string(frame, pos)
+        client_id, pos = read_string(frame, pos)
         if flexible:
+            if frame[pos] == 0:  # no tagged fields, as nearly always
+                return client_id, pos + 1
             count, pos = read_uvarint(frame, pos)
             for _ in range(count):
                 _, pos = read_uvarint(frame, pos)
                 pos = skip_tagged_field(frame, pos)
     except (IndexError, struct.error, UnicodeDecodeError) as exc:
         raise DecodeError(f"malformed request header: {exc}") from exc
-    return header, pos
+    return client_id, pos
 
 
 def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
@@ -58,10 +70,8 @@ def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
     return _CORRELATION.pack(correlation_id)
 
 
-def request_header(
-    api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool
-) -> bytes:
-    parts = [_FIXED.pack(api_key, api_version, correlation_id)]
+def request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool) -> bytes:
+    parts = [HEADER_FIXED.pack(api_key, api_version, correlation_id)]
     if client_id is None:
         parts.append(b"\xff\xff")
     else:

@@ -65,9 +65,13 @@ def write_uvarint(out: list[Any], value: int) -> None:
     out.append(uvarint_bytes(value))
 
 
+# The one-byte varints, made once: lengths and counts below 128 are nearly every varint written.
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
+
+
 def uvarint_bytes(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     parts = bytearray()
     while value >= 0x80:
         parts.append((value & 0x7F) | 0x80)

@@ -19,7 +19,7 @@ from sluice.broker.dispatch import Close
 from sluice.errors import ProtocolError
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
 from sluice.protocol.headers import response_header
-from sluice.protocol.messages import APIS_BY_KEY, response_codecs
+from sluice.protocol.messages import response_codec
 from sluice.security.session import PLAINTEXT, Session, uses_sasl
 from sluice.server.clock import now_ms
 from sluice.server.sasl_gate import AuthGate
@@ -71,11 +71,10 @@ class ResponseSlot:
             throttle = self.throttle_ms
             if hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle  # the client backs off too (KIP-219)
-        api = APIS_BY_KEY[self.api_key]
-        flexible = version in api.response_def.flexible
-        parts: list[Any] = [response_header(self.correlation_id, self.api_key, flexible)]
-        response_codecs(self.api_key)[version].encode_into(response, parts)
-        self.parts = parts
+        codec = response_codec(self.api_key, version)
+        parts: list[Any] = [response_header(self.correlation_id, self.api_key, codec.flexible)]
+        codec.encode_root(response, parts)
+        self.parts = frame(parts)
         self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
         self.connection.flush_responses()
         if throttle:
@@ -89,6 +88,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.session: Session | None = None
         self.auth: AuthGate | None = None
         self.frames = FrameBuffer(server.broker.config.max_request_bytes)
+        # While corked (one read's requests being handled, or a group commit releasing its answers), ready
+        # responses wait and then go out in one write: one send syscall instead of one per response.
+        self.corked = False
+        self.flush_wanted = False
         self.pending: deque[ResponseSlot] = deque()
         self.transport: asyncio.Transport | None = None
         self.peer_host = ""
@@ -171,11 +174,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except ProtocolError as exc:
             self.abort(str(exc))
             return
-        for body in frames:
-            if self.closed:
-                return
-            self.handle_frame(body)
-        self._update_reading()
+        self.corked = True
+        try:
+            for body in frames:
+                if self.closed:
+                    break
+                self.handle_frame(body)
+            # Once per read, not per request: answers of parked requests that became ready, and the timer.
+            self.server.deliver_ready_replies()
+        finally:
+            self.corked = False
+        self.flush_responses()
 
     # ----- requests -----
 
@@ -213,7 +222,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             server.group_commit.kick()
         elif isinstance(outcome, Parked):
             pass
-        server.deliver_ready_replies()
 
     # ----- what the dispatcher asks of the connection (sluice.broker.dispatch.RequestOrigin) -----
 
@@ -225,22 +233,30 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.pending.append(slot)
         return slot
 
+    def cork(self) -> None:
+        """Hold ready responses back until `uncork` (which writes them in one go)."""
+        self.corked = True
+
+    def uncork(self) -> None:
+        self.corked = False
+        if self.flush_wanted:
+            self.flush_responses()
+
     def flush_responses(self) -> None:
-        """Write every response at the head of the order that is ready."""
+        """Write every response at the head of the order that is ready (later, when corked)."""
+        if self.corked:
+            self.flush_wanted = True
+            return
+        self.flush_wanted = False
         if self.closed or self.transport is None:
             return
         pending = self.pending
-        if self.tls:
-            # One write of joined small parts: see framing.coalesce (a TLS record per part otherwise).
-            out: list[bytes | bytearray | memoryview] = []
-            while pending and pending[0].parts is not None:
-                out += frame(pending.popleft().parts or [])
-            if out:
-                self.transport.writelines(coalesce(out))
-        else:
-            while pending and pending[0].parts is not None:
-                slot = pending.popleft()
-                self.transport.writelines(frame(slot.parts or []))
+        out: list[bytes | bytearray | memoryview] = []
+        while pending and pending[0].parts is not None:
+            out += pending.popleft().parts or ()
+        if out:
+            # TLS: one write of joined small parts, see framing.coalesce (a TLS record per part otherwise).
+            self.transport.writelines(coalesce(out) if self.tls else out)
         self._update_reading()
 
     def mute(self, throttle_ms: int) -> None:

@@ -23,6 +23,10 @@ class _Connection(Protocol):
 
     def abort(self, reason: str) -> None: ...
 
+    def cork(self) -> None: ...
+
+    def uncork(self) -> None: ...
+
 
 class ResponseSlot(Protocol):
     """A response waiting for durability (sluice.server.connection.ResponseSlot)."""
@@ -130,13 +134,21 @@ class GroupCommit:
         )
         if failed:
             log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
-        for slot, response in batch:
-            if slot.connection.closed:
-                continue
-            if failed and not refuse_unflushed(broker, response, failed) and (OFFSETS_TOPIC, 0) in failed:
-                slot.connection.abort("storage error")  # a group write that is not durable: no answer
-            else:
-                slot.fill(response)
+        # The answers one flush releases to a connection go out in one write.
+        corked = {slot.connection for slot, _ in batch}
+        for connection in corked:
+            connection.cork()
+        try:
+            for slot, response in batch:
+                if slot.connection.closed:
+                    continue
+                if failed and not refuse_unflushed(broker, response, failed) and (OFFSETS_TOPIC, 0) in failed:
+                    slot.connection.abort("storage error")  # a group write that is not durable: no answer
+                else:
+                    slot.fill(response)
+        finally:
+            for connection in corked:
+                connection.uncork()
         self.kick()
         if self.flushing is None and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)

@@ -22,8 +22,6 @@ import os
 import resource
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from sluice.errors import ErrorCode, KafkaError
@@ -92,13 +90,9 @@ class FileCache:
             if len(self._open) > self.capacity and not file.pins:
                 self._close_unpinned(len(self._open) - self.capacity)
 
-    @contextmanager
-    def use(self, file: CachedFile) -> Iterator[int]:
-        fd = self.acquire(file)
-        try:
-            yield fd
-        finally:
-            self.release(file)
+    def use(self, file: CachedFile) -> Pinned:
+        """`with cache.use(file) as fd:` the descriptor, pinned for the block."""
+        return Pinned(self, file)
 
     def close(self, file: CachedFile) -> None:
         """Close the file's descriptor for good (the segment is closed or deleted; nothing pins it)."""
@@ -172,3 +166,20 @@ def default_capacity(soft_limit: int) -> int:
 
 # One cache per process: the limit it shares is per process too.
 SEGMENT_FILES = FileCache(default_capacity(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+
+
+class Pinned:
+    """FileCache.use's context manager: a plain class, since every append and read goes through one (a
+    generator-based one costs several times as much)."""
+
+    __slots__ = ("cache", "file")
+
+    def __init__(self, cache: FileCache, file: CachedFile) -> None:
+        self.cache = cache
+        self.file = file
+
+    def __enter__(self) -> int:
+        return self.cache.acquire(self.file)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.cache.release(self.file)

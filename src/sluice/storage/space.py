@@ -59,7 +59,7 @@ class FreeSpaceGuard:
         if self._needs_probe(now_ms):
             self._measure(now_ms)
         self._written_since += size
-        if not self.refusing:
+        if not self._full and self.free_bytes >= self.min_free_bytes:  # self.refusing, without the call
             return None
         reason = (
             f"data dir {self.directory}: {max(self.free_bytes, 0)} bytes free, below min_free_bytes "
@@ -88,14 +88,15 @@ class FreeSpaceGuard:
     def _needs_probe(self, now_ms: int) -> bool:
         if self._probed_ms is None:
             return True
-        interval = _REFUSING_PROBE_INTERVAL_MS if self.refusing else _PROBE_INTERVAL_MS
+        refusing = self._full or self.free_bytes < self.min_free_bytes
+        interval = _REFUSING_PROBE_INTERVAL_MS if refusing else _PROBE_INTERVAL_MS
         elapsed = now_ms - self._probed_ms
         if elapsed >= interval or elapsed < 0:  # < 0: the wall clock stepped back
             return True
         if self._written_since >= _PROBE_EVERY_BYTES:
             return True
         # The bytes written since the last probe may have eaten half the margin it saw.
-        return not self.refusing and self._written_since * 2 >= self.free_bytes - self.min_free_bytes
+        return not refusing and self._written_since * 2 >= self.free_bytes - self.min_free_bytes
 
     def _measure(self, now_ms: int) -> None:
         was_refusing = self._probed_ms is not None and self.refusing

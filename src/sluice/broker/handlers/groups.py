@@ -55,21 +55,11 @@ def find_coordinator(broker: Broker, ctx: RequestContext, request: Any) -> Respo
     elif not supported:
         message = f"the coordinator for key type {request.key_type} is unavailable: its log cannot be written"
     if ctx.api_version >= 4:
-        return Respond(
-            R(
-                coordinators=[
-                    R.Coordinator(
-                        key=key,
-                        node_id=node if supported else -1,
-                        host=host if supported else "",
-                        port=port if supported else -1,
-                        error_code=error,
-                        error_message=message,
-                    )
-                    for key in request.coordinator_keys
-                ]
-            )
-        )
+        return Respond(R(coordinators=[
+            R.Coordinator(key=key, node_id=node if supported else -1, host=host if supported else "",
+                          port=port if supported else -1, error_code=error, error_message=message)
+            for key in request.coordinator_keys
+        ]))
     if not supported:
         return Respond(R(error_code=error, error_message=message, node_id=-1, host="", port=-1))
     return Respond(R(error_code=0, node_id=node, host=host, port=port))
@@ -103,12 +93,8 @@ def join_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
             leader=result.leader,
             skip_assignment=result.skip_assignment,
             member_id=result.member_id,
-            members=[
-                R.JoinGroupResponseMember(
-                    member_id=x.member_id, group_instance_id=x.group_instance_id, metadata=x.metadata
-                )
-                for x in result.members
-            ],
+            members=[R.JoinGroupResponseMember(member_id=x.member_id, group_instance_id=x.group_instance_id,
+                                               metadata=x.metadata) for x in result.members],
         )
 
     return _park(broker, ctx, "join_group", join, convert)
@@ -127,12 +113,8 @@ def sync_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
     )
 
     def convert(result: m.SyncGroupResult) -> Any:
-        return SyncGroupResponse(
-            error_code=result.error_code,
-            protocol_type=result.protocol_type,
-            protocol_name=result.protocol_name,
-            assignment=result.assignment,
-        )
+        return SyncGroupResponse(error_code=result.error_code, protocol_type=result.protocol_type,
+                                 protocol_name=result.protocol_name, assignment=result.assignment)
 
     return _park(broker, ctx, "sync_group", sync, convert)
 
@@ -156,15 +138,9 @@ def leave_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
         if version < 3:
             # One member only: its own error is the answer.
             return R(error_code=result.members[0].error_code if result.members else result.error_code)
-        return R(
-            error_code=result.error_code,
-            members=[
-                R.MemberResponse(
-                    member_id=x.member_id, group_instance_id=x.group_instance_id, error_code=x.error_code
-                )
-                for x in result.members
-            ],
-        )
+        return R(error_code=result.error_code, members=[
+            R.MemberResponse(member_id=x.member_id, group_instance_id=x.group_instance_id, error_code=x.error_code)
+            for x in result.members])
 
     return _park(broker, ctx, "leave_group", m.LeaveGroup(request.group_id, members), convert)
 
@@ -192,15 +168,9 @@ def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     known, unknown = _split_unknown_partitions(broker, request.topics)
     R = OffsetCommitResponse
     refused = [
-        R.OffsetCommitResponseTopic(
-            name=name,
-            partitions=[
-                R.OffsetCommitResponsePartition(
-                    partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                )
-                for i in indexes
-            ],
-        )
+        R.OffsetCommitResponseTopic(name=name, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            for i in indexes])
         for name, indexes in unknown.items()
     ]
     if unknown and not known:
@@ -208,19 +178,10 @@ def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     commit = m.OffsetCommit(
         group_id=request.group_id,
         topics=[
-            m.OffsetCommitTopic(
-                name,
-                [
-                    m.OffsetCommitPartition(
-                        p.partition_index,
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        p.committed_metadata,
-                        p.commit_timestamp,
-                    )
-                    for p in parts
-                ],
-            )
+            m.OffsetCommitTopic(name, [
+                m.OffsetCommitPartition(p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                                        p.committed_metadata, p.commit_timestamp)
+                for p in parts])
             for name, parts in known
         ],
         generation_id=request.generation_id_or_member_epoch if version >= 1 else -1,
@@ -231,21 +192,11 @@ def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
 
     def convert(result: m.OffsetCommitResult) -> Any:
         R = OffsetCommitResponse
-        return R(
-            topics=[
-                R.OffsetCommitResponseTopic(
-                    name=t.name,
-                    partitions=[
-                        R.OffsetCommitResponsePartition(
-                            partition_index=p.partition_index, error_code=p.error_code
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in result.topics
-            ]
-            + refused
-        )
+        return R(topics=[
+            R.OffsetCommitResponseTopic(name=t.name, partitions=[
+                R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=p.error_code)
+                for p in t.partitions])
+            for t in result.topics] + refused)
 
     return _park(broker, ctx, "offset_commit", commit, convert)
 
@@ -255,20 +206,13 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
     version = ctx.api_version
     if version >= 8:
         groups = [
-            m.OffsetFetchGroup(
-                g.group_id,
-                None
-                if g.topics is None
-                else [m.OffsetFetchTopic(t.name, list(t.partition_indexes)) for t in g.topics],
-            )
+            m.OffsetFetchGroup(g.group_id, None if g.topics is None else [
+                m.OffsetFetchTopic(t.name, list(t.partition_indexes)) for t in g.topics])
             for g in request.groups
         ]
     else:
-        topics = (
-            None
-            if request.topics is None
-            else [m.OffsetFetchTopic(t.name, list(t.partition_indexes)) for t in request.topics]
-        )
+        topics = None if request.topics is None else [
+            m.OffsetFetchTopic(t.name, list(t.partition_indexes)) for t in request.topics]
         groups = [m.OffsetFetchGroup(request.group_id, topics)]
 
     def convert(result: m.OffsetFetchResult) -> Any:
@@ -276,51 +220,25 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
         if request.require_stable and broker.transactions is not None:
             _mark_unstable(broker, result)
         if version >= 8:
-            return R(
-                groups=[
-                    R.OffsetFetchResponseGroup(
-                        group_id=g.group_id,
-                        error_code=g.error_code,
-                        topics=[
-                            R.OffsetFetchResponseTopics(
-                                name=t.name,
-                                partitions=[
-                                    R.OffsetFetchResponsePartitions(
-                                        partition_index=p.partition_index,
-                                        committed_offset=p.committed_offset,
-                                        committed_leader_epoch=p.committed_leader_epoch,
-                                        metadata=p.metadata,
-                                        error_code=p.error_code,
-                                    )
-                                    for p in t.partitions
-                                ],
-                            )
-                            for t in g.topics
-                        ],
-                    )
-                    for g in result.groups
-                ]
-            )
+            return R(groups=[
+                R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=g.error_code, topics=[
+                    R.OffsetFetchResponseTopics(name=t.name, partitions=[
+                        R.OffsetFetchResponsePartitions(
+                            partition_index=p.partition_index, committed_offset=p.committed_offset,
+                            committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
+                            error_code=p.error_code)
+                        for p in t.partitions])
+                    for t in g.topics])
+                for g in result.groups])
         group = result.groups[0]
-        return R(
-            error_code=group.error_code,
-            topics=[
-                R.OffsetFetchResponseTopic(
-                    name=t.name,
-                    partitions=[
-                        R.OffsetFetchResponsePartition(
-                            partition_index=p.partition_index,
-                            committed_offset=p.committed_offset,
-                            committed_leader_epoch=p.committed_leader_epoch,
-                            metadata=p.metadata,
-                            error_code=p.error_code,
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in group.topics
-            ],
-        )
+        return R(error_code=group.error_code, topics=[
+            R.OffsetFetchResponseTopic(name=t.name, partitions=[
+                R.OffsetFetchResponsePartition(
+                    partition_index=p.partition_index, committed_offset=p.committed_offset,
+                    committed_leader_epoch=p.committed_leader_epoch,
+                    metadata=p.metadata, error_code=p.error_code)
+                for p in t.partitions])
+            for t in group.topics])
 
     return _park(broker, ctx, "offset_fetch", m.OffsetFetch(groups, request.require_stable), convert)
 
@@ -339,28 +257,16 @@ def _mark_unstable(broker: Broker, result: m.OffsetFetchResult) -> None:
 
 @handles("OffsetDelete")
 def offset_delete(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
-    delete = m.OffsetDelete(
-        request.group_id,
-        [m.OffsetDeleteTopic(t.name, [p.partition_index for p in t.partitions]) for t in request.topics],
-    )
+    delete = m.OffsetDelete(request.group_id, [
+        m.OffsetDeleteTopic(t.name, [p.partition_index for p in t.partitions]) for t in request.topics])
 
     def convert(result: m.OffsetDeleteResult) -> Any:
         R = OffsetDeleteResponse
-        return R(
-            error_code=result.error_code,
-            topics=[
-                R.OffsetDeleteResponseTopic(
-                    name=t.name,
-                    partitions=[
-                        R.OffsetDeleteResponsePartition(
-                            partition_index=p.partition_index, error_code=p.error_code
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in result.topics
-            ],
-        )
+        return R(error_code=result.error_code, topics=[
+            R.OffsetDeleteResponseTopic(name=t.name, partitions=[
+                R.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=p.error_code)
+                for p in t.partitions])
+            for t in result.topics])
 
     return _park(broker, ctx, "offset_delete", delete, convert)
 
@@ -369,18 +275,10 @@ def offset_delete(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
 def list_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
     def convert(result: m.ListGroupsResult) -> Any:
         R = ListGroupsResponse
-        return R(
-            error_code=result.error_code,
-            groups=[
-                R.ListedGroup(
-                    group_id=g.group_id,
-                    protocol_type=g.protocol_type,
-                    group_state=g.group_state,
-                    group_type=g.group_type,
-                )
-                for g in result.groups
-            ],
-        )
+        return R(error_code=result.error_code, groups=[
+            R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state,
+                          group_type=g.group_type)
+            for g in result.groups])
 
     listing = m.ListGroups(list(request.states_filter), list(request.types_filter))
     return _park(broker, ctx, "list_groups", listing, convert)
@@ -395,23 +293,12 @@ def describe_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked
         groups = []
         for g in result.groups:
             out = R.DescribedGroup(
-                error_code=g.error_code,
-                group_id=g.group_id,
-                group_state=g.group_state,
-                protocol_type=g.protocol_type,
-                protocol_data=g.protocol_data,
-                members=[
-                    R.DescribedGroupMember(
-                        member_id=x.member_id,
-                        group_instance_id=x.group_instance_id,
-                        client_id=x.client_id,
-                        client_host=x.client_host,
-                        member_metadata=x.member_metadata,
-                        member_assignment=x.member_assignment,
-                    )
-                    for x in g.members
-                ],
-            )
+                error_code=g.error_code, group_id=g.group_id, group_state=g.group_state,
+                protocol_type=g.protocol_type, protocol_data=g.protocol_data,
+                members=[R.DescribedGroupMember(
+                    member_id=x.member_id, group_instance_id=x.group_instance_id, client_id=x.client_id,
+                    client_host=x.client_host, member_metadata=x.member_metadata,
+                    member_assignment=x.member_assignment) for x in g.members])
             if version >= 6 and g.group_state == "Dead" and not g.error_code:
                 out.error_code = ErrorCode.GROUP_ID_NOT_FOUND
                 out.error_message = g.error_message or f"group {g.group_id!r} does not exist"
@@ -429,11 +316,8 @@ def describe_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked
 def delete_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
     def convert(result: m.DeleteGroupsResult) -> Any:
         R = DeleteGroupsResponse
-        return R(
-            results=[
-                R.DeletableGroupResult(group_id=r.group_id, error_code=r.error_code) for r in result.results
-            ]
-        )
+        return R(results=[R.DeletableGroupResult(group_id=r.group_id, error_code=r.error_code)
+                          for r in result.results])
 
     return _park(broker, ctx, "delete_groups", m.DeleteGroups(list(request.groups_names)), convert)
 
@@ -463,11 +347,8 @@ class _BrokerTopics(Mapping[str, m.TopicInfo]):
 
 @handles("ConsumerGroupHeartbeat", "0-1")
 def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
-    owned = (
-        None
-        if request.topic_partitions is None
-        else [(t.topic_id, p) for t in request.topic_partitions for p in t.partitions]
-    )
+    owned = None if request.topic_partitions is None else [
+        (t.topic_id, p) for t in request.topic_partitions for p in t.partitions]
     beat = m.ConsumerGroupHeartbeat(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -475,9 +356,7 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, request: Any) 
         instance_id=request.instance_id,
         rack_id=request.rack_id,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
-        subscribed_topic_names=None
-        if request.subscribed_topic_names is None
-        else list(request.subscribed_topic_names),
+        subscribed_topic_names=None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
         subscribed_topic_regex=request.subscribed_topic_regex if ctx.api_version >= 1 else None,
         server_assignor=request.server_assignor,
         topic_partitions=owned,
@@ -491,20 +370,11 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, request: Any) 
         R = ConsumerGroupHeartbeatResponse
         assignment = None
         if result.assignment is not None:
-            assignment = R.Assignment(
-                topic_partitions=[
-                    R.TopicPartitions(topic_id=t, partitions=ps)
-                    for t, ps in grouped_by_topic(result.assignment).items()
-                ]
-            )
-        return R(
-            error_code=result.error_code,
-            error_message=result.error_message,
-            member_id=result.member_id,
-            member_epoch=result.member_epoch,
-            heartbeat_interval_ms=result.heartbeat_interval_ms,
-            assignment=assignment,
-        )
+            assignment = R.Assignment(topic_partitions=[
+                R.TopicPartitions(topic_id=t, partitions=ps) for t, ps in grouped_by_topic(result.assignment).items()])
+        return R(error_code=result.error_code, error_message=result.error_message, member_id=result.member_id,
+                 member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
+                 assignment=assignment)
 
     return _park(broker, ctx, "consumer_group_heartbeat", beat, convert)
 
@@ -517,50 +387,23 @@ def consumer_group_describe(broker: Broker, ctx: RequestContext, request: Any) -
         M = R.Member
 
         def assignment(tps: list[m.DescribedTopicPartitions]) -> Any:
-            return R.Assignment(
-                topic_partitions=[
-                    R.TopicPartitions(topic_id=t.topic_id, topic_name=t.topic_name, partitions=t.partitions)
-                    for t in tps
-                ]
-            )
+            return R.Assignment(topic_partitions=[
+                R.TopicPartitions(topic_id=t.topic_id, topic_name=t.topic_name, partitions=t.partitions)
+                for t in tps])
 
-        return R(
-            groups=[
-                G(
-                    error_code=g.error_code,
-                    error_message=g.error_message,
-                    group_id=g.group_id,
-                    group_state=g.group_state,
-                    group_epoch=g.group_epoch,
-                    assignment_epoch=g.assignment_epoch,
-                    assignor_name=g.assignor_name,
-                    members=[
-                        M(
-                            member_id=x.member_id,
-                            instance_id=x.instance_id,
-                            rack_id=x.rack_id,
-                            member_epoch=x.member_epoch,
-                            client_id=x.client_id,
-                            client_host=x.client_host,
-                            subscribed_topic_names=x.subscribed_topic_names,
-                            subscribed_topic_regex=x.subscribed_topic_regex,
-                            assignment=assignment(x.assignment),
-                            target_assignment=assignment(x.target_assignment),
-                            member_type=CONSUMER_MEMBER_TYPE,
-                        )
-                        for x in g.members
-                    ],
-                    authorized_operations=operations_if(
-                        request.include_authorized_operations and not g.error_code,
-                        ctx,
-                        ResourceType.GROUP,
-                        g.group_id,
-                    ),
-                )
-                for g in result.groups
-            ]
-        )
+        return R(groups=[
+            G(error_code=g.error_code, error_message=g.error_message, group_id=g.group_id, group_state=g.group_state,
+              group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name,
+              members=[M(member_id=x.member_id, instance_id=x.instance_id, rack_id=x.rack_id,
+                         member_epoch=x.member_epoch, client_id=x.client_id, client_host=x.client_host,
+                         subscribed_topic_names=x.subscribed_topic_names,
+                         subscribed_topic_regex=x.subscribed_topic_regex,
+                         assignment=assignment(x.assignment), target_assignment=assignment(x.target_assignment),
+                         member_type=CONSUMER_MEMBER_TYPE)
+                       for x in g.members],
+              authorized_operations=operations_if(
+                  request.include_authorized_operations and not g.error_code, ctx, ResourceType.GROUP, g.group_id
+              ))
+            for g in result.groups])
 
-    return _park(
-        broker, ctx, "consumer_group_describe", m.ConsumerGroupDescribe(list(request.group_ids)), convert
-    )
+    return _park(broker, ctx, "consumer_group_describe", m.ConsumerGroupDescribe(list(request.group_ids)), convert)

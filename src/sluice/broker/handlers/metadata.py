@@ -33,12 +33,7 @@ def api_versions(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
 def _build_partitions(node: int, meta: TopicMeta) -> list[Any]:
     return [
         MetadataResponse.MetadataResponsePartition(
-            error_code=0,
-            partition_index=index,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=[node],
-            isr_nodes=[node],
+            error_code=0, partition_index=index, leader_id=node, leader_epoch=0, replica_nodes=[node], isr_nodes=[node]
         )
         for index in range(meta.partitions)
     ]
@@ -59,11 +54,7 @@ def _partitions(broker: Broker, meta: TopicMeta) -> list[Any]:
 
 def _topic(broker: Broker, meta: TopicMeta) -> Any:
     return MetadataResponse.MetadataResponseTopic(
-        error_code=0,
-        name=meta.name,
-        topic_id=meta.topic_id,
-        is_internal=meta.internal,
-        partitions=_partitions(broker, meta),
+        error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.internal, partitions=_partitions(broker, meta)
     )
 
 
@@ -85,11 +76,7 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         for wanted in request.topics:
             if wanted.name is None:
                 meta = broker.storage.topic_by_id(wanted.topic_id)
-                topics.append(
-                    _topic(broker, meta)
-                    if meta
-                    else _missing_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id)
-                )
+                topics.append(_topic(broker, meta) if meta else _missing_topic(None, ErrorCode.UNKNOWN_TOPIC_ID, wanted.topic_id))
                 continue
             try:
                 check_topic_name(wanted.name)
@@ -101,20 +88,14 @@ def metadata(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             except KafkaError as exc:  # auto-creation failed (a full disk): metadata itself keeps working
                 topics.append(_missing_topic(wanted.name, exc.code))
                 continue
-            topics.append(
-                _topic(broker, meta)
-                if meta
-                else _missing_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            )
+            topics.append(_topic(broker, meta) if meta else _missing_topic(wanted.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
     if request.include_topic_authorized_operations:
         for topic in topics:
             if not topic.error_code:
                 topic.topic_authorized_operations = authorized_operations(ctx, ResourceType.TOPIC, topic.name)
     return Respond(
         MetadataResponse(
-            brokers=[
-                MetadataResponse.MetadataResponseBroker(node_id=broker.config.node_id, host=host, port=port)
-            ],
+            brokers=[MetadataResponse.MetadataResponseBroker(node_id=broker.config.node_id, host=host, port=port)],
             cluster_id=broker.storage.cluster_id,
             controller_id=broker.config.node_id,
             topics=topics,

@@ -18,6 +18,7 @@ from sluice.broker.quotas import PRODUCER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode
 
 ProduceResponse = response_class("Produce")
+_PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 
 @handles("Produce")
@@ -25,41 +26,45 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     refuse: tuple[ErrorCode, str] | None = None
     if request.acks not in (0, 1, -1):
         refuse = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {request.acks}")
+    by_id = ctx.api_version >= 13
+    size = 0  # record bytes, for the byte-rate quota
     topics = []
     for topic in request.topic_data:
         name = topic.name
-        if ctx.api_version >= 13:
+        if by_id:
             meta = broker.storage.topic_by_id(topic.topic_id)
             name = meta.name if meta else None
         partitions = []
         for part in topic.partition_data:
-            record_errors: list[tuple[int, str]] = []
+            records = part.records
+            if records is not None:
+                size += len(records)
             if refuse is not None:
-                error, message, base, log_start = refuse[0], refuse[1], -1, -1
+                answer = _PartitionResponse(
+                    index=part.index, error_code=refuse[0], base_offset=-1, error_message=refuse[1]
+                )
             elif name is None:
-                error, message, base, log_start = ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic id", -1, -1
-            else:
-                result = broker.append(name, part.index, part.records, ctx.now_ms)
-                error, message, base, log_start = (
-                    result.error,
-                    result.message,
-                    result.base_offset,
-                    result.log_start_offset,
-                )
-                record_errors = result.record_errors
-            partitions.append(
-                ProduceResponse.PartitionProduceResponse(
+                answer = _PartitionResponse(
                     index=part.index,
-                    error_code=error,
-                    base_offset=base,
-                    log_start_offset=log_start,
-                    error_message=message,
-                    record_errors=[
-                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
-                        for i, m in record_errors
-                    ],
+                    error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                    base_offset=-1,
+                    error_message="unknown topic id",
                 )
-            )
+            else:
+                result = broker.append(name, part.index, records, ctx.now_ms)
+                answer = _PartitionResponse(
+                    index=part.index,
+                    error_code=result.error,
+                    base_offset=result.base_offset,
+                    log_start_offset=result.log_start_offset,
+                    error_message=result.message,
+                )
+                if result.record_errors:
+                    answer.record_errors = [
+                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        for i, m in result.record_errors
+                    ]
+            partitions.append(answer)
         topics.append(
             ProduceResponse.TopicProduceResponse(
                 name=topic.name, topic_id=topic.topic_id, partition_responses=partitions
@@ -67,7 +72,6 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
         )
     if request.acks == 0:
         return NoResponse()
-    size = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
     response = throttled(ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)

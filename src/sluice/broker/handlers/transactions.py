@@ -333,9 +333,7 @@ def describe_transactions(broker: Broker, ctx: RequestContext, request: Any) -> 
         if unloaded or meta is None or meta.state is TxnState.DEAD:
             states.append(
                 R.TransactionState(
-                    error_code=ErrorCode.NOT_COORDINATOR
-                    if unloaded
-                    else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
+                    error_code=ErrorCode.NOT_COORDINATOR if unloaded else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND,
                     transactional_id=transactional_id,
                     transaction_state="",
                     producer_id=-1,

@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from functools import cache
 
-from sluice.protocol.codec import MessageCodecs
+from sluice.protocol.codec import MessageCodecs, VersionCodec
 from sluice.protocol.schema import Api, Struct
 
 
@@ -40,6 +40,18 @@ def request_codecs(api_key: int) -> MessageCodecs:
 @cache
 def response_codecs(api_key: int) -> MessageCodecs:
     return MessageCodecs(APIS_BY_KEY[api_key].response_def)
+
+
+@cache
+def request_codec(api_key: int, version: int) -> VersionCodec:
+    """`request_codecs(api_key)[version]` in one cached step (the request path asks once per request)."""
+    return request_codecs(api_key)[version]
+
+
+@cache
+def response_codec(api_key: int, version: int) -> VersionCodec:
+    """`response_codecs(api_key)[version]` in one cached step; its header is flexible when the codec is."""
+    return response_codecs(api_key)[version]
 
 
 @cache
