@@ -202,7 +202,8 @@ class Broker:
 class SluiceBroker(Broker):
     """`python -m sluice broker` with a fresh data dir (removed on stop unless `keep_data`).
 
-    `data_root` picks the filesystem (fsync cost depends on it); ":memory:" runs without a data dir.
+    `data_root` picks the filesystem (fsync cost depends on it); ":memory:" runs without a data dir. A
+    `data_dir` set before `start` is used as it is (and kept) instead of a fresh one.
     `python_args` go before `-m sluice` (e.g. ["-m", "cProfile", "-o", "out.prof"]).
     """
 
@@ -231,7 +232,8 @@ class SluiceBroker(Broker):
         if self.data_root == ":memory:":
             data_arg = ":memory:"
         else:
-            self.data_dir = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir=self.data_root))
+            if self.data_dir is None:
+                self.data_dir = Path(tempfile.mkdtemp(prefix="sluice-bench-", dir=self.data_root))
             data_arg = str(self.data_dir)
         self.port = free_port(self.host)
         cmd = self.command(data_arg)

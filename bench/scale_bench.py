@@ -121,6 +121,14 @@ def read_back(client: WireClient, items: list[tuple[str, int]]) -> list[str]:
 
 
 class RestartableSluice(SluiceBroker):
+    def __init__(self, data_root: str | None, data_dir: Path | None = None) -> None:
+        super().__init__(data_root, keep_data=data_dir is not None)
+        # A data dir kept from an earlier run (--data-dir): the broker starts on it and keeps it.
+        self.fixed_data_dir = data_dir
+        if data_dir is not None:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self.data_dir = data_dir
+
     def restart_on(self, data_dir: Path, port: int) -> None:
         """Start again on `data_dir` and `port` without waiting (the caller times the wait)."""
         self.port = port
@@ -153,10 +161,21 @@ def restart_seconds(
     return time.monotonic() - started
 
 
-def run(broker: Broker, topics: int) -> dict[str, Any]:
+def run(broker: Broker, topics: int, *, reuse: bool = False) -> dict[str, Any]:
     names = topic_names(topics)
     items = all_partitions(names)
     result: dict[str, Any] = {"broker": broker.name, "partitions": len(items)}
+    if reuse:
+        made = items
+        result["rss_started_mb"] = broker.rss_bytes() / 1e6
+    else:
+        made = create_and_fill(broker, names, items, result)
+    return restarts(broker, made, result)
+
+
+def create_and_fill(
+    broker: Broker, names: list[str], items: list[tuple[str, int]], result: dict[str, Any]
+) -> list[tuple[str, int]]:
     rss0 = broker.rss_bytes()
     with WireClient.connect(broker.bootstrap, timeout=300) as client:
         started = time.monotonic()
@@ -180,15 +199,23 @@ def run(broker: Broker, topics: int) -> dict[str, Any]:
         result["rss_produced_mb"] = broker.rss_bytes() / 1e6
         read_errors = read_back(client, made)
         result["read_errors"] = len(read_errors)
+    return made
+
+
+def restarts(broker: Broker, made: list[tuple[str, int]], result: dict[str, Any]) -> dict[str, Any]:
     if isinstance(broker, RestartableSluice):
         result["restart_clean_s"] = restart_seconds(broker, signal.SIGTERM, result, "clean")
+        started = time.monotonic()
         with WireClient.connect(broker.bootstrap, timeout=300) as client:
             result["read_errors_after_clean"] = len(read_back(client, made))
+        result["read_all_after_clean_s"] = time.monotonic() - started
         result["restart_kill9_s"] = restart_seconds(broker, signal.SIGKILL, result, "kill9")
+        started = time.monotonic()
         with WireClient.connect(broker.bootstrap, timeout=300) as client:
             result["read_errors_after_kill9"] = len(read_back(client, made))
+        result["read_all_after_kill9_s"] = time.monotonic() - started
         result["rss_after_restart_mb"] = broker.rss_bytes() / 1e6
-        broker.keep_data = False
+        broker.keep_data = broker.fixed_data_dir is not None
     return result
 
 
@@ -199,19 +226,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", type=int, default=5000, help=f"topics of {PARTITIONS} partitions each")
     parser.add_argument("--brokers", default="sluice,tansu")
     parser.add_argument("--data-root", default=None, help="where sluice's data dir goes (default: $TMPDIR)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="sluice's data dir, kept after the run; when it already holds the topics (an earlier run with "
+        "the same --topics), creation and produce are skipped and only the restarts are measured",
+    )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     print(f"open-file limit: soft {soft}, hard {hard}", file=sys.stderr)
     results = []
     for name in args.brokers.split(","):
-        broker = RestartableSluice(args.data_root) if name == "sluice" else BROKERS[name]()
+        reuse = False
+        if name == "sluice":
+            reuse = args.data_dir is not None and (args.data_dir / "metadata.json").exists()
+            broker: Broker = RestartableSluice(args.data_root, args.data_dir)
+        else:
+            broker = BROKERS[name]()
         with broker:
-            result = run(broker, args.topics)
+            result = run(broker, args.topics, reuse=reuse)
         print(json.dumps(result), file=sys.stderr, flush=True)
         results.append(result)
     print(f"\n{args.topics:,} topics x {PARTITIONS} partitions, open-file limit {soft}")
     keys = [
+        "rss_started_mb",
         "create_s",
         "create_errors",
         "rss_created_mb",
@@ -223,8 +262,11 @@ def main(argv: list[str] | None = None) -> int:
         "stop_clean_s",
         "restart_clean_s",
         "read_errors_after_clean",
+        "read_all_after_clean_s",
         "restart_kill9_s",
         "read_errors_after_kill9",
+        "read_all_after_kill9_s",
+        "rss_after_restart_mb",
     ]
     print(f"{'':<26}" + "".join(f"{r['broker']:>14}" for r in results))
     for key in keys:

@@ -48,7 +48,8 @@ def segment_descriptors(pid: int) -> int:
     count = 0
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            if os.readlink(f"/proc/{pid}/fd/{fd}").endswith(".log"):
+            name = os.path.basename(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            if name.endswith(".log") and name[:-4].isdigit():  # a segment, not the metadata.log journal
                 count += 1
         except FileNotFoundError:
             continue

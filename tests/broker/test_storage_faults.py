@@ -340,6 +340,8 @@ def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(tmp_pat
         for suffix in (".index", ".timeindex"):
             segment.with_suffix(suffix).unlink()
         proc.restart()
+        with WireClient.connect(proc.bootstrap) as client:
+            wire_fetch(client, "bits", 0, max_wait_ms=0)  # the partition opens, and is checked, at first use
         assert str(segment) in "".join(proc.output) and "damaged" in "".join(proc.output)
         [damage] = json.loads((tmp_path / "data" / "bits-0" / "damaged.json").read_text())["ranges"]
         first_bad, after_bad = damage["first_offset"], damage["end_offset"]

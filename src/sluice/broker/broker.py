@@ -22,6 +22,7 @@ from sluice.broker.config import BrokerConfig
 from sluice.broker.dynamic_configs import DynamicBrokerConfigs
 from sluice.broker.group_configs import GroupConfigs
 from sluice.broker.metrics import BrokerMetrics
+from sluice.broker.partition_table import PartitionTable
 from sluice.broker.record_checks import (
     NO_CHECKS,
     RecordChecks,
@@ -110,7 +111,10 @@ class Broker:
     def __init__(self, config: BrokerConfig, storage: Storage) -> None:
         self.config = config
         self.storage = storage
-        self.partitions: dict[tuple[str, int], PartitionState] = {}
+        # Loaded on first use (partition_table.py), so start-up reads no partition.
+        self.partitions: PartitionTable[PartitionState] = PartitionTable(self._load_partition)
+        # Called with each partition once loaded (the transaction service aborts hanging transactions).
+        self.on_partition_loaded: Callable[[PartitionState], None] = lambda state: None
         # Partitions appended to since the last flush started: the next group commit covers them.
         self.unflushed: dict[tuple[str, int], PartitionState] = {}
         # Appends that must reach the disk with the next group commit, but that no answer waits for: they
@@ -183,14 +187,19 @@ class Broker:
 
     def _open_partitions(self, meta: TopicMeta) -> None:
         for index in range(meta.partitions):
-            key = (meta.name, index)
-            if key not in self.partitions:
-                log = self.storage.log(meta.name, index)
-                state = PartitionState(meta.name, index, log, log.log_end_offset)
-                state.txn_index = TxnIndex(getattr(log, "directory", None))
-                state.txn_index.load(_first_segment_base(log))
-                self._rebuild_producer_state(state)
-                self.partitions[key] = state
+            self.partitions.add((meta.name, index))
+
+    def _load_partition(self, key: tuple[str, int]) -> PartitionState:
+        """A partition's state from its log (which storage opens, and recovers after a crash, first)."""
+        topic, index = key
+        log = self.storage.log(topic, index)
+        state = PartitionState(topic, index, log, log.log_end_offset)
+        state.txn_index = TxnIndex(getattr(log, "directory", None))
+        state.txn_index.load(_first_segment_base(log))
+        self._rebuild_producer_state(state)
+        self.partitions[key] = state
+        self.on_partition_loaded(state)
+        return state
 
     def _rebuild_producer_state(self, state: PartitionState, start: int | None = None) -> None:
         """Replay batch headers from `start` (default: a bounded window before the log end)."""
@@ -236,6 +245,7 @@ class Broker:
         if partitions < 1:
             raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"partitions must be at least 1, got {partitions}")
         merged = {**self.config.topic_defaults, **configs}
+        self._refuse_new_partitions_on_a_full_disk()
         meta = self.storage.create_topic(name, partitions, merged, internal=internal)
         self._open_partitions(meta)
         return meta
@@ -250,7 +260,7 @@ class Broker:
             # Not deleted (no room for the metadata file). If storage dropped the data to make room, its
             # partitions were reopened empty: follow them.
             for index in range(meta.partitions):
-                state = self.partitions.get((name, index))
+                state = self.partitions.peek((name, index))
                 if state is not None and state.log is not self.storage.log(name, index):
                     del self.partitions[(name, index)]
                     self.unflushed.pop((name, index), None)
@@ -262,7 +272,15 @@ class Broker:
             self.unflushed.pop((name, index), None)
             self.deferred.pop((name, index), None)
 
+    def _refuse_new_partitions_on_a_full_disk(self) -> None:
+        if self.free_space is not None and self.free_space.still_full():
+            raise KafkaError(
+                ErrorCode.KAFKA_STORAGE_ERROR,
+                f"data dir {self.free_space.directory}: disk full (ENOSPC); no new partitions until space is freed",
+            )
+
     def create_partitions(self, name: str, total: int) -> TopicMeta:
+        self._refuse_new_partitions_on_a_full_disk()
         meta = self.storage.create_partitions(name, total)
         self._open_partitions(meta)
         return meta

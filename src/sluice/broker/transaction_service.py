@@ -12,10 +12,12 @@ transaction caught between prepare and complete is finished.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker
+from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker, PartitionState
 from sluice.broker.internal_topics import InternalTopic, InternalTopicService
 from sluice.coordinator.messages import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
 from sluice.coordinator.transaction_log import decode_value
@@ -42,6 +44,13 @@ _COORDINATOR_EPOCH = 0
 class TransactionService(InternalTopicService[TransactionCoordinator]):
     def __init__(self, broker: Broker, coordinator: TransactionCoordinator, topic: InternalTopic) -> None:
         super().__init__(broker, coordinator, topic, lambda now_ms: load_transactions(broker, topic, now_ms))
+        broker.on_partition_loaded = self._partition_loaded
+        # The latest time the service was told (no clock in the broker): the timestamp of markers that
+        # abort hanging transactions found in partitions loaded between calls.
+        self._last_now_ms = 0
+        # While an outcome is applied (or recovery runs) the coordinator's view of a transaction may be
+        # ahead of the partitions its markers are going to: partitions loading then are checked after.
+        self._held_checks: list[PartitionState] | None = None
         # Transactions whose markers some partition refused (I/O error, full disk): tried again on the timer.
         self.pending_markers: dict[str, _PendingMarkers] = {}
         self._marker_retry_at: int | None = None
@@ -53,7 +62,8 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
         `__transaction_state` refuses the write, the coordinator unloads (its state is ahead of the log) and
         KafkaError(NOT_COORDINATOR) is raised; it loads again from the log once the log can be written."""
         try:
-            return self._apply(outcome, now_ms, ending=ending)
+            with self._holding_checks():
+                return self._apply(outcome, now_ms, ending=ending)
         except (KafkaError, DiskFull, OSError) as exc:
             self.unload(str(exc))
             raise KafkaError(
@@ -190,6 +200,11 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
 
     def recover(self, now_ms: int) -> None:
         """After a load: finish what a crash (or an unload) left half ended, before any client is served."""
+        with self._holding_checks():
+            self._recover(now_ms)
+
+    def _recover(self, now_ms: int) -> None:
+        self._last_now_ms = max(self._last_now_ms, now_ms)
         coordinator = self.coordinator
         broker = self.broker
         # The bounded start-up scan may have missed the first batch of a long open transaction.
@@ -210,6 +225,39 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
 
     def new_producer_id(self, now_ms: int) -> int:
         return self.broker.new_producer_id(now_ms)
+
+    def _partition_loaded(self, state: PartitionState) -> None:
+        """A partition loaded after the coordinator recovered: abort what hangs there now (before it serves
+        anything); while unloaded, `recover` checks it with the others when the coordinator loads again."""
+        if self._held_checks is not None:
+            self._held_checks.append(state)
+            return
+        recovered = self.loaded and self._last_now_ms > 0
+        if not (recovered and state.producers.ongoing):
+            return
+        if not abort_hanging_in(self.broker, self.coordinator, state, self._last_now_ms):
+            return
+        # Only after a crash: made durable and visible at once, as `recover` does at start.
+        try:
+            state.log.flush()
+        except KafkaError as exc:  # the log is offline now and says why to every request
+            log.error("%s-%d: the abort marker could not be flushed: %s", state.topic, state.index, exc)
+            return
+        self.broker.advance_high_watermark(state, state.log.log_end_offset)
+
+    @contextlib.contextmanager
+    def _holding_checks(self) -> Iterator[None]:
+        """Check the partitions that load meanwhile once the block is done (its markers written)."""
+        if self._held_checks is not None:
+            yield  # an outer block checks them
+            return
+        self._held_checks = []
+        try:
+            yield
+        finally:
+            held, self._held_checks = self._held_checks, None
+            for state in held:
+                self._partition_loaded(state)
 
     # ----- produce-side verification -----
 
@@ -240,6 +288,7 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
         return deadline
 
     def tick(self, now_ms: int) -> None:
+        self._last_now_ms = max(self._last_now_ms, now_ms)
         if not self.ensure_loaded(now_ms):
             return
         if self.pending_markers:
@@ -272,37 +321,48 @@ def abort_hanging_transactions(broker: Broker, coordinator: TransactionCoordinat
     disk but the record adding it did not (the record is fsynced first, so the data was never acknowledged
     and the producer will hear INVALID_TXN_STATE). Left alone it would hold the LSO forever."""
     aborted = 0
-    for (topic, index), state in list(broker.partitions.items()):
-        for producer_id in list(state.producers.ongoing):
-            meta = coordinator.by_producer.get(producer_id)
-            if (
-                meta is not None
-                and meta.state in (TxnState.ONGOING, *PREPARING)
-                and (topic, index) in meta.partitions
-            ):
-                continue  # open, or being ended: the coordinator writes its marker
-            producer = state.producers.producers.get(producer_id)
-            epoch = producer.epoch if producer is not None else 0
-            try:
-                broker.write_marker(
-                    state,
-                    producer_id,
-                    epoch,
-                    commit=False,
-                    coordinator_epoch=_COORDINATOR_EPOCH,
-                    now_ms=now_ms,
-                )
-            except (KafkaError, OSError) as exc:
-                log.error(
-                    "cannot abort a hanging transaction of producer %d in %s-%d: %s",
-                    producer_id,
-                    topic,
-                    index,
-                    exc,
-                )
-                continue
-            log.warning("aborted a hanging transaction of producer %d in %s-%d", producer_id, topic, index)
-            aborted += 1
+    # Partitions not loaded yet get the same check when they load (TransactionService._partition_loaded).
+    for _, state in broker.partitions.loaded_items():
+        aborted += abort_hanging_in(broker, coordinator, state, now_ms)
+    return aborted
+
+
+def abort_hanging_in(
+    broker: Broker, coordinator: TransactionCoordinator, state: PartitionState, now_ms: int
+) -> int:
+    """`abort_hanging_transactions` for one partition."""
+    aborted = 0
+    topic, index = state.topic, state.index
+    for producer_id in list(state.producers.ongoing):
+        meta = coordinator.by_producer.get(producer_id)
+        if (
+            meta is not None
+            and meta.state in (TxnState.ONGOING, *PREPARING)
+            and (topic, index) in meta.partitions
+        ):
+            continue  # open, or being ended: the coordinator writes its marker
+        producer = state.producers.producers.get(producer_id)
+        epoch = producer.epoch if producer is not None else 0
+        try:
+            broker.write_marker(
+                state,
+                producer_id,
+                epoch,
+                commit=False,
+                coordinator_epoch=_COORDINATOR_EPOCH,
+                now_ms=now_ms,
+            )
+        except (KafkaError, OSError) as exc:
+            log.error(
+                "cannot abort a hanging transaction of producer %d in %s-%d: %s",
+                producer_id,
+                topic,
+                index,
+                exc,
+            )
+            continue
+        log.warning("aborted a hanging transaction of producer %d in %s-%d", producer_id, topic, index)
+        aborted += 1
     return aborted
 
 

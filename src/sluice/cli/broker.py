@@ -112,13 +112,18 @@ def broker(
     from sluice.eventloop import run_event_loop
     from sluice.security.acl import StoreDamaged
     from sluice.server.app import serve_broker
+    from sluice.storage.topic_journal import MetadataDamaged
 
     setup_logging(verbose)
     try:
         run_event_loop(
             serve_broker(_broker_config(listen, data_dir, advertise, config, min_free_bytes, admin_listen))
         )
-    except (StoreDamaged, OSError) as exc:  # OSError: a listener's address is taken or not ours
+    except (
+        StoreDamaged,
+        MetadataDamaged,
+        OSError,
+    ) as exc:  # OSError: a listener's address is taken or not ours
         fail(str(exc))
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import gc
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,6 +27,8 @@ from sluice.storage.config import TopicConfig
 
 log = logging.getLogger("sluice")
 T = TypeVar("T")
+# The background warm-up loads partitions for this long, then lets the loop serve requests.
+WARM_UP_SLICE_S = 0.01
 
 
 def open_storage(config: BrokerConfig) -> Storage:
@@ -170,17 +174,39 @@ def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleaner
     return cleaner
 
 
+async def _warm_up(broker: Broker) -> None:
+    """Load the partitions no client asked for yet, in slices of about WARM_UP_SLICE_S between which the
+    loop serves requests: the port opened before any partition was read (broker/partition_table.py)."""
+    unloaded = broker.partitions.unloaded()
+    if not unloaded:
+        return
+    started = time.monotonic()
+    slice_end = started + WARM_UP_SLICE_S
+    for key in unloaded:
+        try:
+            broker.partitions.get(key)
+        except Exception:
+            log.exception("loading partition %s-%d failed", *key)
+        if time.monotonic() >= slice_end:
+            await asyncio.sleep(0)
+            slice_end = time.monotonic() + WARM_UP_SLICE_S
+    log.info("loaded %d partitions in the background in %.1f s", len(unloaded), time.monotonic() - started)
+    if gc.get_freeze_count():
+        freeze_startup_objects()  # the process froze what start-up made: these belong with it
+
+
 async def _retention_loop(broker: Broker) -> None:
+    await _warm_up(broker)
     while True:
         await asyncio.sleep(broker.config.retention_check_interval_ms / 1000)
-        for (topic, _), state in list(broker.partitions.items()):
+        for (topic, index), state in broker.partitions.loaded_items():
             meta = broker.storage.topic(topic)
             if meta is None or not meta.config.deletes_old_segments:
                 continue
             try:
                 state.log.apply_retention(now_ms(), meta.config.retention_ms, meta.config.retention_bytes)
             except Exception:
-                log.exception("retention failed for %s", topic)
+                log.exception("retention failed for %s-%d", topic, index)
 
 
 async def start_broker(config: BrokerConfig) -> RunningBroker:

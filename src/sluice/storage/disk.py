@@ -1,5 +1,5 @@
 """The disk engine: one directory per partition (`<data-dir>/<topic>-<partition>/`), Kafka's segment
-layout inside, topic metadata in `<data-dir>/metadata.json`.
+layout inside, topic metadata in `<data-dir>/metadata.json` and its journal `metadata.log` (topic_journal.py).
 
 A `.clean-shutdown` marker written by `close(clean=True)` and removed at open lets the next start skip
 recovery scans; a `.lock` file (flock) keeps a second process out of the same directory.
@@ -10,6 +10,7 @@ Every file of the data directory and its byte layout: docs/storage.md.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import re
@@ -28,16 +29,15 @@ from sluice.storage.log import DISK_FULL_ERRNOS, SegmentedLog
 from sluice.storage.memory import MemoryStorage
 from sluice.storage.metadata import (
     TopicStore,
-    decode_metadata,
-    encode_metadata,
     new_cluster_id,
+    storage_error,
     sync_directory,
     sync_filesystem,
     write_atomically,
 )
 from sluice.storage.segment import FileSegment
+from sluice.storage.topic_journal import TopicJournal
 
-METADATA_FILE = "metadata.json"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 LOCK_FILE = ".lock"
 MEMORY_DATA_DIR = ":memory:"
@@ -74,6 +74,16 @@ class DiskPartitionLog(SegmentedLog):
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_pending = False
         self._active_checkpoint = (-1, 0)  # (active segment base, durable position) last checkpointed
+        # Opened as a clean stop left it: while nothing changes, a clean close has nothing to write.
+        self._as_stopped = self._shape() if loaded.as_stopped else None
+
+    def _shape(self) -> tuple[int, int, int, tuple[int, ...]]:
+        return (self._log_start_offset, self.log_end_offset, self._size_bytes, tuple(self._bases))
+
+    def unchanged_since_clean_open(self) -> bool:
+        """Opened after a clean stop, and nothing appended, deleted, compacted or moved since: its
+        indexes and checkpoint on disk are still the ones that stop wrote."""
+        return self._as_stopped is not None and self._as_stopped == self._shape() and not self._not_durable
 
     @property
     def segments(self) -> list[FileSegment]:
@@ -283,8 +293,29 @@ class DiskPartitionLog(SegmentedLog):
         return True
 
 
+def read_clean_shutdown_marker(path: Path) -> set[str] | None:
+    """The partitions a clean stop left unrecovered (never opened since a crash): empty for none, None
+    when the marker cannot be read (then every partition is recovered)."""
+    data = path.read_bytes()
+    if not data:
+        return set()
+    try:
+        return {str(name) for name in json.loads(data)["unrecovered"]}
+    except (ValueError, KeyError, TypeError):
+        _log.warning("%s unreadable: recovering every partition", path)
+        return None
+
+
+def write_clean_shutdown_marker(path: Path, unrecovered: list[str]) -> None:
+    data = json.dumps({"unrecovered": unrecovered}).encode() if unrecovered else b""
+    write_atomically(path, data)
+
+
 class DiskStorage(TopicStore):
-    """`api.Storage` in a data directory. Opening it recovers every partition (see loader.py)."""
+    """`api.Storage` in a data directory. Opening it reads the topics; each partition's log is opened, and
+    after a crash recovered (see loader.py), on first use (`log`), so start-up costs the same however many
+    partitions there are. A clean stop lists the partitions it did not open since a crash in the
+    `.clean-shutdown` marker, so their recovery still happens at their first open after the next start."""
 
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.data_dir = Path(data_dir)
@@ -298,57 +329,89 @@ class DiskStorage(TopicStore):
                 ErrorCode.KAFKA_STORAGE_ERROR, f"{self.data_dir} is in use by another process"
             ) from None
         super().__init__("", {})
+        self._journal: TopicJournal | None = None
         try:
             self._load()
         except BaseException:
             self._close_logs()
+            if self._journal is not None:
+                self._journal.close()
             os.close(self._lock_fd)
             raise
 
     def _load(self) -> None:
-        metadata_path = self.data_dir / METADATA_FILE
-        if metadata_path.exists():
-            self._cluster_id, self._topics = decode_metadata(metadata_path.read_bytes())
-        else:
-            self._cluster_id = new_cluster_id()
-            self._persist()
+        """Read what must be known globally (the topics); partition logs open on first use (`log`)."""
+        self._journal, self._topics = TopicJournal.open(self.data_dir, new_cluster_id())
+        self._cluster_id = self._journal.cluster_id
         marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
         self.was_clean_shutdown = marker.exists()
+        # Which unopened partitions may hold a crash's damage, so their first open must recover them:
+        # after a crash every one; after a clean stop those the marker lists (not opened since a crash).
+        suspect = read_clean_shutdown_marker(marker) if self.was_clean_shutdown else None
+        self._suspect_all = suspect is None
+        self._suspect: set[str] = suspect or set()
         self._remove_orphans()
-        for meta in self._topics.values():
-            config = meta.config
-            for partition in range(meta.partitions):
-                directory = self._partition_dir(meta.name, partition)
-                self._logs[(meta.name, partition)] = DiskPartitionLog(
-                    directory, config, clean=self.was_clean_shutdown
-                )
         if self.was_clean_shutdown:
             # From here on the directory may change; a crash must not be mistaken for a clean stop.
             marker.unlink()
             sync_directory(self.data_dir)
+
+    def _open_existing(self, meta: TopicMeta, partition: int) -> DiskPartitionLog:
+        """Open (and, after a crash, recover) a partition's log: before it serves anything."""
+        name = f"{meta.name}-{partition}"
+        clean = not (self._suspect_all or name in self._suspect)
+        try:
+            log = DiskPartitionLog(self.data_dir / name, meta.config, clean=clean)
+        except OSError as error:
+            raise storage_error(f"opening partition {name}", error) from error
+        self._suspect.discard(name)
+        self._logs[(meta.name, partition)] = log
+        return log
+
+    def log(self, topic: str, partition: int) -> DiskPartitionLog:
+        log = self._logs.get((topic, partition))
+        if log is not None:
+            return log  # type: ignore[return-value]
+        meta = self._topics.get(topic)
+        if meta is None or not 0 <= partition < meta.partitions:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{partition}")
+        return self._open_existing(meta, partition)
+
+    def _unopened_suspects(self) -> list[str]:
+        """Partitions still waiting for their crash recovery: a clean stop must not make them look clean."""
+        if self._suspect_all:
+            return [
+                f"{meta.name}-{n}"
+                for meta in self._topics.values()
+                for n in range(meta.partitions)
+                if (meta.name, n) not in self._logs
+            ]
+        opened = {f"{topic}-{partition}" for topic, partition in self._logs}
+        return sorted(self._suspect - opened)
 
     def _partition_dir(self, topic: str, partition: int) -> Path:
         return self.data_dir / f"{topic}-{partition}"
 
     def _remove_orphans(self) -> None:
         """Data of deleted topics and partitions whose removal a crash interrupted."""
-        for path in self.data_dir.iterdir():
-            if not path.is_dir():
-                continue
-            if path.name.endswith(_TRASH_SUFFIX):
-                shutil.rmtree(path, ignore_errors=True)
-                continue
-            match = _PARTITION_DIR.match(path.name)
-            if match:
-                meta = self._topics.get(match.group(1))
-                if meta is None or int(match.group(2)) >= meta.partitions:
-                    shutil.rmtree(path, ignore_errors=True)
+        with os.scandir(self.data_dir) as entries:  # d_type, no stat per entry: 50,000 partitions
+            for entry in entries:
+                if not entry.is_dir():
+                    continue
+                if entry.name.endswith(_TRASH_SUFFIX):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    continue
+                match = _PARTITION_DIR.match(entry.name)
+                if match:
+                    meta = self._topics.get(match.group(1))
+                    if meta is None or int(match.group(2)) >= meta.partitions:
+                        shutil.rmtree(entry.path, ignore_errors=True)
 
     def _open_log(self, meta: TopicMeta, partition: int) -> DiskPartitionLog:
         directory = self._partition_dir(meta.name, partition)
         directory.mkdir()
-        # Not synced here: the metadata write that follows (`_persist`) fsyncs the data directory, making
-        # every new partition directory durable with it (one fsync per topic, not one per partition).
+        # Not synced here: the metadata change that follows (`_persist`) fsyncs the data directory first,
+        # making every new partition directory durable with it (one fsync per topic, not one per partition).
         return DiskPartitionLog(directory, meta.config, clean=True)
 
     def _remove_partition_data(self, topic: str, partition: int) -> None:
@@ -361,11 +424,11 @@ class DiskStorage(TopicStore):
         shutil.rmtree(trash)
         sync_directory(self.data_dir)
 
-    def _persist(self) -> None:
-        write_atomically(self.data_dir / METADATA_FILE, encode_metadata(self._cluster_id, self._topics))
-
-    def log(self, topic: str, partition: int) -> DiskPartitionLog:
-        return super().log(topic, partition)  # type: ignore[return-value]
+    def _persist(self, name: str, meta: TopicMeta | None) -> None:
+        if meta is not None:
+            sync_directory(self.data_dir)  # the names of the partition directories `_open_log` made
+        assert self._journal is not None
+        self._journal.record(name, meta, self._topics)
 
     def compactable_log(self, topic: str, partition: int) -> DiskPartitionLog:
         return self.log(topic, partition)
@@ -373,11 +436,15 @@ class DiskStorage(TopicStore):
     def close(self, clean: bool = True) -> None:
         if self._lock_fd < 0:
             return
+        unopened_suspects = self._unopened_suspects() if clean else []
         logs = list(self._logs.values())
         self._logs.clear()
         if clean:
             all_durable = True
             for log in logs:
+                if log.unchanged_since_clean_open():  # type: ignore[attr-defined]
+                    log.close()  # nothing to write: 50,000 untouched partitions stop in a moment
+                    continue
                 all_durable = log.close_clean(sync=False) and all_durable  # type: ignore[attr-defined]
             try:
                 sync_filesystem(self.data_dir)  # one syncfs for every partition's data, indexes, checkpoint
@@ -387,10 +454,12 @@ class DiskStorage(TopicStore):
                 )
                 all_durable = False
             if all_durable:
-                write_atomically(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
+                write_clean_shutdown_marker(self.data_dir / CLEAN_SHUTDOWN_MARKER, unopened_suspects)
         else:
             for log in logs:
                 log.close()
+        if self._journal is not None:
+            self._journal.close()
         os.close(self._lock_fd)
         self._lock_fd = -1
 

@@ -72,6 +72,13 @@ class FreeSpaceGuard:
             _log.error("%s", reason)
         return reason
 
+    def still_full(self) -> bool:
+        """After a write hit ENOSPC: measured again now, True until the disk has room again. (A journal
+        append can still fit in a file's last page on a full disk; a new partition would not be writable.)"""
+        if self._full:
+            self._measure(self._probed_ms or 0)
+        return self._full
+
     def disk_full(self, now_ms: int) -> None:
         """A write failed with ENOSPC: refuse at once, and until a later probe finds room."""
         self._full = True
