@@ -501,6 +501,13 @@ class Broker:
         self.metrics.fetched(state.topic, data, offset)
         return data
 
+    def answers_now(self, state: PartitionState, offset: int, *, committed: bool = False) -> bool:
+        """Whether `read` at `offset` answers at once: records, or its out-of-range or offline-log error."""
+        high_watermark = state.high_watermark
+        if offset < state.log.log_start_offset or offset > high_watermark or state.log.offline_reason:
+            return True
+        return offset < (state.last_stable_offset if committed else high_watermark)
+
     def aborted_transactions(self, state: PartitionState, fetch_offset: int, data: bytes) -> list[AbortedTxn]:
         """Aborted transactions a read_committed consumer must filter out of `data` read at `fetch_offset`."""
         if not data or not state.txn_index.entries:

@@ -196,9 +196,8 @@ class DynamicBrokerConfigs:
             with_elr = {**store.default, MIN_INSYNC_REPLICAS: str(value)}
             try:
                 store.replace(False, with_elr)
-            except (
-                KafkaError
-            ):  # a full or read-only disk: in force all the same, written with the next change
+            except KafkaError:
+                # A full or read-only disk: in force all the same, written with the next change.
                 store.default = with_elr
         apply(config, store, set(store.node) | set(store.default))
         return store

@@ -155,13 +155,8 @@ def _idle_watch(broker: Broker, request: Any, by_id: bool) -> list[tuple[str, in
         name = _name_of(broker, topic.topic_id) if by_id else topic.topic
         for part in topic.partitions:
             state = partitions.get((name, part.partition))
-            if state is None or state.log.offline_reason:
+            if state is None or broker.answers_now(state, part.fetch_offset, committed=committed):
                 return None
-            offset, high_watermark = part.fetch_offset, state.high_watermark
-            if offset < state.log.log_start_offset or offset > high_watermark:
-                return None  # out of range: answered with its error now
-            if offset < (state.last_stable_offset if committed else high_watermark):
-                return None  # something to read
             watch.append((name, part.partition))
     return watch
 
