@@ -102,16 +102,13 @@ def replay_journal(data: bytes, topics: dict[str, TopicMeta], path: Path) -> tup
 class TopicJournal:
     """The snapshot and journal of one data directory (format: the module docstring). Owner thread only."""
 
-    def __init__(
-        self, data_dir: Path, cluster_id: str, topics: Mapping[str, TopicMeta], entries: int
-    ) -> None:
+    def __init__(self, data_dir: Path, cluster_id: str, entries: int) -> None:
         self.data_dir = data_dir
         self.cluster_id = cluster_id
         self.entries = entries
         self._path = data_dir / JOURNAL_FILE
         self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = os.fstat(self._fd).st_size
-        self._topic_count = len(topics)
 
     @classmethod
     def open(cls, data_dir: Path, new_cluster_id: str) -> tuple[TopicJournal, dict[str, TopicMeta]]:
@@ -134,7 +131,7 @@ class TopicJournal:
             if intact < len(data):
                 _log.warning("%s: cut off %d bytes of a torn last entry", journal_path, len(data) - intact)
                 os.truncate(journal_path, intact)
-        journal = cls(data_dir, cluster_id, topics, entries)
+        journal = cls(data_dir, cluster_id, entries)
         if entries == 0 and journal._size == 0:
             sync_directory(data_dir)  # the journal's name, before anything is acknowledged through it
         return journal, topics
@@ -156,8 +153,7 @@ class TopicJournal:
             raise
         self._size += len(line)
         self.entries += 1
-        self._topic_count = len(topics)
-        if self.entries > max(COMPACT_MIN_ENTRIES, self._topic_count):
+        if self.entries > max(COMPACT_MIN_ENTRIES, len(topics)):
             self.compact(topics)
 
     def compact(self, topics: Mapping[str, TopicMeta]) -> None:
