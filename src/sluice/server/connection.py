@@ -14,9 +14,10 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sluice.broker.api import NoResponse, Parked, Respond, RespondWhenData, RespondWhenDurable
+from sluice.broker.api import NoResponse, Parked, Preencoded, Respond, RespondWhenData, RespondWhenDurable
 from sluice.broker.dispatch import Close
 from sluice.errors import ProtocolError
+from sluice.protocol.fetch_shape import FetchShape
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
 from sluice.protocol.headers import response_header
 from sluice.protocol.messages import response_codec
@@ -73,7 +74,13 @@ class ResponseSlot:
                 response.throttle_time_ms = throttle  # the client backs off too (KIP-219)
         codec = response_codec(self.api_key, version)
         parts: list[Any] = [response_header(self.correlation_id, self.api_key, codec.flexible)]
-        codec.encode_root(response, parts)
+        if type(response) is Preencoded:
+            if response.parts and response.api_version == version:
+                parts.extend(response.parts)
+            else:
+                codec.encode_root(response.message, parts)
+        else:
+            codec.encode_root(response, parts)
         self.parts = frame(parts)
         self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
         self.connection.flush_responses()
@@ -104,6 +111,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Over its IP's connection_creation_rate: held unserved until closed (KIP-612).
         self.held = False
         self.tls = False  # set in connection_made: responses then go out through coalesce()
+        # The last sessionless Fetch, kept by the dispatcher (sluice.broker.dispatch._decode_fetch).
+        self.repeated_fetch: tuple[int, FetchShape, Any] | None = None
 
     # ----- asyncio callbacks -----
 
