@@ -69,8 +69,8 @@ HONOURED: dict[str, Callable[[BrokerConfig, str | None, BrokerConfig], None]] = 
     "max.connections": _set_max_connections,
     "message.max.bytes": _set_message_max_bytes,
 }
-# One node holds every replica, so min.insync.replicas never refuses a write: it is reported, never copied
-# into new topics.
+# min.insync.replicas is reported, never copied into new topics: it refuses no write here (Kafka caps it at
+# the replica count, one on this node; see handlers/produce.py).
 _TOPIC_BY_BROKER_NAME = {
     d.broker_synonym: name
     for name, d in TOPIC_CONFIGS.items()
