@@ -128,8 +128,11 @@ def test_a_topic_value_above_the_replica_count_refuses_no_acks_all_write(
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[BrokerProcess]:
-    """A broker of its own: the cluster default set here must not reach other tests' topics."""
-    proc = BrokerProcess(tmp_path / "data").start()
+    """A broker of its own, whose config file sets min.insync.replicas=2: the cluster default set here must
+    not reach other tests' topics."""
+    config = tmp_path / "broker.yaml"
+    config.write_text(f'topic_defaults:\n  {MIR}: "2"\n')
+    proc = BrokerProcess(tmp_path / "data", config=config).start()
     yield proc
     proc.stop()
 
@@ -137,21 +140,29 @@ def node(tmp_path: Path) -> Iterator[BrokerProcess]:
 def test_the_cluster_default_survives_a_restart_and_refuses_no_acks_all_write(
     node: BrokerProcess, topic_name: str
 ) -> None:
-    """The KIP-966 cluster default ("" BROKER resource) raised to 3 applies to a topic without its own value,
-    is still in force after a restart, and acks=all writes go through before and after it."""
+    """The config file's value is the KIP-966 cluster default's first value; topics without their own value
+    follow that default ("" BROKER resource) when it is raised to 3, also after a restart, and acks=all
+    writes go through all along."""
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
-    _set_cluster_default(node.bootstrap, "3")
     admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    assert _topic_setting(admin, topic_name) == ("2", CLUSTER_DEFAULT)
+    assert _produce(node.bootstrap, topic_name, [b"file value"], acks="all") == [0]
+    _set_cluster_default(node.bootstrap, "3")
     assert _topic_setting(admin, topic_name) == ("3", CLUSTER_DEFAULT)
-    assert _produce(node.bootstrap, topic_name, [b"before"], acks="all") == [0]
+    assert _produce(node.bootstrap, topic_name, [b"before"], acks="all") == [1]
 
     node.stop()
     node.restart()
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
     assert _topic_setting(admin, topic_name) == ("3", CLUSTER_DEFAULT)
-    assert _produce(node.bootstrap, topic_name, [b"after"], acks="all", **{"enable.idempotence": True}) == [1]
+    assert _produce(node.bootstrap, topic_name, [b"after"], acks="all", **{"enable.idempotence": True}) == [2]
     # The topic's own value wins over the cluster default, and a lower one is taken as well.
     _set_for_topic(admin, topic_name, "1")
     assert _topic_setting(admin, topic_name) == ("1", TOPIC_SOURCE)
-    assert _produce(node.bootstrap, topic_name, [b"own value"], acks="all") == [2]
-    assert _read_all(node.bootstrap, topic_name, 3) == [(0, b"before"), (1, b"after"), (2, b"own value")]
+    assert _produce(node.bootstrap, topic_name, [b"own value"], acks="all") == [3]
+    assert _read_all(node.bootstrap, topic_name, 4) == [
+        (0, b"file value"),
+        (1, b"before"),
+        (2, b"after"),
+        (3, b"own value"),
+    ]

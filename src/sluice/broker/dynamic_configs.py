@@ -188,10 +188,14 @@ class DynamicBrokerConfigs:
         """Load the stored configs and make `config` (the running broker's) act on them."""
         store = cls.open(config.data_dir)
         store.static = copy.deepcopy(config)
+        # The config file's min.insync.replicas is only the cluster default's first value (below): topics
+        # follow that default, as on Kafka, rather than keep a copy of the file's value made when created.
+        config.topic_defaults.pop(MIN_INSYNC_REPLICAS, None)
         if MIN_INSYNC_REPLICAS not in store.default:
             # What Kafka's controller writes when a cluster with ELR first starts (or turns ELR on).
             value = (
-                config.topic_defaults.get(MIN_INSYNC_REPLICAS) or TOPIC_CONFIGS[MIN_INSYNC_REPLICAS].default
+                store.static.topic_defaults.get(MIN_INSYNC_REPLICAS)
+                or TOPIC_CONFIGS[MIN_INSYNC_REPLICAS].default
             )
             with_elr = {**store.default, MIN_INSYNC_REPLICAS: str(value)}
             try:
