@@ -23,6 +23,9 @@ _PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 @handles("Produce")
 def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
+    # acks=-1 is never refused for min.insync.replicas: since Kafka 3.7 (KAFKA-15583) a leader checks its ISR
+    # against min(min.insync.replicas, replica count), and each sluice partition has one replica, its in-sync
+    # leader. tests/compat/test_min_insync_replicas.py holds the broker to that.
     refuse: tuple[ErrorCode, str] | None = None
     if request.acks not in (0, 1, -1):
         refuse = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {request.acks}")
