@@ -43,6 +43,12 @@ class GroupCommit:
     The fsyncs run on one thread of their own. The loop hands it the partitions to flush and hears back
     through call_soon_threadsafe: per produce request that is a fraction of what an executor future and
     a task cost, and this path runs once per produce request.
+
+    An answer that starts waiting while no flush runs does not start one at once: the flush starts once
+    the loop has handled every read of its current iteration (call_soon), so the requests that arrived
+    together, on one connection or many, share one fsync, and the fsync thread does not fight the loop
+    for the GIL while the loop still handles them. Each fsync costs a wake-up of that thread, the fsync
+    and a wake-up of the loop, so fewer of them is most of what a small acknowledged request saves.
     """
 
     def __init__(self, broker: Broker) -> None:
@@ -54,10 +60,21 @@ class GroupCommit:
         self._thread: threading.Thread | None = None
         self._idle: asyncio.Future[None] | None = None
         self._deferred_timer: asyncio.TimerHandle | None = None
+        self._start_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def wait(self, slot: ResponseSlot, response: Any) -> None:
-        """Fill `slot` with `response` once everything appended so far is on disk."""
+        """Fill `slot` with `response` once everything appended so far is on disk (by a flush that starts
+        after the loop's current iteration, or by the next one if a flush runs)."""
         self.waiting.append((slot, response))
+        if self.flushing is None and not self._start_scheduled:
+            self._start_scheduled = True
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()  # looked up once: that costs a getpid each time
+            self._loop.call_soon(self._start_scheduled_flush)
+
+    def _start_scheduled_flush(self) -> None:
+        self._start_scheduled = False
         self.kick()
 
     def wait_for_partition(self, slot: ResponseSlot, response: Any, key: tuple[str, int]) -> None:
@@ -134,8 +151,8 @@ class GroupCommit:
         )
         if failed:
             log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
-        # The answers one flush releases to a connection go out in one write.
-        corked = dict.fromkeys(slot.connection for slot, _ in batch)  # written in the order they were answered
+        # The answers one flush releases to a connection go out in one write, in the order they were answered.
+        corked = dict.fromkeys(slot.connection for slot, _ in batch)
         for connection in corked:
             connection.cork()
         try:
