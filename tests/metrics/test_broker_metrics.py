@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,6 +16,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from sluice.client.wire import WireClient
+from sluice.protocol.records import Record, encode_batch
 from sluice.testing import BrokerProcess, create_topic
 
 
@@ -148,3 +152,52 @@ def test_a_taken_metrics_port_is_a_clear_error(admin_broker: BrokerProcess) -> N
     bad = subprocess.run([sys.executable, "-m", "sluice", "broker", "--data-dir", ":memory:", "--metrics-listen",
                           "nowhere"], capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "HOST:PORT" in bad.stderr
+
+
+def test_requests_that_arrive_together_share_one_fsync(admin_broker: BrokerProcess) -> None:
+    """Twenty acks=1 Produce requests in one write are answered after one fsync, not one for the first
+    and another for the rest (the group commit starts once the loop has read them all)."""
+    url = admin_broker.admin_url
+    assert url is not None
+    topic = create_topic(admin_broker.bootstrap, partitions=1, prefix="together")
+    with WireClient.connect(admin_broker.bootstrap) as client:
+        cls = client.request_class("Produce")
+
+        def produce_frame(n: int) -> bytes:
+            records = encode_batch(
+                [Record(0, 0, None, b"v%d" % n, [])], base_timestamp=int(time.time() * 1000)
+            )
+            partition = cls.PartitionProduceData(index=0, records=records)
+            request = cls(
+                acks=1,
+                timeout_ms=10_000,
+                topic_data=[cls.TopicProduceData(name=topic, partition_data=[partition])],
+            )
+            body = client.encode_request("Produce", 9, request)
+            return struct.pack(">i", len(body)) + body
+
+        fsyncs_per_burst: list[float] = []
+        # A flush of something else (a timer's) may land in a burst: one burst without one is enough.
+        for burst in range(3):
+            before = scrape(url)["sluice_fsync_duration_seconds_count"][()]
+            client.sock.sendall(b"".join(produce_frame(burst * 20 + n) for n in range(20)))
+            for _ in range(20):
+                client.recv_frame()
+            fsyncs_per_burst.append(scrape(url)["sluice_fsync_duration_seconds_count"][()] - before)
+            if fsyncs_per_burst[-1] == 1:
+                break
+    assert 1 in fsyncs_per_burst, fsyncs_per_burst
+    consumer = Consumer(
+        {
+            "bootstrap.servers": admin_broker.bootstrap,
+            "group.id": f"{topic}-g",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes | None] = []
+    deadline = time.monotonic() + 60
+    while len(values) < 20 * len(fsyncs_per_burst) and time.monotonic() < deadline:
+        values += [m.value() for m in consumer.consume(100, 5) if m.error() is None]
+    consumer.close()
+    assert values == [b"v%d" % n for n in range(20 * len(fsyncs_per_burst))]
