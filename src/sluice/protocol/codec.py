@@ -14,9 +14,13 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sluice.protocol import primitives as p
+from sluice.protocol.produce_answer import produce_response_encoder
 from sluice.protocol.schema import MISSING, NO_VERSIONS, PRIMITIVE_TYPES, FieldDef, MessageDef, StructDef
 
 _MISSING_ARG: Any = object()
+# Hand-written encoders for the commonest answers, by message: (version, generated encoder, classes) -> the
+# encoder to use, which hands every shape it does not special-case to the generated one.
+SPECIAL_ENCODERS = {"ProduceResponse": produce_response_encoder}
 
 
 class Message:
@@ -189,6 +193,8 @@ class _Generator:
             return [f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)", f"{ind}pos += {struct.calcsize(fmt)}"]
         if f.type in ("string", "bytes", "records"):
             reader = f"read_{'compact_' if flex else ''}{f.type}"
+            if flex and f.type != "bytes":
+                return [*self._read_short_compact(f.type, target, reader, ind), *null_check]
             return [f"{ind}{target}, pos = {reader}(buf, pos)", *null_check]
         if f.type == "uuid":
             return [f"{ind}{target}, pos = read_uuid(buf, pos)"]
@@ -202,6 +208,20 @@ class _Generator:
                 f"{ind}    {target}, pos = _dec_{f.type}(buf, pos + 1)",
             ]
         return [f"{ind}{target}, pos = _dec_{f.type}(buf, pos)"]
+
+    def _read_short_compact(self, kind: str, target: str, reader: str, ind: str) -> list[str]:
+        """A compact string or records field whose length fits the varint's first byte (nearly all of them)
+        read inline, without the reader's calls; any other length (and null) goes through the reader."""
+        # (`stop`, not `end`: the tagged-field loop keeps the end of the field it reads in `end`.)
+        value = "str(buf[pos + 1:stop], 'utf-8')" if kind == "string" else "memoryview(buf)[pos + 1:stop]"
+        return [
+            f"{ind}stop = pos + buf[pos]",
+            f"{ind}if pos < stop < pos + 0x80 and stop <= len(buf):",
+            f"{ind}    {target} = {value}",
+            f"{ind}    pos = stop",
+            f"{ind}else:",
+            f"{ind}    {target}, pos = {reader}(buf, pos)",
+        ]
 
     def _read_array(self, f: FieldDef, target: str, ind: str, nullable: bool) -> list[str]:
         count = self.fresh("n")
@@ -313,7 +333,7 @@ class _Generator:
 class VersionCodec:
     """Encoder and decoder of one message at one version."""
 
-    __slots__ = ("cls", "decode_root", "encode_root", "flexible", "message", "version")
+    __slots__ = ("cls", "decode_root", "encode_root", "flexible", "generated_encode_root", "message", "version")
 
     def __init__(self, message: MessageDef, version: int, classes: dict[str, type[Message]]) -> None:
         self.message = message
@@ -344,6 +364,10 @@ class VersionCodec:
         exec(compile(source, f"<sluice codec {message.name} v{version}>", "exec"), namespace)
         self.decode_root: Callable[[p.Buffer, int], tuple[Any, int]] = namespace[f"_dec_{message.root.name}"]
         self.encode_root: Callable[[Any, list[Any]], None] = namespace[f"_enc_{message.root.name}"]
+        self.generated_encode_root = self.encode_root  # what a special encoder must match byte for byte
+        special = SPECIAL_ENCODERS.get(message.name)
+        if special is not None:
+            self.encode_root = special(version, self.encode_root, classes)
 
     def decode(self, buf: p.Buffer, pos: int = 0) -> tuple[Any, int]:
         """Decode one message starting at `pos`; returns it and the position after it."""
