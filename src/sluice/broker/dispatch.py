@@ -58,6 +58,9 @@ class RequestAuthorizer(Protocol):
 class RequestQuota(Protocol):
     """Counts the broker's time spent on a request against the client's quota (sluice.broker.quotas)."""
 
+    # Empty while no quota is set: the pipeline then neither times nor counts requests.
+    configs: Any
+
     def request_time_throttle(self, ctx: RequestContext, seconds: float) -> int:
         """How long to stop reading from the client (ms), 0 when within its quota."""
         ...
@@ -156,7 +159,10 @@ class Dispatcher:
             self.quotas,
             self.acl,
         )
-        started = perf_counter()
+        quota = self.request_quota
+        if quota is not None and not quota.configs:
+            quota = None
+        started = perf_counter() if quota is not None else 0.0
         try:
             reply = ctx.reply_token = origin.open_reply(api_key, api_version, correlation_id)
             if self.authorizer is None:
@@ -164,8 +170,8 @@ class Dispatcher:
             else:
                 outcome = self.handle(ctx, request)
             throttle_ms = 0
-            if self.request_quota is not None:
-                throttle_ms = self.request_quota.request_time_throttle(ctx, perf_counter() - started)
+            if quota is not None:
+                throttle_ms = quota.request_time_throttle(ctx, perf_counter() - started)
         except KafkaError as exc:  # a request refused as a whole (e.g. a group write on a full disk)
             log.error("closing connection from %s: %s", origin.peer_host, exc.message)
             return Close(exc.message)

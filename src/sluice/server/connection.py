@@ -43,7 +43,7 @@ class ConnectionOwner(Protocol):
 
     def long_poll(self, slot: ResponseSlot, outcome: RespondWhenData) -> None: ...
 
-    def deliver_ready_replies(self) -> None: ...
+    def deliver_ready_replies(self, timers_touched: bool = True) -> None: ...
 
     def forget_connection(self, connection: KafkaConnection) -> None: ...
 
@@ -175,13 +175,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(str(exc))
             return
         self.corked = True
+        timers_touched = False  # by a request other than Produce (API key 0) and Fetch (1)
         try:
             for body in frames:
                 if self.closed:
                     break
+                if not timers_touched and (len(body) < 2 or body[0] or body[1] > 1):
+                    timers_touched = True
                 self.handle_frame(body)
             # Once per read, not per request: answers of parked requests that became ready, and the timer.
-            self.server.deliver_ready_replies()
+            self.server.deliver_ready_replies(timers_touched)
         finally:
             self.corked = False
         self.flush_responses()
