@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -104,7 +104,7 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     # KIP-467: (record index, message) of each invalid record when error is INVALID_RECORD and friends.
-    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    record_errors: Sequence[tuple[int, str]] = ()
 
 
 class Broker:
@@ -341,8 +341,7 @@ class Broker:
         return self.free_space.refusal(now_ms, size) if self.free_space is not None else None
 
     def _rules_for(self, topic: str) -> ProduceRules:
-        # Parsing topic configs costs more than validating a batch: keep the rules per TopicMeta object,
-        # which storage replaces whenever the configs change.
+        # Parsing configs costs more than validating a batch: rules are kept per TopicMeta (new on each change).
         meta = self.storage.topic(topic)
         cached = self._produce_rules.get(topic)
         if cached is not None and cached[0] is meta:
