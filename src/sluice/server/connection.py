@@ -65,25 +65,27 @@ class ResponseSlot:
         self.throttle_ms = 0  # from the request_percentage quota, known once the handler returned
 
     def fill(self, response: Any, version: int | None = None) -> None:
-        version = self.api_version if version is None else version
+        api_key = self.api_key
         throttle = getattr(response, "throttle_time_ms", 0)
         if self.throttle_ms > throttle:
             throttle = self.throttle_ms
             if hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle  # the client backs off too (KIP-219)
-        codec = response_codec(self.api_key, version)
-        parts: list[Any] = [response_header(self.correlation_id, self.api_key, codec.flexible)]
+        codec = response_codec(api_key, self.api_version if version is None else version)
+        parts: list[Any] = [response_header(self.correlation_id, api_key, codec.flexible)]
         codec.encode_root(response, parts)
         self.parts = frame(parts)
-        self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
-        self.connection.flush_responses()
+        connection = self.connection
+        connection.metrics.request_done(api_key, perf_counter() - self.started)
+        connection.flush_responses()
         if throttle:
-            self.connection.mute(throttle)
+            connection.mute(throttle)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: ConnectionOwner, listener: str = PLAINTEXT) -> None:
         self.server = server
+        self.metrics = server.broker.metrics
         self.listener = listener
         self.session: Session | None = None
         self.auth: AuthGate | None = None
