@@ -2,8 +2,8 @@
 
 - ProduceResponse v9+ (sluice.protocol.produce_answer): the one-call encoder of the common answer must give
   the generated encoder's bytes for every response, the common shape and every shape it hands on.
-- Compact strings and records whose length fits one varint byte are decoded inline; longer ones, null ones
-  and ones that run past the end take the general reader.
+- Compact strings and records whose length prefix takes one or two varint bytes are decoded inline; longer
+  ones, null ones and ones that run past the end take the general reader.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def produce_request(version: int, name: str, records: bytes | None, transactiona
     )
 
 
-@pytest.mark.parametrize("length", [0, 1, 125, 126, 127, 128, 300])
+@pytest.mark.parametrize("length", [0, 1, 125, 126, 127, 128, 300, 16382, 16383, 20000])
 @pytest.mark.parametrize("version", [9, 12])
 def test_strings_and_records_of_every_length_round_trip(version: int, length: int) -> None:
     codec = request_codec(PRODUCE, version)

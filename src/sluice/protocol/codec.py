@@ -210,13 +210,20 @@ class _Generator:
         return [f"{ind}{target}, pos = _dec_{f.type}(buf, pos)"]
 
     def _read_short_compact(self, kind: str, target: str, reader: str, ind: str) -> list[str]:
-        """A compact string or records field whose length fits the varint's first byte (nearly all of them)
-        read inline, without the reader's calls; any other length (and null) goes through the reader."""
+        """A compact string or records field whose length prefix takes one or two varint bytes (all but the
+        largest record sets) read inline, without the reader's calls; longer prefixes, null and anything that
+        does not fit go through the reader, which names the fault."""
         # (`stop`, not `end`: the tagged-field loop keeps the end of the field it reads in `end`.)
-        value = "str(buf[pos + 1:stop], 'utf-8')" if kind == "string" else "memoryview(buf)[pos + 1:stop]"
+        value = "str(buf[start:stop], 'utf-8')" if kind == "string" else "memoryview(buf)[start:stop]"
         return [
-            f"{ind}stop = pos + buf[pos]",
-            f"{ind}if pos < stop < pos + 0x80 and stop <= len(buf):",
+            f"{ind}stop = buf[pos]",
+            f"{ind}if stop < 0x80:",
+            f"{ind}    start, stop = pos + 1, pos + stop",
+            f"{ind}elif buf[pos + 1] < 0x80:",
+            f"{ind}    start, stop = pos + 2, pos + 1 + ((stop & 0x7F) | (buf[pos + 1] << 7))",
+            f"{ind}else:",
+            f"{ind}    start = 0",
+            f"{ind}if 0 < start <= stop <= len(buf):",
             f"{ind}    {target} = {value}",
             f"{ind}    pos = stop",
             f"{ind}else:",

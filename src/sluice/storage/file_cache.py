@@ -93,7 +93,13 @@ class FileCache:
     def pwritev(self, file: CachedFile, buffers: list[bytes | memoryview], position: int) -> int:
         """`os.pwritev` at `position` with the file pinned for the call: what `use` does, in one call for
         the append path, which runs once per produced batch."""
-        fd = self.acquire(file)
+        with self._lock:  # acquire's common case, an open file, without the call
+            fd = file.fd
+            if fd >= 0:
+                self._open.move_to_end(file)
+                file.pins += 1
+        if fd < 0:
+            fd = self.acquire(file)
         try:
             return os.pwritev(fd, buffers, position)
         finally:
