@@ -25,6 +25,7 @@ FIRST_BY_TOPIC_ID = 13
 _REST = struct.Struct(">BihqqqBBBBiB")
 _ONE = b"\x02"  # a compact array of one element
 _LONGEST_ONE_BYTE_NAME = 0x7E  # the length prefix (length + 1) stays a one-byte varint
+_MAX_HEADS = 4096  # encoded topic names kept per version (emptied when full: a bound, not a cache policy)
 
 
 def produce_response_encoder(version: int, general: Encoder, classes: dict[str, type]) -> Encoder:
@@ -35,6 +36,7 @@ def produce_response_encoder(version: int, general: Encoder, classes: dict[str, 
     by_id = version >= FIRST_BY_TOPIC_ID
     leader_class = classes["LeaderIdAndEpoch"]
     pack = _REST.pack
+    heads: dict[str, bytes] = {}  # topic name -> the answer's bytes up to its partition
 
     def encode(o: Any, out: list[Any]) -> None:
         responses = o.responses
@@ -53,13 +55,14 @@ def produce_response_encoder(version: int, general: Encoder, classes: dict[str, 
                 ):
                     if by_id:
                         head = _ONE + (topic.topic_id or ZERO_UUID).bytes
-                    elif (
-                        topic.name is not None and len(name := topic.name.encode()) <= _LONGEST_ONE_BYTE_NAME
-                    ):
-                        head = _ONE + uvarint_bytes(len(name) + 1) + name
-                    else:
-                        general(o, out)
-                        return
+                    elif (head := heads.get(topic.name)) is None:
+                        name = topic.name
+                        if name is None or len(data := name.encode()) > _LONGEST_ONE_BYTE_NAME:
+                            general(o, out)
+                            return
+                        if len(heads) >= _MAX_HEADS:
+                            heads.clear()
+                        head = heads[name] = _ONE + uvarint_bytes(len(data) + 1) + data
                     out.append(
                         head
                         + pack(
