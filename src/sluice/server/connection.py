@@ -178,13 +178,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self.corked = True
         timers_touched = False  # by a request other than Produce (API key 0) and Fetch (1)
+        now = now_ms()  # the requests of one read arrived together: one clock read for all of them
         try:
             for body in frames:
                 if self.closed:
                     break
                 if not timers_touched and (len(body) < 2 or body[0] or body[1] > 1):
                     timers_touched = True
-                self.handle_frame(body)
+                self.handle_frame(body, now)
             # Once per read, not per request: answers of parked requests that became ready, and the timer.
             self.server.deliver_ready_replies(timers_touched)
         finally:
@@ -200,12 +201,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self.transport is not None:
                 self.transport.abort()
 
-    def handle_frame(self, body: memoryview) -> None:
+    def handle_frame(self, body: memoryview, now: int) -> None:
         server = self.server
         auth = self.auth
         if auth is not None and auth.raw_token(body):
             return
-        result = server.dispatcher.dispatch(body, self, now_ms())
+        result = server.dispatcher.dispatch(body, self, now)
         if isinstance(result, Close):
             if result.reason is not None:
                 self.abort(result.reason)
