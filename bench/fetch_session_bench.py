@@ -9,7 +9,8 @@ Two consumers, each alone on a fresh broker with 500 topics x 10 empty partition
   fetches every time when it answers SessionId 0.
 - `confluent-kafka`: librdkafka, which sends sessionless fetches (SessionId 0, epoch -1) whatever the broker
   supports: its cost shows what a fetch of every partition costs.
-Broker CPU comes from /proc/<pid>/stat over the idle window, after a warm-up.
+The confluent-kafka consumer also runs against the peer broker (Tansu by default, `--peer`), and the ratio of
+the two brokers' CPU is printed. Broker CPU comes from /proc/<pid>/stat over the idle window, after a warm-up.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import SluiceBroker
+from common import BROKERS, SluiceBroker, ratio
 
 from sluice.client.wire import WireClient
 
@@ -129,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--src", help="run the broker from this source tree (PYTHONPATH)")
     parser.add_argument("--clients", default="session,confluent", help="which consumers to run")
+    parser.add_argument(
+        "--peer",
+        default="tansu",
+        help="also run the confluent-kafka consumer against this broker ('' for none)",
+    )
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
     if args.src:
@@ -136,17 +142,28 @@ def main(argv: list[str] | None = None) -> int:
     topics = [f"idle-{n:04d}" for n in range(args.topics)]
     results = []
     runs = {"session": session_client, "confluent": confluent_client}
-    for run in (runs[name] for name in args.clients.split(",")):
-        with SluiceBroker() as broker:
+    pairs = [(name, SluiceBroker) for name in args.clients.split(",")]
+    if args.peer and "confluent" in args.clients.split(","):
+        pairs.append(("confluent", lambda: BROKERS[args.peer]()))
+    for client, make in pairs:
+        with make() as broker:
             create_topics(broker.bootstrap, topics)
-            result = run(broker.bootstrap, topics, args.seconds, broker)
+            result = runs[client](broker.bootstrap, topics, args.seconds, broker)
+        result["broker"] = broker.name
         result["partitions"] = len(topics) * PARTITIONS
         print(json.dumps(result), file=sys.stderr, flush=True)
         results.append(result)
     print(f"\n{len(topics) * PARTITIONS:,} idle partitions, fetch max.wait {WAIT_MS} ms, {args.seconds:g} s")
     for r in results:
         extra = f", {r['fetches']} fetches ({r['incremental']} incremental)" if "fetches" in r else ""
-        print(f"{r['client']:<18} broker CPU {r['broker_cpu_per_s'] * 100:6.2f}% of a core{extra}")
+        print(
+            f"{r['client']:<16} on {r['broker']:<7} broker CPU {r['broker_cpu_per_s'] * 100:6.2f}% of a core{extra}"
+        )
+    by_broker = {r["broker"]: r["broker_cpu_per_s"] for r in results if r["client"] == "confluent-kafka"}
+    if args.peer in by_broker and "sluice" in by_broker:
+        print(
+            f"confluent-kafka idle: sluice / {args.peer} CPU = {ratio(by_broker['sluice'], by_broker[args.peer]):.2f}"
+        )
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=1))
     return 0

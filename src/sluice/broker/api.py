@@ -9,6 +9,7 @@ those declarations.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -79,6 +80,29 @@ class Parked:
 @dataclass(slots=True)
 class NoResponse:
     """Produce with acks=0: the client expects nothing back."""
+
+
+class Preencoded:
+    """A response already encoded at `api_version` (the same answer given again): the shell sends `parts`
+    as its body instead of encoding `message`. Setting a throttle time (a quota, KIP-219) gives up the
+    encoding: the shell then encodes a copy of `message` carrying it, and the kept answer stays as it was."""
+
+    __slots__ = ("api_version", "message", "parts")
+
+    def __init__(self, message: Any, api_version: int, parts: list[bytes]) -> None:
+        self.message = message
+        self.api_version = api_version
+        self.parts = parts
+
+    @property
+    def throttle_time_ms(self) -> int:
+        return int(self.message.throttle_time_ms)
+
+    @throttle_time_ms.setter
+    def throttle_time_ms(self, value: int) -> None:
+        self.message = copy.copy(self.message)
+        self.message.throttle_time_ms = value
+        self.parts = []
 
 
 Outcome = Respond | RespondWhenDurable | RespondWhenData | Parked | NoResponse

@@ -28,9 +28,11 @@ from sluice.broker.api import (
     RespondWhenDurable,
 )
 from sluice.broker.broker import ReadyReply
+from sluice.broker.fetch_sessions import FINAL_EPOCH
 from sluice.broker.handlers.metadata import api_versions_body
 from sluice.errors import ErrorCode, KafkaError, ProtocolError
 from sluice.protocol.codec import VersionCodec
+from sluice.protocol.fetch_shape import FetchShape, fetch_shape
 from sluice.protocol.headers import API_VERSIONS_KEY, HEADER_FIXED, read_header_tail
 from sluice.protocol.messages import request_codec
 from sluice.protocol.primitives import DecodeError
@@ -41,6 +43,10 @@ if TYPE_CHECKING:
     from sluice.security.acl import Authorizer
 
 log = logging.getLogger("sluice.kafka")
+
+FETCH_KEY = 1
+# A sessionless Fetch with a body this large or larger is not kept for comparison with the next one.
+MAX_REPEATED = 4 << 20
 
 # Completes a handler's response (the authorizer puts the items it took out of the request back in).
 Finish = Callable[[Any], Any]
@@ -80,6 +86,9 @@ class RequestOrigin(Protocol):
     def open_reply(self, api_key: int, api_version: int, correlation_id: int) -> Hashable:
         """Take the request's place in the response order; the token names it when its answer comes."""
         ...
+
+    # The connection's last sessionless Fetch: (version, what it asks, the decoded request).
+    repeated_fetch: tuple[int, FetchShape, Any] | None
 
 
 @dataclass(slots=True)
@@ -143,7 +152,10 @@ class Dispatcher:
                 )
             codec = route.codec
             client_id, pos = read_header_tail(body, api_key, api_version, codec.flexible)
-            request, _ = codec.decode(body, pos)
+            if api_key == FETCH_KEY and self.authorizer is None:
+                request = _decode_fetch(codec, body, pos, origin)
+            else:
+                request, _ = codec.decode(body, pos)
         except ProtocolError as exc:
             return Close(f"malformed request: {exc}")
         ctx = RequestContext(
@@ -234,6 +246,22 @@ class Dispatcher:
                 for token, response, after in ready
             ]
         return ready
+
+
+def _decode_fetch(codec: VersionCodec, body: memoryview, pos: int, origin: RequestOrigin) -> Any:
+    """A sessionless Fetch that asks what the connection's last one asked (librdkafka's idle consumer, twice
+    a second, naming every partition, its list started one partition further on) is that request again:
+    not decoded a second time, and handed to the handler as the same object, so its kept answer
+    (sluice.broker.fetch_repeat) can be found. Without an authorizer nothing takes items out of a request,
+    so it is never changed once decoded."""
+    shape = fetch_shape(bytes(body[pos:]), codec.version) if len(body) - pos <= MAX_REPEATED else None
+    last = origin.repeated_fetch
+    if shape is not None and last is not None and last[0] == codec.version and last[1] == shape:
+        return last[2]
+    request, _ = codec.decode(body, pos)
+    sessionless = request.session_epoch == FINAL_EPOCH
+    origin.repeated_fetch = (codec.version, shape, request) if sessionless and shape is not None else None
+    return request
 
 
 def build_dispatcher(broker: Broker) -> Dispatcher:

@@ -9,7 +9,6 @@ The ones sluice acts on (see HONOURED) change the running broker at once; the re
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +25,8 @@ from sluice.broker.dynamic_config_defs import (
     STATIC_BROKER_CONFIGS,
     THREAD_POOL_CONFIGS,
 )
+from sluice.broker.settings_file import SettingsFile
 from sluice.errors import ErrorCode, KafkaError
-from sluice.storage.metadata import storage_error, write_atomically
 
 DYNAMIC_CONFIGS_FILE = "dynamic-broker-configs.json"
 FILE_VERSION = 1
@@ -69,8 +68,8 @@ HONOURED: dict[str, Callable[[BrokerConfig, str | None, BrokerConfig], None]] = 
     "max.connections": _set_max_connections,
     "message.max.bytes": _set_message_max_bytes,
 }
-# One node holds every replica, so min.insync.replicas never refuses a write: it is reported, never copied
-# into new topics.
+# min.insync.replicas is reported, never copied into new topics: it refuses no write here (Kafka caps it at
+# the replica count, one on this node; see handlers/produce.py).
 _TOPIC_BY_BROKER_NAME = {
     d.broker_synonym: name
     for name, d in TOPIC_CONFIGS.items()
@@ -84,22 +83,8 @@ def scala_set(names: Iterable[str]) -> str:
     return f"{'Set' if len(items) <= 4 else 'HashSet'}({', '.join(items)})"
 
 
-def damaged(path: Path, problem: object, what: str) -> ValueError:
-    return ValueError(f"{path} is damaged ({problem}); fix it or remove it to drop {what}")
-
-
-def read_versioned_json(path: Path, version: int, what: str) -> dict[str, Any]:
-    """A kept JSON file of `{"version": version, ...}`; a damaged one raises, naming the file: dropping it
-    silently would lose what an operator set."""
-    try:
-        raw = json.loads(path.read_text())
-        if not isinstance(raw, dict) or raw.get("version") != version:
-            raise ValueError(
-                f"version {raw.get('version') if isinstance(raw, dict) else None!r} is not {version}"
-            )
-    except ValueError as exc:
-        raise damaged(path, exc, what) from None
-    return raw
+def _names_to_values(kept: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in kept.items()}
 
 
 def base_name(name: str) -> str:
@@ -177,7 +162,7 @@ def _check_thread_count(name: str, new: int, old: int) -> None:
 class DynamicBrokerConfigs:
     """The dynamic configs of this node ("broker") and the cluster-wide defaults ("default")."""
 
-    path: Path | None
+    file: SettingsFile
     node: dict[str, str] = field(default_factory=dict)
     default: dict[str, str] = field(default_factory=dict)
     # The broker's settings as its config file made them, before any dynamic value was laid over them.
@@ -188,10 +173,14 @@ class DynamicBrokerConfigs:
         """Load the stored configs and make `config` (the running broker's) act on them."""
         store = cls.open(config.data_dir)
         store.static = copy.deepcopy(config)
+        # The config file's min.insync.replicas is only the cluster default's first value (below): topics
+        # follow that default, as on Kafka, rather than keep a copy of the file's value made when created.
+        config.topic_defaults.pop(MIN_INSYNC_REPLICAS, None)
         if MIN_INSYNC_REPLICAS not in store.default:
             # What Kafka's controller writes when a cluster with ELR first starts (or turns ELR on).
             value = (
-                config.topic_defaults.get(MIN_INSYNC_REPLICAS) or TOPIC_CONFIGS[MIN_INSYNC_REPLICAS].default
+                store.static.topic_defaults.get(MIN_INSYNC_REPLICAS)
+                or TOPIC_CONFIGS[MIN_INSYNC_REPLICAS].default
             )
             with_elr = {**store.default, MIN_INSYNC_REPLICAS: str(value)}
             try:
@@ -204,15 +193,14 @@ class DynamicBrokerConfigs:
 
     @classmethod
     def open(cls, data_dir: Path | None) -> DynamicBrokerConfigs:
-        store = cls(Path(data_dir) / DYNAMIC_CONFIGS_FILE if data_dir is not None else None)
-        if store.path is None or not store.path.exists():
-            return store
-        raw = read_versioned_json(store.path, FILE_VERSION, "the dynamic broker configs")
-        try:
-            store.node = {str(k): str(v) for k, v in raw["broker"].items()}
-            store.default = {str(k): str(v) for k, v in raw["default"].items()}
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise damaged(store.path, exc, "the dynamic broker configs") from None
+        # Passwords (ssl.*.password, sasl.jaas.config) may be among them: owner-only, like Kafka's files.
+        file = SettingsFile.in_data_dir(
+            data_dir, DYNAMIC_CONFIGS_FILE, FILE_VERSION, "the dynamic broker configs", mode=0o600
+        )
+        store = cls(file)
+        kept = file.load(lambda raw: (_names_to_values(raw["broker"]), _names_to_values(raw["default"])))
+        if kept is not None:
+            store.node, store.default = kept
         return store
 
     def configs(self, per_broker: bool) -> dict[str, str]:
@@ -221,13 +209,7 @@ class DynamicBrokerConfigs:
     def replace(self, per_broker: bool, configs: dict[str, str]) -> None:
         """Make `configs` the whole set of that resource, durably, then in memory."""
         node, default = (configs, self.default) if per_broker else (self.node, configs)
-        if self.path is not None:
-            data = {"version": FILE_VERSION, "broker": node, "default": default}
-            # Passwords (ssl.*.password, sasl.jaas.config) may be among them: owner-only, like Kafka's files.
-            try:
-                write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode(), mode=0o600)
-            except OSError as exc:
-                raise storage_error("saving the dynamic broker configs", exc) from None
+        self.file.save({"broker": node, "default": default})
         self.node, self.default = dict(node), dict(default)
 
     def value(self, name: str) -> str | None:

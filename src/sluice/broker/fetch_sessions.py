@@ -182,9 +182,25 @@ class FetchSessionCache:
             tuple[str | None, int], dict[int, tuple[FetchSession, SessionPartition, SessionTopic]]
         ]
         self._holders = {}
+        self._hidden_ids = 0
 
     def get(self, session_id: int) -> FetchSession | None:
         return self.sessions.get(session_id)
+
+    def open_hidden(
+        self, now_ms: int, request_topics: Iterable[Any], by_id: bool, name_of: NameOf
+    ) -> FetchSession:
+        """A session no client knows of (sluice.broker.fetch_repeat), over `request_topics`, with nothing
+        dirty: it hears of new data like any other and is woken through its own key, but takes no slot and
+        is never evicted here. Its ids are negative, so they never meet a client's."""
+        self._hidden_ids -= 1
+        session = FetchSession(self._hidden_ids, now_ms)
+        self.update(session, request_topics, (), by_id, name_of)
+        session.dirty.clear()
+        return session
+
+    def close_hidden(self, session: FetchSession) -> None:
+        self._forget(session, [part for part, _ in session.partitions()])
 
     def remove(self, session_id: int) -> None:
         session = self.sessions.pop(session_id, None)

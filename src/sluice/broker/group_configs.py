@@ -8,15 +8,14 @@ heartbeat. Names, types, defaults, bounds and refusals follow Kafka 4.1's GroupC
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sluice.broker.config import BrokerConfig
-from sluice.broker.dynamic_configs import damaged, read_versioned_json
+from sluice.broker.settings_file import SettingsFile
 from sluice.errors import ErrorCode, KafkaError
-from sluice.storage.metadata import storage_error, write_atomically
 
 GROUP_CONFIGS_FILE = "group-configs.json"
 FILE_VERSION = 1
@@ -146,31 +145,29 @@ def check_group_configs(props: Mapping[str, str], config: BrokerConfig) -> None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{session} must be greater than {interval}")
 
 
+def _parse_kept(raw: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The configs of each group in the file; a value that is not of its config's type raises."""
+    groups = {
+        str(group): {str(k): str(v) for k, v in configs.items()} for group, configs in raw["groups"].items()
+    }
+    for configs in groups.values():
+        for name, value in configs.items():
+            if GROUP_CONFIGS[name].kind == "INT":
+                int(value)
+    return groups
+
+
 @dataclass
 class GroupConfigs:
     """The configs set on each group, by group id (a group need not exist to hold them, as in Kafka)."""
 
-    path: Path | None
+    file: SettingsFile
     groups: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, data_dir: Path | None) -> GroupConfigs:
-        store = cls(Path(data_dir) / GROUP_CONFIGS_FILE if data_dir is not None else None)
-        if store.path is None or not store.path.exists():
-            return store
-        raw = read_versioned_json(store.path, FILE_VERSION, "the group configs")
-        try:
-            store.groups = {
-                str(group): {str(k): str(v) for k, v in configs.items()}
-                for group, configs in raw["groups"].items()
-            }
-            for configs in store.groups.values():
-                for name, value in configs.items():
-                    if GROUP_CONFIGS[name].kind == "INT":
-                        int(value)
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise damaged(store.path, exc, "the group configs") from None
-        return store
+        file = SettingsFile.in_data_dir(data_dir, GROUP_CONFIGS_FILE, FILE_VERSION, "the group configs")
+        return cls(file, file.load(_parse_kept) or {})
 
     def configs(self, group_id: str) -> dict[str, str]:
         return dict(self.groups.get(group_id, {}))
@@ -184,12 +181,7 @@ class GroupConfigs:
             groups[group_id] = dict(configs)
         else:
             groups.pop(group_id, None)
-        if self.path is not None:
-            data = {"version": FILE_VERSION, "groups": groups}
-            try:
-                write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True).encode())
-            except OSError as exc:
-                raise storage_error("saving the group configs", exc) from None
+        self.file.save({"groups": groups})
         self.groups = groups
 
     def int_value(self, group_id: str, name: str) -> int | None:

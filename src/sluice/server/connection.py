@@ -14,9 +14,10 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sluice.broker.api import NoResponse, Parked, Respond, RespondWhenData, RespondWhenDurable
+from sluice.broker.api import NoResponse, Parked, Preencoded, Respond, RespondWhenData, RespondWhenDurable
 from sluice.broker.dispatch import Close
 from sluice.errors import ProtocolError
+from sluice.protocol.fetch_shape import FetchShape
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
 from sluice.protocol.headers import response_header
 from sluice.protocol.messages import response_codec
@@ -71,9 +72,16 @@ class ResponseSlot:
             throttle = self.throttle_ms
             if hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle  # the client backs off too (KIP-219)
-        codec = response_codec(api_key, self.api_version if version is None else version)
+        version = self.api_version if version is None else version
+        codec = response_codec(api_key, version)
         parts: list[Any] = [response_header(self.correlation_id, api_key, codec.flexible)]
-        codec.encode_root(response, parts)
+        if type(response) is Preencoded:
+            if response.parts and response.api_version == version:
+                parts.extend(response.parts)
+            else:
+                codec.encode_root(response.message, parts)
+        else:
+            codec.encode_root(response, parts)
         self.parts = frame(parts)
         connection = self.connection
         connection.metrics.request_done(api_key, perf_counter() - self.started)
@@ -106,6 +114,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # Over its IP's connection_creation_rate: held unserved until closed (KIP-612).
         self.held = False
         self.tls = False  # set in connection_made: responses then go out through coalesce()
+        # The last sessionless Fetch, kept by the dispatcher (sluice.broker.dispatch._decode_fetch).
+        self.repeated_fetch: tuple[int, FetchShape, Any] | None = None
 
     # ----- asyncio callbacks -----
 

@@ -5,11 +5,21 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from sluice.broker.api import Outcome, RequestContext, Respond, RespondWhenData, handles, response_class
+from sluice.broker.api import (
+    Outcome,
+    Preencoded,
+    RequestContext,
+    Respond,
+    RespondWhenData,
+    handles,
+    response_class,
+)
 from sluice.broker.broker import Broker, PartitionState
-from sluice.broker.fetch_sessions import FetchPlan, FetchSessionCache, plan_fetch, wake_key
+from sluice.broker.fetch_repeat import IdleAnswer, Mark, RepeatedFetches
+from sluice.broker.fetch_sessions import FetchPlan, FetchSessionCache, NameOf, plan_fetch, wake_key
 from sluice.broker.quotas import CONSUMER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode, KafkaError
+from sluice.protocol.messages import response_codec
 
 FetchResponse = response_class("Fetch")
 ListOffsetsResponse = response_class("ListOffsets")
@@ -25,6 +35,7 @@ LATEST_TIERED_TIMESTAMP = -5
 
 # The fetch sessions of each broker (KIP-227), kept beside it rather than in it.
 _SESSIONS: weakref.WeakKeyDictionary[Broker, FetchSessionCache] = weakref.WeakKeyDictionary()
+_REPEATS: weakref.WeakKeyDictionary[Broker, RepeatedFetches] = weakref.WeakKeyDictionary()
 
 
 def fetch_sessions(broker: Broker) -> FetchSessionCache:
@@ -42,6 +53,14 @@ def fetch_sessions(broker: Broker) -> FetchSessionCache:
 
         broker.on_data = on_data
     return cache
+
+
+def repeated_fetches(broker: Broker) -> RepeatedFetches:
+    """The broker's kept answers to sessionless fetches, beside its session cache."""
+    repeats = _REPEATS.get(broker)
+    if repeats is None:
+        repeats = _REPEATS[broker] = RepeatedFetches(fetch_sessions(broker))
+    return repeats
 
 
 def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPlan) -> tuple[Any, int]:
@@ -108,18 +127,19 @@ def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPl
 
 @handles("Fetch", "4-18")
 def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
-    plan = plan_fetch(
-        fetch_sessions(broker),
-        request,
-        ctx.api_version >= 13,
-        ctx.now_ms,
-        lambda i: _name_of(broker, i) or None,
-    )
+    plan = plan_fetch(fetch_sessions(broker), request, ctx.api_version >= 13, ctx.now_ms, _names(broker))
     if not isinstance(plan, FetchPlan):
         return Respond(FetchResponse(error_code=plan, session_id=0, responses=[]))
     wait_ms = min(request.max_wait_ms, broker.config.max_fetch_wait_ms)
     by_id = ctx.api_version >= 13
     watch = None
+    keeps = plan.session is None and wait_ms > 0 and _may_keep(ctx)
+    if keeps:
+        kept = repeated_fetches(broker).get(_owner(ctx, request), request, ctx.now_ms)
+        if kept is not None:
+            if not kept.heard_of_data:
+                return _wait_with_kept(broker, ctx, request, plan, kept, wait_ms)
+            repeated_fetches(broker).drop(kept)
     if plan.session is None and wait_ms > 0:
         # A sessionless fetch (librdkafka's, always) of partitions with nothing to say parks at once: its
         # answer is built once, when data comes or the wait ends, not also now.
@@ -130,9 +150,7 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
             return Respond(throttled(ctx, response, CONSUMER_BYTE_RATE, total, ctx.now_ms))
 
     def retry(now_ms: int, final: bool) -> Any:
-        again, got = _fetch_once(broker, ctx, request, plan)
-        done = final or got >= max(request.min_bytes, 1) or _has_error(again)
-        return throttled(ctx, again, CONSUMER_BYTE_RATE, got, now_ms) if done else None
+        return _fetch_again(broker, ctx, request, plan, now_ms, final, keeps)
 
     if plan.session is not None:
         watch = [wake_key(plan.session.id)]  # woken by new data in any of its partitions
@@ -143,6 +161,67 @@ def fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
             for p in t.partitions
         ]
     return RespondWhenData(ctx.now_ms + wait_ms, watch, retry)
+
+
+def _fetch_again(
+    broker: Broker, ctx: RequestContext, request: Any, plan: FetchPlan, now_ms: int, final: bool, keeps: bool
+) -> Any:
+    """A long poll's retry: the answer, or None to wait on. A sessionless fetch that found nothing when its
+    wait ended keeps its answer for the next time it is asked (sluice.broker.fetch_repeat)."""
+    again, got = _fetch_once(broker, ctx, request, plan)
+    if not (final or got >= max(request.min_bytes, 1) or _has_error(again)):
+        return None
+    if final and keeps and got == 0 and not _has_error(again) and _may_keep(ctx):
+        return _keep(broker, ctx, request, again, now_ms)
+    return throttled(ctx, again, CONSUMER_BYTE_RATE, got, now_ms)
+
+
+def _wait_with_kept(
+    broker: Broker, ctx: RequestContext, request: Any, plan: FetchPlan, kept: IdleAnswer, wait_ms: int
+) -> RespondWhenData:
+    """The same sessionless fetch again, with no new data in any of its partitions since: wait on its
+    hidden session, and answer with the kept answer if it is still true when the wait ends."""
+    state_of = broker.partitions.peek  # every partition of a kept answer was loaded to read it
+
+    def retry(now_ms: int, final: bool) -> Any:
+        if final and not kept.heard_of_data and _may_keep(ctx) and kept.still_true(state_of):
+            return kept.answer
+        response = _fetch_again(broker, ctx, request, plan, now_ms, final, keeps=True)
+        if response is not None:
+            repeated_fetches(broker).drop(kept)  # nothing when a new answer took its place
+        return response
+
+    return RespondWhenData(ctx.now_ms + wait_ms, [wake_key(kept.session.id)], retry)
+
+
+def _keep(broker: Broker, ctx: RequestContext, request: Any, response: Any, now_ms: int) -> Preencoded:
+    """Keep `response`, a sessionless fetch's answer with no records and no error, for `request`."""
+    by_id = ctx.api_version >= 13
+    state_of = broker.partitions.get
+    marks: list[Mark] = []
+    for topic, answered in zip(request.topics, response.responses, strict=True):
+        name = _name_of(broker, topic.topic_id) if by_id else topic.topic
+        for part, out in zip(topic.partitions, answered.partitions, strict=True):
+            key = (name, part.partition)
+            marks.append(
+                (key, state_of(key), out.high_watermark, out.last_stable_offset, out.log_start_offset)
+            )
+    parts: list[bytes] = []
+    response_codec(ctx.api_key, ctx.api_version).encode_root(response, parts)
+    answer = Preencoded(response, ctx.api_version, [b"".join(parts)])
+    repeated_fetches(broker).keep(_owner(ctx, request), request, marks, answer, now_ms, by_id, _names(broker))
+    return answer
+
+
+def _owner(ctx: RequestContext, request: Any) -> Any:
+    """Whose kept answer: the connection's (its security session), else the request's own."""
+    return ctx.session if ctx.session is not None else request
+
+
+def _may_keep(ctx: RequestContext) -> bool:
+    """Kept answers are for brokers without an authorizer (it changes requests) or client quotas (they put
+    throttle times in answers)."""
+    return ctx.acl is None and (ctx.quotas is None or not ctx.quotas.configs)
 
 
 def _idle_watch(broker: Broker, request: Any, by_id: bool) -> list[tuple[str, int]] | None:
@@ -164,13 +243,19 @@ def _idle_watch(broker: Broker, request: Any, by_id: bool) -> list[tuple[str, in
 def _aborted(broker: Broker, state: PartitionState, fetch_offset: int, data: bytes) -> list[Any] | None:
     aborted = broker.aborted_transactions(state, fetch_offset, data)
     return [
-        FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset) for a in aborted
+        FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+        for a in aborted
     ] or None
 
 
 def _name_of(broker: Broker, topic_id: Any) -> str:
     meta = broker.storage.topic_by_id(topic_id)
     return meta.name if meta else ""
+
+
+def _names(broker: Broker) -> NameOf:
+    """Topic id -> name, None when no topic has the id."""
+    return lambda topic_id: _name_of(broker, topic_id) or None
 
 
 def _has_error(response: Any) -> bool:

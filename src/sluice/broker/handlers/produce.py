@@ -25,6 +25,9 @@ _RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 @handles("Produce")
 def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
+    # acks=-1 is never refused for min.insync.replicas: since Kafka 3.7 (KAFKA-15583) a leader checks its ISR
+    # against min(min.insync.replicas, replica count), and each sluice partition has one replica, its in-sync
+    # leader. tests/compat/test_min_insync_replicas.py holds the broker to that.
     # Runs once per Produce request (for a producer with linger 0, once per message): names are bound
     # locally and the quota is consulted only when one is set.
     acks = request.acks
