@@ -204,7 +204,11 @@ class _Generator:
         if f.type in ("string", "bytes", "records"):
             reader = f"read_{'compact_' if flex else ''}{f.type}"
             if flex and f.type != "bytes":
-                return [*self._read_short_compact(f.type, target, reader, ind), *null_check]
+                inline = self._read_short_compact(f.type, target, reader, ind)
+                if nullable:  # null (a zero length byte), as the transactional id of most produce requests
+                    null = [f"{ind}if buf[pos] == 0:", f"{ind}    {target} = None", f"{ind}    pos += 1"]
+                    inline = [*null, f"{ind}else:", *("    " + line for line in inline)]
+                return [*inline, *null_check]
             return [f"{ind}{target}, pos = {reader}(buf, pos)", *null_check]
         if f.type == "uuid":
             return [f"{ind}{target}, pos = read_uuid(buf, pos)"]
