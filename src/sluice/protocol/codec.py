@@ -183,7 +183,9 @@ class _Generator:
             out.append(f"{ind}        tag, pos = read_uvarint(buf, pos)")
             out.append(f"{ind}        size, pos = read_uvarint(buf, pos)")
             out.append(f"{ind}        {end} = pos + size")
-            out.append(f"{ind}        if {end} > len(buf): raise DecodeError('tagged field runs past the end')")
+            out.append(
+                f"{ind}        if {end} > len(buf): raise DecodeError('tagged field runs past the end')"
+            )
             keyword = "if"
             for f in tagged:
                 out.append(f"{ind}        {keyword} tag == {f.tag}:")
@@ -195,12 +197,17 @@ class _Generator:
     def _read(self, f: FieldDef, target: str, ind: str, depth: int) -> list[str]:
         nullable = self.version in f.nullable
         flex = self.flexible
-        null_check = [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
+        null_check = (
+            [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
+        )
         if f.is_array:
             return self._read_array(f, target, ind, nullable, depth)
         if f.type in p.FIXED_FORMATS:
             fmt = ">" + p.FIXED_FORMATS[f.type]
-            return [f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)", f"{ind}pos += {struct.calcsize(fmt)}"]
+            return [
+                f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)",
+                f"{ind}pos += {struct.calcsize(fmt)}",
+            ]
         if f.type in ("string", "bytes", "records"):
             reader = f"read_{'compact_' if flex else ''}{f.type}"
             if flex and f.type != "bytes":
@@ -357,7 +364,15 @@ class _Generator:
 class VersionCodec:
     """Encoder and decoder of one message at one version."""
 
-    __slots__ = ("cls", "decode_root", "encode_root", "flexible", "generated_encode_root", "message", "version")
+    __slots__ = (
+        "cls",
+        "decode_root",
+        "encode_root",
+        "flexible",
+        "generated_encode_root",
+        "message",
+        "version",
+    )
 
     def __init__(self, message: MessageDef, version: int, classes: dict[str, type[Message]]) -> None:
         self.message = message
@@ -369,7 +384,9 @@ class VersionCodec:
             gen.decode_struct(struct_def)
             gen.encode_struct(struct_def)
         namespace: dict[str, Any] = {
-            name: getattr(p, name) for name in dir(p) if name.startswith(("read_", "write_", "check_", "skip_"))
+            name: getattr(p, name)
+            for name in dir(p)
+            if name.startswith(("read_", "write_", "check_", "skip_"))
         }
         namespace.update(
             {
