@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -104,7 +104,7 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     # KIP-467: (record index, message) of each invalid record when error is INVALID_RECORD and friends.
-    record_errors: list[tuple[int, str]] = field(default_factory=list)
+    record_errors: Sequence[tuple[int, str]] = ()
 
 
 class Broker:
@@ -306,13 +306,13 @@ class Broker:
 
     def append(self, topic: str, index: int, records: memoryview | bytes | None, now_ms: int) -> AppendResult:
         """Validate and append one partition's record batches (all of them or none)."""
-        try:
-            state = self.partition(topic, index)
-            if records is None or len(records) == 0:
+        try:  # once per produced partition: the checks below are inlined where a call would cost more
+            state = self.partitions.get((topic, index)) or self.partition(topic, index)
+            if not records:
                 raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "produce request carries no record batch")
             if state.log.offline_reason:
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, state.log.offline_reason)
-            if refusal := self.write_refusal(now_ms, len(records)):
+            if self.free_space is not None and (refusal := self.free_space.refusal(now_ms, len(records))):
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
             rules = self._rules_for(topic)
             headers = validate_batches(records, max_batch_bytes=rules.max_batch_bytes)
@@ -323,10 +323,11 @@ class Broker:
                     check_keys_for_compaction(records, headers)
                 except RecordErrors as exc:
                     failed.append(exc)
-            try:
-                check_records(memoryview(records), headers, rules.checks, now_ms)
-            except RecordErrors as exc:
-                failed.append(exc)
+            if rules.checks is not NO_CHECKS or len(headers) > 1 or headers[0].is_log_append_time:
+                try:  # (without bounds, only a batch claiming LogAppendTime can fail these)
+                    check_records(memoryview(records), headers, rules.checks, now_ms)
+                except RecordErrors as exc:
+                    failed.append(exc)
             if failed:
                 raise merge_record_errors(failed)
             return self._append_validated(state, records, headers, now_ms)
@@ -340,17 +341,16 @@ class Broker:
         return self.free_space.refusal(now_ms, size) if self.free_space is not None else None
 
     def _rules_for(self, topic: str) -> ProduceRules:
-        # Parsing topic configs costs more than validating a batch: keep the rules per TopicMeta object,
-        # which storage replaces whenever the configs change.
+        # Parsing configs costs more than validating a batch: rules are kept per TopicMeta (new on each change).
         meta = self.storage.topic(topic)
+        cached = self._produce_rules.get(topic)
+        if cached is not None and cached[0] is meta:
+            return cached[1]
         if meta is None:
             return ProduceRules(self.config.max_message_bytes, False, NO_CHECKS)
-        cached = self._produce_rules.get(topic)
-        if cached is None or cached[0] is not meta:
-            config = meta.config
-            rules = ProduceRules(config.max_message_bytes, config.compacts, parse_checks(meta.configs))
-            cached = self._produce_rules[topic] = (meta, rules)
-        return cached[1]
+        rules = ProduceRules(meta.config.max_message_bytes, meta.config.compacts, parse_checks(meta.configs))
+        self._produce_rules[topic] = (meta, rules)
+        return rules
 
     def append_internal(self, topic: str, index: int, batch: bytes, now_ms: int) -> int:
         """Append a batch the broker wrote itself (an internal topic's records: sluice.broker.internal_topics):

@@ -64,6 +64,9 @@ class RequestAuthorizer(Protocol):
 class RequestQuota(Protocol):
     """Counts the broker's time spent on a request against the client's quota (sluice.broker.quotas)."""
 
+    # Empty while no quota is set: the pipeline then neither times nor counts requests.
+    configs: Any
+
     def request_time_throttle(self, ctx: RequestContext, seconds: float) -> int:
         """How long to stop reading from the client (ms), 0 when within its quota."""
         ...
@@ -127,8 +130,9 @@ class Dispatcher:
         self.request_quota: RequestQuota | None = quotas
         # Parked requests whose response the authorizer completes when it comes, by reply token.
         self.reply_finishers: dict[Hashable, Finish] = {}
-        # (API key, version) -> Route, for the versions some handler serves.
-        self.routes: dict[tuple[int, int], Route] = {}
+        # API key * 65536 + version (an int: cheaper to hash than a pair) -> Route, for the versions some
+        # handler serves.
+        self.routes: dict[int, Route] = {}
 
     # ----- the pipeline -----
 
@@ -139,12 +143,12 @@ class Dispatcher:
             api_key, api_version, correlation_id = HEADER_FIXED.unpack_from(body)
             if not origin.admits(api_key):
                 return Close(None)
-            route = self.routes.get((api_key, api_version))
+            route = self.routes.get(api_key * 65536 + api_version)
             if route is None:
                 refused = self._refuse(api_key, api_version, correlation_id, origin)
                 if refused is not None:
                     return refused
-                route = self.routes[(api_key, api_version)] = Route(
+                route = self.routes[api_key * 65536 + api_version] = Route(
                     HANDLERS.handlers[api_key].handle, request_codec(api_key, api_version)
                 )
             codec = route.codec
@@ -168,7 +172,10 @@ class Dispatcher:
             self.quotas,
             self.acl,
         )
-        started = perf_counter()
+        quota = self.request_quota
+        if quota is not None and not quota.configs:
+            quota = None
+        started = perf_counter() if quota is not None else 0.0
         try:
             reply = ctx.reply_token = origin.open_reply(api_key, api_version, correlation_id)
             if self.authorizer is None:
@@ -176,8 +183,8 @@ class Dispatcher:
             else:
                 outcome = self.handle(ctx, request)
             throttle_ms = 0
-            if self.request_quota is not None:
-                throttle_ms = self.request_quota.request_time_throttle(ctx, perf_counter() - started)
+            if quota is not None:
+                throttle_ms = quota.request_time_throttle(ctx, perf_counter() - started)
         except KafkaError as exc:  # a request refused as a whole (e.g. a group write on a full disk)
             log.error("closing connection from %s: %s", origin.peer_host, exc.message)
             return Close(exc.message)

@@ -58,7 +58,7 @@ class BrokerMetrics:
         return counters
 
     def produced(self, topic: str, size: int, messages: int) -> None:
-        counters = self.topic(topic)
+        counters = self.topics.get(topic) or self.topic(topic)  # once per produced batch: the call only once
         counters.bytes_in += size
         counters.messages_in += messages
 

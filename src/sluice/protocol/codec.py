@@ -14,9 +14,15 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sluice.protocol import primitives as p
+from sluice.protocol.produce_answer import produce_response_encoder
 from sluice.protocol.schema import MISSING, NO_VERSIONS, PRIMITIVE_TYPES, FieldDef, MessageDef, StructDef
 
 _MISSING_ARG: Any = object()
+# Structs nested deeper than this are decoded by a call (also what tagged fields pass to `_read`).
+_NO_INLINE = 8
+# Hand-written encoders for the commonest answers, by message: (version, generated encoder, classes) -> the
+# encoder to use, which hands every shape it does not special-case to the generated one.
+SPECIAL_ENCODERS = {"ProduceResponse": produce_response_encoder}
 
 
 class Message:
@@ -146,49 +152,70 @@ class _Generator:
     # ----- decoding -----
 
     def decode_struct(self, struct_def: StructDef) -> None:
+        body = self._decode_body(struct_def, "o", "    ", 0)
+        self.lines.extend([f"def _dec_{struct_def.name}(buf, pos):", *body, "    return o, pos"])
+
+    def _decode_body(self, struct_def: StructDef, obj: str, ind: str, depth: int) -> list[str]:
+        """Lines that decode one `struct_def` into the local `obj`, advancing `pos`. Nested structs are decoded
+        inline (no call and tuple per element of an array), except inside tagged fields, whose loop keeps its
+        place in locals an inner loop would overwrite."""
         fields = [f for f in struct_def.fields if self.version in f.versions]
         absent = [f for f in struct_def.fields if self.version not in f.versions or (f.tag is not None)]
-        out = [f"def _dec_{struct_def.name}(buf, pos):", f"    o = _new(_cls_{struct_def.name})"]
+        out = [f"{ind}{obj} = _new(_cls_{struct_def.name})"]
         for f in absent:
-            out.append(f"    o.{f.attr} = {_natural_default(f)}")
+            out.append(f"{ind}{obj}.{f.attr} = {_natural_default(f)}")
         for run in _field_runs(f for f in fields if f.tag is None):
             if isinstance(run, list):
                 fmt = ">" + "".join(p.FIXED_FORMATS[f.type] for f in run)
-                targets = ", ".join(f"o.{f.attr}" for f in run) + ","
-                out.append(f"    {targets} = {self.fixed_struct(fmt)}.unpack_from(buf, pos)")
-                out.append(f"    pos += {struct.calcsize(fmt)}")
+                targets = ", ".join(f"{obj}.{f.attr}" for f in run) + ","
+                out.append(f"{ind}{targets} = {self.fixed_struct(fmt)}.unpack_from(buf, pos)")
+                out.append(f"{ind}pos += {struct.calcsize(fmt)}")
             else:
-                out.extend(self._read(run, f"o.{run.attr}", "    "))
+                out.extend(self._read(run, f"{obj}.{run.attr}", ind, depth + 1))
         if self.flexible:
             tagged = sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag or 0)
-            out.append("    if buf[pos] == 0:")
-            out.append("        return o, pos + 1")
-            out.append("    n_tags, pos = read_uvarint(buf, pos)")
-            out.append("    for _ in range(n_tags):")
-            out.append("        tag, pos = read_uvarint(buf, pos)")
-            out.append("        size, pos = read_uvarint(buf, pos)")
-            out.append("        end = pos + size")
-            out.append("        if end > len(buf): raise DecodeError('tagged field runs past the end')")
+            count, end = self.fresh("n_tags"), self.fresh("end")
+            out.append(f"{ind}if buf[pos] == 0:")
+            out.append(f"{ind}    pos += 1")
+            out.append(f"{ind}else:")
+            out.append(f"{ind}    {count}, pos = read_uvarint(buf, pos)")
+            out.append(f"{ind}    for _ in range({count}):")
+            out.append(f"{ind}        tag, pos = read_uvarint(buf, pos)")
+            out.append(f"{ind}        size, pos = read_uvarint(buf, pos)")
+            out.append(f"{ind}        {end} = pos + size")
+            out.append(
+                f"{ind}        if {end} > len(buf): raise DecodeError('tagged field runs past the end')"
+            )
             keyword = "if"
             for f in tagged:
-                out.append(f"        {keyword} tag == {f.tag}:")
-                out.extend(self._read(f, f"o.{f.attr}", "            "))
+                out.append(f"{ind}        {keyword} tag == {f.tag}:")
+                out.extend(self._read(f, f"{obj}.{f.attr}", ind + "            ", _NO_INLINE))
                 keyword = "elif"
-            out.append("        pos = end")
-        out.append("    return o, pos")
-        self.lines.extend(out)
+            out.append(f"{ind}        pos = {end}")
+        return out
 
-    def _read(self, f: FieldDef, target: str, ind: str) -> list[str]:
+    def _read(self, f: FieldDef, target: str, ind: str, depth: int) -> list[str]:
         nullable = self.version in f.nullable
         flex = self.flexible
-        null_check = [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
+        null_check = (
+            [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
+        )
         if f.is_array:
-            return self._read_array(f, target, ind, nullable)
+            return self._read_array(f, target, ind, nullable, depth)
         if f.type in p.FIXED_FORMATS:
             fmt = ">" + p.FIXED_FORMATS[f.type]
-            return [f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)", f"{ind}pos += {struct.calcsize(fmt)}"]
+            return [
+                f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)",
+                f"{ind}pos += {struct.calcsize(fmt)}",
+            ]
         if f.type in ("string", "bytes", "records"):
             reader = f"read_{'compact_' if flex else ''}{f.type}"
+            if flex and f.type != "bytes":
+                inline = self._read_short_compact(f.type, target, reader, ind)
+                if nullable:  # null (a zero length byte), as the transactional id of most produce requests
+                    null = [f"{ind}if buf[pos] == 0:", f"{ind}    {target} = None", f"{ind}    pos += 1"]
+                    inline = [*null, f"{ind}else:", *("    " + line for line in inline)]
+                return [*inline, *null_check]
             return [f"{ind}{target}, pos = {reader}(buf, pos)", *null_check]
         if f.type == "uuid":
             return [f"{ind}{target}, pos = read_uuid(buf, pos)"]
@@ -201,9 +228,33 @@ class _Generator:
                 f"{ind}else:",
                 f"{ind}    {target}, pos = _dec_{f.type}(buf, pos + 1)",
             ]
+        if depth < _NO_INLINE and f.struct is not None:
+            local = self.fresh("s")
+            return [*self._decode_body(f.struct, local, ind, depth), f"{ind}{target} = {local}"]
         return [f"{ind}{target}, pos = _dec_{f.type}(buf, pos)"]
 
-    def _read_array(self, f: FieldDef, target: str, ind: str, nullable: bool) -> list[str]:
+    def _read_short_compact(self, kind: str, target: str, reader: str, ind: str) -> list[str]:
+        """A compact string or records field whose length prefix takes one or two varint bytes (all but the
+        largest record sets) read inline, without the reader's calls; longer prefixes, null and anything that
+        does not fit go through the reader, which names the fault."""
+        # (`stop`, not `end`: the tagged-field loop keeps the end of the field it reads in `end`.)
+        value = "str(buf[start:stop], 'utf-8')" if kind == "string" else "memoryview(buf)[start:stop]"
+        return [
+            f"{ind}stop = buf[pos]",
+            f"{ind}if stop < 0x80:",
+            f"{ind}    start, stop = pos + 1, pos + stop",
+            f"{ind}elif buf[pos + 1] < 0x80:",
+            f"{ind}    start, stop = pos + 2, pos + 1 + ((stop & 0x7F) | (buf[pos + 1] << 7))",
+            f"{ind}else:",
+            f"{ind}    start = 0",
+            f"{ind}if 0 < start <= stop <= len(buf):",
+            f"{ind}    {target} = {value}",
+            f"{ind}    pos = stop",
+            f"{ind}else:",
+            f"{ind}    {target}, pos = {reader}(buf, pos)",
+        ]
+
+    def _read_array(self, f: FieldDef, target: str, ind: str, nullable: bool, depth: int) -> list[str]:
         count = self.fresh("n")
         if self.flexible:
             # A one-byte length (under 127 elements) read inline: every request has a few arrays.
@@ -234,7 +285,7 @@ class _Generator:
         element = FieldDef(f.name, f.type, False, f.versions, NO_VERSIONS, None, MISSING, f.struct)
         lines.append(f"{ind}    {items} = []")
         lines.append(f"{ind}    for _ in range({count}):")
-        lines.extend(self._read(element, item, ind + "        "))
+        lines.extend(self._read(element, item, ind + "        ", depth))
         lines.append(f"{ind}        {items}.append({item})")
         lines.append(f"{ind}    {target} = {items}")
         return lines
@@ -313,7 +364,15 @@ class _Generator:
 class VersionCodec:
     """Encoder and decoder of one message at one version."""
 
-    __slots__ = ("cls", "decode_root", "encode_root", "flexible", "message", "version")
+    __slots__ = (
+        "cls",
+        "decode_root",
+        "encode_root",
+        "flexible",
+        "generated_encode_root",
+        "message",
+        "version",
+    )
 
     def __init__(self, message: MessageDef, version: int, classes: dict[str, type[Message]]) -> None:
         self.message = message
@@ -325,7 +384,9 @@ class VersionCodec:
             gen.decode_struct(struct_def)
             gen.encode_struct(struct_def)
         namespace: dict[str, Any] = {
-            name: getattr(p, name) for name in dir(p) if name.startswith(("read_", "write_", "check_", "skip_"))
+            name: getattr(p, name)
+            for name in dir(p)
+            if name.startswith(("read_", "write_", "check_", "skip_"))
         }
         namespace.update(
             {
@@ -344,6 +405,10 @@ class VersionCodec:
         exec(compile(source, f"<sluice codec {message.name} v{version}>", "exec"), namespace)
         self.decode_root: Callable[[p.Buffer, int], tuple[Any, int]] = namespace[f"_dec_{message.root.name}"]
         self.encode_root: Callable[[Any, list[Any]], None] = namespace[f"_enc_{message.root.name}"]
+        self.generated_encode_root = self.encode_root  # what a special encoder must match byte for byte
+        special = SPECIAL_ENCODERS.get(message.name)
+        if special is not None:
+            self.encode_root = special(version, self.encode_root, classes)
 
     def decode(self, buf: p.Buffer, pos: int = 0) -> tuple[Any, int]:
         """Decode one message starting at `pos`; returns it and the position after it."""

@@ -8,6 +8,8 @@ FrameError.
 
 from __future__ import annotations
 
+import struct
+
 from sluice.errors import ProtocolError
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
@@ -15,6 +17,7 @@ MIN_READ_BYTES = 64 * 1024
 # A new or quiet connection reads into this much; each read that fills the room doubles it, up to
 # MIN_READ_BYTES, so thousands of mostly idle connections cost a few KiB each, busy ones 64 KiB.
 FIRST_READ_BYTES = 2 * 1024
+_SIZE = struct.Struct(">i")
 
 
 class FrameError(ProtocolError):
@@ -74,18 +77,17 @@ class FrameBuffer:
             self._read_size *= 2
         frames: list[memoryview] = []
         view = memoryview(self._buf)
-        while True:
-            available = self._end - self._start
-            if available < 4:
-                break
-            size = int.from_bytes(view[self._start : self._start + 4], "big", signed=True)
+        start, end = self._start, self._end
+        while end - start >= 4:
+            (size,) = _SIZE.unpack_from(view, start)
             if size <= 0 or size > self.max_frame_bytes:
                 raise FrameError(f"frame size {size} outside 1..{self.max_frame_bytes}")
-            if available < 4 + size:
+            if end - start < 4 + size:
                 self._needed = 4 + size
                 break
-            frames.append(view[self._start + 4 : self._start + 4 + size])
-            self._start += 4 + size
+            frames.append(view[start + 4 : start + 4 + size])
+            start += 4 + size
+            self._start = start
             self._needed = 0
         return frames
 

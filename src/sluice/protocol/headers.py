@@ -17,6 +17,7 @@ CONTROLLED_SHUTDOWN_KEY = 7
 # api_key, api_version, correlation_id: the part of a request header every version has.
 HEADER_FIXED = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 
 
 @dataclass(slots=True)
@@ -51,7 +52,13 @@ def read_header_tail(
     if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
         return None, pos
     try:
-        client_id, pos = read_string(frame, pos)
+        # read_string, inline for the common client id (every request passes here)
+        (length,) = _INT16.unpack_from(frame, pos)
+        end = pos + 2 + length
+        if length >= 0 and end <= len(frame):
+            client_id, pos = str(frame[pos + 2 : end], "utf-8"), end
+        else:
+            client_id, pos = read_string(frame, pos)
         if flexible:
             if frame[pos] == 0:  # no tagged fields, as nearly always
                 return client_id, pos + 1
@@ -70,7 +77,9 @@ def response_header(correlation_id: int, api_key: int, flexible: bool) -> bytes:
     return _CORRELATION.pack(correlation_id)
 
 
-def request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool) -> bytes:
+def request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, flexible: bool
+) -> bytes:
     parts = [HEADER_FIXED.pack(api_key, api_version, correlation_id)]
     if client_id is None:
         parts.append(b"\xff\xff")

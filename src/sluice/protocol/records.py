@@ -381,14 +381,18 @@ def validate_batches(buf: ByteSource, *, max_batch_bytes: int, from_client: bool
         raise CorruptRecordError("produce request carries no record batches")
     headers: list[BatchHeader] = []
     pos = 0
+    # Runs once per produced batch: the header is unpacked once and its fields read as plain attributes;
+    # the helpers that name a fault run only when one of the cheap tests below has found it.
     while pos < total:
-        # A v0/v1 message can be shorter than a v2 header; name the format if we can see it.
-        if total - pos > MAGIC_OFFSET:
-            _checked_batch_length(view, pos)
         if total - pos < BATCH_HEADER_SIZE:
+            # A v0/v1 message can be shorter than a v2 header; name the format if we can see it.
+            if total - pos > MAGIC_OFFSET:
+                _checked_batch_length(view, pos)
             raise CorruptRecordError(f"{total - pos} trailing bytes at {pos} do not form a batch")
-        header = parse_batch_header(view, pos)
-        size = header.size
+        header = BatchHeader(*_HEADER.unpack_from(view, pos))
+        if header.magic != MAGIC_V2 or header.batch_length < MIN_BATCH_LENGTH:
+            _checked_batch_length(view, pos)  # raises, naming what is wrong
+        size = LOG_OVERHEAD + header.batch_length
         if pos + size > total:
             raise CorruptRecordError(f"batch at {pos} claims {size} bytes but only {total - pos} remain")
         if size > max_batch_bytes:
@@ -397,14 +401,22 @@ def validate_batches(buf: ByteSource, *, max_batch_bytes: int, from_client: bool
             )
         if crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != header.crc:
             raise CorruptRecordError(f"batch at {pos} fails its CRC check")
-        if header.compression > Codec.ZSTD:
+        attributes = header.attributes
+        if attributes & COMPRESSION_MASK > Codec.ZSTD:
             raise KafkaError(
-                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"batch at {pos} uses codec id {header.compression}"
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                f"batch at {pos} uses codec id {attributes & COMPRESSION_MASK}",
             )
-        if header.record_count < 0:
-            raise CorruptRecordError(f"batch at {pos} has negative record count {header.record_count}")
-        if from_client:
-            _check_client_batch(header, pos)
+        count = header.record_count
+        if count < 0:
+            raise CorruptRecordError(f"batch at {pos} has negative record count {count}")
+        if from_client and (
+            count == 0
+            or header.last_offset_delta != count - 1
+            or attributes & CONTROL_FLAG
+            or (header.producer_id >= 0 and header.base_sequence < 0)
+        ):
+            _check_client_batch(header, pos)  # raises, naming what is wrong
         headers.append(header)
         pos += size
     return headers

@@ -44,7 +44,7 @@ class ConnectionOwner(Protocol):
 
     def long_poll(self, slot: ResponseSlot, outcome: RespondWhenData) -> None: ...
 
-    def deliver_ready_replies(self) -> None: ...
+    def deliver_ready_replies(self, timers_touched: bool = True) -> None: ...
 
     def forget_connection(self, connection: KafkaConnection) -> None: ...
 
@@ -66,14 +66,15 @@ class ResponseSlot:
         self.throttle_ms = 0  # from the request_percentage quota, known once the handler returned
 
     def fill(self, response: Any, version: int | None = None) -> None:
-        version = self.api_version if version is None else version
+        api_key = self.api_key
         throttle = getattr(response, "throttle_time_ms", 0)
         if self.throttle_ms > throttle:
             throttle = self.throttle_ms
             if hasattr(response, "throttle_time_ms"):
                 response.throttle_time_ms = throttle  # the client backs off too (KIP-219)
-        codec = response_codec(self.api_key, version)
-        parts: list[Any] = [response_header(self.correlation_id, self.api_key, codec.flexible)]
+        version = self.api_version if version is None else version
+        codec = response_codec(api_key, version)
+        parts: list[Any] = [response_header(self.correlation_id, api_key, codec.flexible)]
         if type(response) is Preencoded:
             if response.parts and response.api_version == version:
                 parts.extend(response.parts)
@@ -82,15 +83,17 @@ class ResponseSlot:
         else:
             codec.encode_root(response, parts)
         self.parts = frame(parts)
-        self.connection.server.broker.metrics.request_done(self.api_key, perf_counter() - self.started)
-        self.connection.flush_responses()
+        connection = self.connection
+        connection.metrics.request_done(api_key, perf_counter() - self.started)
+        connection.flush_responses()
         if throttle:
-            self.connection.mute(throttle)
+            connection.mute(throttle)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: ConnectionOwner, listener: str = PLAINTEXT) -> None:
         self.server = server
+        self.metrics = server.broker.metrics
         self.listener = listener
         self.session: Session | None = None
         self.auth: AuthGate | None = None
@@ -184,13 +187,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(str(exc))
             return
         self.corked = True
+        timers_touched = False  # by a request other than Produce (API key 0) and Fetch (1)
+        now = now_ms()  # the requests of one read arrived together: one clock read for all of them
         try:
             for body in frames:
                 if self.closed:
                     break
-                self.handle_frame(body)
+                if not timers_touched and (len(body) < 2 or body[0] or body[1] > 1):
+                    timers_touched = True
+                self.handle_frame(body, now)
             # Once per read, not per request: answers of parked requests that became ready, and the timer.
-            self.server.deliver_ready_replies()
+            self.server.deliver_ready_replies(timers_touched)
         finally:
             self.corked = False
         self.flush_responses()
@@ -204,12 +211,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self.transport is not None:
                 self.transport.abort()
 
-    def handle_frame(self, body: memoryview) -> None:
+    def handle_frame(self, body: memoryview, now: int) -> None:
         server = self.server
         auth = self.auth
         if auth is not None and auth.raw_token(body):
             return
-        result = server.dispatcher.dispatch(body, self, now_ms())
+        result = server.dispatcher.dispatch(body, self, now)
         if isinstance(result, Close):
             if result.reason is not None:
                 self.abort(result.reason)

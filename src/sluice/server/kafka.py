@@ -172,8 +172,14 @@ class KafkaServer:
 
     # ----- parked requests and timers (consumer groups) -----
 
-    def deliver_ready_replies(self) -> None:
-        for token, response, after in self.dispatcher.take_ready_replies():
+    def deliver_ready_replies(self, timers_touched: bool = True) -> None:
+        """Send the answers of parked requests that became ready, then set the timer for the next deadline.
+
+        `timers_touched` False: nothing since the last call can have moved a deadline (the connection read
+        only Produce and Fetch requests), so unless a parked answer went out the timer set stays right and
+        the deadlines, a walk over every group and transaction, are not recomputed."""
+        ready = self.dispatcher.take_ready_replies()
+        for token, response, after in ready:
             slot = token
             if not isinstance(slot, ResponseSlot) or slot.connection.closed:
                 continue
@@ -181,7 +187,8 @@ class KafkaServer:
                 self.group_commit.wait_for_partition(slot, response, after)
             else:
                 slot.fill(response)
-        self.schedule_tick()
+        if ready or timers_touched:
+            self.schedule_tick()
 
     def schedule_tick(self) -> None:
         deadline = self.broker.next_deadline()

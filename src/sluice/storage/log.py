@@ -152,7 +152,12 @@ class SegmentedLog:
         active = self._segments[-1]
         size = len(batch)
         try:
-            if active.size_bytes and self._should_roll(active, size, header, append_time_ms):
+            config = self.config  # roll on size, age or offset range (checked inline: once per batch)
+            if active.size_bytes and (
+                active.size_bytes + size > config.segment_bytes
+                or active.roll_age_ms(append_time_ms, header.max_timestamp) > config.segment_ms
+                or active.next_offset + header.last_offset_delta - active.base_offset > _MAX_RELATIVE_OFFSET
+            ):
                 active = self._roll()
             base_offset = active.next_offset
             # A failed write leaves the segment's size unchanged, so the next append overwrites the debris.
@@ -170,14 +175,6 @@ class SegmentedLog:
 
     def describe(self) -> str:
         return f"partition log at offset {self.log_end_offset}"
-
-    def _should_roll(self, active: Segment, size: int, header: BatchHeader, append_time_ms: int) -> bool:
-        config = self.config
-        return (
-            active.size_bytes + size > config.segment_bytes
-            or active.roll_age_ms(append_time_ms, header.max_timestamp) > config.segment_ms
-            or active.next_offset + header.last_offset_delta - active.base_offset > _MAX_RELATIVE_OFFSET
-        )
 
     def _roll(self) -> Segment:
         old = self._segments[-1]

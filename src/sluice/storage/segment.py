@@ -127,13 +127,15 @@ class FileSegment:
         if position == 0:
             self._first_batch_timestamp = header.max_timestamp
             self._created_ms = append_time_ms
-        buffers = [BASE_OFFSET.pack(base_offset), memoryview(batch)[8:]]
         size = len(batch)
-        with self._files.use(self._file) as fd:
-            written = os.pwritev(fd, buffers, position)
-            while written < size:  # regular files rarely write short, but a full disk can
-                rest = (BASE_OFFSET.pack(base_offset) + bytes(memoryview(batch)[8:]))[written:]
-                written += os.pwrite(fd, rest, position + written)
+        written = self._files.pwritev(
+            self._file, [BASE_OFFSET.pack(base_offset), memoryview(batch)[8:]], position
+        )
+        if written < size:  # regular files rarely write short, but a full disk can
+            with self._files.use(self._file) as fd:
+                while written < size:
+                    rest = (BASE_OFFSET.pack(base_offset) + bytes(memoryview(batch)[8:]))[written:]
+                    written += os.pwrite(fd, rest, position + written)
         self._track(base_offset, header.last_offset_delta, header.max_timestamp, position, size)
 
     def _track(

@@ -56,10 +56,21 @@ class FreeSpaceGuard:
 
     def refusal(self, now_ms: int, size: int) -> str | None:
         """None when a write of `size` bytes may go ahead, else why not (also logged, rate-limited)."""
-        if self._needs_probe(now_ms):
+        # Once per produced partition: the common case (probed lately, room to spare) decides without a call.
+        probed = self._probed_ms
+        refusing = self._full or self.free_bytes < self.min_free_bytes
+        if (
+            probed is None
+            # (below 0: the wall clock stepped back)
+            or not 0 <= now_ms - probed < (_REFUSING_PROBE_INTERVAL_MS if refusing else _PROBE_INTERVAL_MS)
+            or self._written_since >= _PROBE_EVERY_BYTES
+            # The bytes written since the last probe may have eaten half the margin it saw.
+            or (not refusing and self._written_since * 2 >= self.free_bytes - self.min_free_bytes)
+        ):
             self._measure(now_ms)
+            refusing = self._full or self.free_bytes < self.min_free_bytes
         self._written_since += size
-        if not self._full and self.free_bytes >= self.min_free_bytes:  # self.refusing, without the call
+        if not refusing:
             return None
         reason = (
             f"data dir {self.directory}: {max(self.free_bytes, 0)} bytes free, below min_free_bytes "
@@ -84,19 +95,6 @@ class FreeSpaceGuard:
         self._full = True
         self._measure(now_ms)
         self._full = True
-
-    def _needs_probe(self, now_ms: int) -> bool:
-        if self._probed_ms is None:
-            return True
-        refusing = self._full or self.free_bytes < self.min_free_bytes
-        interval = _REFUSING_PROBE_INTERVAL_MS if refusing else _PROBE_INTERVAL_MS
-        elapsed = now_ms - self._probed_ms
-        if elapsed >= interval or elapsed < 0:  # < 0: the wall clock stepped back
-            return True
-        if self._written_since >= _PROBE_EVERY_BYTES:
-            return True
-        # The bytes written since the last probe may have eaten half the margin it saw.
-        return not refusing and self._written_since * 2 >= self.free_bytes - self.min_free_bytes
 
     def _measure(self, now_ms: int) -> None:
         was_refusing = self._probed_ms is not None and self.refusing

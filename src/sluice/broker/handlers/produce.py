@@ -18,7 +18,9 @@ from sluice.broker.quotas import PRODUCER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode
 
 ProduceResponse = response_class("Produce")
+_TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = ProduceResponse.PartitionProduceResponse
+_RecordError = ProduceResponse.BatchIndexAndErrorMessage
 
 
 @handles("Produce")
@@ -26,10 +28,15 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     # acks=-1 is never refused for min.insync.replicas: since Kafka 3.7 (KAFKA-15583) a leader checks its ISR
     # against min(min.insync.replicas, replica count), and each sluice partition has one replica, its in-sync
     # leader. tests/compat/test_min_insync_replicas.py holds the broker to that.
+    # Runs once per Produce request (for a producer with linger 0, once per message): names are bound
+    # locally and the quota is consulted only when one is set.
+    acks = request.acks
     refuse: tuple[ErrorCode, str] | None = None
-    if request.acks not in (0, 1, -1):
-        refuse = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {request.acks}")
+    if acks not in (0, 1, -1):
+        refuse = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}")
     by_id = ctx.api_version >= 13
+    now_ms = ctx.now_ms
+    append = broker.append
     size = 0  # record bytes, for the byte-rate quota
     topics = []
     for topic in request.topic_data:
@@ -54,7 +61,7 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
                     error_message="unknown topic id",
                 )
             else:
-                result = broker.append(name, part.index, records, ctx.now_ms)
+                result = append(name, part.index, records, now_ms)
                 answer = _PartitionResponse(
                     index=part.index,
                     error_code=result.error,
@@ -64,18 +71,18 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
                 )
                 if result.record_errors:
                     answer.record_errors = [
-                        ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+                        _RecordError(batch_index=i, batch_index_error_message=m)
                         for i, m in result.record_errors
                     ]
             partitions.append(answer)
         topics.append(
-            ProduceResponse.TopicProduceResponse(
-                name=topic.name, topic_id=topic.topic_id, partition_responses=partitions
-            )
+            _TopicResponse(name=topic.name, topic_id=topic.topic_id, partition_responses=partitions)
         )
-    if request.acks == 0:
+    if acks == 0:
         return NoResponse()
-    response = throttled(ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, ctx.now_ms)
+    response = ProduceResponse(responses=topics)
+    if ctx.quotas is not None and ctx.quotas.configs:
+        response = throttled(ctx, response, PRODUCER_BYTE_RATE, size, now_ms)
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)

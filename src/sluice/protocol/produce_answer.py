@@ -1,0 +1,86 @@
+"""The common Produce answer (flexible versions, v9+) in one struct call.
+
+A producer that sends one partition per request (linger 0, latency-bound clients, the gateway's per-message
+produce) gets the same shape of answer every time: one topic, one partition, no record errors, no error
+message, no tagged fields. The generated encoder walks three nested structs and a dozen parts for it; this one
+packs the whole answer at once and hands every other shape to the generated encoder, so both always write the
+same bytes (tests/protocol/test_fast_paths.py holds them to that).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from sluice.protocol.primitives import ZERO_UUID, uvarint_bytes
+
+Encoder = Callable[[Any, list[Any]], None]
+
+FIRST_FLEXIBLE = 9
+FIRST_BY_TOPIC_ID = 13
+# After the topic's name (or id): one partition (0x02), index, error code, base offset, log append time,
+# log start offset, no record errors (0x01), a null error message (0x00), no tagged fields in the partition
+# and in the topic (0x00 0x00), the throttle time and no tagged fields in the response (0x00).
+_REST = struct.Struct(">BihqqqBBBBiB")
+_ONE = b"\x02"  # a compact array of one element
+_LONGEST_ONE_BYTE_NAME = 0x7E  # the length prefix (length + 1) stays a one-byte varint
+_MAX_HEADS = 4096  # encoded topic names kept per version (emptied when full: a bound, not a cache policy)
+
+
+def produce_response_encoder(version: int, general: Encoder, classes: dict[str, type]) -> Encoder:
+    """The ProduceResponse encoder of `version`: the one-call path for the common answer, `general` for the
+    rest (and for every version before v9)."""
+    if version < FIRST_FLEXIBLE:
+        return general
+    by_id = version >= FIRST_BY_TOPIC_ID
+    leader_class = classes["LeaderIdAndEpoch"]
+    pack = _REST.pack
+    heads: dict[str, bytes] = {}  # topic name -> the answer's bytes up to its partition
+
+    def encode(o: Any, out: list[Any]) -> None:
+        responses = o.responses
+        if responses is not None and len(responses) == 1 and o.node_endpoints == []:
+            topic = responses[0]
+            partitions = topic.partition_responses
+            if partitions is not None and len(partitions) == 1:
+                p = partitions[0]
+                leader = p.current_leader
+                if (
+                    p.error_message is None
+                    and p.record_errors == []
+                    and type(leader) is leader_class
+                    and leader.leader_id == -1
+                    and leader.leader_epoch == -1
+                ):
+                    if by_id:
+                        head = _ONE + (topic.topic_id or ZERO_UUID).bytes
+                    elif (head := heads.get(topic.name)) is None:
+                        name = topic.name
+                        if name is None or len(data := name.encode()) > _LONGEST_ONE_BYTE_NAME:
+                            general(o, out)
+                            return
+                        if len(heads) >= _MAX_HEADS:
+                            heads.clear()
+                        head = heads[name] = _ONE + uvarint_bytes(len(data) + 1) + data
+                    out.append(
+                        head
+                        + pack(
+                            2,
+                            p.index,
+                            p.error_code,
+                            p.base_offset,
+                            p.log_append_time_ms,
+                            p.log_start_offset,
+                            1,
+                            0,
+                            0,
+                            0,
+                            o.throttle_time_ms,
+                            0,
+                        )
+                    )
+                    return
+        general(o, out)
+
+    return encode

@@ -1,0 +1,181 @@
+"""Produce through the whole request pipeline (real broker, segment files on disk, no sockets), in the version
+librdkafka speaks (v10), for every answer the cheap path can give: each one must carry the error Kafka gives,
+and the one-call encoder of the common answer (sluice.protocol.produce_answer) must write exactly the bytes
+of the generated encoder, whether the answer is the common shape or one it hands on."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sluice.broker.api import Respond
+from sluice.broker.config import BrokerConfig
+from sluice.broker.dispatch import Dispatched, Dispatcher, build_dispatcher
+from sluice.errors import ErrorCode
+from sluice.protocol.headers import request_header
+from sluice.protocol.messages import request_codecs, response_codec
+from sluice.protocol.records import Record, encode_batch
+from sluice.security.session import Session
+from sluice.server.app import build_broker
+
+VERSION = 10
+NOW_MS = 1_700_000_000_000
+REQUEST = request_codecs(0).cls
+
+
+class Origin:
+    def __init__(self, principal: str = "User:ANONYMOUS") -> None:
+        self.listener = "PLAINTEXT"
+        self.session = Session.open("SASL_PLAINTEXT", "10.0.0.9")
+        self.session.principal, self.session.authenticated = principal, True
+        self.peer_host = "10.0.0.9"
+
+    def admits(self, api_key: int) -> bool:
+        return True
+
+    def open_reply(self, api_key: int, api_version: int, correlation_id: int) -> Hashable:
+        return correlation_id
+
+
+@pytest.fixture(scope="module")
+def dispatcher(tmp_path_factory: pytest.TempPathFactory) -> Dispatcher:
+    broker = build_broker(
+        BrokerConfig(
+            data_dir=tmp_path_factory.mktemp("fast"), auto_create_topics=False, fsync_before_ack=False
+        )
+    )
+    broker.create_topic("plain", 1, {})
+    broker.create_topic("small", 1, {"max.message.bytes": "200"})
+    broker.create_topic("recent", 1, {"message.timestamp.before.max.ms": "60000"})
+    broker.create_topic("keyed", 1, {"cleanup.policy": "compact"})
+    return build_dispatcher(broker)
+
+
+def batch(value: bytes = b"v", *, key: bytes | None = b"k", timestamp: int = NOW_MS, **fields: Any) -> bytes:
+    return encode_batch([Record(0, 0, key, value, [])], base_timestamp=timestamp, **fields)
+
+
+def respond(
+    dispatcher: Dispatcher,
+    topic: str,
+    records: bytes,
+    *,
+    index: int = 0,
+    acks: int = 1,
+    origin: Origin | None = None,
+) -> Any:
+    """The response to one Produce, after checking that both encoders write the same bytes for it."""
+    partitions = [REQUEST.PartitionProduceData(index=index, records=records)]
+    body = REQUEST(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[REQUEST.TopicProduceData(name=topic, partition_data=partitions)],
+    )
+    frame = request_header(0, VERSION, 5, "fast-path-test", True) + request_codecs(0)[VERSION].encode(body)
+    result = dispatcher.dispatch(memoryview(frame), origin or Origin(), NOW_MS)
+    assert isinstance(result, Dispatched) and isinstance(result.outcome, Respond)
+    response = result.outcome.response
+    codec = response_codec(0, VERSION)
+    fast: list[Any] = []
+    general: list[Any] = []
+    codec.encode_root(response, fast)
+    codec.generated_encode_root(response, general)
+    assert b"".join(fast) == b"".join(general)
+    decoded, _ = codec.decode(b"".join(fast))
+    assert decoded == response
+    return response
+
+
+def produce(dispatcher: Dispatcher, topic: str, records: bytes, **options: Any) -> Any:
+    """The partition's answer (see `respond`)."""
+    return respond(dispatcher, topic, records, **options).responses[0].partition_responses[0]
+
+
+def end_offset(dispatcher: Dispatcher, topic: str) -> int:
+    return dispatcher.broker.partition(topic, 0).log.log_end_offset
+
+
+def test_an_accepted_batch_gets_the_next_offset(dispatcher: Dispatcher) -> None:
+    first = produce(dispatcher, "plain", batch())
+    second = produce(dispatcher, "plain", batch())
+    assert (first.error_code, second.error_code) == (ErrorCode.NONE, ErrorCode.NONE)
+    assert second.base_offset == first.base_offset + 1
+    assert end_offset(dispatcher, "plain") == second.base_offset + 1
+
+
+@pytest.mark.parametrize(("topic", "index"), [("missing", 0), ("plain", 5)])
+def test_an_unknown_topic_or_partition(dispatcher: Dispatcher, topic: str, index: int) -> None:
+    answer = produce(dispatcher, topic, batch(), index=index)
+    assert answer.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and answer.base_offset == -1
+
+
+def test_a_bad_crc_is_refused_and_nothing_is_stored(dispatcher: Dispatcher) -> None:
+    before = end_offset(dispatcher, "plain")
+    damaged = bytearray(batch(b"payload"))
+    damaged[-2] ^= 0xFF
+    answer = produce(dispatcher, "plain", bytes(damaged))
+    assert answer.error_code == ErrorCode.CORRUPT_MESSAGE and "CRC" in (answer.error_message or "")
+    assert end_offset(dispatcher, "plain") == before
+
+
+def test_a_duplicate_batch_answers_its_first_offset_and_a_gap_is_refused(dispatcher: Dispatcher) -> None:
+    idempotent = {"producer_id": 4242, "producer_epoch": 0}
+    first = produce(dispatcher, "plain", batch(b"once", base_sequence=0, **idempotent))
+    stored = end_offset(dispatcher, "plain")
+    again = produce(dispatcher, "plain", batch(b"once", base_sequence=0, **idempotent))
+    assert (again.error_code, again.base_offset) == (ErrorCode.NONE, first.base_offset)
+    assert end_offset(dispatcher, "plain") == stored, "the retry was not stored twice"
+    gap = produce(dispatcher, "plain", batch(b"later", base_sequence=5, **idempotent))
+    assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_a_batch_over_the_topic_limit_is_too_large(dispatcher: Dispatcher) -> None:
+    answer = produce(dispatcher, "small", batch(b"x" * 500))
+    assert answer.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert produce(dispatcher, "small", batch(b"x")).error_code == ErrorCode.NONE
+
+
+def test_timestamp_rules_name_the_record(dispatcher: Dispatcher) -> None:
+    stale = produce(dispatcher, "recent", batch(timestamp=NOW_MS - 3_600_000))
+    assert stale.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [e.batch_index for e in stale.record_errors] == [0]
+    # No bounds on "plain", but a producer may not claim LogAppendTime with no timestamp of its own.
+    claimed = produce(dispatcher, "plain", batch(timestamp_type_log_append=True, max_timestamp=-1))
+    assert claimed.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [e.batch_index for e in claimed.record_errors] == [0]
+
+
+def test_a_compacted_topic_refuses_a_record_without_a_key(dispatcher: Dispatcher) -> None:
+    answer = produce(dispatcher, "keyed", batch(key=None))
+    assert answer.error_code == ErrorCode.INVALID_RECORD and len(answer.record_errors) == 1
+    assert produce(dispatcher, "keyed", batch(key=b"k")).error_code == ErrorCode.NONE
+
+
+def test_bad_acks_are_refused(dispatcher: Dispatcher) -> None:
+    assert produce(dispatcher, "plain", batch(), acks=2).error_code == ErrorCode.INVALID_REQUIRED_ACKS
+
+
+def test_an_unauthorized_topic(tmp_path: Path) -> None:
+    broker = build_broker(BrokerConfig(data_dir=tmp_path, authorizer="acl", auto_create_topics=False))
+    broker.create_topic("plain", 1, {})
+    answer = produce(build_dispatcher(broker), "plain", batch(), origin=Origin("User:nobody"))
+    assert answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert broker.partition("plain", 0).log.log_end_offset == 0
+
+
+def test_the_byte_rate_quota_still_throttles(dispatcher: Dispatcher) -> None:
+    quotas = dispatcher.quotas
+    assert quotas is not None
+    entity = (("client-id", "fast-path-test"),)
+    quotas.configs[entity] = {"producer_byte_rate": 1.0}
+    try:
+        produce(dispatcher, "plain", batch(b"x" * 100))
+        response = respond(dispatcher, "plain", batch())
+    finally:
+        del quotas.configs[entity]
+    assert response.throttle_time_ms > 0
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
