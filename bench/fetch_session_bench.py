@@ -9,6 +9,7 @@ Two consumers, each alone on a fresh broker with 500 topics x 10 empty partition
   fetches every time when it answers SessionId 0.
 - `confluent-kafka`: librdkafka, which sends sessionless fetches (SessionId 0, epoch -1) whatever the broker
   supports: its cost shows what a fetch of every partition costs.
+- `aiokafka` (`--clients aiokafka`): sessionless too, in Fetch v11 (not flexible).
 The confluent-kafka consumer also runs against the peer broker (Tansu by default, `--peer`), and the ratio of
 the two brokers' CPU is printed. Broker CPU comes from /proc/<pid>/stat over the idle window, after a warm-up.
 """
@@ -16,6 +17,7 @@ the two brokers' CPU is printed. Broker CPU comes from /proc/<pid>/stat over the
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -23,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AioPartition
 from confluent_kafka import Consumer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -122,6 +126,25 @@ def confluent_client(
     return {"client": "confluent-kafka", "broker_cpu_per_s": cpu / elapsed}
 
 
+def aiokafka_client(
+    bootstrap: str, topics: list[str], seconds: float, broker: SluiceBroker
+) -> dict[str, Any]:
+    async def idle() -> float:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, fetch_max_wait_ms=WAIT_MS)
+        await consumer.start()
+        try:
+            consumer.assign([AioPartition(t, p) for t in topics for p in range(PARTITIONS)])
+            await consumer.getmany(timeout_ms=5000)  # warm-up: connected and fetching
+            cpu0, started = broker.cpu_seconds(), time.monotonic()
+            while time.monotonic() - started < seconds:
+                await consumer.getmany(timeout_ms=500)
+            return (broker.cpu_seconds() - cpu0) / (time.monotonic() - started)
+        finally:
+            await consumer.stop()
+
+    return {"client": "aiokafka", "broker_cpu_per_s": asyncio.run(idle())}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -141,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PYTHONPATH"] = args.src
     topics = [f"idle-{n:04d}" for n in range(args.topics)]
     results = []
-    runs = {"session": session_client, "confluent": confluent_client}
+    runs = {"session": session_client, "confluent": confluent_client, "aiokafka": aiokafka_client}
     pairs = [(name, SluiceBroker) for name in args.clients.split(",")]
     if args.peer and "confluent" in args.clients.split(","):
         pairs.append(("confluent", lambda: BROKERS[args.peer]()))

@@ -3,12 +3,15 @@ and that answer is never stale: new data, a moved log start or a deleted topic a
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,25 +72,41 @@ def test_a_rotated_repeat_has_the_same_shape_and_any_change_a_different_one() ->
     assert shape_of(PARTS, epoch=0) != shape
 
 
-def test_shapes_are_read_only_where_every_partition_is_33_bytes() -> None:
+@pytest.mark.parametrize("version", [4, 5, 7, 9, 11, 12, 13, 15, 18])
+def test_every_version_from_4_reads_the_same_way(version: int) -> None:
+    by_id = {t: uuid.uuid5(uuid.NAMESPACE_DNS, t) for t in "abc"} if version >= 13 else None
+    shape = fetch_shape(FETCH[version].encode(fetch_request(PARTS, by_id=by_id)), version)
+    assert shape is not None
+    for by in (1, 5, 11):
+        assert (
+            fetch_shape(FETCH[version].encode(fetch_request(rotated(PARTS, by), by_id=by_id)), version)
+            == shape
+        )
+    moved = [(t, p, 7 if (t, p) == ("c", 3) else o) for t, p, o in PARTS]
+    assert fetch_shape(FETCH[version].encode(fetch_request(moved, by_id=by_id)), version) != shape
+
+
+def test_shapes_are_read_only_where_every_partition_entry_has_one_size() -> None:
     body = FETCH[12].encode(fetch_request(PARTS))
-    assert fetch_shape(body, 11) is None  # not flexible: decoded as usual
-    whole = fetch_shape(body, 12)
-    for cut in range(len(body)):  # a request cut short never passes for the whole one (nor raises)
-        assert fetch_shape(body[:cut], 12) != whole
+    assert fetch_shape(FETCH[3].encode(fetch_request(PARTS)), 3) is None  # before v4: decoded as usual
+    for version, encoded in ((12, body), (9, FETCH[9].encode(fetch_request(PARTS)))):
+        whole = fetch_shape(encoded, version)
+        for cut in range(len(encoded)):  # a request cut short never passes for the whole one (nor raises)
+            assert fetch_shape(encoded[:cut], version) != whole
     tagged = fetch_request(PARTS)
     tagged.topics[0].partitions[1].replica_directory_id = uuid.uuid4()
     assert fetch_shape(FETCH[17].encode(tagged), 17) is None  # a partition with a tagged field
 
 
 @given(
+    st.sampled_from([4, 9, 12]),
     st.lists(st.tuples(st.sampled_from("xyz"), st.integers(0, 3), st.integers(0, 2)), min_size=1, max_size=8),
     st.lists(st.tuples(st.sampled_from("xyz"), st.integers(0, 3), st.integers(0, 2)), min_size=1, max_size=8),
 )
 def test_equal_shapes_mean_the_same_partitions_with_the_same_offsets(
-    one: list[Part], other: list[Part]
+    version: int, one: list[Part], other: list[Part]
 ) -> None:
-    if shape_of(one) == shape_of(other):
+    if shape_of(one, version) == shape_of(other, version):
         assert sorted(one) == sorted(other)
 
 
@@ -110,16 +129,17 @@ class _Origin:
         return self.replies
 
 
-def test_the_same_fetch_again_waits_on_one_key_and_gets_the_kept_bytes_until_data_comes() -> None:
+@pytest.mark.parametrize("version", [9, 12])
+def test_the_same_fetch_again_waits_on_one_key_and_gets_the_kept_bytes_until_data_comes(version: int) -> None:
     broker = build_broker(BrokerConfig(data_dir=None, auto_create_topics=False, fsync_before_ack=False))
     broker.create_topic("t", 3, {})
     dispatcher, origin = build_dispatcher(broker), _Origin()
     parts = [("t", p, 0) for p in range(3)]
 
     def ask(order: list[Part]) -> Any:
-        body = request_header(APIS_BY_NAME["Fetch"].key, 12, origin.replies, "repeat", True)
+        body = request_header(APIS_BY_NAME["Fetch"].key, version, origin.replies, "repeat", version >= 12)
         dispatched = dispatcher.dispatch(
-            memoryview(body + FETCH[12].encode(fetch_request(order))), origin, 1_000
+            memoryview(body + FETCH[version].encode(fetch_request(order))), origin, 1_000
         )
         assert isinstance(dispatched, Dispatched)
         return dispatched.outcome
@@ -128,7 +148,7 @@ def test_the_same_fetch_again_waits_on_one_key_and_gets_the_kept_bytes_until_dat
     assert len(first.watch) == 3  # not kept yet: waits on each partition
     kept = first.retry(2_000, True)
     assert isinstance(kept, Preencoded)
-    answer = response_codecs(APIS_BY_NAME["Fetch"].key)[12].decode(b"".join(kept.parts))[0]
+    answer = response_codecs(APIS_BY_NAME["Fetch"].key)[version].decode(b"".join(kept.parts))[0]
     assert [(p.partition_index, p.high_watermark, p.records) for p in answer.responses[0].partitions] == [
         (0, 0, b""), (1, 0, b""), (2, 0, b"")]  # fmt: skip
     again = ask(rotated(parts, 1))
@@ -234,3 +254,32 @@ def test_an_idle_confluent_consumer_still_gets_every_record(broker: Any, topic_n
         assert got == [(0, 0, b"round-0"), (2, 0, b"round-1"), (4, 0, b"round-2")]
     finally:
         consumer.close()
+
+
+def test_an_idle_aiokafka_consumer_still_gets_every_record(broker: Any, topic_name: str) -> None:
+    """aiokafka sends sessionless fetches of the older, non-flexible versions: kept answers serve it too."""
+    broker.create_topic(topic_name, 4)
+
+    async def run() -> list[tuple[int, int, bytes]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, fetch_max_wait_ms=100)
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+        await consumer.start()
+        await producer.start()
+        try:
+            consumer.assign([AioPartition(topic_name, p) for p in range(4)])
+            for p in range(4):
+                consumer.seek(AioPartition(topic_name, p), 0)
+            got: list[tuple[int, int, bytes]] = []
+            for round_ in range(3):
+                assert await consumer.getmany(timeout_ms=600) == {}  # idle fetches: the kept answer in use
+                await producer.send_and_wait(topic_name, b"round-%d" % round_, partition=round_)
+                async with asyncio.timeout(30):
+                    while len(got) <= round_:
+                        for records in (await consumer.getmany(timeout_ms=500)).values():
+                            got.extend((r.partition, r.offset, r.value) for r in records)
+            return got
+        finally:
+            await producer.stop()
+            await consumer.stop()
+
+    assert asyncio.run(run()) == [(0, 0, b"round-0"), (1, 0, b"round-1"), (2, 0, b"round-2")]
