@@ -128,14 +128,15 @@ def test_records_single(v3: str, rest: RestGateway, broker: BrokerProcess) -> No
     finally:
         consumer.close()
     assert (message.key(), message.value(), message.headers()) == (b"k", b'{"x":1}', [("h", b"hv")])
-    for body, status in [
-        ({"value": {"type": "BINARY", "data": "!!"}}, 400),
-        ({"value": {"type": "AVRO", "data": {}}}, 400),
-        ({"value": {"schema_id": 1, "data": {}}}, 400),  # no schema registry behind this gateway
-        ({"partition_id": 9, "value": {"data": 1}}, 404),
+    for body, status, code in [
+        ({"value": {"type": "BINARY", "data": "!!"}}, 400, 400),
+        # No schema registry behind this gateway: as Confluent's, 422 with 42206.
+        ({"value": {"type": "AVRO", "data": {}}}, 422, 42206),
+        ({"value": {"schema_id": 1, "data": {}}}, 422, 42206),
+        ({"partition_id": 9, "value": {"data": 1}}, 404, 404),
     ]:
         failed = requests.post(f"{v3}/topics/{topic}/records", json=body, timeout=30)
-        assert (failed.status_code, failed.json()["error_code"]) == (status, status), failed.text
+        assert (failed.status_code, failed.json()["error_code"]) == (status, code), failed.text
     unknown = requests.post(f"{v3}/topics/no-such-{topic}/records", json={"value": {"data": 1}}, timeout=30)
     assert unknown.status_code == 404
 

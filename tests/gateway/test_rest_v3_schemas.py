@@ -92,7 +92,7 @@ def test_avro_by_schema_text_id_version_and_latest(
     for offset, value in enumerate(
         [
             {"schema_id": schema_id, "data": {"id": 2, "note": None}},
-            {"type": "AVRO", "schema_version": 1, "data": {"id": 3, "note": None}},
+            {"schema_version": 1, "data": {"id": 3, "note": None}},
             {"subject": f"{topic}-value", "data": {"id": 4, "note": None}},
         ],
         start=1,
@@ -162,22 +162,30 @@ def schema_ids(v3: str, rest: RestGateway) -> dict[str, tuple[str, int]]:
 @pytest.mark.parametrize(
     ("value", "status", "code", "names"),
     [
-        ({"type": "AVRO", "schema_id": "ID", "data": {"id": "x"}}, 400, 400, "does not match"),
-        ({"type": "JSONSCHEMA", "schema_id": "ID", "data": {"seat": "x"}}, 400, 400, "does not match"),
-        ({"type": "PROTOBUF", "schema_id": "ID", "data": {"weight": "heavy"}}, 400, 400, "does not match"),
-        ({"type": "PROTOBUF", "schema_id": "ID", "data": {"nope": 1}}, 400, 400, "does not match"),
+        # A schema_id of "AVRO", "JSONSCHEMA" or "PROTOBUF" stands for the id registered for that type.
+        ({"schema_id": "AVRO", "data": {"id": "x"}}, 400, 400, "does not match"),
+        ({"schema_id": "JSONSCHEMA", "data": {"seat": "x"}}, 400, 400, "does not match"),
+        ({"schema_id": "PROTOBUF", "data": {"weight": "heavy"}}, 400, 400, "does not match"),
+        ({"schema_id": "PROTOBUF", "data": {"nope": 1}}, 400, 400, "does not match"),
         ({"schema_id": 987654, "data": 1}, 422, 42207, "987654"),
         ({"subject": "no-such-subject", "data": 1}, 422, 42207, "no-such-subject"),
-        ({"type": "AVRO", "schema_version": 42, "data": 1}, 400, 400, "version 42"),
+        ({"schema_version": 42, "data": 1}, 400, 400, "version 42"),
         ({"type": "AVRO", "schema": "{not json", "data": 1}, 400, 400, "does not parse"),
         ({"type": "PROTOBUF", "schema": "message {", "data": {}}, 400, 400, "does not parse"),
         ({"schema": json.dumps(ORDER), "data": 1}, 400, 400, "needs a type"),
-        ({"type": "AVRO", "schema_id": 1, "schema_version": 1, "data": 1}, 400, 400, "not schema_id and"),
-        ({"type": "JSONSCHEMA", "schema_id": "ID", "data": {"id": 1}}, 400, 400, "the schema is AVRO"),
+        ({"schema_id": 1, "schema_version": 1, "data": 1}, 400, 400, "not schema_id and"),
+        # As Confluent's: a type goes only with a schema text; subject and strategy exclude each other; the
+        # plain types take no schema fields.
+        ({"type": "AVRO", "schema_id": "AVRO", "data": {"id": 1}}, 400, 400, "schema_id has its own type"),
+        ({"type": "AVRO", "schema_version": 1, "data": 1}, 400, 400, "schema_version has its own type"),
+        ({"type": "AVRO", "data": 1}, 400, 400, "latest schema has its own type"),
+        ({"subject": "s", "subject_name_strategy": "TOPIC_NAME", "data": 1}, 400, 400, "not both"),
+        ({"type": "BINARY", "schema_id": 1, "data": "AA=="}, 400, 400, "BINARY takes no schema"),
+        ({"type": "JSON", "subject": "s", "data": 1}, 400, 400, "JSON takes no schema"),
         ({"schema_id": 1, "subject": "not-its-subject", "data": 1}, 422, 42207, "not-its-subject"),
-        ({"type": "AVRO", "subject_name_strategy": "RECORD_NAME", "data": 1}, 400, 400, "RECORD_NAME needs"),
-        ({"type": "AVRO", "subject_name_strategy": "CLEVER", "data": 1}, 400, 400, "subject_name_strategy"),
-        ({"type": "AVRO", "schema_id": -3, "data": 1}, 400, 400, "positive"),
+        ({"subject_name_strategy": "RECORD_NAME", "data": 1}, 400, 400, "RECORD_NAME needs"),
+        ({"subject_name_strategy": "CLEVER", "data": 1}, 400, 400, "subject_name_strategy"),
+        ({"schema_id": -3, "data": 1}, 400, 400, "positive"),
     ],
 )
 def test_schema_errors(
@@ -190,9 +198,8 @@ def test_schema_errors(
     names: str,
 ) -> None:
     topic = _topic(rest, "v3-bad")
-    if value.get("schema_id") == "ID":
-        kind = "AVRO" if "the schema is AVRO" in names else value["type"]
-        topic, schema_id = schema_ids[kind]
+    if isinstance(value.get("schema_id"), str):
+        topic, schema_id = schema_ids[value["schema_id"]]
         value = {**value, "schema_id": schema_id}
     reply = _post(v3, topic, {"value": value})
     assert (reply.status_code, reply.json()["error_code"]) == (status, code), reply.text
@@ -214,14 +221,7 @@ def test_streaming_records_with_schemas(v3: str, schema_ids: dict[str, tuple[str
         {"value": {"schema_id": avro_id, "data": {"id": 1, "note": None}}},
         {"value": {"schema_id": avro_id, "data": {"id": "one"}}},
         {"value": {"schema_id": 987655, "data": 1}},
-        {
-            "value": {
-                "type": "PROTOBUF",
-                "schema_id": protobuf_id,
-                "subject": f"{parcels}-value",
-                "data": {"weight": 2},
-            }
-        },
+        {"value": {"schema_id": protobuf_id, "subject": f"{parcels}-value", "data": {"weight": 2}}},
         {"value": {"type": "JSON", "data": "plain"}},
     ]
 

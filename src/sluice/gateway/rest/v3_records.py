@@ -22,9 +22,9 @@ from aiohttp import web
 from ..errors import GatewayError
 from ..service import failure_of
 from .context import MAX_BODY_BYTES, RestContext, context_of
-from .errors import V3_JSON, RestError, from_gateway_error
+from .errors import INVALID_PAYLOAD, V3_JSON, RestError, from_gateway_error
 from .v3_common import cluster_id
-from .v3_schema_data import needs_schema
+from .v3_schema_data import SCHEMA_FIELDS, needs_schema
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,10 @@ def _data(document: Any, where: str) -> tuple[bytes | None, str, int]:
     if not isinstance(document, dict):
         raise RestError(400, 400, f"{where} must be an object with type and data")
     kind = str(document.get("type") or "JSON").upper()
+    if document.get("type") is not None and (
+        named := [f for f in SCHEMA_FIELDS if document.get(f) is not None]
+    ):
+        raise RestError(400, 400, f"{where}.type {kind} takes no schema: {', '.join(named)} not allowed")
     data = document.get("data")
     if data is None:
         return None, kind, 0
@@ -111,9 +115,13 @@ async def start_record(
     try:
         schema_described: dict[str, Any] = {}
         if needs_schema(document):
-            if context.schema_data is None:
+            if context.schema_data is None:  # as Confluent's: 422 with 42206
                 raise RestError(
-                    400, 400, "a key or value names a schema, and this gateway has no schema registry"
+                    422,
+                    INVALID_PAYLOAD,
+                    "a key or value names a schema: Schema Registry must be configured when using schemas "
+                    "(--schema-registry)",
+                    INVALID_PAYLOAD,
                 )
             document, schema_described = await context.schema_data.encode(topic, document)
         record, described = parse_record(document)

@@ -3,7 +3,8 @@
 
 As Confluent's v3 resolves them: a schema id is used as it is (its subject, for the answer's version, comes from
 ``subject`` or the strategy); a version is looked up in ``subject`` (or ``<topic>-key|value``); a schema text
-is registered (type required); with none of the three, the subject's latest version is used. The strategies
+is registered (type required, and given only with a text: a registered schema has its own); with none of the
+three, the subject's latest version is used. ``subject`` and ``subject_name_strategy`` exclude each other. The strategies
 name the subject ``<topic>-key|value`` (TOPIC_NAME, the default), the schema's record name (RECORD_NAME: an Avro
 record's full name, a protobuf file's first message, a JSON schema's title) or ``<topic>-<record name>``
 (TOPIC_RECORD_NAME). The data is encoded by the same serializers as v2's schema formats (`schemas.py`).
@@ -34,7 +35,7 @@ FORMAT_OF_TYPE = {"AVRO": "avro", "JSONSCHEMA": "jsonschema", "PROTOBUF": "proto
 TYPE_OF_REGISTRY_TYPE = {"AVRO": "AVRO", "JSON": "JSONSCHEMA", "PROTOBUF": "PROTOBUF"}
 REGISTRY_TYPE_OF_TYPE = {v3: registry for registry, v3 in TYPE_OF_REGISTRY_TYPE.items()}
 STRATEGIES = ("TOPIC_NAME", "RECORD_NAME", "TOPIC_RECORD_NAME")
-_SCHEMA_FIELDS = ("schema_id", "schema_version", "schema", "subject", "subject_name_strategy")
+SCHEMA_FIELDS = ("schema_id", "schema_version", "schema", "subject", "subject_name_strategy")
 SERIALIZATION_FAILED = 42207
 # Resolutions kept (by topic, field and the request's schema fields); a schema text or id always resolves the same.
 _MAX_CACHED = 10_000
@@ -85,7 +86,7 @@ def needs_schema(document: Any) -> bool:
         if isinstance(data, dict):
             kind = data.get("type")
             if kind is None:
-                if any(name in data for name in _SCHEMA_FIELDS):
+                if any(name in data for name in SCHEMA_FIELDS):
                     return True
             elif isinstance(kind, str) and kind.upper() in FORMAT_OF_TYPE:
                 return True
@@ -124,11 +125,17 @@ def schema_choice(data: dict[str, Any], field: str) -> SchemaChoice:
         _text(data, "subject", field),
         strategy.upper(),
     )
+    if choice.subject is not None and data.get("subject_name_strategy") is not None:
+        raise _bad(f"{field}: give subject or subject_name_strategy, not both")
     given = [name for name in ("schema_id", "schema_version", "schema") if getattr(choice, name) is not None]
     if len(given) > 1:
         raise _bad(f"{field}: give one of schema_id, schema_version and schema, not {' and '.join(given)}")
     if choice.schema is not None and choice.type is None:
         raise _bad(f"{field}.schema needs a type (AVRO, JSONSCHEMA or PROTOBUF)")
+    if choice.type is not None and choice.schema is None:
+        # As Confluent's: a registered schema (by id, version or the latest) brings its own type.
+        named = given[0] if given else "the subject's latest schema"
+        raise _bad(f"{field}.type goes only with a schema text: {named} has its own type, so leave type out")
     return choice
 
 
@@ -283,6 +290,4 @@ def _type_of(schema: Schema, choice: SchemaChoice) -> str:
     found = TYPE_OF_REGISTRY_TYPE.get(schema.schema_type or "AVRO")
     if found is None:
         raise _bad(f"{choice.field}: schema type {schema.schema_type} is not served")
-    if choice.type is not None and choice.type != found:
-        raise _bad(f"{choice.field}.type is {choice.type}, but the schema is {found}")
     return found
