@@ -24,6 +24,7 @@ from sluice.errors import ErrorCode
 from sluice.protocol.fetch_shape import fetch_shape
 from sluice.protocol.headers import request_header
 from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codecs
+from sluice.protocol.primitives import uvarint_bytes
 from sluice.protocol.records import Record, encode_batch
 from sluice.security.session import Session
 from sluice.server.app import build_broker
@@ -283,3 +284,34 @@ def test_an_idle_aiokafka_consumer_still_gets_every_record(broker: Any, topic_na
             await consumer.stop()
 
     assert asyncio.run(run()) == [(0, 0, b"round-0"), (1, 0, b"round-1"), (2, 0, b"round-2")]
+
+
+def test_clients_that_go_away_mid_wait_or_send_a_damaged_repeat_leave_the_broker_serving(
+    broker: Any, topic_name: str
+) -> None:
+    broker.create_topic(topic_name, 3)
+    parts = [(topic_name, p, 0) for p in range(3)]
+    for damage in ("hang up", "cut short", "flipped count"):
+        with WireClient.connect(broker.bootstrap) as client:
+            for by in range(3):  # kept from the second on
+                assert answered(wire_fetch(client, rotated(parts, by), 12, None, 50))[0] == (0, 0, 0, b"")
+            body = client.encode_request("Fetch", 12, fetch_request(rotated(parts, 1), wait_ms=20_000))
+            if damage == "hang up":
+                client.send_frame(body)  # parked on the kept answer, then the client is gone
+            elif damage == "cut short":
+                client.send_frame(body[:-7])
+            else:  # the topic array's length now promises more topics than follow
+                name = topic_name.encode()
+                start = body.index(uvarint_bytes(len(name) + 1) + name) - 1
+                assert body[start] == 2  # one topic (compact array: length + 1)
+                client.send_frame(body[:start] + bytes([7]) + body[start + 1 :])
+                with pytest.raises(OSError):
+                    client.recv_frame()  # not answered: the broker closes a connection sending a malformed request
+    # The broker still answers, and new data reaches a new reader of the same partitions at once.
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    producer.produce(topic_name, b"after", partition=1)
+    assert producer.flush(30) == 0
+    with WireClient.connect(broker.bootstrap) as client:
+        for by in range(3):
+            got = answered(wire_fetch(client, rotated(parts, by), 12, None, 50))
+            assert b"after" in got[1][3] and got[0] == got[2] == (0, 0, 0, b"")
