@@ -441,7 +441,12 @@ def consume(
                 # A partition that starts at or past its end (OFFSET_END is -1) has nothing to read.
                 if tp.offset == -1 or tp.offset >= tracker.ends[tp.partition]:
                     tracker.open.discard(tp.partition)
-        consumer.assign(starts)
+            # ...and is not assigned at all: librdkafka could otherwise still be fetching it (an offset past
+            # the end is first refused, then reset) when the consumer closes, and close() then waited for
+            # that for up to a minute.
+            starts = [tp for tp in starts if tp.partition in tracker.open]
+        if starts:
+            consumer.assign(starts)
     stop = {"now": False}
     signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
     out = sys.stdout.buffer
