@@ -255,14 +255,22 @@ def _decode_fetch(codec: VersionCodec, body: memoryview, pos: int, origin: Reque
     not decoded a second time, and handed to the handler as the same object, so its kept answer
     (sluice.broker.fetch_repeat) can be found. Without an authorizer nothing takes items out of a request,
     so it is never changed once decoded."""
-    shape = fetch_shape(bytes(body[pos:]), codec.version) if len(body) - pos <= MAX_REPEATED else None
     last = origin.repeated_fetch
-    if shape is not None and last is not None and last[0] == codec.version and last[1] == shape:
+    shape = _shape(codec, body, pos) if last is not None and last[0] == codec.version else None
+    if shape is not None and last is not None and last[1] == shape:
         return last[2]
     request, _ = codec.decode(body, pos)
-    sessionless = request.session_epoch == FINAL_EPOCH
-    origin.repeated_fetch = (codec.version, shape, request) if sessionless and shape is not None else None
+    if request.session_epoch != FINAL_EPOCH:  # a session's fetch: never kept, and its shape never read
+        origin.repeated_fetch = None
+        return request
+    if shape is None:
+        shape = _shape(codec, body, pos)
+    origin.repeated_fetch = (codec.version, shape, request) if shape is not None else None
     return request
+
+
+def _shape(codec: VersionCodec, body: memoryview, pos: int) -> FetchShape | None:
+    return fetch_shape(bytes(body[pos:]), codec.version) if len(body) - pos <= MAX_REPEATED else None
 
 
 def build_dispatcher(broker: Broker) -> Dispatcher:

@@ -86,13 +86,9 @@ class RepeatedFetches:
     def __init__(self, sessions: FetchSessionCache, max_partitions: int = MAX_PARTITIONS) -> None:
         self.sessions = sessions
         self.max_partitions = max_partitions
-        self._answers: dict[
-            int, IdleAnswer
-        ] = {}  # by id(request); each holds its request, so ids stay unique
+        # By id(owner); each answer holds its owner, so the ids stay unique.
+        self._answers: dict[int, IdleAnswer] = {}
         self._partitions = 0
-
-    def __len__(self) -> int:
-        return len(self._answers)
 
     def get(self, owner: Any, request: Any, now_ms: int) -> IdleAnswer | None:
         """`owner`'s kept answer if it is for `request`."""
@@ -112,19 +108,18 @@ class RepeatedFetches:
         now_ms: int,
         by_id: bool,
         name_of: NameOf,
-    ) -> IdleAnswer | None:
+    ) -> None:
         """Keep `answer` for `owner`'s `request` (in place of any it had), read from the partitions in
         `marks` (the request's, in its order)."""
         old = self._answers.get(id(owner))
         if old is not None:
             self.drop(old)
         if len(marks) > self.max_partitions:
-            return None
+            return
         self._make_room(len(marks), now_ms)
         session = self.sessions.open_hidden(now_ms, request.topics, by_id, name_of)
-        kept = self._answers[id(owner)] = IdleAnswer(owner, request, session, marks, answer, now_ms)
+        self._answers[id(owner)] = IdleAnswer(owner, request, session, marks, answer, now_ms)
         self._partitions += len(marks)
-        return kept
 
     def drop(self, kept: IdleAnswer) -> None:
         if self._answers.get(id(kept.owner)) is kept:

@@ -26,12 +26,21 @@ from sluice.protocol.primitives import read_uvarint
 # entry (partition, current leader epoch from v9, fetch offset, last fetched epoch from v12, log start offset
 # from v5, partition max bytes; from v12 one more for the empty tagged-field section).
 _LAYOUT = {
-    **{version: (17, 16) for version in (4,)},
-    **{version: (17, 24) for version in (5, 6)},
-    **{version: (25, 24) for version in (7, 8)},
-    **{version: (25, 28) for version in (9, 10, 11)},
-    **{version: (25, 33) for version in (12, 13, 14)},
-    **{version: (21, 33) for version in (15, 16, 17, 18)},
+    4: (17, 16),
+    5: (17, 24),
+    6: (17, 24),
+    7: (25, 24),
+    8: (25, 24),
+    9: (25, 28),
+    10: (25, 28),
+    11: (25, 28),
+    12: (25, 33),
+    13: (25, 33),
+    14: (25, 33),
+    15: (21, 33),
+    16: (21, 33),
+    17: (21, 33),
+    18: (21, 33),
 }
 _FLEXIBLE_FROM = 12
 _TOPIC_IDS_FROM = 13

@@ -29,7 +29,7 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     # against min(min.insync.replicas, replica count), and each sluice partition has one replica, its in-sync
     # leader. tests/compat/test_min_insync_replicas.py holds the broker to that.
     # Runs once per Produce request (for a producer with linger 0, once per message): names are bound
-    # locally and the quota is consulted only when one is set.
+    # locally.
     acks = request.acks
     refuse: tuple[ErrorCode, str] | None = None
     if acks not in (0, 1, -1):
@@ -80,9 +80,7 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
         )
     if acks == 0:
         return NoResponse()
-    response = ProduceResponse(responses=topics)
-    if ctx.quotas is not None and ctx.quotas.configs:
-        response = throttled(ctx, response, PRODUCER_BYTE_RATE, size, now_ms)
+    response = throttled(ctx, ProduceResponse(responses=topics), PRODUCER_BYTE_RATE, size, now_ms)
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
