@@ -5,6 +5,7 @@ aborted when it loads, and producer ids are never handed out twice."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from tests.transactions.test_txn_recovery import committed_values, open_broker, 
 
 from sluice.client.wire import WireClient
 from sluice.protocol.records import Record, encode_batch
+from sluice.storage.damage import Intact, scan_segment
 from sluice.testing import BrokerProcess
 
 
@@ -62,9 +64,18 @@ def test_after_kill_9_a_torn_partition_is_recovered_at_first_use_and_nothing_ack
             produce_round(client, topic, 0, acked)
         broker.kill()
         active = sorted((tmp_path / "data" / f"{topic}-7").glob("*.log"))[-1]
-        intact = active.stat().st_size
         torn = encode_batch([Record(0, 0, None, b"never acknowledged", [])], base_timestamp=now())
-        with active.open("ab") as out:
+        with active.open("r+b") as out:
+            # The batches end before the space the active segment reserved ahead of them: the write the
+            # kill tore landed there.
+            size = os.fstat(out.fileno()).st_size
+            intact = max(
+                found.position + found.header.size
+                for found in scan_segment(out.fileno(), size, 0)
+                if isinstance(found, Intact)
+            )
+            assert size > intact  # the reserved space
+            out.seek(intact)
             out.write(torn[: len(torn) // 2])
         broker.restart()
         with WireClient.connect(broker.bootstrap) as client:

@@ -280,7 +280,9 @@ class DiskPartitionLog(SegmentedLog):
                     return False
                 active: FileSegment = self._segments[-1]  # type: ignore[assignment]
                 active.seal()
-                if not sync:
+                if sync:
+                    active.sync_size()  # seal cut the space reserved past the last batch
+                else:
                     for segment in self._not_durable:
                         segment.write_indexes(sync=False)
                 active.write_indexes(sync=sync)

@@ -22,7 +22,7 @@ from pathlib import Path
 from sluice.storage.damage import DAMAGE_FILE, Damaged, read_damage, scan_segment, write_damage
 from sluice.storage.index import OffsetIndex, TimeIndex
 from sluice.storage.metadata import sync_directory
-from sluice.storage.segment import FileSegment
+from sluice.storage.segment import RESERVE_BYTES, FileSegment, reserved_tail
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -82,6 +82,11 @@ def _log_files(directory: Path) -> list[tuple[int, Path]]:
     )
 
 
+def _zero_length_at(fd: int, position: int) -> bool:
+    """Whether the batch length field at `position` (after the base offset) reads zero."""
+    return os.pread(fd, 4, position + 8) in (b"\0\0\0\0", b"")
+
+
 def verify_segment(path: Path, base_offset: int, offset_limit: int | None) -> SegmentReport:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -90,8 +95,15 @@ def verify_segment(path: Path, base_offset: int, offset_limit: int | None) -> Se
         boundaries: dict[int, int] = {}
         for found in scan_segment(fd, size, base_offset, offset_limit):
             if isinstance(found, Damaged):
-                if found.end >= size and offset_limit is None:
-                    report.incomplete_tail = found.end - found.start
+                if offset_limit is None and size % RESERVE_BYTES == 0 and _zero_length_at(fd, found.start):
+                    # A running broker's active segment: its batches end where its reserved space starts,
+                    # and what its appends write there meanwhile is not for this read to judge.
+                    break
+                reserved = reserved_tail(fd, found.start, size) if found.end >= size else 0
+                if found.end >= size and (offset_limit is None or reserved == size - found.start):
+                    # Space the active segment reserved (or a sealed one whose cut a crash undid) is no
+                    # data; what comes before it is a torn write.
+                    report.incomplete_tail = found.end - found.start - reserved
                     break
                 end_offset = offset_limit if found.end >= size else _base_at(fd, found.end)
                 report.damaged.append(
