@@ -4,6 +4,8 @@
   the generated encoder's bytes for every response, the common shape and every shape it hands on.
 - Compact strings and records whose length prefix takes one or two varint bytes are decoded inline; longer
   ones, null ones and ones that run past the end take the general reader.
+- The common one-partition Produce request (sluice.protocol.produce_request) is read in place as the
+  generated decoder reads it, and every other shape or damaged body is left to that decoder.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from hypothesis import strategies as st
 
 from sluice.protocol.messages import request_codec, response_codec, response_codecs
 from sluice.protocol.primitives import DecodeError
+from sluice.protocol.produce_request import read_one_partition
 
 PRODUCE = 0
 RESPONSE = response_codecs(PRODUCE).cls
@@ -178,3 +181,95 @@ def test_a_records_field_that_runs_past_the_end_is_a_decode_error() -> None:
     data = codec.encode(produce_request(10, "t", b"r" * 20, None))
     with pytest.raises(DecodeError):
         codec.decode(data[:-8])
+
+
+# ----- the common one-partition Produce request read in place -----
+
+REQUEST = request_codec(PRODUCE, 10).cls
+request_partitions = st.builds(
+    REQUEST.PartitionProduceData,
+    index=int32,
+    records=st.one_of(
+        st.none(),
+        st.binary(max_size=4),
+        st.integers(120, 130).map(lambda n: b"r" * n),
+        st.integers(16380, 16390).map(lambda n: b"r" * n),
+    ),
+)
+requests = st.builds(
+    REQUEST,
+    transactional_id=st.one_of(st.none(), st.none(), st.text(max_size=4)),
+    acks=int16,
+    timeout_ms=int32,
+    topic_data=st.one_of(
+        st.lists(
+            st.builds(
+                REQUEST.TopicProduceData,
+                name=names.filter(lambda name: name is not None),
+                partition_data=st.lists(request_partitions, min_size=1, max_size=1),
+            ),
+            min_size=1,
+            max_size=1,
+        ),
+        st.lists(
+            st.builds(
+                REQUEST.TopicProduceData,
+                name=st.text(max_size=3),
+                partition_data=st.lists(request_partitions, max_size=2),
+            ),
+            max_size=2,
+        ),
+    ),
+)
+
+
+def is_common(request: Any) -> bool:
+    """What read_one_partition must read: no transactional id, one topic whose name's length fits one
+    varint byte, one partition whose records are not null and whose length fits two."""
+    if request.transactional_id is not None or len(request.topic_data) != 1:
+        return False
+    topic = request.topic_data[0]
+    if len(topic.partition_data) != 1 or len(topic.name.encode()) > 126:
+        return False
+    records = topic.partition_data[0].records
+    return records is not None and len(records) < 16383
+
+
+@pytest.mark.parametrize("version", [9, 10, 11, 12])
+def test_the_one_partition_reader_reads_what_the_generated_decoder_reads(version: int) -> None:
+    codec = request_codec(PRODUCE, version)
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(requests)
+    def check(request: Any) -> None:
+        data = memoryview(b"\x07header" + codec.encode(request))
+        read = read_one_partition(data, 7)
+        if not is_common(request):
+            assert read is None
+            return
+        assert read is not None
+        decoded, _ = codec.decode(data, 7)
+        topic = decoded.topic_data[0]
+        part = topic.partition_data[0]
+        acks, name, index, records = read
+        assert (acks, name, index, bytes(records)) == (
+            decoded.acks,
+            topic.name,
+            part.index,
+            bytes(part.records),
+        )
+        # A body cut short, or followed by more bytes, is not read: the generated decoder names the fault.
+        for cut in range(8, len(data), max(1, len(data) // 16)):
+            assert read_one_partition(data[:cut], 7) is None
+        assert read_one_partition(memoryview(bytes(data) + b"\x00"), 7) is None
+
+    check()
+
+
+def test_the_one_partition_reader_leaves_a_name_that_is_not_utf8_to_the_decoder() -> None:
+    codec = request_codec(PRODUCE, 10)
+    data = bytearray(codec.encode(produce_request(10, "ab", b"records", None)))
+    data[data.index(b"ab")] = 0xFF
+    assert read_one_partition(memoryview(data), 0) is None
+    with pytest.raises(DecodeError):
+        codec.decode(memoryview(data))
