@@ -6,6 +6,7 @@
   ones, null ones and ones that run past the end take the general reader.
 - The common one-partition Produce request (sluice.protocol.produce_request) is read in place as the
   generated decoder reads it, and every other shape or damaged body is left to that decoder.
+- An encoded body is framed (size prefix and response header) as `framing.frame` frames it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sluice.protocol.framing import frame
+from sluice.protocol.headers import framed_response, read_header_tail, request_header, response_header
 from sluice.protocol.messages import request_codec, response_codec, response_codecs
 from sluice.protocol.primitives import DecodeError
 from sluice.protocol.produce_request import read_one_partition
@@ -240,15 +243,16 @@ def test_the_one_partition_reader_reads_what_the_generated_decoder_reads(version
     codec = request_codec(PRODUCE, version)
 
     @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(requests)
-    def check(request: Any) -> None:
-        data = memoryview(b"\x07header" + codec.encode(request))
-        read = read_one_partition(data, 7)
+    @given(requests, st.one_of(st.none(), st.text(max_size=3), st.just("c" * 300)))
+    def check(request: Any, client_id: str | None) -> None:
+        header = request_header(PRODUCE, version, 7, client_id, True)
+        data = memoryview(header + codec.encode(request))
+        read = read_one_partition(data)
         if not is_common(request):
             assert read is None
             return
         assert read is not None
-        decoded, _ = codec.decode(data, 7)
+        decoded, _ = codec.decode(data, len(header))
         topic = decoded.topic_data[0]
         part = topic.partition_data[0]
         acks, name, index, records = read
@@ -259,17 +263,39 @@ def test_the_one_partition_reader_reads_what_the_generated_decoder_reads(version
             bytes(part.records),
         )
         # A body cut short, or followed by more bytes, is not read: the generated decoder names the fault.
-        for cut in range(8, len(data), max(1, len(data) // 16)):
-            assert read_one_partition(data[:cut], 7) is None
-        assert read_one_partition(memoryview(bytes(data) + b"\x00"), 7) is None
+        for cut in range(0, len(data), max(1, len(data) // 16)):
+            assert read_one_partition(data[:cut]) is None
+        assert read_one_partition(memoryview(bytes(data) + b"\x00")) is None
 
     check()
 
 
+def test_the_one_partition_reader_leaves_header_tags_to_the_decoder() -> None:
+    codec = request_codec(PRODUCE, 10)
+    header = request_header(PRODUCE, 10, 7, "client", True)
+    body = codec.encode(produce_request(10, "ab", b"records", None))
+    assert read_one_partition(memoryview(header + body)) is not None
+    tagged = memoryview(header[:-1] + b"\x01\x05\x01x" + body)  # one tagged field: tag 5, one byte
+    assert read_one_partition(tagged) is None
+    _, pos = read_header_tail(tagged, PRODUCE, 10, True)
+    assert codec.decode(tagged, pos)[0].topic_data[0].name == "ab"
+
+
 def test_the_one_partition_reader_leaves_a_name_that_is_not_utf8_to_the_decoder() -> None:
     codec = request_codec(PRODUCE, 10)
+    header = request_header(PRODUCE, 10, 7, "client", True)
     data = bytearray(codec.encode(produce_request(10, "ab", b"records", None)))
     data[data.index(b"ab")] = 0xFF
-    assert read_one_partition(memoryview(data), 0) is None
+    assert read_one_partition(memoryview(header + data)) is None
     with pytest.raises(DecodeError):
         codec.decode(memoryview(data))
+
+
+@pytest.mark.parametrize("api_key", [PRODUCE, 18])  # ApiVersions answers with header v0 even when flexible
+@pytest.mark.parametrize("flexible", [False, True])
+@pytest.mark.parametrize("size", [0, 60, 4096, 4097, 70000])
+def test_a_framed_encoded_body_is_what_frame_writes(api_key: int, flexible: bool, size: int) -> None:
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    framed = framed_response(123456, api_key, flexible, body)
+    assert b"".join(framed) == b"".join(frame([response_header(123456, api_key, flexible), body]))
+    assert len(framed) == (1 if size <= 4096 else 2)  # small answers go out as one buffer

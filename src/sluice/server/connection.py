@@ -27,7 +27,7 @@ from sluice.broker.dispatch import Close
 from sluice.errors import ProtocolError
 from sluice.protocol.fetch_shape import FetchShape
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
-from sluice.protocol.headers import response_header
+from sluice.protocol.headers import framed_response, response_header
 from sluice.protocol.messages import response_codec
 from sluice.security.session import PLAINTEXT, Session, uses_sasl
 from sluice.server.clock import now_ms
@@ -97,7 +97,7 @@ class ResponseSlot:
         """Fill with a body already encoded at the request's version (sluice.broker.api.RespondEncoded)."""
         api_key = self.api_key
         flexible = response_codec(api_key, self.api_version).flexible
-        self.parts = frame([response_header(self.correlation_id, api_key, flexible), body])
+        self.parts = framed_response(self.correlation_id, api_key, flexible, body)
         self._done(self.throttle_ms)
 
     def _done(self, throttle: int) -> None:
