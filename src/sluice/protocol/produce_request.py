@@ -14,13 +14,14 @@ import struct
 
 FIRST_FLEXIBLE = 9
 LAST_BY_NAME = 12
-_INT16 = struct.Struct(">h")
-_CLIENT_ID_AT = 8  # after api key, api version and correlation id
-_ACKS = _INT16  # then timeout_ms (int32), which the broker does not use
-_INDEX = struct.Struct(">i")
+_CLIENT_ID = struct.Struct(">h")  # its length, after api key, api version and correlation id
+_CLIENT_ID_AT = 8
+# After the client id: the header's tagged fields (0: none), the transactional id (0: null), acks,
+# timeout_ms (which the broker does not use), the topic count and the topic name's length (compact: + 1).
+_AFTER_CLIENT_ID = struct.Struct(">BBhiBB")
+# After the name: the partition count, the partition index and the first byte of the records' length.
+_AFTER_NAME = struct.Struct(">BiB")
 _ONE = 2  # a compact array of one element
-_TAIL = b"\x00\x00\x00"  # no tagged fields in the partition, the topic and the request
-
 
 # What the common request asks: (acks, topic, partition, records), a tuple (cheaper to make than an object).
 OnePartition = tuple[int, str, int, memoryview]
@@ -30,37 +31,27 @@ def read_one_partition(body: memoryview) -> OnePartition | None:
     """What a whole request (header v2 included) asks when it has the common shape, else None. The header's
     client id is skipped, not decoded: nothing on this path uses it."""
     try:
-        (size,) = _INT16.unpack_from(body, _CLIENT_ID_AT)
-        pos = _CLIENT_ID_AT + 2 + max(size, 0)
-        if body[pos]:
-            return None  # tagged fields in the header
-        pos += 1
-        if body[pos]:
-            return None  # a transactional id (0 is a null compact string)
-        (acks,) = _ACKS.unpack_from(body, pos + 1)
-        pos += 7
-        if body[pos] != _ONE:
+        (size,) = _CLIENT_ID.unpack_from(body, _CLIENT_ID_AT)
+        pos = _CLIENT_ID_AT + 2 + (size if size > 0 else 0)
+        tags, transactional_id, acks, _, topics, size = _AFTER_CLIENT_ID.unpack_from(body, pos)
+        if tags or transactional_id or topics != _ONE or not 0 < size < 0x80:
+            return None  # (a name of 127 bytes or more: its length takes a second varint byte)
+        name_start = pos + _AFTER_CLIENT_ID.size
+        name_end = name_start + size - 1
+        partitions, index, size = _AFTER_NAME.unpack_from(body, name_end)
+        if partitions != _ONE:
             return None
-        size = body[pos + 1] - 1  # the topic name: a compact string with a one-byte length
-        if not 0 <= size < 0x7F:
-            return None
-        name_start = pos + 2
-        name_end = pos = name_start + size
-        if body[pos] != _ONE:
-            return None
-        (index,) = _INDEX.unpack_from(body, pos + 1)
-        pos += 5
-        size = body[pos]  # the records: compact bytes with a one- or two-byte length
-        if size >= 0x80:
-            pos += 1
+        pos = name_end + _AFTER_NAME.size
+        if size >= 0x80:  # the records' length takes a second varint byte (a third: not here)
             if body[pos] >= 0x80:
                 return None
             size = (size & 0x7F) | (body[pos] << 7)
+            pos += 1
         if not size:
             return None  # null records
-        pos += 1
         end = pos + size - 1
-        if len(body) != end + 3 or body[end : end + 3] != _TAIL:
+        # Then no tagged fields in the partition, the topic and the request, and nothing more.
+        if len(body) != end + 3 or body[end] or body[end + 1] or body[end + 2]:
             return None
         topic = str(body[name_start:name_end], "utf-8")
     except (IndexError, struct.error, UnicodeDecodeError):
