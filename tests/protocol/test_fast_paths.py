@@ -281,6 +281,16 @@ def test_the_one_partition_reader_leaves_header_tags_to_the_decoder() -> None:
     assert codec.decode(tagged, pos)[0].topic_data[0].name == "ab"
 
 
+@pytest.mark.parametrize("client_id", [b"\x00\x02\xff\xfe", b"\xff\xfe"])  # not UTF-8; a length below -1
+def test_the_one_partition_reader_leaves_a_bad_client_id_to_the_header_reader(client_id: bytes) -> None:
+    codec = request_codec(PRODUCE, 10)
+    header = request_header(PRODUCE, 10, 7, None, True)
+    frame = memoryview(header[:8] + client_id + b"\x00" + codec.encode(produce_request(10, "t", b"r", None)))
+    assert read_one_partition(frame) is None
+    with pytest.raises(DecodeError):
+        read_header_tail(frame, PRODUCE, 10, True)
+
+
 def test_the_one_partition_reader_leaves_a_name_that_is_not_utf8_to_the_decoder() -> None:
     codec = request_codec(PRODUCE, 10)
     header = request_header(PRODUCE, 10, 7, "client", True)

@@ -29,10 +29,16 @@ OnePartition = tuple[int, str, int, memoryview]
 
 def read_one_partition(body: memoryview) -> OnePartition | None:
     """What a whole request (header v2 included) asks when it has the common shape, else None. The header's
-    client id is skipped, not decoded: nothing on this path uses it."""
+    client id is checked (the general path refuses one that is not UTF-8) but not kept: nothing on this
+    path uses it."""
     try:
         (size,) = _CLIENT_ID.unpack_from(body, _CLIENT_ID_AT)
-        pos = _CLIENT_ID_AT + 2 + (size if size > 0 else 0)
+        pos = _CLIENT_ID_AT + 2
+        if size > 0:
+            str(body[pos : pos + size], "utf-8")
+            pos += size
+        elif size < -1:
+            return None
         tags, transactional_id, acks, _, topics, size = _AFTER_CLIENT_ID.unpack_from(body, pos)
         if tags or transactional_id or topics != _ONE or not 0 < size < 0x80:
             return None  # (a name of 127 bytes or more: its length takes a second varint byte)
