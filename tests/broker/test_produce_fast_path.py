@@ -171,7 +171,9 @@ def test_bad_acks_are_refused(dispatcher: Dispatcher) -> None:
 
 
 def test_an_unauthorized_topic(tmp_path: Path) -> None:
-    broker = build_broker(BrokerConfig(data_dir=tmp_path, authorizer="acl", auto_create_topics=False))
+    broker = build_broker(
+        BrokerConfig(data_dir=tmp_path, authorizer="acl", auto_create_topics=False, fsync_before_ack=False)
+    )
     broker.create_topic("plain", 1, {})
     answer = produce(build_dispatcher(broker), "plain", batch(), origin=Origin("User:nobody"))
     assert answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
