@@ -251,17 +251,20 @@ def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
         proc.stop()
 
 
-@pytest.mark.parametrize("failing", ["all", "fsync"])
+@pytest.mark.parametrize(("failing", "fsync_on_loop_below_ms"), [("all", 0.5), ("fsync", 0.5), ("fsync", 0)])
 def test_io_error_takes_one_partition_offline_and_the_others_keep_working(
-    tmp_path: Path, failing: str
+    tmp_path: Path, failing: str, fsync_on_loop_below_ms: float
 ) -> None:
     """EIO from fsync and writes under one partition's directory (injected by tests/broker/eio_hook's
     sitecustomize once a trigger file exists): its producers and consumers get KAFKA_STORAGE_ERROR and
     nothing more is acknowledged, other partitions keep working, a restart brings it back with everything
-    it acknowledged."""
+    it acknowledged. Short fsyncs run on the event loop; `fsync_on_loop_below_ms: 0` puts them all on the
+    fsync thread."""
     trigger = tmp_path / "eio-now"
     env_path = os.pathsep.join([str(EIO_HOOK), *sys.path])
-    proc = BrokerProcess(tmp_path / "data")
+    config = tmp_path / "broker.yaml"
+    config.write_text(f"fsync_on_loop_below_ms: {fsync_on_loop_below_ms}\n")
+    proc = BrokerProcess(tmp_path / "data", config=config)
     with _environ(
         PYTHONPATH=env_path,
         SLUICE_TEST_EIO_TRIGGER=str(trigger),

@@ -120,6 +120,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # responses wait and then go out in one write: one send syscall instead of one per response.
         self.corked = False
         self.flush_wanted = False
+        # What the group commit learnt of this connection's pipelining (sluice.server.group_commit).
+        self.durable_window = 1
+        self.durable_released_at = 0.0
         self.pending: deque[ResponseSlot] = deque()
         self.transport: asyncio.Transport | None = None
         self.peer_host = ""
@@ -255,7 +258,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         elif isinstance(outcome, NoResponse):
             self.pending.remove(slot)
             self.flush_responses()
-            server.group_commit.kick()
+            server.group_commit.kick_soon()
         elif isinstance(outcome, Parked):
             pass
 
