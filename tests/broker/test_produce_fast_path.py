@@ -1,7 +1,9 @@
 """Produce through the whole request pipeline (real broker, segment files on disk, no sockets), in the version
 librdkafka speaks (v10), for every answer the cheap path can give: each one must carry the error Kafka gives,
 and the one-call encoder of the common answer (sluice.protocol.produce_answer) must write exactly the bytes
-of the generated encoder, whether the answer is the common shape or one it hands on."""
+of the generated encoder, whether the answer is the common shape or one it hands on. A one-partition request
+on a broker that answers before its fsync is answered already encoded (RespondEncoded); every other shape,
+and every broker that fsyncs first, takes the general path."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sluice.broker.api import Respond
+from sluice.broker.api import NoResponse, Respond, RespondEncoded, RespondWhenDurable
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dispatch import Dispatched, Dispatcher, build_dispatcher
 from sluice.errors import ErrorCode
@@ -77,9 +79,18 @@ def respond(
     )
     frame = request_header(0, VERSION, 5, "fast-path-test", True) + request_codecs(0)[VERSION].encode(body)
     result = dispatcher.dispatch(memoryview(frame), origin or Origin(), NOW_MS)
-    assert isinstance(result, Dispatched) and isinstance(result.outcome, Respond)
-    response = result.outcome.response
+    assert isinstance(result, Dispatched)
     codec = response_codec(0, VERSION)
+    if isinstance(result.outcome, RespondEncoded):
+        # An accepted append's answer, encoded without building it: what the generated encoder writes for it.
+        response, end = codec.decode(result.outcome.body)
+        assert end == len(result.outcome.body)
+        general_bytes: list[Any] = []
+        codec.generated_encode_root(response, general_bytes)
+        assert b"".join(general_bytes) == result.outcome.body
+        return response
+    assert isinstance(result.outcome, Respond)
+    response = result.outcome.response
     fast: list[Any] = []
     general: list[Any] = []
     codec.encode_root(response, fast)
@@ -160,7 +171,9 @@ def test_bad_acks_are_refused(dispatcher: Dispatcher) -> None:
 
 
 def test_an_unauthorized_topic(tmp_path: Path) -> None:
-    broker = build_broker(BrokerConfig(data_dir=tmp_path, authorizer="acl", auto_create_topics=False))
+    broker = build_broker(
+        BrokerConfig(data_dir=tmp_path, authorizer="acl", auto_create_topics=False, fsync_before_ack=False)
+    )
     broker.create_topic("plain", 1, {})
     answer = produce(build_dispatcher(broker), "plain", batch(), origin=Origin("User:nobody"))
     assert answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -179,3 +192,55 @@ def test_the_byte_rate_quota_still_throttles(dispatcher: Dispatcher) -> None:
         del quotas.configs[entity]
     assert response.throttle_time_ms > 0
     assert response.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+
+
+def dispatch_produce(dispatcher: Dispatcher, topic_data: list[Any], acks: int = 1) -> Any:
+    body = REQUEST(transactional_id=None, acks=acks, timeout_ms=1000, topic_data=topic_data)
+    frame = request_header(0, VERSION, 5, "fast-path-test", True) + request_codecs(0)[VERSION].encode(body)
+    result = dispatcher.dispatch(memoryview(frame), Origin(), NOW_MS)
+    assert isinstance(result, Dispatched)
+    return result.outcome
+
+
+def one_topic(topic: str, *indexes: int) -> list[Any]:
+    partitions = [REQUEST.PartitionProduceData(index=i, records=batch()) for i in indexes]
+    return [REQUEST.TopicProduceData(name=topic, partition_data=partitions)]
+
+
+def test_an_accepted_one_partition_request_is_answered_encoded(dispatcher: Dispatcher) -> None:
+    before = end_offset(dispatcher, "plain")
+    outcome = dispatch_produce(dispatcher, one_topic("plain", 0))
+    assert isinstance(outcome, RespondEncoded)
+    answer, _ = response_codec(0, VERSION).decode(outcome.body)
+    assert answer.responses[0].partition_responses[0].base_offset == before
+
+
+def test_acks_0_stores_and_answers_nothing(dispatcher: Dispatcher) -> None:
+    before = end_offset(dispatcher, "plain")
+    assert isinstance(dispatch_produce(dispatcher, one_topic("plain", 0), acks=0), NoResponse)
+    assert end_offset(dispatcher, "plain") == before + 1
+
+
+def test_other_shapes_take_the_general_path(dispatcher: Dispatcher) -> None:
+    long_name = "l" * 130  # its length prefix takes two varint bytes
+    dispatcher.broker.create_topic(long_name, 1, {})
+    before = end_offset(dispatcher, "plain")
+    two_partitions = dispatch_produce(dispatcher, one_topic("plain", 0, 5))
+    assert isinstance(two_partitions, Respond)
+    answers = two_partitions.response.responses[0].partition_responses
+    assert [(a.error_code, a.base_offset) for a in answers] == [
+        (ErrorCode.NONE, before), (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1)]  # fmt: skip
+    two_topics = dispatch_produce(dispatcher, one_topic("plain", 0) + one_topic(long_name, 0))
+    assert isinstance(two_topics, Respond) and len(two_topics.response.responses) == 2
+    long = dispatch_produce(dispatcher, one_topic(long_name, 0))
+    assert isinstance(long, Respond)
+    assert long.response.responses[0].partition_responses[0].base_offset == 1
+    assert end_offset(dispatcher, "plain") == before + 2
+
+
+def test_a_broker_that_fsyncs_before_answering_waits_for_the_fsync(tmp_path: Path) -> None:
+    broker = build_broker(BrokerConfig(data_dir=tmp_path, auto_create_topics=False))
+    broker.create_topic("plain", 1, {})
+    outcome = dispatch_produce(build_dispatcher(broker), one_topic("plain", 0))
+    assert isinstance(outcome, RespondWhenDurable)
+    assert outcome.response.responses[0].partition_responses[0].base_offset == 0

@@ -4,6 +4,9 @@
   the generated encoder's bytes for every response, the common shape and every shape it hands on.
 - Compact strings and records whose length prefix takes one or two varint bytes are decoded inline; longer
   ones, null ones and ones that run past the end take the general reader.
+- The common one-partition Produce request (sluice.protocol.produce_request) is read in place as the
+  generated decoder reads it, and every other shape or damaged body is left to that decoder.
+- An encoded body is framed (size prefix and response header) as `framing.frame` frames it.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sluice.protocol.framing import frame
+from sluice.protocol.headers import framed_response, read_header_tail, request_header, response_header
 from sluice.protocol.messages import request_codec, response_codec, response_codecs
 from sluice.protocol.primitives import DecodeError
+from sluice.protocol.produce_request import read_one_partition
 
 PRODUCE = 0
 RESPONSE = response_codecs(PRODUCE).cls
@@ -178,3 +184,128 @@ def test_a_records_field_that_runs_past_the_end_is_a_decode_error() -> None:
     data = codec.encode(produce_request(10, "t", b"r" * 20, None))
     with pytest.raises(DecodeError):
         codec.decode(data[:-8])
+
+
+# ----- the common one-partition Produce request read in place -----
+
+REQUEST = request_codec(PRODUCE, 10).cls
+request_partitions = st.builds(
+    REQUEST.PartitionProduceData,
+    index=int32,
+    records=st.one_of(
+        st.none(),
+        st.binary(max_size=4),
+        st.integers(120, 130).map(lambda n: b"r" * n),
+        st.integers(16380, 16390).map(lambda n: b"r" * n),
+    ),
+)
+requests = st.builds(
+    REQUEST,
+    transactional_id=st.one_of(st.none(), st.none(), st.text(max_size=4)),
+    acks=int16,
+    timeout_ms=int32,
+    topic_data=st.one_of(
+        st.lists(
+            st.builds(
+                REQUEST.TopicProduceData,
+                name=names.filter(lambda name: name is not None),
+                partition_data=st.lists(request_partitions, min_size=1, max_size=1),
+            ),
+            min_size=1,
+            max_size=1,
+        ),
+        st.lists(
+            st.builds(
+                REQUEST.TopicProduceData,
+                name=st.text(max_size=3),
+                partition_data=st.lists(request_partitions, max_size=2),
+            ),
+            max_size=2,
+        ),
+    ),
+)
+
+
+def is_common(request: Any) -> bool:
+    """What read_one_partition must read: no transactional id, one topic whose name's length fits one
+    varint byte, one partition whose records are not null and whose length fits two."""
+    if request.transactional_id is not None or len(request.topic_data) != 1:
+        return False
+    topic = request.topic_data[0]
+    if len(topic.partition_data) != 1 or len(topic.name.encode()) > 126:
+        return False
+    records = topic.partition_data[0].records
+    return records is not None and len(records) < 16383
+
+
+@pytest.mark.parametrize("version", [9, 10, 11, 12])
+def test_the_one_partition_reader_reads_what_the_generated_decoder_reads(version: int) -> None:
+    codec = request_codec(PRODUCE, version)
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(requests, st.one_of(st.none(), st.text(max_size=3), st.just("c" * 300)))
+    def check(request: Any, client_id: str | None) -> None:
+        header = request_header(PRODUCE, version, 7, client_id, True)
+        data = memoryview(header + codec.encode(request))
+        read = read_one_partition(data)
+        if not is_common(request):
+            assert read is None
+            return
+        assert read is not None
+        decoded, _ = codec.decode(data, len(header))
+        topic = decoded.topic_data[0]
+        part = topic.partition_data[0]
+        acks, name, index, records = read
+        assert (acks, name, index, bytes(records)) == (
+            decoded.acks,
+            topic.name,
+            part.index,
+            bytes(part.records),
+        )
+        # A body cut short, or followed by more bytes, is not read: the generated decoder names the fault.
+        for cut in range(0, len(data), max(1, len(data) // 16)):
+            assert read_one_partition(data[:cut]) is None
+        assert read_one_partition(memoryview(bytes(data) + b"\x00")) is None
+
+    check()
+
+
+def test_the_one_partition_reader_leaves_header_tags_to_the_decoder() -> None:
+    codec = request_codec(PRODUCE, 10)
+    header = request_header(PRODUCE, 10, 7, "client", True)
+    body = codec.encode(produce_request(10, "ab", b"records", None))
+    assert read_one_partition(memoryview(header + body)) is not None
+    tagged = memoryview(header[:-1] + b"\x01\x05\x01x" + body)  # one tagged field: tag 5, one byte
+    assert read_one_partition(tagged) is None
+    _, pos = read_header_tail(tagged, PRODUCE, 10, True)
+    assert codec.decode(tagged, pos)[0].topic_data[0].name == "ab"
+
+
+@pytest.mark.parametrize("client_id", [b"\x00\x02\xff\xfe", b"\xff\xfe"])  # not UTF-8; a length below -1
+def test_the_one_partition_reader_leaves_a_bad_client_id_to_the_header_reader(client_id: bytes) -> None:
+    codec = request_codec(PRODUCE, 10)
+    header = request_header(PRODUCE, 10, 7, None, True)
+    frame = memoryview(header[:8] + client_id + b"\x00" + codec.encode(produce_request(10, "t", b"r", None)))
+    assert read_one_partition(frame) is None
+    with pytest.raises(DecodeError):
+        read_header_tail(frame, PRODUCE, 10, True)
+
+
+def test_the_one_partition_reader_leaves_a_name_that_is_not_utf8_to_the_decoder() -> None:
+    codec = request_codec(PRODUCE, 10)
+    header = request_header(PRODUCE, 10, 7, "client", True)
+    data = bytearray(codec.encode(produce_request(10, "ab", b"records", None)))
+    data[data.index(b"ab")] = 0xFF
+    assert read_one_partition(memoryview(header + data)) is None
+    with pytest.raises(DecodeError):
+        codec.decode(memoryview(data))
+
+
+@pytest.mark.parametrize("api_key", [PRODUCE, 18])  # ApiVersions answers with header v0 even when flexible
+@pytest.mark.parametrize("flexible", [False, True])
+@pytest.mark.parametrize("size", [0, 60, 4096, 4097, 70000])
+def test_a_framed_encoded_body_is_what_frame_writes(api_key: int, flexible: bool, size: int) -> None:
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    framed = framed_response(123456, api_key, flexible, body)
+    assert b"".join(framed) == b"".join(frame([response_header(123456, api_key, flexible), body]))
+    assert len(framed) == (1 if size <= 4096 else 2)  # small answers go out as one buffer

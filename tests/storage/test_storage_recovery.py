@@ -367,22 +367,43 @@ def test_failed_write_leaves_the_log_consistent(data_dir: Path, monkeypatch: pyt
     storage.create_topic("t", 1, {})
     log = storage.log("t", 0)
     fill(log, 2)
-    real_pwritev = os.pwritev
+    real_pwrite = os.pwrite
 
-    def full_disk(fd: int, buffers: list[bytes], offset: int) -> int:
-        os.pwrite(fd, bytes(buffers[0]), offset)  # a torn first fragment, then the disk is full
+    def full_disk(fd: int, data: bytes, offset: int) -> int:
+        real_pwrite(fd, bytes(data[:8]), offset)  # a torn first fragment, then the disk is full
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "pwritev", full_disk)
+    monkeypatch.setattr(os, "pwrite", full_disk)
     with pytest.raises(KafkaError) as raised:
         fill(log, 1)
     assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
-    monkeypatch.setattr(os, "pwritev", real_pwritev)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
     assert fill(log, 1) == [4]
     assert [base for base, _, _ in all_batches(log)] == [0, 2, 4]
     storage.close(clean=False)
     storage, log = reopen(data_dir)
     assert [base for base, _, _ in all_batches(log)] == [0, 2, 4]
+    storage.close()
+
+
+def test_a_batch_in_any_buffer_is_stored_at_its_offset(data_dir: Path) -> None:
+    """A writable view (a produce request's receive buffer) gets its base offset set in place and goes to
+    the file as it is; read-only bytes and a bytearray are stored the same way, without being changed."""
+    storage = DiskStorage(data_dir)
+    storage.create_topic("t", 1, {})
+    log = storage.log("t", 0)
+    batch, header = make_batch(values_of(2, 40), [NOW, NOW])
+    request = bytearray(b"head" + batch + b"tail")
+    view = memoryview(request)[4 : 4 + len(batch)]
+    owned = bytearray(batch)
+    assert [log.append(b, header, append_time_ms=NOW) for b in (batch, view, owned, batch)] == [0, 2, 4, 6]
+    assert parse_batch_header(view).base_offset == 2 and request[-4:] == b"tail"
+    assert owned == bytearray(batch)
+    storage.close()
+    storage, log = reopen(data_dir)
+    stored = all_batches(log)
+    assert [(base, count) for base, count, _ in stored] == [(0, 2), (2, 2), (4, 2), (6, 2)]
+    assert all(data[8:] == batch[8:] for _, _, data in stored)
     storage.close()
 
 

@@ -55,6 +55,16 @@ class Respond:
     response: Any
 
 
+class RespondEncoded:
+    """Send this response body now, already encoded at the request's version (the shell adds the header).
+    Only for answers a fast path wrote without building the response (sluice.broker.handlers.produce)."""
+
+    __slots__ = ("body",)
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+
 @dataclass(slots=True)
 class RespondWhenDurable:
     """Send this response once every append made so far is fsynced (group commit covers many at once)."""
@@ -105,7 +115,7 @@ class Preencoded:
         self.parts = []
 
 
-Outcome = Respond | RespondWhenDurable | RespondWhenData | Parked | NoResponse
+Outcome = Respond | RespondEncoded | RespondWhenDurable | RespondWhenData | Parked | NoResponse
 Handler = Callable[[Any, RequestContext, Any], Outcome]
 
 

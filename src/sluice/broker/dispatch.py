@@ -30,12 +30,14 @@ from sluice.broker.api import (
 from sluice.broker.broker import ReadyReply
 from sluice.broker.fetch_sessions import FINAL_EPOCH
 from sluice.broker.handlers.metadata import api_versions_body
+from sluice.broker.handlers.produce import produce_one
 from sluice.errors import ErrorCode, KafkaError, ProtocolError
 from sluice.protocol.codec import VersionCodec
 from sluice.protocol.fetch_shape import FetchShape, fetch_shape
 from sluice.protocol.headers import API_VERSIONS_KEY, HEADER_FIXED, read_header_tail
 from sluice.protocol.messages import request_codec
 from sluice.protocol.primitives import DecodeError
+from sluice.protocol.produce_request import FIRST_FLEXIBLE, LAST_BY_NAME, read_one_partition
 
 if TYPE_CHECKING:
     from sluice.broker.broker import Broker
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sluice.kafka")
 
+PRODUCE_KEY = 0
 FETCH_KEY = 1
 # A sessionless Fetch with a body this large or larger is not kept for comparison with the next one.
 MAX_REPEATED = 4 << 20
@@ -151,6 +154,17 @@ class Dispatcher:
                 route = self.routes[api_key * 65536 + api_version] = Route(
                     HANDLERS.handlers[api_key].handle, request_codec(api_key, api_version)
                 )
+            if (
+                api_key == PRODUCE_KEY
+                and FIRST_FLEXIBLE <= api_version <= LAST_BY_NAME
+                and self.authorizer is None
+                and (self.quotas is None or not self.quotas.configs)
+                and not self.broker.config.fsync_before_ack
+                and (one := read_one_partition(body)) is not None
+            ):
+                # The common Produce (one partition per request) with no quota, ACL or fsync to wait for:
+                # no request, context or response objects (sluice.protocol.produce_request).
+                return self._produce_one(one, origin, api_version, correlation_id, now_ms)
             codec = route.codec
             client_id, pos = read_header_tail(body, api_key, api_version, codec.flexible)
             if api_key == FETCH_KEY and self.authorizer is None:
@@ -192,6 +206,19 @@ class Dispatcher:
             log.exception("handler for API %d v%d failed", api_key, api_version)
             return Close("internal error")
         return Dispatched(reply, outcome, throttle_ms)
+
+    def _produce_one(
+        self, request: Any, origin: RequestOrigin, api_version: int, correlation_id: int, now_ms: int
+    ) -> Dispatched | Close:
+        try:
+            reply = origin.open_reply(PRODUCE_KEY, api_version, correlation_id)
+            return Dispatched(reply, produce_one(self.broker, request, now_ms))
+        except KafkaError as exc:
+            log.error("closing connection from %s: %s", origin.peer_host, exc.message)
+            return Close(exc.message)
+        except Exception:
+            log.exception("handler for API %d v%d failed", PRODUCE_KEY, api_version)
+            return Close("internal error")
 
     def _refuse(
         self, api_key: int, api_version: int, correlation_id: int, origin: RequestOrigin

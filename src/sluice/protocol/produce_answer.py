@@ -25,7 +25,33 @@ FIRST_BY_TOPIC_ID = 13
 _REST = struct.Struct(">BihqqqBBBBiB")
 _ONE = b"\x02"  # a compact array of one element
 _LONGEST_ONE_BYTE_NAME = 0x7E  # the length prefix (length + 1) stays a one-byte varint
-_MAX_HEADS = 4096  # encoded topic names kept per version (emptied when full: a bound, not a cache policy)
+_MAX_HEADS = 4096  # encoded topic names kept (emptied when full: a bound, not a cache policy)
+# Topic name -> the answer's bytes up to its partition (the same in every version that names topics).
+_heads: dict[str, bytes] = {}
+
+
+def _head(name: str) -> bytes | None:
+    """The answer's bytes up to its partition for topic `name`; None when the name's length prefix would
+    take more than one byte."""
+    head = _heads.get(name)
+    if head is None:
+        data = name.encode()
+        if len(data) > _LONGEST_ONE_BYTE_NAME:
+            return None
+        if len(_heads) >= _MAX_HEADS:
+            _heads.clear()
+        head = _heads[name] = _ONE + uvarint_bytes(len(data) + 1) + data
+    return head
+
+
+def accepted_answer(topic: str, index: int, base_offset: int, log_start_offset: int) -> bytes | None:
+    """The body of the answer that accepts one partition's records at `base_offset`, for a request by topic
+    name (v9-v12): what the encoder below writes for that answer, without building it first. None when the
+    topic name is too long for it."""
+    head = _heads.get(topic) or _head(topic)
+    if head is None:
+        return None
+    return head + _REST.pack(2, index, 0, base_offset, -1, log_start_offset, 1, 0, 0, 0, 0, 0)
 
 
 def produce_response_encoder(version: int, general: Encoder, classes: dict[str, type]) -> Encoder:
@@ -36,7 +62,6 @@ def produce_response_encoder(version: int, general: Encoder, classes: dict[str, 
     by_id = version >= FIRST_BY_TOPIC_ID
     leader_class = classes["LeaderIdAndEpoch"]
     pack = _REST.pack
-    heads: dict[str, bytes] = {}  # topic name -> the answer's bytes up to its partition
 
     def encode(o: Any, out: list[Any]) -> None:
         responses = o.responses
@@ -55,14 +80,9 @@ def produce_response_encoder(version: int, general: Encoder, classes: dict[str, 
                 ):
                     if by_id:
                         head = _ONE + (topic.topic_id or ZERO_UUID).bytes
-                    elif (head := heads.get(topic.name)) is None:
-                        name = topic.name
-                        if name is None or len(data := name.encode()) > _LONGEST_ONE_BYTE_NAME:
-                            general(o, out)
-                            return
-                        if len(heads) >= _MAX_HEADS:
-                            heads.clear()
-                        head = heads[name] = _ONE + uvarint_bytes(len(data) + 1) + data
+                    elif topic.name is None or (head := _head(topic.name)) is None:
+                        general(o, out)
+                        return
                     out.append(
                         head
                         + pack(

@@ -14,12 +14,20 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sluice.broker.api import NoResponse, Parked, Preencoded, Respond, RespondWhenData, RespondWhenDurable
+from sluice.broker.api import (
+    NoResponse,
+    Parked,
+    Preencoded,
+    Respond,
+    RespondEncoded,
+    RespondWhenData,
+    RespondWhenDurable,
+)
 from sluice.broker.dispatch import Close
 from sluice.errors import ProtocolError
 from sluice.protocol.fetch_shape import FetchShape
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
-from sluice.protocol.headers import response_header
+from sluice.protocol.headers import framed_response, response_header
 from sluice.protocol.messages import response_codec
 from sluice.security.session import PLAINTEXT, Session, uses_sasl
 from sluice.server.clock import now_ms
@@ -83,8 +91,18 @@ class ResponseSlot:
         else:
             codec.encode_root(response, parts)
         self.parts = frame(parts)
+        self._done(throttle)
+
+    def fill_encoded(self, body: bytes) -> None:
+        """Fill with a body already encoded at the request's version (sluice.broker.api.RespondEncoded)."""
+        api_key = self.api_key
+        flexible = response_codec(api_key, self.api_version).flexible
+        self.parts = framed_response(self.correlation_id, api_key, flexible, body)
+        self._done(self.throttle_ms)
+
+    def _done(self, throttle: int) -> None:
         connection = self.connection
-        connection.metrics.request_done(api_key, perf_counter() - self.started)
+        connection.metrics.request_done(self.api_key, perf_counter() - self.started)
         connection.flush_responses()
         if throttle:
             connection.mute(throttle)
@@ -229,6 +247,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         outcome = result.outcome
         if auth is not None and auth.after_dispatch(slot, outcome):
             pass
+        elif type(outcome) is RespondEncoded:
+            slot.fill_encoded(outcome.body)
         elif isinstance(outcome, Respond):
             slot.fill(outcome.response)
         elif isinstance(outcome, RespondWhenDurable):

@@ -90,10 +90,11 @@ class FileCache:
             if len(self._open) > self.capacity and not file.pins:
                 self._close_unpinned(len(self._open) - self.capacity)
 
-    def pwritev(self, file: CachedFile, buffers: list[bytes | memoryview], position: int) -> int:
-        """`os.pwritev` at `position` with the file pinned for the call: what `use` does, in one call for
+    def pwrite(self, file: CachedFile, data: bytes | memoryview, position: int) -> int:
+        """`os.pwrite` at `position` with the file pinned for the call: what `use` does, in one call for
         the append path, which runs once per produced batch."""
-        with self._lock:  # acquire's common case, an open file, without the call
+        lock = self._lock
+        with lock:  # acquire's common case, an open file, without the call
             fd = file.fd
             if fd >= 0:
                 self._open.move_to_end(file)
@@ -101,9 +102,12 @@ class FileCache:
         if fd < 0:
             fd = self.acquire(file)
         try:
-            return os.pwritev(fd, buffers, position)
+            return os.pwrite(fd, data, position)
         finally:
-            self.release(file)
+            with lock:  # release, without the call
+                file.pins -= 1
+                if not file.pins and len(self._open) > self.capacity:
+                    self._close_unpinned(len(self._open) - self.capacity)
 
     def use(self, file: CachedFile) -> Pinned:
         """`with cache.use(file) as fd:` the descriptor, pinned for the block."""

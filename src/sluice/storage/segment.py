@@ -1,7 +1,7 @@
 """One on-disk segment: `<20-digit base offset>.log` plus its `.index` and `.timeindex` (Kafka's layout).
 
 The log file is whole v2 batches back to back, exactly as served to consumers. Appends are one
-pwritev (new baseOffset + the caller's bytes, no copy); reads are one pread after a binary search of the
+pwrite (the caller's bytes with the new baseOffset set in place, no copy); reads are one pread after a binary search of the
 sparse offset index and a short header scan. Segment data is never held in memory.
 
 The active segment's file is extended ahead of its last batch (RESERVE_BYTES at a time, sparse: no disk
@@ -161,14 +161,15 @@ class FileSegment:
         size = len(batch)
         if position + size > self._reserved_end:
             self._reserve(position + size)
-        written = self._files.pwritev(
-            self._file, [BASE_OFFSET.pack(base_offset), memoryview(batch)[8:]], position
-        )
+        # The base offset is set in the caller's buffer when it may be (a produce request's receive buffer,
+        # which nothing reads after the append), so the batch goes out in one buffer without a copy.
+        data = batch if type(batch) is memoryview and not batch.readonly else memoryview(bytearray(batch))
+        BASE_OFFSET.pack_into(data, 0, base_offset)
+        written = self._files.pwrite(self._file, data, position)
         if written < size:  # regular files rarely write short, but a full disk can
             with self._files.use(self._file) as fd:
                 while written < size:
-                    rest = (BASE_OFFSET.pack(base_offset) + bytes(memoryview(batch)[8:]))[written:]
-                    written += os.pwrite(fd, rest, position + written)
+                    written += os.pwrite(fd, data[written:], position + written)
         self._track(base_offset, header.last_offset_delta, header.max_timestamp, position, size)
 
     def _reserve(self, end: int) -> None:

@@ -9,13 +9,16 @@ from sluice.broker.api import (
     Outcome,
     RequestContext,
     Respond,
+    RespondEncoded,
     RespondWhenDurable,
     handles,
     response_class,
 )
-from sluice.broker.broker import Broker
+from sluice.broker.broker import AppendResult, Broker
 from sluice.broker.quotas import PRODUCER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode
+from sluice.protocol.produce_answer import accepted_answer
+from sluice.protocol.produce_request import OnePartition
 
 ProduceResponse = response_class("Produce")
 _TopicResponse = ProduceResponse.TopicProduceResponse
@@ -31,9 +34,7 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     # Runs once per Produce request (for a producer with linger 0, once per message): names are bound
     # locally.
     acks = request.acks
-    refuse: tuple[ErrorCode, str] | None = None
-    if acks not in (0, 1, -1):
-        refuse = (ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}")
+    bad_acks = acks not in (0, 1, -1)
     by_id = ctx.api_version >= 13
     now_ms = ctx.now_ms
     append = broker.append
@@ -49,10 +50,8 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
             records = part.records
             if records is not None:
                 size += len(records)
-            if refuse is not None:
-                answer = _PartitionResponse(
-                    index=part.index, error_code=refuse[0], base_offset=-1, error_message=refuse[1]
-                )
+            if bad_acks:
+                answer = _refused_acks(part.index, acks)
             elif name is None:
                 answer = _PartitionResponse(
                     index=part.index,
@@ -61,19 +60,7 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
                     error_message="unknown topic id",
                 )
             else:
-                result = append(name, part.index, records, now_ms)
-                answer = _PartitionResponse(
-                    index=part.index,
-                    error_code=result.error,
-                    base_offset=result.base_offset,
-                    log_start_offset=result.log_start_offset,
-                    error_message=result.message,
-                )
-                if result.record_errors:
-                    answer.record_errors = [
-                        _RecordError(batch_index=i, batch_index_error_message=m)
-                        for i, m in result.record_errors
-                    ]
+                answer = _appended(part.index, append(name, part.index, records, now_ms))
             partitions.append(answer)
         topics.append(
             _TopicResponse(name=topic.name, topic_id=topic.topic_id, partition_responses=partitions)
@@ -84,6 +71,50 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     if broker.config.fsync_before_ack:
         return RespondWhenDurable(response)
     return Respond(response)
+
+
+def produce_one(broker: Broker, request: OnePartition, now_ms: int) -> Outcome:
+    """A Produce of the common shape (sluice.protocol.produce_request: one partition, by topic name, no
+    transaction) when no quota, authorizer or fsync applies: what `produce` answers, with an accepted
+    append's answer encoded at once instead of built and then encoded."""
+    acks, topic, index, records = request
+    if acks not in (0, 1, -1):
+        answer = _refused_acks(index, acks)
+    else:
+        result = broker.append(topic, index, records, now_ms)
+        if acks == 0:
+            return NoResponse()
+        if result.error == ErrorCode.NONE and not result.record_errors:
+            body = accepted_answer(topic, index, result.base_offset, result.log_start_offset)
+            if body is not None:
+                return RespondEncoded(body)
+        answer = _appended(index, result)
+    return Respond(ProduceResponse(responses=[_TopicResponse(name=topic, partition_responses=[answer])]))
+
+
+def _refused_acks(index: int, acks: int) -> Any:
+    return _PartitionResponse(
+        index=index,
+        error_code=ErrorCode.INVALID_REQUIRED_ACKS,
+        base_offset=-1,
+        error_message=f"acks must be 0, 1 or -1, got {acks}",
+    )
+
+
+def _appended(index: int, result: AppendResult) -> Any:
+    """The answer for partition `index` whose append gave `result`."""
+    answer = _PartitionResponse(
+        index=index,
+        error_code=result.error,
+        base_offset=result.base_offset,
+        log_start_offset=result.log_start_offset,
+        error_message=result.message,
+    )
+    if result.record_errors:
+        answer.record_errors = [
+            _RecordError(batch_index=i, batch_index_error_message=m) for i, m in result.record_errors
+        ]
+    return answer
 
 
 def refuse_unflushed(broker: Broker, response: Any, failed: dict[tuple[str, int], str]) -> bool:
