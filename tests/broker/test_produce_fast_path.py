@@ -2,8 +2,8 @@
 librdkafka speaks (v10), for every answer the cheap path can give: each one must carry the error Kafka gives,
 and the one-call encoder of the common answer (sluice.protocol.produce_answer) must write exactly the bytes
 of the generated encoder, whether the answer is the common shape or one it hands on. A one-partition request
-on a broker that answers before its fsync is answered already encoded (RespondEncoded); every other shape,
-and every broker that fsyncs first, takes the general path."""
+is answered already encoded (RespondEncoded, or an Encoded answer waiting for the fsync on a broker that
+fsyncs first); every other shape takes the general path."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from sluice.broker.api import NoResponse, Respond, RespondEncoded, RespondWhenDurable
+from sluice.broker.api import Encoded, NoResponse, Respond, RespondEncoded, RespondWhenDurable
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dispatch import Dispatched, Dispatcher, build_dispatcher
+from sluice.broker.handlers.produce import refuse_unflushed
 from sluice.errors import ErrorCode
 from sluice.protocol.headers import request_header
 from sluice.protocol.messages import request_codecs, response_codec
@@ -239,8 +240,25 @@ def test_other_shapes_take_the_general_path(dispatcher: Dispatcher) -> None:
 
 
 def test_a_broker_that_fsyncs_before_answering_waits_for_the_fsync(tmp_path: Path) -> None:
+    """The answer is encoded at once but waits for the group commit; if that fsync fails, the group commit
+    builds it after all to turn it into KAFKA_STORAGE_ERROR (refuse_unflushed), and the built answer is the
+    encoded one."""
     broker = build_broker(BrokerConfig(data_dir=tmp_path, auto_create_topics=False))
     broker.create_topic("plain", 1, {})
-    outcome = dispatch_produce(build_dispatcher(broker), one_topic("plain", 0))
-    assert isinstance(outcome, RespondWhenDurable)
-    assert outcome.response.responses[0].partition_responses[0].base_offset == 0
+    dispatcher = build_dispatcher(broker)
+    outcome = dispatch_produce(dispatcher, one_topic("plain", 0))
+    assert isinstance(outcome, RespondWhenDurable) and type(outcome.response) is Encoded
+    codec = response_codec(0, VERSION)
+    answer, _ = codec.decode(outcome.response.body)
+    assert answer.responses[0].partition_responses[0].base_offset == 0
+    assert outcome.response.build() == answer
+    refused = refuse_unflushed(broker, outcome.response, {("plain", 0): "fsync failed"})
+    assert [(p.error_code, p.base_offset, p.error_message) for p in refused.responses[0].partition_responses] == [
+        (ErrorCode.KAFKA_STORAGE_ERROR, -1, "fsync failed")]  # fmt: skip
+    refused_elsewhere = refuse_unflushed(
+        broker, dispatch_produce(dispatcher, one_topic("plain", 0)).response, {("other", 0): "fsync failed"}
+    )
+    assert refused_elsewhere.responses[0].partition_responses[0].base_offset == 1
+    # Shapes the fast path hands on wait for the fsync too.
+    two = dispatch_produce(dispatcher, one_topic("plain", 0, 1))
+    assert isinstance(two, RespondWhenDurable) and type(two.response) is not Encoded

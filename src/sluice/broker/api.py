@@ -65,6 +65,18 @@ class RespondEncoded:
         self.body = body
 
 
+class Encoded:
+    """A response body a fast path encoded at the request's version without building the response, and
+    `build`, which builds that response after all: for what must rewrite an answer before it goes out (a
+    group commit whose fsync failed, sluice.broker.handlers.produce.refuse_unflushed)."""
+
+    __slots__ = ("body", "build")
+
+    def __init__(self, body: bytes, build: Callable[[], Any]) -> None:
+        self.body = body
+        self.build = build
+
+
 @dataclass(slots=True)
 class RespondWhenDurable:
     """Send this response once every append made so far is fsynced (group commit covers many at once)."""

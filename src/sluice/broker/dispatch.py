@@ -159,11 +159,10 @@ class Dispatcher:
                 and FIRST_FLEXIBLE <= api_version <= LAST_BY_NAME
                 and self.authorizer is None
                 and (self.quotas is None or not self.quotas.configs)
-                and not self.broker.config.fsync_before_ack
                 and (one := read_one_partition(body)) is not None
             ):
-                # The common Produce (one partition per request) with no quota, ACL or fsync to wait for:
-                # no request, context or response objects (sluice.protocol.produce_request).
+                # The common Produce (one partition per request) with no quota or ACL: no request, context
+                # or response objects (sluice.protocol.produce_request).
                 return self._produce_one(one, origin, api_version, correlation_id, now_ms)
             codec = route.codec
             client_id, pos = read_header_tail(body, api_key, api_version, codec.flexible)

@@ -15,6 +15,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sluice.broker.api import (
+    Encoded,
     NoResponse,
     Parked,
     Preencoded,
@@ -74,6 +75,9 @@ class ResponseSlot:
         self.throttle_ms = 0  # from the request_percentage quota, known once the handler returned
 
     def fill(self, response: Any, version: int | None = None) -> None:
+        if type(response) is Encoded:
+            self.fill_encoded(response.body)
+            return
         api_key = self.api_key
         throttle = getattr(response, "throttle_time_ms", 0)
         if self.throttle_ms > throttle:

@@ -235,10 +235,13 @@ class GroupCommit:
             for slot, response in batch:
                 if slot.connection.closed:
                     continue
-                if failed and not refuse_unflushed(broker, response, failed) and (OFFSETS_TOPIC, 0) in failed:
-                    slot.connection.abort("storage error")  # a group write that is not durable: no answer
-                else:
-                    slot.fill(response)
+                if failed:
+                    refused = refuse_unflushed(broker, response, failed)
+                    if refused is None and (OFFSETS_TOPIC, 0) in failed:
+                        slot.connection.abort("storage error")  # a group write that is not durable: no answer
+                        continue
+                    response = response if refused is None else refused
+                slot.fill(response)
         finally:
             for connection in released:
                 connection.uncork()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sluice.broker.api import (
+    Encoded,
     NoResponse,
     Outcome,
     RequestContext,
@@ -75,9 +76,10 @@ def produce(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
 
 def produce_one(broker: Broker, request: OnePartition, now_ms: int) -> Outcome:
     """A Produce of the common shape (sluice.protocol.produce_request: one partition, by topic name, no
-    transaction) when no quota, authorizer or fsync applies: what `produce` answers, with an accepted
-    append's answer encoded at once instead of built and then encoded."""
+    transaction) when no quota or authorizer applies: what `produce` answers, with an accepted append's
+    answer encoded at once instead of built and then encoded (sent when durable, with fsync_before_ack)."""
     acks, topic, index, records = request
+    durable = broker.config.fsync_before_ack
     if acks not in (0, 1, -1):
         answer = _refused_acks(index, acks)
     else:
@@ -87,9 +89,16 @@ def produce_one(broker: Broker, request: OnePartition, now_ms: int) -> Outcome:
         if result.error == ErrorCode.NONE and not result.record_errors:
             body = accepted_answer(topic, index, result.base_offset, result.log_start_offset)
             if body is not None:
+                if durable:
+                    return RespondWhenDurable(Encoded(body, lambda: _one_answer(topic, _appended(index, result))))
                 return RespondEncoded(body)
         answer = _appended(index, result)
-    return Respond(ProduceResponse(responses=[_TopicResponse(name=topic, partition_responses=[answer])]))
+    response = _one_answer(topic, answer)
+    return RespondWhenDurable(response) if durable else Respond(response)
+
+
+def _one_answer(topic: str, answer: Any) -> Any:
+    return ProduceResponse(responses=[_TopicResponse(name=topic, partition_responses=[answer])])
 
 
 def _refused_acks(index: int, acks: int) -> Any:
@@ -117,11 +126,14 @@ def _appended(index: int, result: AppendResult) -> Any:
     return answer
 
 
-def refuse_unflushed(broker: Broker, response: Any, failed: dict[tuple[str, int], str]) -> bool:
-    """Turn the answers for partitions whose fsync failed into KAFKA_STORAGE_ERROR, in a produce response
-    waiting for that fsync. False when `response` is not a produce response."""
+def refuse_unflushed(broker: Broker, response: Any, failed: dict[tuple[str, int], str]) -> Any | None:
+    """A produce response waiting for that fsync, with the answers for partitions whose fsync failed turned
+    into KAFKA_STORAGE_ERROR (an answer the fast path encoded is built first). None when `response` is not
+    a produce response."""
+    if type(response) is Encoded:
+        response = response.build()
     if not isinstance(response, ProduceResponse):
-        return False
+        return None
     for topic in response.responses:
         name = topic.name
         if not name and topic.topic_id is not None:
@@ -135,4 +147,4 @@ def refuse_unflushed(broker: Broker, response: Any, failed: dict[tuple[str, int]
                     reason,
                     -1,
                 )
-    return True
+    return response
