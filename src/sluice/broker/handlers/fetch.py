@@ -33,17 +33,27 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
 
 
-# The fetch sessions of each broker (KIP-227), kept beside it rather than in it.
-_SESSIONS: weakref.WeakKeyDictionary[Broker, FetchSessionCache] = weakref.WeakKeyDictionary()
-_REPEATS: weakref.WeakKeyDictionary[Broker, RepeatedFetches] = weakref.WeakKeyDictionary()
+class _FetchState:
+    """What fetches keep of a broker, beside it rather than in it: its fetch sessions (KIP-227) and its kept
+    answers to sessionless fetches (sluice.broker.fetch_repeat)."""
+
+    __slots__ = ("repeats", "sessions")
+
+    def __init__(self, sessions: FetchSessionCache) -> None:
+        self.sessions = sessions
+        self.repeats: RepeatedFetches | None = None
+
+
+_STATE: weakref.WeakKeyDictionary[Broker, _FetchState] = weakref.WeakKeyDictionary()
 
 
 def fetch_sessions(broker: Broker) -> FetchSessionCache:
     """The broker's session cache. Made at the first fetch, when it starts hearing of new data: it wraps
     the `on_data` the server shell installed (still called, for the sessions' wake keys too)."""
-    cache = _SESSIONS.get(broker)
-    if cache is None:
-        cache = _SESSIONS[broker] = FetchSessionCache()
+    state = _STATE.get(broker)
+    if state is None:
+        cache = FetchSessionCache()
+        state = _STATE[broker] = _FetchState(cache)
         shell_on_data = broker.on_data
 
         def on_data(key: tuple[str, int]) -> None:
@@ -52,15 +62,16 @@ def fetch_sessions(broker: Broker) -> FetchSessionCache:
             shell_on_data(key)
 
         broker.on_data = on_data
-    return cache
+    return state.sessions
 
 
 def repeated_fetches(broker: Broker) -> RepeatedFetches:
     """The broker's kept answers to sessionless fetches, beside its session cache."""
-    repeats = _REPEATS.get(broker)
-    if repeats is None:
-        repeats = _REPEATS[broker] = RepeatedFetches(fetch_sessions(broker))
-    return repeats
+    sessions = fetch_sessions(broker)
+    state = _STATE[broker]
+    if state.repeats is None:
+        state.repeats = RepeatedFetches(sessions)
+    return state.repeats
 
 
 def _fetch_once(broker: Broker, ctx: RequestContext, request: Any, plan: FetchPlan) -> tuple[Any, int]:
