@@ -148,6 +148,42 @@ def test_a_window_that_comes_in_pieces_shares_one_fsync(tmp_path: Path, monkeypa
     assert read_back(tmp_path) == [b"v%d" % n for n in range(15)]
 
 
+def test_clients_that_keep_trickling_in_do_not_hold_the_flush_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fifty pipelining connections with windows they never fill, one request at a time, so that every poll
+    brings a request and some window is always unfilled: the flush still starts once WINDOW_WAIT_S has
+    passed (10 ms here), long before the stream of 100 ms ends."""
+    monkeypatch.setattr(group_commit, "WINDOW_RECENT_S", 60.0)
+    monkeypatch.setattr(group_commit, "WINDOW_WAIT_S", 0.01)
+    broker = build_broker(BrokerConfig(data_dir=tmp_path, auto_create_topics=False))
+    broker.create_topic("t", 1, {})
+    commit = GroupCommit(broker)
+    connections = [_Connection() for _ in range(50)]
+    for connection in connections:
+        connection.durable_window, connection.durable_released_at = 1_000_000, time.perf_counter()
+
+    async def stream() -> float:
+        started = time.monotonic()
+        n = 0
+        while time.monotonic() - started < 0.1:
+            batch = encode_batch([Record(0, 0, None, b"s%d" % n, [])], base_timestamp=1)
+            assert broker.append("t", 0, batch, 1_000).error == ErrorCode.NONE
+            commit.wait(_Slot(connections[n % 50]), n)  # type: ignore[arg-type]
+            n += 1
+            if any(c.answers for c in connections):
+                return time.monotonic() - started
+            await asyncio.sleep(0)
+        return time.monotonic() - started
+
+    try:
+        first_answer_after = asyncio.run(stream())
+    finally:
+        commit.close()
+        broker.close()
+    assert first_answer_after < 0.09, first_answer_after
+
+
 def read_back(data_dir: Path) -> list[bytes | None]:
     """Partition t-0's values, read by a broker started afresh on `data_dir`: what the disk holds."""
     broker = build_broker(BrokerConfig(data_dir=data_dir, auto_create_topics=False))

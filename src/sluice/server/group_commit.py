@@ -20,6 +20,9 @@ DEFERRED_FLUSH_S = 0.05
 FLUSH_AVERAGE_WEIGHT = 0.25
 # A connection's window (see GroupCommit) counts only while its last answers went out this recently.
 WINDOW_RECENT_S = 0.002
+# However much keeps coming, a flush waits for windows at most this long: many clients, each sending now and
+# then, would otherwise keep every poll bringing something and the flush waiting.
+WINDOW_WAIT_S = 0.0005
 
 
 class _Connection(Protocol):
@@ -82,9 +85,9 @@ class GroupCommit:
     turns, each with its own fsync. So each connection's window is learnt (the most of its requests one
     flush released), and while a connection answered less than WINDOW_RECENT_S ago has fewer requests
     waiting than its window, the flush lets the loop poll its sockets once more first, for as long as
-    each poll brings more. That costs a loop iteration, not a timer (uvloop's have millisecond
-    resolution): a client with one request in flight (acks=all at a steady rate) is not held back, and a
-    poll that brings nothing teaches the smaller window.
+    each poll brings more and at most WINDOW_WAIT_S. That costs a loop iteration, not a timer (uvloop's
+    have millisecond resolution): a client with one request in flight (acks=all at a steady rate) is not
+    held back, and a poll that brings nothing teaches the smaller window.
     """
 
     def __init__(self, broker: Broker) -> None:
@@ -101,8 +104,10 @@ class GroupCommit:
         # Flushes run on the loop while they take less than this on average (see the class comment).
         self._on_loop_below_s = broker.config.fsync_on_loop_below_ms / 1000
         self.average_flush_s = 0.0  # of the flushes that did an fsync
-        # While the next flush waits for windows to fill: how many answers waited at the last look.
+        # While the next flush waits for windows to fill: how many answers waited at the last look, and since
+        # when it waits.
         self._held_at = 0
+        self._held_since = 0.0
         self._window_ran_out = False
 
     def wait(self, slot: ResponseSlot, response: Any) -> None:
@@ -121,14 +126,16 @@ class GroupCommit:
 
     def _start_scheduled_flush(self) -> None:
         if self.flushing is None and self._windows_unfilled():
-            if len(self.waiting) > self._held_at:
+            if not self._held_at:
+                self._held_since = perf_counter()
+            if len(self.waiting) > self._held_at and perf_counter() - self._held_since < WINDOW_WAIT_S:
                 # Once more after the loop's next poll of its sockets: a callback scheduled from a
                 # callback runs in the next iteration.
                 self._held_at = len(self.waiting)
                 assert self._loop is not None
                 self._loop.call_soon(self._start_scheduled_flush)
                 return
-            self._window_ran_out = True  # that poll brought nothing
+            self._window_ran_out = True  # that poll brought nothing (or the wait is over)
         self._held_at = 0
         self._start_scheduled = False
         self.kick()
