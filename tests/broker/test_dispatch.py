@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from sluice.broker.api import NoResponse, Respond, RespondWhenDurable
+from sluice.broker.api import Encoded, NoResponse, Respond, RespondWhenDurable
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dispatch import Close, Dispatched, Dispatcher, build_dispatcher
 from sluice.errors import ErrorCode
 from sluice.protocol.headers import request_header
-from sluice.protocol.messages import APIS_BY_NAME, request_codecs
+from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codec
 from sluice.protocol.records import Record, encode_batch
 from sluice.security.session import Session
 from sluice.server.app import build_broker
@@ -68,7 +68,11 @@ def test_a_request_runs_its_handler_and_takes_its_place_in_the_response_order(di
     result = dispatcher.dispatch(produce(acks=-1), origin, 1_700_000_000_000)
     assert isinstance(result, Dispatched) and isinstance(result.outcome, RespondWhenDurable)
     assert origin.replies == [(0, 9, 7)] and result.reply == 1
-    partition = result.outcome.response.responses[0].partition_responses[0]
+    answer = result.outcome.response
+    # A one-partition Produce takes the fast path: its answer is encoded already, waiting for the fsync.
+    assert type(answer) is Encoded
+    decoded, _ = response_codec(APIS_BY_NAME["Produce"].key, 9).decode(answer.body)
+    partition = decoded.responses[0].partition_responses[0]
     assert partition.error_code == ErrorCode.NONE and partition.base_offset >= 0
     acks_zero = dispatcher.dispatch(produce(acks=0), Origin(), 1_700_000_000_000)
     assert isinstance(acks_zero, Dispatched) and isinstance(acks_zero.outcome, NoResponse)
