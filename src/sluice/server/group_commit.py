@@ -193,7 +193,10 @@ class GroupCommit:
         if self.average_flush_s < self._on_loop_below_s:
             started = perf_counter()
             failed = flush_partitions(partitions)
-            self._flushed(failed, perf_counter() - started)
+            try:
+                self._flushed(failed, perf_counter() - started)
+            except Exception:  # as a loop callback's would be: logged, and the caller (a timer) goes on
+                log.exception("group commit: answering after the fsync failed")
             return
         if self._thread is None:
             self._thread = threading.Thread(
