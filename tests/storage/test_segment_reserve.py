@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 from cleaner_helpers import consumer_batches
 from storage_batches import make_batch, values_of
 
 from sluice.storage import DiskStorage
 from sluice.storage.damage import DAMAGE_FILE
 from sluice.storage.disk import DiskPartitionLog
-from sluice.storage.segment import RESERVE_BYTES
+from sluice.storage.segment import RESERVE_BYTES, trailing_hole
 from sluice.storage.verify import verify_data_dir
 
 NOW = 1_700_000_000_000
@@ -62,17 +64,32 @@ def test_the_active_segment_reserves_sparse_space_and_sealed_ones_end_at_their_l
     storage.close()
 
 
-def test_after_a_crash_recovery_cuts_the_reserved_space_without_calling_it_torn(tmp_path: Path) -> None:
+def crash_copy(source: Path, target: Path, sparse: bool) -> None:
+    """The files as kill -9 leaves them, copied while the log is open, reserved space and all: as a hole
+    (`sparse`, what the file system keeps) or written out as zeros (a file system without holes)."""
+    if sparse:
+        subprocess.run(["cp", "-a", "--sparse=always", str(source), str(target)], check=True)
+    else:
+        shutil.copytree(source, target)
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_after_a_crash_recovery_cuts_the_reserved_space_without_calling_it_torn(
+    tmp_path: Path, sparse: bool
+) -> None:
     storage, log = open_log(tmp_path / "data")
     fill(log, 12)
     log.flush()
     contents = readable(log)
     end = log.log_end_offset
-    # The files as kill -9 leaves them: copied while the log is open, reserved space and all.
-    shutil.copytree(tmp_path / "data", tmp_path / "crashed")
+    crash_copy(tmp_path / "data", tmp_path / "crashed", sparse)
     storage.close(clean=False)
     partition = tmp_path / "crashed" / "t-0"
-    assert log_files(partition)[-1].stat().st_size % RESERVE_BYTES == 0
+    active = log_files(partition)[-1]
+    size = active.stat().st_size
+    assert size % RESERVE_BYTES == 0
+    with active.open("rb") as file:  # recovery reads only up to the hole, when there is one
+        assert (trailing_hole(file.fileno(), 0, size) < size) == sparse
     [report] = verify_data_dir(tmp_path / "crashed")
     assert report.ok and not any(segment.incomplete_tail for segment in report.segments), (
         "reserved space is neither damage nor an incomplete tail"

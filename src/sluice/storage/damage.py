@@ -85,15 +85,16 @@ class Damaged:
 class _Reader:
     """pread through a window that is reused while it covers what is asked."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, end: int) -> None:
         self.fd = fd
+        self.end = end  # what is read stops here (past it: a reserved tail, or bytes written since)
         self.buffer = b""
         self.start = 0
 
     def window(self, at: int, size: int) -> tuple[bytes, int]:
         relative = at - self.start
         if relative < 0 or len(self.buffer) - relative < size:
-            self.buffer = os.pread(self.fd, max(_CHUNK, size), at)
+            self.buffer = os.pread(self.fd, max(size, min(_CHUNK, self.end - at)), at)
             self.start, relative = at, 0
         return self.buffer, relative
 
@@ -108,7 +109,7 @@ def scan_segment(
     `offset_limit` (the next segment's base, when there is one). A damaged stretch running to the end of
     the file is reported like any other; the caller decides whether it is a torn tail.
     """
-    reader = _Reader(fd)
+    reader = _Reader(fd, file_size)
 
     def whole_at(at: int, resyncing: bool = False) -> BatchHeader | None:
         """The header of a batch at `at` whose framing and CRC check out, whatever its offsets."""

@@ -14,6 +14,7 @@ The `.log` layout is in docs/storage.md.
 
 from __future__ import annotations
 
+import errno
 import os
 import time
 from collections.abc import Iterator
@@ -38,12 +39,30 @@ RESERVE_BYTES = 1 << 20
 _ZERO_SCAN_CHUNK = 64 * 1024
 
 
+def trailing_hole(fd: int, start: int, file_size: int) -> int:
+    """Where the hole the file ends in begins, at or after `start` (never-written space reads as zeros and
+    holds no batch, so scans stop there): `file_size` when the file ends in data, or when the file system
+    cannot tell (no SEEK_HOLE)."""
+    try:
+        hole = os.lseek(fd, start, os.SEEK_HOLE)
+        while hole < file_size:
+            try:
+                data = os.lseek(fd, hole, os.SEEK_DATA)
+            except OSError as error:
+                return hole if error.errno == errno.ENXIO else file_size  # ENXIO: no data after it
+            hole = os.lseek(fd, data, os.SEEK_HOLE)
+    except OSError:
+        pass
+    return file_size
+
+
 def reserved_tail(fd: int, start: int, file_size: int) -> int:
     """How many bytes at the end of the file, after `start`, are space an active segment reserved: a
-    file whose size is a multiple of RESERVE_BYTES ending in zeros. The bytes before them are torn data."""
+    file whose size is a multiple of RESERVE_BYTES ending in zeros. The bytes before them are torn data.
+    Only the written part before the trailing hole is read (a crash leaves the reserve a hole)."""
     if file_size % RESERVE_BYTES or file_size <= start:
         return 0
-    end = file_size
+    end = trailing_hole(fd, start, file_size)
     while end > start:
         size = min(_ZERO_SCAN_CHUNK, end - start)
         chunk = os.pread(fd, size, end - size)
@@ -469,20 +488,18 @@ class FileSegment:
 
     def _scan_locked(self, fd: int, start: int, offset_limit: int | None) -> tuple[int, list[DamagedRange]]:
         file_size = os.fstat(fd).st_size
+        # A reserving file's trailing hole (up to 1 MiB of zeros per partition after a crash) is not read.
+        scan_end = trailing_hole(fd, start, file_size) if file_size % RESERVE_BYTES == 0 else file_size
         damaged: list[DamagedRange] = []
-        end = file_size
-        reserved = 0
-        for found in scan_segment(fd, file_size, self.next_offset, offset_limit, start):
+        end, reserved = scan_end, file_size - scan_end  # a trailing hole holds no batch: cut, not torn
+        for found in scan_segment(fd, scan_end, self.next_offset, offset_limit, start):
             if isinstance(found, Damaged):
-                if found.end >= file_size:
-                    reserved = reserved_tail(fd, found.start, file_size)
+                if found.end >= scan_end:
+                    tail = reserved_tail(fd, found.start, file_size)
                     # A sealed segment whose cut the crash undid ends in nothing but reserved space.
-                    if offset_limit is None or reserved == file_size - found.start:
-                        end = found.start
+                    if offset_limit is None or tail == file_size - found.start:
+                        end, reserved = found.start, tail
                         break
-                    reserved = 0
-                if found.end >= file_size:
-                    assert offset_limit is not None
                     end_offset = offset_limit
                 else:
                     end_offset = self._header_at(found.end).base_offset

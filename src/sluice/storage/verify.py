@@ -22,7 +22,7 @@ from pathlib import Path
 from sluice.storage.damage import DAMAGE_FILE, Damaged, read_damage, scan_segment, write_damage
 from sluice.storage.index import OffsetIndex, TimeIndex
 from sluice.storage.metadata import sync_directory
-from sluice.storage.segment import RESERVE_BYTES, FileSegment, reserved_tail
+from sluice.storage.segment import RESERVE_BYTES, FileSegment, reserved_tail, trailing_hole
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -93,19 +93,20 @@ def verify_segment(path: Path, base_offset: int, offset_limit: int | None) -> Se
         size = os.fstat(fd).st_size
         report = SegmentReport(path, base_offset, size, next_offset=base_offset)
         boundaries: dict[int, int] = {}
-        for found in scan_segment(fd, size, base_offset, offset_limit):
+        scan_end = trailing_hole(fd, 0, size) if size % RESERVE_BYTES == 0 else size  # holes hold no batch
+        for found in scan_segment(fd, scan_end, base_offset, offset_limit):
             if isinstance(found, Damaged):
                 if offset_limit is None and size % RESERVE_BYTES == 0 and _zero_length_at(fd, found.start):
                     # A running broker's active segment: its batches end where its reserved space starts,
                     # and what its appends write there meanwhile is not for this read to judge.
                     break
-                reserved = reserved_tail(fd, found.start, size) if found.end >= size else 0
-                if found.end >= size and (offset_limit is None or reserved == size - found.start):
+                reserved = reserved_tail(fd, found.start, size) if found.end >= scan_end else 0
+                if found.end >= scan_end and (offset_limit is None or reserved == size - found.start):
                     # Space the active segment reserved (or a sealed one whose cut a crash undid) is no
                     # data; what comes before it is a torn write.
-                    report.incomplete_tail = found.end - found.start - reserved
+                    report.incomplete_tail = size - found.start - reserved
                     break
-                end_offset = offset_limit if found.end >= size else _base_at(fd, found.end)
+                end_offset = offset_limit if found.end >= scan_end else _base_at(fd, found.end)
                 report.damaged.append(
                     DamageReport(found.start, found.end, report.next_offset, end_offset or 0)
                 )
