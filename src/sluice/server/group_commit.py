@@ -62,9 +62,9 @@ def flush_partitions(partitions: list[Any]) -> dict[tuple[str, int], str]:
 class GroupCommit:
     """One fsync covers every append that arrived while the previous one ran.
 
-    The fsyncs run on one thread of their own. The loop hands it the partitions to flush and hears back
-    through call_soon_threadsafe: per produce request that is a fraction of what an executor future and
-    a task cost, and this path runs once per produce request.
+    Long fsyncs run on one thread of their own (short ones on the loop itself, see below). The loop hands
+    that thread the partitions to flush and hears back through call_soon_threadsafe: a fraction of what an
+    executor future and a task cost.
 
     An answer that starts waiting while no flush runs does not start one at once: the flush starts once
     the loop has handled every read of its current iteration (call_soon), so the requests that arrived
