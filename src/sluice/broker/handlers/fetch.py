@@ -192,7 +192,7 @@ def _wait_with_kept(
 ) -> RespondWhenData:
     """The same sessionless fetch again, with no new data in any of its partitions since: wait on its
     hidden session, and answer with the kept answer if it is still true when the wait ends."""
-    state_of = broker.partitions.peek  # every partition of a kept answer was loaded to read it
+    state_of = broker.partitions.peeker()  # every partition of a kept answer was loaded to read it
 
     def retry(now_ms: int, final: bool) -> Any:
         if final and not kept.heard_of_data and _may_keep(ctx) and kept.still_true(state_of):
