@@ -59,6 +59,15 @@ def flush_partitions(partitions: list[Any]) -> dict[tuple[str, int], str]:
     return failed
 
 
+def _per_connection(answers: list[tuple[ResponseSlot, Any]]) -> dict[_Connection, int]:
+    """How many of `answers` each connection has, in the order the connections first come."""
+    counts: dict[_Connection, int] = {}
+    for slot, _ in answers:
+        connection = slot.connection
+        counts[connection] = counts.get(connection, 0) + 1
+    return counts
+
+
 class GroupCommit:
     """One fsync covers every append that arrived while the previous one ran.
 
@@ -143,13 +152,9 @@ class GroupCommit:
     def _windows_unfilled(self) -> bool:
         """Whether a waiting connection's window promises more requests."""
         recent = perf_counter() - WINDOW_RECENT_S
-        waiting: dict[_Connection, int] = {}
-        for slot, _ in self.waiting:
-            connection = slot.connection
-            waiting[connection] = waiting.get(connection, 0) + 1
         return any(
             connection.durable_window > count and connection.durable_released_at > recent
-            for connection, count in waiting.items()
+            for connection, count in _per_connection(self.waiting).items()
         )
 
     def wait_for_partition(self, slot: ResponseSlot, response: Any, key: tuple[str, int]) -> None:
@@ -230,10 +235,7 @@ class GroupCommit:
         if failed:
             log.error("fsync failed, nothing they hold is acknowledged: %s", failed)
         # The answers one flush releases to a connection go out in one write, in the order they were answered.
-        released: dict[_Connection, int] = {}
-        for slot, _ in batch:
-            connection = slot.connection
-            released[connection] = released.get(connection, 0) + 1
+        released = _per_connection(batch)
         ran_out, self._window_ran_out = self._window_ran_out, False
         now = perf_counter()
         for connection, count in released.items():

@@ -56,6 +56,12 @@ def trailing_hole(fd: int, start: int, file_size: int) -> int:
     return file_size
 
 
+def scan_limit(fd: int, start: int, file_size: int) -> int:
+    """Where a scan of a `.log` file from `start` may stop: the start of a reserving file's trailing hole
+    (a size that is a multiple of RESERVE_BYTES), else the file's end."""
+    return trailing_hole(fd, start, file_size) if file_size % RESERVE_BYTES == 0 else file_size
+
+
 def reserved_tail(fd: int, start: int, file_size: int) -> int:
     """How many bytes at the end of the file, after `start`, are space an active segment reserved: a
     file whose size is a multiple of RESERVE_BYTES ending in zeros. The bytes before them are torn data.
@@ -489,7 +495,7 @@ class FileSegment:
     def _scan_locked(self, fd: int, start: int, offset_limit: int | None) -> tuple[int, list[DamagedRange]]:
         file_size = os.fstat(fd).st_size
         # A reserving file's trailing hole (up to 1 MiB of zeros per partition after a crash) is not read.
-        scan_end = trailing_hole(fd, start, file_size) if file_size % RESERVE_BYTES == 0 else file_size
+        scan_end = scan_limit(fd, start, file_size)
         damaged: list[DamagedRange] = []
         end, reserved = scan_end, file_size - scan_end  # a trailing hole holds no batch: cut, not torn
         for found in scan_segment(fd, scan_end, self.next_offset, offset_limit, start):

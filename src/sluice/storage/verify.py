@@ -22,7 +22,7 @@ from pathlib import Path
 from sluice.storage.damage import DAMAGE_FILE, Damaged, read_damage, scan_segment, write_damage
 from sluice.storage.index import OffsetIndex, TimeIndex
 from sluice.storage.metadata import sync_directory
-from sluice.storage.segment import RESERVE_BYTES, FileSegment, reserved_tail, trailing_hole
+from sluice.storage.segment import RESERVE_BYTES, FileSegment, reserved_tail, scan_limit
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -93,7 +93,7 @@ def verify_segment(path: Path, base_offset: int, offset_limit: int | None) -> Se
         size = os.fstat(fd).st_size
         report = SegmentReport(path, base_offset, size, next_offset=base_offset)
         boundaries: dict[int, int] = {}
-        scan_end = trailing_hole(fd, 0, size) if size % RESERVE_BYTES == 0 else size  # holes hold no batch
+        scan_end = scan_limit(fd, 0, size)  # a reserving file's trailing hole holds no batch
         for found in scan_segment(fd, scan_end, base_offset, offset_limit):
             if isinstance(found, Damaged):
                 if offset_limit is None and size % RESERVE_BYTES == 0 and _zero_length_at(fd, found.start):
