@@ -184,6 +184,35 @@ def test_clients_that_keep_trickling_in_do_not_hold_the_flush_back(
     assert first_answer_after < 0.09, first_answer_after
 
 
+@pytest.mark.parametrize("below_ms", [0.5, 0.0])
+def test_fsync_on_loop_below_ms_says_where_the_fsync_runs(tmp_path: Path, below_ms: float) -> None:
+    """The first flush runs on the loop with the default (no flush has been slow yet); with 0 every flush
+    runs on the fsync thread. Either way the answer comes once the record is on disk."""
+    broker = build_broker(
+        BrokerConfig(data_dir=tmp_path, auto_create_topics=False, fsync_on_loop_below_ms=below_ms)
+    )
+    broker.create_topic("t", 1, {})
+    commit = GroupCommit(broker)
+    connection = _Connection()
+
+    async def one() -> None:
+        batch = encode_batch([Record(0, 0, None, b"one", [])], base_timestamp=1)
+        assert broker.append("t", 0, batch, 1_000).error == ErrorCode.NONE
+        commit.wait(_Slot(connection), "answer")  # type: ignore[arg-type]
+        deadline = time.monotonic() + 30
+        while not connection.answers and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+
+    try:
+        asyncio.run(one())
+        assert connection.answers == ["answer"] and sum(broker.metrics.fsync.counts) == 1
+        assert (commit._thread is not None) == (below_ms == 0)
+    finally:
+        commit.close()
+        broker.close()
+    assert read_back(tmp_path) == [b"one"]
+
+
 def read_back(data_dir: Path) -> list[bytes | None]:
     """Partition t-0's values, read by a broker started afresh on `data_dir`: what the disk holds."""
     broker = build_broker(BrokerConfig(data_dir=data_dir, auto_create_topics=False))
