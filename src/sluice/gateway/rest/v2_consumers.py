@@ -276,7 +276,17 @@ def binary_records_json(messages: list[Any]) -> tuple[bytes, dict[tuple[str, int
             append(both % (b2a(key, newline=False), b2a(value, newline=False), offset))
     if run_topic is not None:
         last[(run_topic, run_partition)] = offset
-    return b"[" + b",".join(parts) + b"]", last
+    return _json_array(parts), last
+
+
+def _json_array(parts: list[bytes]) -> bytes:
+    """`[part,part,...]` in one allocation of the answer's size: adding the brackets to a joined megabyte
+    copied it twice more, each into fresh pages (a third of the encoder's time)."""
+    if not parts:
+        return b"[]"
+    parts[0] = b"[" + parts[0]
+    parts[-1] += b"]"
+    return b",".join(parts)
 
 
 def _bytes_as_text(value: Any) -> Any:
