@@ -7,7 +7,7 @@ Starts a sluice broker and `sluice gateway --rest-listen` (child processes on 12
   `--concurrency` requests in flight. The direct side does what such a call does, in the application: the
   same values in batches of `--batch`, a delivery callback per record keeping its partition and offset (the
   REST answer lists them), a batch done once all its records are acknowledged, `--concurrency` batches in
-  flight, the same producer settings as the gateway's REST producer (linger.ms 5, acks all). For reference
+  flight, the same producer settings as the gateway's REST producer (linger.ms 1, acks all). For reference
   it also prints a producer handing every record over at once with one flush at the end and no per-record
   outcome (the most a direct client does without knowing where each record went).
 * consume: a v2 consumer instance (format binary, assigned the partition, GET records with max_bytes
@@ -59,12 +59,12 @@ from sluice.testing import create_topic
 HOST = "127.0.0.1"
 V2 = "application/vnd.kafka.v2+json"
 BINARY = "application/vnd.kafka.binary.v2+json"
-# The direct producer's settings: the gateway's REST producer also lingers 5 ms (REST_LINGER_SECONDS) and
+# The direct producer's settings: the gateway's REST producer also lingers 1 ms (REST_LINGER_SECONDS) and
 # waits for the leader's acknowledgement (librdkafka's default acks=all on a single broker).
 OFFSET = re.compile(rb'"offset":(\d+)')
 # About 10,000 of the 100-byte records per answer at most, as the direct consumer's batches.
 FETCH_PARAMS = {"timeout": "1000", "max_bytes": "1000000"}
-DIRECT_PRODUCER = {"linger.ms": 5, "queue.buffering.max.messages": 10_000_000}
+DIRECT_PRODUCER = {"linger.ms": 1, "queue.buffering.max.messages": 10_000_000}
 
 
 def start_gateway(bootstrap: str, settings: list[str]) -> tuple[subprocess.Popen[bytes], str]:
