@@ -1,0 +1,192 @@
+"""REST Proxy produce while the broker behind it fails: kill -9 and restart, and a full disk.
+
+What a REST client is told must hold afterwards: every record answered with an offset is at that offset, a
+failure is answered with a Confluent error_code (never a 500 or a hang), and the gateway serves again once the
+broker does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import requests
+from confluent_kafka import Consumer, TopicPartition
+from rest_helpers import JSON, rest_gateway, unique
+
+from sluice.testing import BrokerProcess, create_topic
+
+# The REST producer gives up on a record after this long (the gateway's message.timeout.ms), so a record
+# waiting for a broker that does not come back is answered with its error well within a test's patience.
+GIVE_UP = ("-X", "message.timeout.ms=4000")
+
+
+def post(url: str, topic: str, values: list[str]) -> tuple[int, dict[str, Any]]:
+    reply = requests.post(
+        f"{url}/topics/{topic}",
+        json={"records": [{"value": v} for v in values]},
+        headers={"Content-Type": JSON},
+        timeout=60,
+    )
+    return reply.status_code, reply.json()
+
+
+def record_outcomes(
+    answer: tuple[int, dict[str, Any]], values: list[str], acked: dict[str, int], failures: list[int]
+) -> None:
+    """Note each record's offset, or its error_code; anything else is a broken answer."""
+    status, body = answer
+    assert status != 500 or isinstance(body.get("error_code"), int), body
+    if status != 200:
+        assert isinstance(body["error_code"], int) and body["message"], body
+        failures.extend([body["error_code"]] * len(values))
+        return
+    assert len(body["offsets"]) == len(values), body
+    for value, outcome in zip(values, body["offsets"], strict=True):
+        if outcome["error_code"] is None:
+            assert outcome["partition"] == 0 and outcome["offset"] >= 0, outcome
+            acked[value] = outcome["offset"]
+        else:
+            assert isinstance(outcome["error_code"], int) and outcome["error"], outcome
+            failures.append(outcome["error_code"])
+
+
+def wait_until(condition: Callable[[], bool], within: float = 120.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "waited too long"
+        time.sleep(0.01)
+
+
+def read_partition(bootstrap: str, topic: str) -> dict[int, bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": unique("read"), "enable.auto.commit": False}
+    )
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=20)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        seen: dict[int, bytes] = {}
+        deadline = time.monotonic() + 30
+        while len(seen) < high - low and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                assert message.error() is None, message.error()
+                seen[message.offset()] = message.value()
+        return seen
+    finally:
+        consumer.close()
+
+
+def assert_acked_in_place(bootstrap: str, topic: str, acked: dict[str, int]) -> None:
+    """Every acknowledged record is at the offset its answer named (JSON values: the quoted string)."""
+    seen = read_partition(bootstrap, topic)
+    moved = {v: o for v, o in acked.items() if seen.get(o) != f'"{v}"'.encode()}
+    assert not moved, (
+        f"{len(moved)} acknowledged records are not where their answer said, e.g. {list(moved.items())[:3]}"
+    )
+
+
+def test_broker_kill_9_mid_stream_loses_and_moves_nothing_acknowledged(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        topic = create_topic(broker.bootstrap, 1, "rest-kill-broker", timeout=30)
+        acked: dict[str, int] = {}
+        failures: list[int] = []
+        stop = threading.Event()
+        broken: list[BaseException] = []
+        with rest_gateway(broker.bootstrap, *GIVE_UP) as gateway:
+
+            def stream() -> None:
+                batch = 0
+                try:
+                    while not stop.is_set():
+                        values = [f"b{batch:04d}-{i:02d}" for i in range(20)]
+                        record_outcomes(post(gateway.url, topic, values), values, acked, failures)
+                        batch += 1
+                except BaseException as exc:  # re-raised by the test below
+                    broken.append(exc)
+
+            writer = threading.Thread(target=stream)
+            writer.start()
+            wait_until(lambda: len(acked) >= 300 or not writer.is_alive())
+            broker.kill()  # kill -9 while the writer keeps posting: requests are in flight
+            time.sleep(1.0)
+            broker.restart()
+            restarted_with = len(acked)
+            wait_until(lambda: len(acked) >= restarted_with + 300 or not writer.is_alive())
+            stop.set()
+            writer.join(120)
+            assert not writer.is_alive(), "a REST produce never answered"
+            if broken:
+                raise broken[0]
+            assert len(acked) >= 600
+            # Served again: a record after the restart is acknowledged after every earlier one.
+            after: dict[str, int] = {}
+            deadline = time.monotonic() + 60
+            while "after" not in after and time.monotonic() < deadline:
+                record_outcomes(post(gateway.url, topic, ["after"]), ["after"], after, [])
+            assert after["after"] > max(acked.values())
+        assert_acked_in_place(broker.bootstrap, topic, acked)
+        # What failed failed with Kafka's error behind it (50002), named per record.
+        assert set(failures) <= {50002, 50003}, set(failures)
+    finally:
+        broker.kill()
+
+
+def fill_up(mount: Path) -> Path:
+    """Write a file until the filesystem is full to the last byte (ENOSPC); returns it."""
+    ballast = mount / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (1 << 20, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * chunk)
+    finally:
+        os.close(fd)
+    return ballast
+
+
+def test_a_full_disk_is_answered_per_record_and_produce_resumes_when_space_is_back(
+    mount_tmpfs: Callable[[str], Path],
+) -> None:
+    disk = mount_tmpfs("24m")
+    broker = BrokerProcess(disk / "data").start()
+    try:
+        topic = create_topic(broker.bootstrap, 1, "rest-full", timeout=30)
+        acked: dict[str, int] = {}
+        with rest_gateway(broker.bootstrap, *GIVE_UP) as gateway:
+            before = [f"before-{i}" for i in range(50)]
+            record_outcomes(post(gateway.url, topic, before), before, acked, [])
+            assert set(acked) == set(before)
+            ballast = fill_up(disk)
+            failures: list[int] = []
+            full = [f"full-{i:04d}" for i in range(1000)]
+            started = time.monotonic()
+            for part in range(0, len(full), 500):
+                record_outcomes(
+                    post(gateway.url, topic, full[part : part + 500]),
+                    full[part : part + 500],
+                    acked,
+                    failures,
+                )
+            # Refused, not hung: each request answered within the gateway's message timeout and some margin.
+            assert time.monotonic() - started < 2 * (4 + 10)
+            assert failures and set(failures) <= {50002, 50003}, set(failures)
+            ballast.unlink()
+            resumed: dict[str, int] = {}
+            deadline = time.monotonic() + 60
+            while "resumed" not in resumed and time.monotonic() < deadline:
+                record_outcomes(post(gateway.url, topic, ["resumed"]), ["resumed"], resumed, [])
+                time.sleep(0.2)
+            assert resumed["resumed"] > max(acked.values())
+        assert_acked_in_place(broker.bootstrap, topic, acked)
+        broker.stop()
+        broker.restart()
+        assert_acked_in_place(broker.bootstrap, topic, {**acked, **resumed})
+    finally:
+        broker.kill()
