@@ -251,3 +251,28 @@ def test_openapi_document_is_packaged() -> None:
 
     text = resources.files("sluice.gateway").joinpath("openapi.yaml").read_text()
     assert json.dumps(yaml.safe_load(text))
+
+
+async def test_a_consumer_started_before_its_topic_exists_reads_it_once_created(
+    kafka_without_auto_create, make_gateway
+) -> None:
+    """The consumer's first fetches find no topic (librdkafka hands it an UNKNOWN_TOPIC_OR_PART event); it
+    keeps going, and reads what is produced once the topic is created."""
+    broker = kafka_without_auto_create
+    gateway = await make_gateway({"default": broker})
+    topic, group = f"later-{unique_group()}", unique_group()
+    async with aiohttp.ClientSession(gateway.http_url) as http:
+        async with http.get(f"/topics/{topic}/messages", params={"group": group}) as response:
+            assert response.status in (404, 408), await response.text()
+        broker.create_topic(name=topic)
+        async with http.post(
+            f"/topics/{topic}/messages",
+            params={"sync": ""},
+            data="late",
+            headers={"Content-Type": "text/plain"},
+        ) as response:
+            assert response.status == 200, await response.text()
+        message = await consume_http(
+            http, f"/topics/{topic}/messages", {"group": group, "noAck": ""}, within=30
+        )
+        assert base64.b64decode(message["value"]) == b"late"

@@ -381,7 +381,9 @@ class GroupTopicConsumer:
         if not records:
             return
         errors = list(map(_error, records))
-        if errors.count(None) != len(errors):
+        # By identity: KafkaError's == against None raises (list.count then fails with a SystemError, which
+        # ended this thread at the first error event, an UNKNOWN_TOPIC_OR_PART for instance).
+        if any(map(operator.is_not, errors, itertools.repeat(None))):
             for error in errors:
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     log.warning("group %s topic %s: %s", self.group, self.topic, error.str())
