@@ -1,13 +1,16 @@
-"""REST Proxy produce while the broker behind it fails: kill -9 and restart, and a full disk.
+"""The REST Proxy while the broker behind it fails: produce through kill -9 and a full disk, and a consumer
+instance meeting a corrupt batch.
 
 What a REST client is told must hold afterwards: every record answered with an offset is at that offset, a
-failure is answered with a Confluent error_code (never a 500 or a hang), and the gateway serves again once the
+failure is answered with a Confluent error_code and a message (never a traceback or a hang), and the gateway serves again once the
 broker does.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import os
 import threading
 import time
@@ -16,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from confluent_kafka import Consumer, TopicPartition
-from rest_helpers import JSON, rest_gateway, unique
+from confluent_kafka import Consumer, Producer, TopicPartition
+from rest_helpers import BINARY, JSON, V2, new_consumer, records_until, rest_gateway, unique
 
 from sluice.testing import BrokerProcess, create_topic
 
@@ -188,5 +191,59 @@ def test_a_full_disk_is_answered_per_record_and_produce_resumes_when_space_is_ba
         broker.stop()
         broker.restart()
         assert_acked_in_place(broker.bootstrap, topic, {**acked, **resumed})
+    finally:
+        broker.kill()
+
+
+def test_a_corrupt_batch_stops_a_consumer_instance_with_an_error_until_it_seeks_past(tmp_path: Path) -> None:
+    """A byte flipped in a sealed segment: a v2 consumer instance reads every record before the damaged batch
+    at its offset, then is told where it cannot go on (50002, naming the offset) rather than getting empty
+    answers forever; after a seek past the batch it reads the rest."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        create_topic(broker.bootstrap, 1, name="bits", config={"segment.bytes": "100000"}, timeout=30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 50, "linger.ms": 5})
+        for n in range(3000):
+            producer.produce("bits", f"{n:06d}".encode().ljust(100, b"q"))
+        assert producer.flush(30) == 0
+        broker.stop()
+        segment = sorted((tmp_path / "data" / "bits-0").glob("*.log"))[1]
+        data = bytearray(segment.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        segment.write_bytes(data)
+        for suffix in (".index", ".timeindex"):
+            segment.with_suffix(suffix).unlink()
+        broker.restart()
+        with rest_gateway(broker.bootstrap) as gateway:
+            base = new_consumer(
+                gateway.url, unique("rest-corrupt"), format="binary", **{"auto.offset.reset": "earliest"}
+            )
+            assignment = {"partitions": [{"topic": "bits", "partition": 0}]}
+            reply = requests.post(
+                f"{base}/assignments", json=assignment, headers={"Content-Type": V2}, timeout=30
+            )
+            assert reply.status_code == 204, reply.text
+            offsets: list[int] = []
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                reply = requests.get(
+                    f"{base}/records", params={"timeout": 1000}, headers={"Accept": BINARY}, timeout=30
+                )
+                if reply.status_code != 200:
+                    break
+                for record in reply.json():
+                    assert base64.b64decode(record["value"]).startswith(b"%06d" % record["offset"])
+                    offsets.append(record["offset"])
+            [damage] = json.loads((tmp_path / "data" / "bits-0" / "damaged.json").read_text())["ranges"]
+            first_bad, after_bad = damage["first_offset"], damage["end_offset"]
+            assert offsets == list(range(first_bad))
+            failure = reply.json()
+            assert (reply.status_code, failure["error_code"]) == (500, 50002), failure
+            assert f"bits-0 cannot be read at offset {first_bad}" in failure["message"]
+            seek = {"offsets": [{"topic": "bits", "partition": 0, "offset": after_bad}]}
+            reply = requests.post(f"{base}/positions", json=seek, headers={"Content-Type": V2}, timeout=30)
+            assert reply.status_code == 204, reply.text
+            rest = records_until(base, 3000 - after_bad, fmt=BINARY)
+            assert [r["offset"] for r in rest] == list(range(after_bad, 3000))
     finally:
         broker.kill()

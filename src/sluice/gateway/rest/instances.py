@@ -151,25 +151,40 @@ class ConsumerInstance:
                 fetched = self.consumer.consume(1, min(left, POLL_SLICE_SECONDS))
                 if fetched:
                     fetched.extend(self.consumer.consume(FETCH_BATCH - 1, 0))
-            if list(map(Message.error, fetched)).count(None) == len(fetched):
-                self.buffer += fetched  # no error among them: checked in C, as most fetches go
+            # No error among them (most fetches), checked in C by identity: KafkaError's == against None
+            # fails (a SystemError out of list.count).
+            if not any(map(operator.is_not, map(Message.error, fetched), itertools.repeat(None))):
+                self.buffer += fetched
             else:
-                self._keep_records(fetched)
+                damaged = self._keep_records(fetched)
+                if damaged is not None and not self.buffer:
+                    # As Kafka's Java consumer does: what came before the damage is handed out first, then
+                    # reading stops there with an error, until the caller seeks past it.
+                    raise kafka_error(
+                        f"{damaged.topic()}-{damaged.partition()} cannot be read at offset {damaged.offset()}: "
+                        f"{damaged.error().str()}. Seek past it (POST .../positions) to go on."
+                    )
         buffer = self.buffer
         taken = _fitting(buffer, max_bytes)
         handed, self.buffer = buffer[:taken], buffer[taken:]
         return handed, self.generation
 
-    def _keep_records(self, fetched: list[Message]) -> None:
-        """The records of a fetch that also brought errors: a fatal one fails the instance, others are logged."""
+    def _keep_records(self, fetched: list[Message]) -> Message | None:
+        """The records of a fetch that also brought errors: a fatal one fails the instance, others are logged.
+        Returns the error of a partition that cannot be read past an offset (a corrupt batch, which the broker
+        answers CORRUPT_MESSAGE: librdkafka fetches it again and again and never gets further), if any."""
+        damaged = None
         for message in fetched:
             error = message.error()
             if error is None:
                 self.buffer.append(message)
             elif error.fatal():
                 raise kafka_error(f"consumer failed: {error.str()}")
+            elif error.code() == KafkaError.INVALID_MSG:
+                damaged = message
             elif error.code() != KafkaError._PARTITION_EOF:
                 log.info("consumer %s/%s: %s", self.group, self.name, error.str())
+        return damaged
 
     def confirm(self, handed: list[Message], last: dict[tuple[str, int], int] | None = None) -> None:
         """Store the offsets after `handed` (what a commit, or auto commit, then writes to Kafka); `last`, the
