@@ -1,5 +1,5 @@
 """The REST Proxy while the broker behind it fails: produce through kill -9 and a full disk, and a consumer
-instance meeting a corrupt batch.
+instance meeting a corrupt batch; and a client gone halfway through its request.
 
 What a REST client is told must hold afterwards: every record answered with an offset is at that offset, a
 failure is answered with a Confluent error_code and a message (never a traceback or a hang), and the gateway serves again once the
@@ -12,6 +12,7 @@ import base64
 import contextlib
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -247,3 +248,22 @@ def test_a_corrupt_batch_stops_a_consumer_instance_with_an_error_until_it_seeks_
             assert [r["offset"] for r in rest] == list(range(after_bad, 3000))
     finally:
         broker.kill()
+
+
+def test_a_client_gone_halfway_through_its_body_produces_nothing(broker: BrokerProcess) -> None:
+    """A v2 produce whose client hangs up before its body is complete writes none of its records; the gateway
+    goes on serving."""
+    topic = create_topic(broker.bootstrap, 1, "rest-half", timeout=30)
+    with rest_gateway(broker.bootstrap) as gateway:
+        body = json.dumps({"records": [{"value": f"half-{i}"} for i in range(50)]}).encode()
+        port = int(gateway.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            head = (
+                f"POST /topics/{topic} HTTP/1.1\r\nHost: x\r\nContent-Type: {JSON}\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            )
+            client.sendall(head.encode() + body[: len(body) // 2])
+        acked: dict[str, int] = {}
+        record_outcomes(post(gateway.url, topic, ["whole"]), ["whole"], acked, [])
+        assert acked == {"whole": 0}, acked
+    assert read_partition(broker.bootstrap, topic) == {0: b'"whole"'}
