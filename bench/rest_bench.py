@@ -54,6 +54,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SluiceBroker, cpu_seconds, free_port, ratio, wait_port
 
+from sluice.gateway.config import FETCH_QUEUE_BACKOFF_MS
 from sluice.testing import create_topic
 
 HOST = "127.0.0.1"
@@ -315,8 +316,16 @@ def direct_produce_batched(
 
 
 def direct_consume(bootstrap: str, topic: str, count: int) -> tuple[float, int, float]:
-    """`ReadClock.result` of a Consumer reading the topic from offset 0, in batches of up to 10,000 records."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"direct-{uuid.uuid4().hex[:8]}"})
+    """`ReadClock.result` of a Consumer reading the topic from offset 0, in batches of up to 10,000 records,
+    with the gateway's consumer settings (a full prefetch queue re-checked every 10 ms, not after librdkafka's
+    default second: reading a backlog over 100,000 records otherwise stalls at each refill)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"direct-{uuid.uuid4().hex[:8]}",
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     clock = ReadClock(time.process_time)
     while clock.seen < count:

@@ -281,7 +281,8 @@ def binary_records_json(messages: list[Any]) -> tuple[bytes, dict[tuple[str, int
 
 def _json_array(parts: list[bytes]) -> bytes:
     """`[part,part,...]` in one allocation of the answer's size: adding the brackets to a joined megabyte
-    copied it twice more, each into fresh pages (a third of the encoder's time)."""
+    copied it twice more (a third of the encoder's time in a micro-benchmark, where each copy went to fresh
+    pages; in the gateway, which reuses freed answers' memory, consume CPU per record fell about 3%)."""
     if not parts:
         return b"[]"
     parts[0] = b"[" + parts[0]
