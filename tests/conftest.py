@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -125,3 +126,41 @@ def mount_tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
     yield mount
     for point in mounted:
         subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def _fill_up(mount: Path) -> Path:
+    ballast = mount / "ballast"
+    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for chunk in (1 << 20, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * chunk)
+    finally:
+        os.close(fd)
+    return ballast
+
+
+@pytest.fixture
+def fill_up() -> Callable[[Path], Path]:
+    """`fill_up(mount)` writes a file until the filesystem is full to the last byte (ENOSPC) and returns it:
+    deleting it gives the space back."""
+    return _fill_up
+
+
+def _flip_a_byte_in_a_sealed_segment(partition_dir: Path) -> Path:
+    segment = sorted(partition_dir.glob("*.log"))[1]
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    segment.write_bytes(data)
+    # Without its indexes the segment is scanned, and the damage found, when the partition opens.
+    for suffix in (".index", ".timeindex"):
+        segment.with_suffix(suffix).unlink()
+    return segment
+
+
+@pytest.fixture
+def flip_a_byte() -> Callable[[Path], Path]:
+    """`flip_a_byte(partition_dir)` flips one bit in the middle of the partition's second segment (of a stopped
+    broker) and removes that segment's indexes; returns the segment."""
+    return _flip_a_byte_in_a_sealed_segment

@@ -324,7 +324,9 @@ def _environ(**values: str) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("skip", [False, True])
-def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(tmp_path: Path, skip: bool) -> None:
+def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(
+    tmp_path: Path, skip: bool, flip_a_byte: Callable[[Path], Path]
+) -> None:
     """The issue's corruption case end to end: a byte flipped in a sealed segment of a stopped broker;
     after the restart every other acknowledged message is read at its offset, a Fetch of the damaged
     offsets answers CORRUPT_MESSAGE, or (skip_damaged_offsets) consumers read straight past them."""
@@ -336,12 +338,7 @@ def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(tmp_pat
         values = [f"{n:06d}".encode().ljust(100, b"q") for n in range(6000)]
         acked = produce(proc.bootstrap, "bits", values, **{"batch.num.messages": 50})
         proc.stop()
-        segment = sorted((tmp_path / "data" / "bits-0").glob("*.log"))[1]
-        data = bytearray(segment.read_bytes())
-        data[len(data) // 2] ^= 0x10
-        segment.write_bytes(data)
-        for suffix in (".index", ".timeindex"):
-            segment.with_suffix(suffix).unlink()
+        segment = flip_a_byte(tmp_path / "data" / "bits-0")
         proc.restart()
         with WireClient.connect(proc.bootstrap) as client:
             wire_fetch(client, "bits", 0, max_wait_ms=0)  # the partition opens, and is checked, at first use
@@ -367,22 +364,8 @@ def test_a_corrupt_batch_costs_that_batch_and_fetch_says_corrupt_message(tmp_pat
         proc.stop()
 
 
-def fill_up(mount: Path) -> Path:
-    """Write a file until the filesystem is full to the last byte (ENOSPC); returns it."""
-    ballast = mount / "ballast"
-    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for chunk in (1 << 20, 4096, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    os.write(fd, b"\0" * chunk)
-    finally:
-        os.close(fd)
-    return ballast
-
-
 def test_full_disk_topic_admin_and_transactions_fail_cleanly_and_deleting_a_topic_frees_space(
-    small_tmpfs: Path,
+    small_tmpfs: Path, fill_up: Callable[[Path], Path]
 ) -> None:
     """On a disk full to the last byte: CreateTopics and auto-creation answer KAFKA_STORAGE_ERROR and create
     nothing, a transaction's commit is held off (NOT_COORDINATOR, retried by the client) without

@@ -9,9 +9,7 @@ broker does.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
 import socket
 import threading
 import time
@@ -141,22 +139,8 @@ def test_broker_kill_9_mid_stream_loses_and_moves_nothing_acknowledged(tmp_path:
         broker.kill()
 
 
-def fill_up(mount: Path) -> Path:
-    """Write a file until the filesystem is full to the last byte (ENOSPC); returns it."""
-    ballast = mount / "ballast"
-    fd = os.open(ballast, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for chunk in (1 << 20, 4096, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    os.write(fd, b"\0" * chunk)
-    finally:
-        os.close(fd)
-    return ballast
-
-
 def test_a_full_disk_is_answered_per_record_and_produce_resumes_when_space_is_back(
-    mount_tmpfs: Callable[[str], Path],
+    mount_tmpfs: Callable[[str], Path], fill_up: Callable[[Path], Path]
 ) -> None:
     disk = mount_tmpfs("24m")
     broker = BrokerProcess(disk / "data").start()
@@ -196,7 +180,9 @@ def test_a_full_disk_is_answered_per_record_and_produce_resumes_when_space_is_ba
         broker.kill()
 
 
-def test_a_corrupt_batch_stops_a_consumer_instance_with_an_error_until_it_seeks_past(tmp_path: Path) -> None:
+def test_a_corrupt_batch_stops_a_consumer_instance_with_an_error_until_it_seeks_past(
+    tmp_path: Path, flip_a_byte: Callable[[Path], Path]
+) -> None:
     """A byte flipped in a sealed segment: a v2 consumer instance reads every record before the damaged batch
     at its offset, then is told where it cannot go on (50002, naming the offset) rather than getting empty
     answers forever; after a seek past the batch it reads the rest."""
@@ -208,12 +194,7 @@ def test_a_corrupt_batch_stops_a_consumer_instance_with_an_error_until_it_seeks_
             producer.produce("bits", f"{n:06d}".encode().ljust(100, b"q"))
         assert producer.flush(30) == 0
         broker.stop()
-        segment = sorted((tmp_path / "data" / "bits-0").glob("*.log"))[1]
-        data = bytearray(segment.read_bytes())
-        data[len(data) // 2] ^= 0x10
-        segment.write_bytes(data)
-        for suffix in (".index", ".timeindex"):
-            segment.with_suffix(suffix).unlink()
+        flip_a_byte(tmp_path / "data" / "bits-0")
         broker.restart()
         with rest_gateway(broker.bootstrap) as gateway:
             base = new_consumer(
