@@ -28,10 +28,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as Record
 
-from .batches import Batch, Headers, Message, count_messages
+from .batches import Batch, Message, count_messages
 from .config import ClusterConfig
 from .core import GroupTopicCore
 from .errors import Failure, GatewayError
+from .fetched import UnreadablePartitions, batches_of
 from .flow import FlowControl, buffer_high_water
 from .metrics import GatewayMetrics
 from .tracker import AckOutcome, TrackerSettings
@@ -52,35 +53,7 @@ DeadLetterSink = Callable[[str, str, Message], Awaitable[object]]
 _DEAD_LETTER_SETTLE_SECONDS = 5.0
 
 
-_error, _partition, _offset = Record.error, Record.partition, Record.offset
-_key, _value, _headers, _timestamp = Record.key, Record.value, Record.headers, Record.timestamp
-_second = operator.itemgetter(1)
-
-
-def batches_of(records: list[Record]) -> list[Batch]:
-    """librdkafka's messages as one `Batch` per run of one partition, column by column.
-
-    Mapping the accessors over the list runs the loops in C: about a third of the cost of building one
-    tuple per message, which is what the stream path's rate is made of.
-    """
-    partitions = list(map(_partition, records))
-    offsets = list(map(_offset, records))
-    keys = list(map(_key, records))
-    values = list(map(_value, records))
-    timestamps = list(map(_second, map(_timestamp, records)))
-    raw_headers = list(map(_headers, records))
-    count = len(records)
-    if raw_headers.count(None) == count:
-        headers: list[Headers] = [()] * count
-    else:
-        headers = [tuple((name, value or b"") for name, value in h) if h else () for h in raw_headers]
-    if partitions.count(partitions[0]) == count:
-        return [Batch(partitions[0], offsets, keys, values, headers, timestamps)]
-    bounds = [0, *(i for i in range(1, count) if partitions[i] != partitions[i - 1]), count]
-    return [
-        Batch(partitions[a], offsets[a:b], keys[a:b], values[a:b], headers[a:b], timestamps[a:b])
-        for a, b in itertools.pairwise(bounds)
-    ]
+_error = Record.error
 
 
 def long_poll_timeout() -> GatewayError:
@@ -137,6 +110,7 @@ class GroupTopicConsumer:
         self._stopping = threading.Event()
         self._closing = False
         self._failure: str | None = None
+        self._unreadable = UnreadablePartitions(topic)
         # Running estimate of one buffered message's size, from one sample per fetch (measuring every
         # message would cost more than the estimate is worth).
         self._message_bytes = 1024.0
@@ -239,7 +213,7 @@ class GroupTopicConsumer:
                     self._signal(hops + 1)
                 now = time.monotonic()
                 if now >= deadline:
-                    raise long_poll_timeout()
+                    raise self._unreadable.failure() or long_poll_timeout()
                 wait = deadline - now
                 with self._lock:
                     next_redelivery = self.core.next_deadline()
@@ -384,13 +358,17 @@ class GroupTopicConsumer:
         # By identity: KafkaError's == against None raises (list.count then fails with a SystemError, which
         # ended this thread at the first error event, an UNKNOWN_TOPIC_OR_PART for instance).
         if any(map(operator.is_not, errors, itertools.repeat(None))):
-            for error in errors:
-                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+            for record, error in zip(records, errors, strict=True):
+                if error is None or self._unreadable.note(record):
+                    continue
+                if error.code() != KafkaError._PARTITION_EOF:
                     log.warning("group %s topic %s: %s", self.group, self.topic, error.str())
             records = [record for record, error in zip(records, errors, strict=True) if error is None]
             if not records:
                 return
         batches = batches_of(records)
+        if self._unreadable:
+            self._unreadable.clear(batch.partition for batch in batches)
         sample = batches[-1]
         size = len(sample.values[-1] or b"") + len(sample.keys[-1] or b"") + 64
         self._message_bytes += (size - self._message_bytes) * 0.2
@@ -566,6 +544,7 @@ class GroupTopicConsumer:
         self._signal_from_thread()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._unreadable.clear(tp.partition for tp in partitions)
         commits = []
         with self._lock:
             for tp in partitions:
@@ -590,6 +569,7 @@ class GroupTopicConsumer:
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # The group moved on without us: our offsets may no longer be committed.
+        self._unreadable.clear(tp.partition for tp in partitions)
         with self._lock:
             for tp in partitions:
                 self.core.revoke(tp.partition)

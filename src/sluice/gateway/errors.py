@@ -21,6 +21,8 @@ class Failure(enum.Enum):
     UNAVAILABLE = "unavailable"
     TOO_LARGE = "too large"
     INTERNAL = "internal"
+    # A partition cannot be read past a corrupt record batch: move the offset past it to go on.
+    DATA_LOSS = "data loss"
 
 
 class GatewayError(Exception):

@@ -34,6 +34,7 @@ STATUS_OF_FAILURE = {
     Failure.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Failure.TOO_LARGE: grpc.StatusCode.INVALID_ARGUMENT,
     Failure.INTERNAL: grpc.StatusCode.INTERNAL,
+    Failure.DATA_LOSS: grpc.StatusCode.DATA_LOSS,
 }
 # Most messages one ConsumeStream reply carries (credit and bytes permitting): large enough that per-reply
 # costs vanish. 4,000 cut the CPU per message of one stream by ~8% but not of 16 (measured, 100 B).

@@ -33,6 +33,7 @@ HTTP_STATUS_OF_FAILURE = {
     Failure.UNAVAILABLE: 503,
     Failure.TOO_LARGE: 413,
     Failure.INTERNAL: 500,
+    Failure.DATA_LOSS: 500,
 }
 HEADER_PREFIX = "X-Kafka-"
 _SERVICE_KEY = web.AppKey("gateway_service", GatewayService)
