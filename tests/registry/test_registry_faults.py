@@ -364,3 +364,37 @@ def test_two_registries_forward_never_split_an_id_and_fail_over(shared_topic: Sh
     assert status == 200 and body["id"] > max(ids), body
     assert "now the primary" in "".join(second.output)
     print(f"fail-over took {time.monotonic() - killed:.2f}s")
+
+
+def test_a_corrupt_batch_in_the_schemas_topic_is_named_when_the_registry_cannot_start(
+    tmp_path: Path, flip_a_byte: Callable[[Path], Path]
+) -> None:
+    """A byte flipped in a sealed segment of `_schemas`: the registry cannot read its history past that batch,
+    and says so with the topic and offset (once, not a warning at every refetch) instead of timing out
+    without a reason."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        topic = unique_topic()
+        broker.create_topic(topic, config={"cleanup.policy": "compact", "segment.bytes": "100000"})
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 20, "linger.ms": 5})
+        for n in range(1500):
+            subject = f"s{n:05d}"
+            key = json.dumps({"keytype": "SCHEMA", "subject": subject, "version": 1, "magic": 1})
+            value = json.dumps(
+                {"subject": subject, "version": 1, "id": n + 1, "schema": schema("R", "f" * 40)}
+            )
+            producer.produce(topic, value.encode(), key.encode())
+        assert producer.flush(30) == 0
+        broker.stop()
+        flip_a_byte(tmp_path / "data" / f"{topic}-0")
+        broker.restart()
+        proc = RegistryProcess(broker.bootstrap, topic, extra_args=["--store-timeout", "2"])
+        with pytest.raises(RuntimeError) as caught:
+            proc.start(timeout=60)
+        [damage] = json.loads((tmp_path / "data" / f"{topic}-0" / "damaged.json").read_text())["ranges"]
+        said = caught.value.args[0]
+        assert f"{topic} cannot be read at offset {damage['first_offset']}" in said, said
+        assert "Traceback" not in said
+        assert said.count("cannot be read at offset") <= 3, said  # the log line once, then the error
+    finally:
+        broker.kill()

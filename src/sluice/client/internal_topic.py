@@ -60,6 +60,9 @@ class InternalTopic:
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._offsets: Consumer | None = None
+        # Why the reader cannot go on, if it cannot: a corrupt batch the broker answers CORRUPT_MESSAGE for
+        # (librdkafka fetches the same offset again and again). Named in what waiting for the topic raises.
+        self.unreadable = ""
 
     # -- life cycle -----------------------------------------------------------------------------------------
 
@@ -101,14 +104,15 @@ class InternalTopic:
             thread = threading.Thread(target=target, name=f"{self.topic}-{target.__name__}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        # A topic just created may have no leader for a moment: keep asking until start_timeout_s.
+        # A topic just created may have no leader for a moment: keep asking until start_timeout_s (but not
+        # past a batch that cannot be read: asking again will not get past it).
         deadline = self._loop.time() + start_timeout_s
         while True:
             try:
                 await self.sync()
                 return
             except StoreUnavailable:
-                if self._loop.time() >= deadline:
+                if self.unreadable or self._loop.time() >= deadline:
                     await self.close()
                     raise
                 await asyncio.sleep(0.2)
@@ -159,13 +163,21 @@ class InternalTopic:
                 continue
             found = []
             for message in batch:
-                if message.error() is not None:
-                    if message.error().code() != KafkaError._PARTITION_EOF:
-                        log.warning("reading %s: %s", self.topic, message.error())
-                    continue
-                found.append((message.offset(), message.key(), message.value()))
+                error = message.error()
+                if error is None:
+                    found.append((message.offset(), message.key(), message.value()))
+                elif error.code() == KafkaError.INVALID_MSG:
+                    self._note_unreadable(message.offset(), error.str())
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("reading %s: %s", self.topic, error)
             if found:
                 self._loop.call_soon_threadsafe(self._apply_batch, found)
+
+    def _note_unreadable(self, offset: int, why: str) -> None:
+        unreadable = f"{self.topic} cannot be read at offset {offset}: {why}"
+        if unreadable != self.unreadable:  # once, not at every refetch
+            log.error("%s", unreadable)
+            self.unreadable = unreadable
 
     @property
     def applied(self) -> int:
@@ -187,8 +199,10 @@ class InternalTopic:
             await asyncio.wait_for(waiter, timeout_s)
         except TimeoutError:
             self.replayer.forget(waiter)
+            stuck = f"; {self.unreadable}" if self.unreadable else ""
             raise StoreUnavailable(
                 f"{self.topic} was not read back to offset {target} within {timeout_s:g}s (at {self.applied})"
+                + stuck
             ) from None
 
     async def sync(self) -> None:
