@@ -452,6 +452,7 @@ def consume(
     out = sys.stdout.buffer
     end_time = spec.end_time_ms
     stopped_at_time: set[int] = set()
+    unreadable: set[tuple[int, int]] = set()
     seen = 0
     idle_since = time.monotonic()
     fast = render is None and end_time is None and count is None
@@ -490,6 +491,19 @@ def consume(
                         if tracker is not None:
                             tracker.open.discard(msg.partition())
                         continue
+                    if err.code() == KafkaError.INVALID_MSG:
+                        # A corrupt batch: librdkafka fetches it again and again and never gets further. Said
+                        # once; with -e the partition is done; the exit status says not everything was read.
+                        where = (msg.partition(), msg.offset())
+                        if where not in unreadable:
+                            unreadable.add(where)
+                            err_console.print(
+                                f"[red]error:[/red] partition {where[0]} of {topic} cannot be read at offset "
+                                f"{where[1]}: {err.str()}"
+                            )
+                        if tracker is not None:
+                            tracker.open.discard(msg.partition())
+                        continue
                     err_console.print(f"[yellow]{err}[/yellow]")
                     continue
                 if end_time is not None:
@@ -516,3 +530,5 @@ def consume(
         pass  # `| head`: the reader is gone, which is a normal way to stop
     finally:
         consumer.close()
+    if unreadable:
+        raise typer.Exit(1)
