@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -164,3 +166,52 @@ def flip_a_byte() -> Callable[[Path], Path]:
     """`flip_a_byte(partition_dir)` flips one bit in the middle of the partition's second segment (of a stopped
     broker) and removes that segment's indexes; returns the segment."""
     return _flip_a_byte_in_a_sealed_segment
+
+
+@dataclass
+class CorruptBatch:
+    """A broker whose topic `bits` has a corrupt batch in partition 0, which holds `records` records of 100 B,
+    the one at offset n starting with its number (`%06d`), in batches of 50; any other partition holds one
+    record, b"other"."""
+
+    broker: BrokerProcess
+    partition_dir: Path
+    records: int = 3000
+
+    def damage(self) -> tuple[int, int]:
+        """The damaged batch's first offset and the first offset after it (known once the partition was
+        opened: read from after the broker's first fetch of it)."""
+        [damage] = json.loads((self.partition_dir / "damaged.json").read_text())["ranges"]
+        return damage["first_offset"], damage["end_offset"]
+
+
+@pytest.fixture
+def corrupt_batch(tmp_path: Path) -> Iterator[Callable[[int], CorruptBatch]]:
+    """`corrupt_batch(partitions)`: a broker of its own, `bits` written, stopped, a byte flipped in a sealed
+    segment of partition 0 (`flip_a_byte`), restarted. Killed after the test."""
+    from confluent_kafka import Producer
+
+    from sluice.testing import create_topic
+
+    started: list[BrokerProcess] = []
+
+    def make(partitions: int = 1) -> CorruptBatch:
+        broker = BrokerProcess(tmp_path / "data").start()
+        started.append(broker)
+        create_topic(
+            broker.bootstrap, partitions, name="bits", config={"segment.bytes": "100000"}, timeout=30
+        )
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 50, "linger.ms": 5})
+        for n in range(3000):
+            producer.produce("bits", f"{n:06d}".encode().ljust(100, b"q"), partition=0)
+        for partition in range(1, partitions):
+            producer.produce("bits", b"other", partition=partition)
+        assert producer.flush(30) == 0
+        broker.stop()
+        _flip_a_byte_in_a_sealed_segment(tmp_path / "data" / "bits-0")
+        broker.restart()
+        return CorruptBatch(broker, tmp_path / "data" / "bits-0")
+
+    yield make
+    for broker in started:
+        broker.kill()

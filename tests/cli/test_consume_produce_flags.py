@@ -8,12 +8,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 
-from sluice.testing import BrokerProcess, create_topic
+from sluice.testing import create_topic
 
 
 def sluice(*args: str, stdin: str | bytes | None = None, env: dict[str, str] | None = None,
@@ -215,31 +215,17 @@ def test_offset_end_waits_for_new_messages_only(bootstrap: str, two_partitions: 
 
 
 def test_exit_at_end_over_a_corrupt_batch_reads_around_it_and_fails(
-    tmp_path: Path, flip_a_byte: Callable[[Path], Path]
+    corrupt_batch: Callable[[int], Any],  # tests/conftest.py's CorruptBatch
 ) -> None:
     """`-e` over a partition with a corrupt batch: what precedes it is printed, the other partition is read to
     its end, the damage is named once (partition and offset), and the command exits 1 instead of waiting
     forever for an end it can never reach."""
-    broker = BrokerProcess(tmp_path / "data").start()
-    try:
-        create_topic(broker.bootstrap, 2, name="bits", config={"segment.bytes": "100000"}, timeout=30)
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 50, "linger.ms": 5})
-        for n in range(3000):
-            producer.produce("bits", f"{n:06d}".encode().ljust(100, b"q"), partition=0)
-        producer.produce("bits", b"other", partition=1)
-        assert producer.flush(30) == 0
-        broker.stop()
-        flip_a_byte(tmp_path / "data" / "bits-0")
-        broker.restart()
-        result = sluice("consume", "bits", "-b", broker.bootstrap, "-o", "beginning", "-e", timeout=120)
-        [damage] = json.loads((tmp_path / "data" / "bits-0" / "damaged.json").read_text())["ranges"]
-        assert result.returncode == 1, result.stderr
-        printed = result.stdout.splitlines()
-        assert "other" in printed
-        assert sorted(v for v in printed if v != "other") == [
-            f"{n:06d}".ljust(100, "q") for n in range(damage["first_offset"])
-        ]
-        said = " ".join(result.stderr.split())  # as wrapped for the terminal
-        assert said.count(f"partition 0 of bits cannot be read at offset {damage['first_offset']}") == 1, said
-    finally:
-        broker.kill()
+    damaged = corrupt_batch(2)
+    result = sluice("consume", "bits", "-b", damaged.broker.bootstrap, "-o", "beginning", "-e", timeout=120)
+    first_bad, _ = damaged.damage()
+    assert result.returncode == 1, result.stderr
+    printed = result.stdout.splitlines()
+    assert "other" in printed
+    assert sorted(v for v in printed if v != "other") == [f"{n:06d}".ljust(100, "q") for n in range(first_bad)]
+    said = " ".join(result.stderr.split())  # as wrapped for the terminal
+    assert said.count(f"partition 0 of bits cannot be read at offset {first_bad}") == 1, said

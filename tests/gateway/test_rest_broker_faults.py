@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from rest_helpers import BINARY, JSON, V2, new_consumer, records_until, rest_gateway, unique
 
 from sluice.testing import BrokerProcess, create_topic
@@ -181,54 +181,42 @@ def test_a_full_disk_is_answered_per_record_and_produce_resumes_when_space_is_ba
 
 
 def test_a_corrupt_batch_stops_a_consumer_instance_with_an_error_until_it_seeks_past(
-    tmp_path: Path, flip_a_byte: Callable[[Path], Path]
+    corrupt_batch: Callable[[int], Any],  # tests/conftest.py's CorruptBatch
 ) -> None:
     """A byte flipped in a sealed segment: a v2 consumer instance reads every record before the damaged batch
     at its offset, then is told where it cannot go on (50002, naming the offset) rather than getting empty
     answers forever; after a seek past the batch it reads the rest."""
-    broker = BrokerProcess(tmp_path / "data").start()
-    try:
-        create_topic(broker.bootstrap, 1, name="bits", config={"segment.bytes": "100000"}, timeout=30)
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 50, "linger.ms": 5})
-        for n in range(3000):
-            producer.produce("bits", f"{n:06d}".encode().ljust(100, b"q"))
-        assert producer.flush(30) == 0
-        broker.stop()
-        flip_a_byte(tmp_path / "data" / "bits-0")
-        broker.restart()
-        with rest_gateway(broker.bootstrap) as gateway:
-            base = new_consumer(
-                gateway.url, unique("rest-corrupt"), format="binary", **{"auto.offset.reset": "earliest"}
+    damaged = corrupt_batch(1)
+    with rest_gateway(damaged.broker.bootstrap) as gateway:
+        base = new_consumer(
+            gateway.url, unique("rest-corrupt"), format="binary", **{"auto.offset.reset": "earliest"}
+        )
+        assignment = {"partitions": [{"topic": "bits", "partition": 0}]}
+        reply = requests.post(
+            f"{base}/assignments", json=assignment, headers={"Content-Type": V2}, timeout=30
+        )
+        assert reply.status_code == 204, reply.text
+        offsets: list[int] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            reply = requests.get(
+                f"{base}/records", params={"timeout": 1000}, headers={"Accept": BINARY}, timeout=30
             )
-            assignment = {"partitions": [{"topic": "bits", "partition": 0}]}
-            reply = requests.post(
-                f"{base}/assignments", json=assignment, headers={"Content-Type": V2}, timeout=30
-            )
-            assert reply.status_code == 204, reply.text
-            offsets: list[int] = []
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                reply = requests.get(
-                    f"{base}/records", params={"timeout": 1000}, headers={"Accept": BINARY}, timeout=30
-                )
-                if reply.status_code != 200:
-                    break
-                for record in reply.json():
-                    assert base64.b64decode(record["value"]).startswith(b"%06d" % record["offset"])
-                    offsets.append(record["offset"])
-            [damage] = json.loads((tmp_path / "data" / "bits-0" / "damaged.json").read_text())["ranges"]
-            first_bad, after_bad = damage["first_offset"], damage["end_offset"]
-            assert offsets == list(range(first_bad))
-            failure = reply.json()
-            assert (reply.status_code, failure["error_code"]) == (500, 50002), failure
-            assert f"bits-0 cannot be read at offset {first_bad}" in failure["message"]
-            seek = {"offsets": [{"topic": "bits", "partition": 0, "offset": after_bad}]}
-            reply = requests.post(f"{base}/positions", json=seek, headers={"Content-Type": V2}, timeout=30)
-            assert reply.status_code == 204, reply.text
-            rest = records_until(base, 3000 - after_bad, fmt=BINARY)
-            assert [r["offset"] for r in rest] == list(range(after_bad, 3000))
-    finally:
-        broker.kill()
+            if reply.status_code != 200:
+                break
+            for record in reply.json():
+                assert base64.b64decode(record["value"]).startswith(b"%06d" % record["offset"])
+                offsets.append(record["offset"])
+        first_bad, after_bad = damaged.damage()
+        assert offsets == list(range(first_bad))
+        failure = reply.json()
+        assert (reply.status_code, failure["error_code"]) == (500, 50002), failure
+        assert f"bits-0 cannot be read at offset {first_bad}" in failure["message"]
+        seek = {"offsets": [{"topic": "bits", "partition": 0, "offset": after_bad}]}
+        reply = requests.post(f"{base}/positions", json=seek, headers={"Content-Type": V2}, timeout=30)
+        assert reply.status_code == 204, reply.text
+        rest = records_until(base, damaged.records - after_bad, fmt=BINARY)
+        assert [r["offset"] for r in rest] == list(range(after_bad, damaged.records))
 
 
 def test_a_client_gone_halfway_through_its_body_produces_nothing(broker: BrokerProcess) -> None:
