@@ -1,4 +1,4 @@
-"""A real sluice broker in a child process, for tests (ours and users'): ephemeral port, own data dir."""
+"""A real sluice broker in a child process, for tests (ours and users'): a free port of its own, own data dir."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ class _ChildProcess:
 
 
 class BrokerProcess(_ChildProcess):
-    """`sluice broker` on 127.0.0.1 with an ephemeral port; `kill()` is a real SIGKILL."""
+    """`sluice broker` on 127.0.0.1 on a port of `free_port`'s; `kill()` is a real SIGKILL."""
 
     def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
                  extra_args: list[str] | None = None, min_free_bytes: int | None = 0,
@@ -102,7 +102,7 @@ class BrokerProcess(_ChildProcess):
         self.min_free_bytes = min_free_bytes
         self.data_dir = data_dir
         self.port = port
-        # admin=True also serves /metrics and the admin API on an ephemeral port: see admin_url.
+        # admin=True also serves /metrics and the admin API on a port of its own: see admin_url.
         self.admin = admin
         self.admin_url: str | None = None
         self._admin_port = 0
@@ -116,13 +116,32 @@ class BrokerProcess(_ChildProcess):
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> BrokerProcess:
+        # The ports are chosen here, below the kernel's ephemeral range, not by binding port 0: a restart binds
+        # them again, and a port from the ephemeral range may by then be some outgoing connection's local port
+        # (EADDRINUSE, seen in a compaction restart test under parallel tests).
+        first = self.proc is None
+        if self.port == 0:
+            self.port = free_port()
+        if self.admin and self._admin_port == 0:
+            self._admin_port = free_port()
+        try:
+            return self._start(timeout)
+        except RuntimeError as exc:
+            if not (first and "address already in use" in str(exc)):
+                raise
+            # Another caller of free_port took the same port a moment before: once more, on other ports.
+            self.port = free_port()
+            self._admin_port = free_port() if self.admin else 0
+            return self._start(timeout)
+
+    def _start(self, timeout: float) -> BrokerProcess:
         cmd = [sys.executable, "-m", "sluice", "broker", "--listen", f"127.0.0.1:{self.port}",
                "--data-dir", str(self.data_dir) if self.data_dir is not None else ":memory:"]
         if self.config is not None:
             cmd += ["--config", str(self.config)]
         if self.min_free_bytes is not None:
             cmd += ["--min-free-bytes", str(self.min_free_bytes)]
-        # The admin listener is on by default (127.0.0.1:9644); test brokers take an ephemeral port or none.
+        # The admin listener is on by default (127.0.0.1:9644); test brokers take a port of free_port's or none.
         cmd += ["--admin-listen", f"127.0.0.1:{self._admin_port}" if self.admin else "off"]
         cmd += self.extra_args
 
@@ -164,7 +183,7 @@ class BrokerProcess(_ChildProcess):
 
 
 class RegistryProcess(_ChildProcess):
-    """`sluice registry` against ``bootstrap`` on 127.0.0.1 with an ephemeral port; ``url`` once started.
+    """`sluice registry` against ``bootstrap`` on 127.0.0.1 on a port of `free_port`'s; ``url`` once started.
 
     ``topic`` (default ``_schemas``) holds the schemas and ``group`` elects the primary (default
     ``<topic>-group`` when a topic is given), so registries with a topic of their own share a broker
@@ -205,6 +224,8 @@ class RegistryProcess(_ChildProcess):
 
     def launch(self) -> RegistryProcess:
         """Start without waiting (see `wait_ready`): registries started side by side start sooner."""
+        if self.port == 0:  # below the ephemeral range, as BrokerProcess.start says why
+            self.port = free_port()
         cmd = [sys.executable, "-m", "sluice", "registry", "--bootstrap", self.bootstrap,
                "--listen", f"127.0.0.1:{self.port}"]
         if self.topic is not None:
