@@ -29,6 +29,7 @@ from sluice.cli.common import (
     fail,
     metadata_serving,
 )
+from sluice.client.stuck import stuck_at
 
 BATCH = 10_000  # messages per consume() call: large enough that the Python loop is not the bottleneck
 MAX_DELIMITER = 64
@@ -491,16 +492,13 @@ def consume(
                         if tracker is not None:
                             tracker.open.discard(msg.partition())
                         continue
-                    if err.code() == KafkaError.INVALID_MSG:
-                        # A corrupt batch: librdkafka fetches it again and again and never gets further. Said
-                        # once; with -e the partition is done; the exit status says not everything was read.
+                    stuck = stuck_at(msg)
+                    if stuck is not None:
+                        # Said once; with -e the partition is done; the exit status says not everything was read.
                         where = (msg.partition(), msg.offset())
                         if where not in unreadable:
                             unreadable.add(where)
-                            err_console.print(
-                                f"[red]error:[/red] partition {where[0]} of {topic} cannot be read at offset "
-                                f"{where[1]}: {err.str()}"
-                            )
+                            err_console.print(f"[red]error:[/red] partition {where[0]} of {topic} {stuck}")
                         if tracker is not None:
                             tracker.open.discard(msg.partition())
                         continue

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from sluice.client.stuck import stuck_at
 from sluice.state_topic import KeyValue, OffsetRecord, Replayer, StateMachine, topic_config
 
 log = logging.getLogger("sluice.internal_topic")
@@ -60,8 +61,7 @@ class InternalTopic:
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._offsets: Consumer | None = None
-        # Why the reader cannot go on, if it cannot: a corrupt batch the broker answers CORRUPT_MESSAGE for
-        # (librdkafka fetches the same offset again and again). Named in what waiting for the topic raises.
+        # Why the reader cannot go on, if it cannot (`stuck_at`): named in what waiting for the topic raises.
         self.unreadable = ""
 
     # -- life cycle -----------------------------------------------------------------------------------------
@@ -166,15 +166,14 @@ class InternalTopic:
                 error = message.error()
                 if error is None:
                     found.append((message.offset(), message.key(), message.value()))
-                elif error.code() == KafkaError.INVALID_MSG:
-                    self._note_unreadable(message.offset(), error.str())
+                elif (stuck := stuck_at(message)) is not None:
+                    self._note_unreadable(f"{self.topic} {stuck}")
                 elif error.code() != KafkaError._PARTITION_EOF:
                     log.warning("reading %s: %s", self.topic, error)
             if found:
                 self._loop.call_soon_threadsafe(self._apply_batch, found)
 
-    def _note_unreadable(self, offset: int, why: str) -> None:
-        unreadable = f"{self.topic} cannot be read at offset {offset}: {why}"
+    def _note_unreadable(self, unreadable: str) -> None:
         if unreadable != self.unreadable:  # once, not at every refetch
             log.error("%s", unreadable)
             self.unreadable = unreadable

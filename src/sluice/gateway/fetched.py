@@ -8,8 +8,9 @@ import logging
 import operator
 from collections.abc import Iterable
 
-from confluent_kafka import KafkaError
 from confluent_kafka import Message as Record
+
+from sluice.client.stuck import stuck_at
 
 from .batches import Batch, Headers
 from .errors import Failure, GatewayError
@@ -48,8 +49,7 @@ def batches_of(records: list[Record]) -> list[Batch]:
 
 
 class UnreadablePartitions:
-    """Partitions of one topic that a consumer cannot read past, and why: a corrupt record batch, which the
-    broker answers CORRUPT_MESSAGE and librdkafka fetches again and again, never getting further. A caller
+    """Partitions of one topic that a consumer cannot read past (`stuck_at`), and why. A caller
     that would otherwise wait out its long poll is told instead (`failure`), as Kafka's Java consumer stops
     there with an error, until the group's offset is moved past it or records come from the partition again.
 
@@ -66,14 +66,11 @@ class UnreadablePartitions:
     def note(self, record: Record) -> bool:
         """Note `record`'s error if it is one of these (logged once per partition and offset); False for any
         other error."""
-        error = record.error()
-        if error is None or error.code() != KafkaError.INVALID_MSG:
+        stuck = stuck_at(record)
+        if stuck is None:
             return False
         partition = record.partition()
-        why = (
-            f"partition {partition} of {self.topic} cannot be read at offset {record.offset()}: {error.str()}; "
-            "move the group's offset past it to go on"
-        )
+        why = f"partition {partition} of {self.topic} {stuck}; move the group's offset past it to go on"
         if self._why.get(partition) != why:
             log.error("%s", why)
             self._why[partition] = why

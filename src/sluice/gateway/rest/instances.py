@@ -35,6 +35,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from sluice.client.stuck import stuck_at
+
 from ..config import FETCH_QUEUE_BACKOFF_MS, ClusterConfig
 from .errors import (
     CONSUMER_ALREADY_EXISTS,
@@ -156,23 +158,19 @@ class ConsumerInstance:
             if not any(map(operator.is_not, map(Message.error, fetched), itertools.repeat(None))):
                 self.buffer += fetched
             else:
-                damaged = self._keep_records(fetched)
-                if damaged is not None and not self.buffer:
+                stuck = self._keep_records(fetched)
+                if stuck is not None and not self.buffer:
                     # As Kafka's Java consumer does: what came before the damage is handed out first, then
                     # reading stops there with an error, until the caller seeks past it.
-                    raise kafka_error(
-                        f"{damaged.topic()}-{damaged.partition()} cannot be read at offset {damaged.offset()}: "
-                        f"{damaged.error().str()}. Seek past it (POST .../positions) to go on."
-                    )
+                    raise kafka_error(f"{stuck}. Seek past it (POST .../positions) to go on.")
         buffer = self.buffer
         taken = _fitting(buffer, max_bytes)
         handed, self.buffer = buffer[:taken], buffer[taken:]
         return handed, self.generation
 
-    def _keep_records(self, fetched: list[Message]) -> Message | None:
+    def _keep_records(self, fetched: list[Message]) -> str | None:
         """The records of a fetch that also brought errors: a fatal one fails the instance, others are logged.
-        Returns the error of a partition that cannot be read past an offset (a corrupt batch, which the broker
-        answers CORRUPT_MESSAGE: librdkafka fetches it again and again and never gets further), if any."""
+        Returns where a partition cannot be read past an offset (`stuck_at`), if one cannot."""
         damaged = None
         for message in fetched:
             error = message.error()
@@ -180,8 +178,8 @@ class ConsumerInstance:
                 self.buffer.append(message)
             elif error.fatal():
                 raise kafka_error(f"consumer failed: {error.str()}")
-            elif error.code() == KafkaError.INVALID_MSG:
-                damaged = message
+            elif (stuck := stuck_at(message)) is not None:
+                damaged = f"{message.topic()}-{message.partition()} {stuck}"
             elif error.code() != KafkaError._PARTITION_EOF:
                 log.info("consumer %s/%s: %s", self.group, self.name, error.str())
         return damaged
