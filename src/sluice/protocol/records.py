@@ -53,8 +53,8 @@ _INT32 = struct.Struct(">i")
 _UINT32 = struct.Struct(">I")
 _INT16 = struct.Struct(">h")
 # Everything from attributes to recordCount: the header part covered by the CRC.
-_CRC_COVERED_HEADER = struct.Struct(">hiqqqhii")
-_BEFORE_CRC = struct.Struct(">qiib")
+CRC_COVERED_HEADER = struct.Struct(">hiqqqhii")
+BEFORE_CRC = struct.Struct(">qiib")
 
 
 @dataclass(slots=True)
@@ -310,7 +310,7 @@ def encode_batch(
         attributes |= TRANSACTIONAL_FLAG
     if is_control:
         attributes |= CONTROL_FLAG
-    covered_header = _CRC_COVERED_HEADER.pack(
+    covered_header = CRC_COVERED_HEADER.pack(
         attributes,
         last_offset_delta,
         base_timestamp,
@@ -321,7 +321,7 @@ def encode_batch(
         len(records),
     )
     crc = crc32c(payload, crc32c(covered_header))
-    prefix = _BEFORE_CRC.pack(base_offset, MIN_BATCH_LENGTH + len(payload), partition_leader_epoch, MAGIC_V2)
+    prefix = BEFORE_CRC.pack(base_offset, MIN_BATCH_LENGTH + len(payload), partition_leader_epoch, MAGIC_V2)
     return b"".join((prefix, _UINT32.pack(crc), covered_header, payload))
 
 
