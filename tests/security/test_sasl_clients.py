@@ -17,6 +17,13 @@ from confluent_kafka.admin import (
 )
 from secure_broker import ADMIN, ADMIN_PASSWORD, SecureBroker
 
+from sluice.client.batch_producer import (
+    BatchProducer,
+    BatchProducerSettings,
+    ProduceFailed,
+    settings_from_librdkafka,
+)
+
 MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]
 
 
@@ -185,3 +192,41 @@ def test_kafka_python_wrong_password_fails_within_its_bootstrap_timeout(secure_b
             return
         time.sleep(0.05)
     raise AssertionError("the broker logged no failed login for kafka-python's attempt")
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+async def test_the_batch_producer_authenticates_over_sasl_plaintext(
+    secure_broker: SecureBroker, mechanism: str
+) -> None:
+    """The REST Proxy's own producer (client/batch_producer) logs in as librdkafka would with the same
+    settings; a wrong password fails its records with the broker's reason, not a hang."""
+    good = secure_broker.sasl(ADMIN, ADMIN_PASSWORD, mechanism, tls=False)
+    topic = new_topic(good)
+    settings = settings_from_librdkafka({**good, "message.timeout.ms": 2000})
+    assert isinstance(settings, BatchProducerSettings)
+    producer = BatchProducer(settings)
+    try:
+        written = await producer.produce(topic, {0: [(None, b"v%d" % i, ()) for i in range(5)]})
+    finally:
+        await producer.close(5)
+    assert written == {0: [0, 1, 2, 3, 4]}
+    consumer = Consumer({**good, "group.id": f"g-{uuid.uuid4().hex[:8]}", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    read: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(read) < 5 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            read.append(message.value())
+    consumer.close()
+    assert read == [b"v%d" % i for i in range(5)]
+    wrong = settings_from_librdkafka({**good, "sasl.password": "not-it", "message.timeout.ms": 2000})
+    assert isinstance(wrong, BatchProducerSettings)
+    refused = BatchProducer(wrong)
+    started = time.monotonic()
+    try:
+        failed = (await refused.produce(topic, {0: [(None, b"never", ())]}))[0]
+    finally:
+        await refused.close(1)
+    assert isinstance(failed, ProduceFailed) and "SaslAuthenticate" in failed.message
+    assert time.monotonic() - started < 15

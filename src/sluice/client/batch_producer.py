@@ -1,0 +1,452 @@
+"""A producer that writes each call's records as one record batch per partition, on its own connections.
+
+Why it exists: a caller that is handed records in groups and must answer with each record's offset (the REST
+Proxy's produce) pays, through confluent-kafka, for a `produce()` call and a delivery report per record: about
+1.2 us of its loop's time per record, which caps such a front near 650k records/s on this project's machine
+(bench/rest_ceiling_bench.py). Written as one batch, a group of records costs one request and one answer, and
+record i's offset is the batch's base offset + i.
+
+What it does:
+* the partitions' leaders come from Metadata (v4; auto-creating a topic as librdkafka's producer does), kept
+  for `METADATA_MAX_AGE_SECONDS` and asked again after an error that says they moved;
+* one Produce request (v3: every Kafka from 0.11 to 4.x takes it) per leader and round, with one batch per
+  partition; records beyond `max_batch_bytes` go in further batches, each in a later request, so a
+  partition's records keep their order;
+* an answer that says nothing was appended (`RETRIABLE`), or a broker it could not reach, is tried again
+  after `retry_backoff_s` until the call's delivery timeout; a request whose outcome is unknown (its
+  connection broke after it was sent, or no answer came in time) is not, so nothing is written twice: its
+  records fail with that said, as a caller-side retry might duplicate them.
+
+What it leaves to librdkafka (`unsupported_reason` names it): idempotence and transactions (producer ids and
+sequences), acks=0 (no answer, so no offsets), TLS, and SASL mechanisms other than PLAIN and SCRAM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sluice.client.broker_link import BrokerLink, LinkLost, unsupported
+from sluice.errors import ErrorCode
+from sluice.protocol.compression import Codec
+from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codecs
+from sluice.protocol.plain_batch import PlainRecord, batch_of, encode_plain_batch, encode_records
+
+PRODUCE_VERSION = 3
+METADATA_VERSION = 4
+METADATA_MAX_AGE_SECONDS = 30.0
+# Answers that say the broker appended nothing: trying again cannot write a record twice.
+RETRIABLE = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
+_CODECS = {
+    "none": Codec.NONE,
+    "gzip": Codec.GZIP,
+    "snappy": Codec.SNAPPY,
+    "lz4": Codec.LZ4,
+    "zstd": Codec.ZSTD,
+}
+_ACKS = {"all": -1, "-1": -1, "1": 1}
+_PRODUCE_KEY = APIS_BY_NAME["Produce"].key
+_METADATA_KEY = APIS_BY_NAME["Metadata"].key
+_PRODUCE_ANSWER = response_codecs(_PRODUCE_KEY)[PRODUCE_VERSION]
+_METADATA_REQUEST = request_codecs(_METADATA_KEY)
+_METADATA_ANSWER = response_codecs(_METADATA_KEY)[METADATA_VERSION]
+# Produce v3 after the header: no transactional id, acks, timeout, one topic, its name's length.
+_PRODUCE_HEAD = struct.Struct(">hhiih")
+_PARTITION_HEAD = struct.Struct(">ii")  # partition index, then the record set's length
+_INT32 = struct.Struct(">i")
+_STRING_LENGTH = struct.Struct(">h")
+# A partition in a Produce v3 answer: index, error code, base offset, log append time.
+_ANSWERED_PARTITION = struct.Struct(">ihqq")
+
+
+class ProduceFailed(Exception):
+    """Why a partition's records were not written, or may not have been (the message says which)."""
+
+    def __init__(self, code: int, message: str, *, retriable: bool = False) -> None:
+        super().__init__(message)
+        # Nothing was written and trying again may succeed.
+        self.code, self.message, self.retriable = code, message, retriable
+
+
+@dataclass(frozen=True)
+class BatchProducerSettings:
+    bootstrap: tuple[str, ...]
+    # security.protocol and sasl.* as librdkafka spells them.
+    security: Mapping[str, str]
+    client_id: str
+    acks: int = -1
+    compression: int = Codec.NONE
+    delivery_timeout_s: float = 300.0
+    request_timeout_s: float = 30.0
+    retry_backoff_s: float = 0.1
+    retries: int = 2**31 - 1
+    max_batch_bytes: int = 1_000_000
+
+
+def settings_from_librdkafka(config: Mapping[str, Any]) -> BatchProducerSettings | str:
+    """The settings a librdkafka producer configured so would use, or why this producer cannot stand in."""
+    text = {key: str(value).lower() for key, value in config.items()}
+    reason = unsupported({k: str(v) for k, v in config.items() if k.startswith(("security.", "sasl."))})
+    if reason is not None:
+        return reason
+    if text.get("enable.idempotence", "false") == "true" or config.get("transactional.id"):
+        return "idempotence and transactions need producer ids and sequences"
+    acks = _ACKS.get(text.get("acks", text.get("request.required.acks", "all")))
+    if acks is None:
+        return "acks=0 answers nothing, so no offsets"
+    compression = _CODECS.get(text.get("compression.type", text.get("compression.codec", "none")))
+    if compression is None:
+        return f"compression {text.get('compression.type', text.get('compression.codec'))}"
+    servers = str(config.get("bootstrap.servers") or config.get("metadata.broker.list") or "")
+
+    def number(*keys: str, default: float) -> float:
+        return next((float(config[key]) for key in keys if key in config), default)
+
+    return BatchProducerSettings(
+        bootstrap=tuple(s.strip() for s in servers.split(",") if s.strip()),
+        security={k: str(v) for k, v in config.items() if k.startswith(("security.", "sasl."))},
+        client_id=str(config.get("client.id", "sluice-batch-producer")),
+        acks=acks,
+        compression=compression,
+        delivery_timeout_s=number("message.timeout.ms", "delivery.timeout.ms", default=300_000) / 1000,
+        request_timeout_s=number("request.timeout.ms", default=30_000) / 1000,
+        retry_backoff_s=number("retry.backoff.ms", default=100) / 1000,
+        retries=int(number("retries", "message.send.max.retries", default=2**31 - 1)),
+        max_batch_bytes=int(
+            min(number("batch.size", default=1_000_000), number("message.max.bytes", default=1_000_000))
+        ),
+    )
+
+
+@dataclass(slots=True)
+class _Job:
+    """One batch of one partition's records, from `first` (its first record's index in the partition's list)."""
+
+    partition: int
+    first: int
+    count: int
+    batch: bytes
+    tries: int = 0
+
+
+class BatchProducer:
+    def __init__(self, settings: BatchProducerSettings) -> None:
+        self.settings = settings
+        self._links: dict[int, BrokerLink] = {}
+        self._linking: dict[int, asyncio.Task[BrokerLink]] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        # topic -> (partition -> leader node, when to ask again)
+        self._leaders: dict[str, tuple[dict[int, int], float]] = {}
+        self._asking: dict[str, asyncio.Task[dict[int, int]]] = {}
+        self._calls = 0
+        self._closed = False
+
+    async def produce(
+        self, topic: str, partitions: Mapping[int, Sequence[PlainRecord]]
+    ) -> dict[int, list[int] | ProduceFailed]:
+        """Write each partition's records in order; per partition, every record's offset, or why they failed
+        (records of a partition that took several batches share the first failure's)."""
+        if self._closed:
+            raise ProduceFailed(ErrorCode.UNKNOWN_SERVER_ERROR, "the producer is closed")
+        self._calls += 1
+        try:
+            return await self._produce(topic, partitions)
+        finally:
+            self._calls -= 1
+
+    async def _produce(
+        self, topic: str, partitions: Mapping[int, Sequence[PlainRecord]]
+    ) -> dict[int, list[int] | ProduceFailed]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.delivery_timeout_s
+        offsets: dict[int, list[int]] = {p: [0] * len(records) for p, records in partitions.items()}
+        failed: dict[int, ProduceFailed] = {}
+        jobs = self._jobs(partitions)
+        while jobs:
+            outcomes: list[tuple[_Job, int | ProduceFailed]] = []
+            known = self._leaders.get(topic)
+            leaders = known[0] if known is not None and known[1] > time.monotonic() else None
+            if leaders is None:
+                try:
+                    leaders = await self._leaders_of(topic, deadline)
+                except ProduceFailed as failure:
+                    outcomes = [(job, failure) for job in jobs]
+            if leaders is not None:
+                requests = self._requests(topic, jobs, leaders, outcomes)
+                if len(requests) == 1:  # one leader (always, on a single broker): no gather
+                    outcomes.extend(await self._send(topic, *requests[0], deadline))
+                else:
+                    for answered in await asyncio.gather(
+                        *(self._send(topic, node, group, deadline) for node, group in requests)
+                    ):
+                        outcomes.extend(answered)
+            retry: list[_Job] = []
+            for job, outcome in outcomes:
+                if isinstance(outcome, int):
+                    offsets[job.partition][job.first : job.first + job.count] = range(
+                        outcome, outcome + job.count
+                    )
+                elif self._again(outcome, job, deadline, loop.time()):
+                    retry.append(job)
+                else:
+                    failed.setdefault(job.partition, outcome)
+            jobs = [job for job in retry if job.partition not in failed]
+            if jobs:
+                self._leaders.pop(topic, None)
+                await asyncio.sleep(self.settings.retry_backoff_s)
+        return {p: failed.get(p) or offsets[p] for p in partitions}
+
+    def _jobs(self, partitions: Mapping[int, Sequence[PlainRecord]]) -> list[_Job]:
+        """Every partition's batches, each partition's in order, none over `max_batch_bytes` (a record alone
+        may be: the broker then says whether it takes it)."""
+        now = int(time.time() * 1000)
+        limit, compression, jobs = self.settings.max_batch_bytes, self.settings.compression, []
+        for partition, records in partitions.items():
+            encoded = encode_records(records)
+            if sum(map(len, encoded)) <= limit:
+                jobs.append(_Job(partition, 0, len(records), batch_of(encoded, now, compression)))
+                continue
+            first, size = 0, 0
+            for index, record in enumerate(encoded):
+                if size and size + len(record) > limit:
+                    # Offset deltas count from each batch's first record: those after the first are written again.
+                    batch = encode_plain_batch(records[first:index], now, compression)
+                    jobs.append(_Job(partition, first, index - first, batch))
+                    first, size = index, 0
+                size += len(record)
+            batch = encode_plain_batch(records[first:], now, compression)
+            jobs.append(_Job(partition, first, len(records) - first, batch))
+        return jobs
+
+    @staticmethod
+    def _requests(
+        topic: str,
+        jobs: list[_Job],
+        leaders: dict[int, int],
+        outcomes: list[tuple[_Job, int | ProduceFailed]],
+    ) -> list[tuple[int, list[_Job]]]:
+        """Jobs grouped into requests per leader, at most one batch of a partition per request (Kafka takes
+        one batch per partition and request; later ones go in later requests on the same connection). Jobs
+        with no leader to go to get their outcome now."""
+        requests: dict[int, list[list[_Job]]] = defaultdict(list)
+        for job in jobs:
+            node = leaders.get(job.partition)
+            if node is None:
+                where = f"{topic} [{job.partition}]"
+                outcomes.append(
+                    (job, ProduceFailed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{where}: not found"))
+                )
+            elif node < 0:
+                where = f"{topic} [{job.partition}]"
+                failure = ProduceFailed(ErrorCode.LEADER_NOT_AVAILABLE, f"{where}: no leader", retriable=True)
+                outcomes.append((job, failure))
+            else:
+                slots = requests[node]
+                slot = next((s for s in slots if all(j.partition != job.partition for j in s)), None)
+                if slot is None:
+                    slots.append([job])
+                else:
+                    slot.append(job)
+        return [(node, group) for node, slots in requests.items() for group in slots]
+
+    def _again(self, failure: ProduceFailed, job: _Job, deadline: float, now: float) -> bool:
+        job.tries += 1
+        in_time = now + self.settings.retry_backoff_s < deadline
+        return failure.retriable and job.tries <= self.settings.retries and in_time
+
+    async def _send(
+        self, topic: str, node: int, jobs: list[_Job], deadline: float
+    ) -> list[tuple[_Job, int | ProduceFailed]]:
+        """One Produce request of `jobs` to `node`: each job's base offset or failure."""
+        link = self._links.get(node)
+        if link is None or link.closed:
+            try:
+                link = await self._link(node, deadline)
+            except ProduceFailed as failure:
+                return [(job, failure) for job in jobs]
+        name = topic.encode()
+        timeout_ms = int(self.settings.request_timeout_s * 1000)
+        parts = [
+            _PRODUCE_HEAD.pack(-1, self.settings.acks, timeout_ms, 1, len(name)),
+            name,
+            _INT32.pack(len(jobs)),
+        ]
+        for job in jobs:
+            parts.append(_PARTITION_HEAD.pack(job.partition, len(job.batch)))
+            parts.append(job.batch)
+        try:
+            answer = link.send(_PRODUCE_KEY, PRODUCE_VERSION, b"".join(parts))
+        except LinkLost as lost:
+            failure = ProduceFailed(ErrorCode.NETWORK_EXCEPTION, f"broker {node}: {lost}", retriable=True)
+            return [(job, failure) for job in jobs]
+        if link.congested():
+            await link.drain()
+        try:
+            body = await answer
+        except LinkLost as lost:
+            unknown = f"broker {node}: {lost} after the records were sent: they may have been written"
+            return [(job, ProduceFailed(ErrorCode.NETWORK_EXCEPTION, unknown)) for job in jobs]
+        return self._outcomes(topic, name, jobs, body)
+
+    def _outcomes(
+        self, topic: str, name: bytes, jobs: list[_Job], body: bytes
+    ) -> list[tuple[_Job, int | ProduceFailed]]:
+        answered = read_produce_answer(body, name, len(jobs))
+        if answered is None:  # not the answer's usual shape: the generated decoder reads (or refuses) it
+            response, _ = _PRODUCE_ANSWER.decode(body, 0)
+            answered = {
+                p.index: (p.error_code, p.base_offset)
+                for t in response.responses
+                if t.name == topic
+                for p in t.partition_responses
+            }
+        outcomes: list[tuple[_Job, int | ProduceFailed]] = []
+        for job in jobs:
+            partition = answered.get(job.partition)
+            if partition is None:
+                missing = f"{topic} [{job.partition}]: the broker's answer left it out: the records may have been written"
+                outcomes.append((job, ProduceFailed(ErrorCode.UNKNOWN_SERVER_ERROR, missing)))
+            elif partition[0]:
+                code = partition[0]
+                where = f"{topic} [{job.partition}]"
+                outcomes.append(
+                    (job, ProduceFailed(code, f"{where}: {_error_name(code)}", retriable=code in RETRIABLE))
+                )
+            else:
+                outcomes.append((job, partition[1]))
+        return outcomes
+
+    # -- metadata and connections ------------------------------------------------------------------
+    async def _leaders_of(self, topic: str, deadline: float) -> dict[int, int]:
+        known = self._leaders.get(topic)
+        if known is not None and known[1] > time.monotonic():
+            return known[0]
+        asking = self._asking.get(topic)
+        if asking is None:
+            asking = asyncio.get_running_loop().create_task(self._ask_leaders(topic, deadline))
+            self._asking[topic] = asking
+            asking.add_done_callback(lambda _: self._asking.pop(topic, None))
+        return await asyncio.shield(asking)
+
+    async def _ask_leaders(self, topic: str, deadline: float) -> dict[int, int]:
+        """Ask the connected brokers, or the bootstrap servers, in turn until one answers."""
+        request = _METADATA_REQUEST.cls(
+            topics=[_METADATA_REQUEST.cls.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True
+        )
+        body = _METADATA_REQUEST[METADATA_VERSION].encode(request)
+        nodes = [node for node, link in self._links.items() if not link.closed]
+        nodes += [-1 - i for i in range(len(self.settings.bootstrap))]
+        failure = ProduceFailed(ErrorCode.NETWORK_EXCEPTION, "no bootstrap server", retriable=True)
+        for node in nodes:
+            try:
+                link = await self._link(node, deadline)
+                answer, _ = _METADATA_ANSWER.decode(await link.send(_METADATA_KEY, METADATA_VERSION, body), 0)
+            except ProduceFailed as exc:
+                failure = exc
+                continue
+            except LinkLost as exc:
+                failure = ProduceFailed(
+                    ErrorCode.NETWORK_EXCEPTION, f"metadata of {topic}: {exc}", retriable=True
+                )
+                continue
+            self._brokers.update({b.node_id: (b.host, b.port) for b in answer.brokers})
+            found = next((t for t in answer.topics if t.name == topic), None)
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if found is None else found.error_code
+            if code:
+                # A topic being created is briefly unknown or leaderless; until the deadline, ask again.
+                raise ProduceFailed(
+                    code, f"metadata of {topic}: {_error_name(code)}", retriable=code in RETRIABLE
+                )
+            assert found is not None
+            leaders = {p.partition_index: -1 if p.error_code else p.leader_id for p in found.partitions}
+            self._leaders[topic] = (leaders, time.monotonic() + METADATA_MAX_AGE_SECONDS)
+            return leaders
+        raise failure
+
+    async def _link(self, node: int, deadline: float) -> BrokerLink:
+        """The connection to `node` (a negative node is the bootstrap server -1 - node), made once."""
+        link = self._links.get(node)
+        if link is not None and not link.closed:
+            return link
+        linking = self._linking.get(node)
+        if linking is None:
+            linking = asyncio.get_running_loop().create_task(self._connect(node, deadline))
+            self._linking[node] = linking
+            linking.add_done_callback(lambda _: self._linking.pop(node, None))
+        return await asyncio.shield(linking)
+
+    async def _connect(self, node: int, deadline: float) -> BrokerLink:
+        if node < 0:
+            host, _, port = self.settings.bootstrap[-1 - node].rpartition(":")
+            address = (host.strip("[]"), int(port))
+        elif node in self._brokers:
+            address = self._brokers[node]
+        else:
+            unknown = f"broker {node} is not in the cluster's metadata"
+            raise ProduceFailed(ErrorCode.BROKER_NOT_AVAILABLE, unknown, retriable=True)
+        timeout = max(min(self.settings.request_timeout_s, deadline - asyncio.get_running_loop().time()), 0.1)
+        try:
+            link = await BrokerLink.open(
+                *address,
+                self.settings.security,
+                timeout,
+                self.settings.client_id,
+                self.settings.request_timeout_s,
+            )
+        except Exception as exc:  # refused, unreachable, or the SASL exchange failed: nothing was sent
+            reason = f"cannot reach {address[0]}:{address[1]}: {exc or type(exc).__name__}"
+            raise ProduceFailed(ErrorCode.NETWORK_EXCEPTION, reason, retriable=True) from exc
+        self._links[node] = link
+        return link
+
+    async def close(self, timeout: float) -> None:
+        """Let calls under way finish for up to `timeout` seconds, then end every connection (calls still
+        waiting fail with the outcome unknown)."""
+        self._closed = True
+        stop = time.monotonic() + timeout
+        while self._calls and time.monotonic() < stop:
+            await asyncio.sleep(0.01)
+        links, self._links = list(self._links.values()), {}
+        for link in links:
+            with contextlib.suppress(Exception):
+                await link.close()
+
+
+def read_produce_answer(body: bytes, topic: bytes, partitions: int) -> dict[int, tuple[int, int]] | None:
+    """A Produce v3 answer (after its correlation id) of one topic, `topic`, and `partitions` partitions, read
+    with struct: partition -> (error code, base offset). None when it has another shape."""
+    expected = 4 + 2 + len(topic) + 4 + partitions * _ANSWERED_PARTITION.size + 4
+    if len(body) != expected or body[4 : 6 + len(topic)] != _STRING_LENGTH.pack(len(topic)) + topic:
+        return None
+    count, size = _INT32.unpack_from(body)[0], _INT32.unpack_from(body, 6 + len(topic))[0]
+    if count != 1 or size != partitions:
+        return None
+    read = _ANSWERED_PARTITION.unpack_from
+    at = 10 + len(topic)
+    return {
+        index: (error, base)
+        for index, error, base, _ in (
+            read(body, at + i * _ANSWERED_PARTITION.size) for i in range(partitions)
+        )
+    }
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"

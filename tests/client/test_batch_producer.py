@@ -1,0 +1,217 @@
+"""client/batch_producer: a call's records as one batch per partition, on the real broker, read back with
+confluent-kafka; and what a caller is told when the broker is gone, stalls or dies with records in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from sluice.client.batch_producer import (
+    BatchProducer,
+    BatchProducerSettings,
+    ProduceFailed,
+    settings_from_librdkafka,
+)
+from sluice.errors import ErrorCode
+from sluice.protocol.compression import Codec
+from sluice.testing import BrokerProcess, create_topic, free_port
+
+
+def settings(bootstrap: str, **overrides: object) -> BatchProducerSettings:
+    found = settings_from_librdkafka({"bootstrap.servers": bootstrap, "message.timeout.ms": 20_000})
+    assert isinstance(found, BatchProducerSettings), found
+    return BatchProducerSettings(**{**found.__dict__, **overrides})
+
+
+def read_back(
+    bootstrap: str, topic: str, partition: int, count: int
+) -> list[tuple[int, bytes | None, bytes | None, list]]:
+    """(offset, key, value, headers) of the partition's first `count` records."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "read-back", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    seen: list[tuple[int, bytes | None, bytes | None, list]] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(seen) < count and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                assert message.error() is None, message.error()
+                seen.append((message.offset(), message.key(), message.value(), message.headers() or []))
+    finally:
+        consumer.close()
+    return seen
+
+
+async def test_each_partitions_records_land_at_the_offsets_returned(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, 3)
+    # 8 KiB values against 20 KiB batches: partition 1's 10 records take several batches, in order.
+    plain = [(None, b"v%d" % i, ()) for i in range(50)]
+    large = [(b"k%d" % i, bytes([i]) * 8192, (("h", b"x"), ("empty", None))) for i in range(10)]
+    tombstones = [(b"gone", None, ())] * 3
+    producer = BatchProducer(settings(bootstrap, max_batch_bytes=20_000))
+    try:
+        first = await producer.produce(topic, {0: plain, 1: large, 2: tombstones})
+        again = await producer.produce(topic, {0: plain[:2]})
+    finally:
+        await producer.close(5)
+    assert first == {0: list(range(50)), 1: list(range(10)), 2: [0, 1, 2]}
+    assert again == {0: [50, 51]}
+    assert read_back(bootstrap, topic, 0, 52) == [(i, None, b"v%d" % (i % 50), []) for i in range(52)]
+    assert read_back(bootstrap, topic, 1, 10) == [
+        (i, b"k%d" % i, bytes([i]) * 8192, [("h", b"x"), ("empty", None)]) for i in range(10)
+    ]
+    assert read_back(bootstrap, topic, 2, 3) == [(i, b"gone", None, []) for i in range(3)]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+async def test_compressed_batches_are_read_back(bootstrap: str, codec: str) -> None:
+    found = settings_from_librdkafka({"bootstrap.servers": bootstrap, "compression.type": codec})
+    assert isinstance(found, BatchProducerSettings) and found.compression == Codec[codec.upper()]
+    topic = create_topic(bootstrap, 1)
+    producer = BatchProducer(found)
+    try:
+        written = await producer.produce(
+            topic, {0: [(None, b"compressible %d " % i * 10, ()) for i in range(100)]}
+        )
+    finally:
+        await producer.close(5)
+    assert written == {0: list(range(100))}
+    assert [value for _, _, value, _ in read_back(bootstrap, topic, 0, 100)] == [
+        b"compressible %d " % i * 10 for i in range(100)
+    ]
+
+
+async def test_a_partition_that_does_not_exist_fails_at_once_and_alone(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, 1)
+    producer = BatchProducer(settings(bootstrap))
+    started = time.monotonic()
+    try:
+        written = await producer.produce(topic, {0: [(None, b"a", ())], 7: [(None, b"b", ())]})
+    finally:
+        await producer.close(5)
+    assert written[0] == [0]
+    failure = written[7]
+    assert isinstance(failure, ProduceFailed) and failure.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert f"{topic} [7]" in failure.message and time.monotonic() - started < 5
+
+
+async def test_no_broker_fails_with_the_address_once_the_delivery_timeout_is_up() -> None:
+    producer = BatchProducer(settings(f"127.0.0.1:{free_port()}", delivery_timeout_s=1.5))
+    started = time.monotonic()
+    try:
+        written = await producer.produce("anything", {0: [(None, b"a", ())]})
+    finally:
+        await producer.close(1)
+    failure = written[0]
+    assert isinstance(failure, ProduceFailed) and "cannot reach 127.0.0.1" in failure.message
+    assert 1.4 < time.monotonic() - started < 10  # tried again until the timeout, then answered
+
+
+async def test_a_stalled_broker_is_not_written_twice(tmp_path: Path) -> None:
+    """A request left unanswered past request.timeout.ms fails as "may have been written" and is not sent
+    again (it may have been appended: a retry could duplicate it); once the broker is back the producer
+    connects again, and every record is in the log exactly as often as it was acknowledged."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        topic = create_topic(broker.bootstrap, 1)
+        producer = BatchProducer(settings(broker.bootstrap, request_timeout_s=1.0, delivery_timeout_s=10.0))
+        try:
+            assert await producer.produce(topic, {0: [(None, b"before", ())]}) == {0: [0]}
+            assert broker.proc is not None
+            os.kill(broker.proc.pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                stalled = (await producer.produce(topic, {0: [(None, b"stalled", ())]}))[0]
+                waited = time.monotonic() - started
+            finally:
+                os.kill(broker.proc.pid, signal.SIGCONT)
+            assert isinstance(stalled, ProduceFailed) and "may have been written" in stalled.message
+            assert waited < 5  # the request timeout, not the delivery timeout: no retry
+            after = await producer.produce(topic, {0: [(None, b"after", ())]})
+        finally:
+            await producer.close(5)
+        assert isinstance(after[0], list)
+        values = [value for _, _, value, _ in read_back(broker.bootstrap, topic, 0, after[0][0] + 1)]
+        assert values[0] == b"before" and values[-1] == b"after" and values.count(b"stalled") <= 1
+    finally:
+        broker.kill()
+
+
+async def test_kill_9_with_records_in_flight_loses_and_moves_nothing_acknowledged(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        topic = create_topic(broker.bootstrap, 1)
+        producer = BatchProducer(settings(broker.bootstrap, delivery_timeout_s=15.0))
+        acknowledged: dict[bytes, int] = {}
+        failures: list[ProduceFailed] = []
+
+        async def writer(name: int) -> None:
+            for round_ in range(400):
+                values = [b"w%d-%d-%d" % (name, round_, i) for i in range(20)]
+                result = (await producer.produce(topic, {0: [(None, v, ()) for v in values]}))[0]
+                if isinstance(result, ProduceFailed):
+                    failures.append(result)
+                else:
+                    acknowledged.update(zip(values, result, strict=True))
+
+        async def crash() -> None:
+            while len(acknowledged) < 2000:
+                await asyncio.sleep(0.01)
+            broker.kill()
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(broker.restart)
+
+        try:
+            await asyncio.gather(crash(), *(writer(n) for n in range(4)))
+        finally:
+            await producer.close(5)
+        assert len(acknowledged) > 2000 and all(f.message for f in failures)
+        end = max(acknowledged.values()) + 1
+        log = {offset: value for offset, _, value, _ in read_back(broker.bootstrap, topic, 0, end)}
+        assert {v: o for v, o in acknowledged.items() if log.get(o) != v} == {}
+    finally:
+        broker.kill()
+
+
+def test_what_librdkafka_must_do_itself_is_named() -> None:
+    base = {"bootstrap.servers": "127.0.0.1:9092"}
+    reasons = {
+        "idempotence": {**base, "enable.idempotence": True},
+        "transactions": {**base, "transactional.id": "t"},
+        "acks=0": {**base, "acks": 0},
+        "TLS": {**base, "security.protocol": "SSL"},
+        "OAUTHBEARER": {**base, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"},
+        "compression": {**base, "compression.type": "brotli"},
+    }
+    for word, config in reasons.items():
+        reason = settings_from_librdkafka(config)
+        assert isinstance(reason, str) and word.split("=")[0].lower() in reason.lower(), (word, reason)
+    mapped = settings_from_librdkafka(
+        {
+            **base,
+            "acks": "1",
+            "message.timeout.ms": 4000,
+            "request.timeout.ms": 3000,
+            "retry.backoff.ms": 50,
+            "batch.size": 5000,
+            "message.max.bytes": 9000,
+            "client.id": "me",
+            "security.protocol": "sasl_plaintext",
+            "sasl.mechanism": "PLAIN",
+        }
+    )
+    assert isinstance(mapped, BatchProducerSettings)
+    assert (mapped.acks, mapped.delivery_timeout_s, mapped.request_timeout_s, mapped.retry_backoff_s) == (
+        1,
+        4,
+        3,
+        0.05,
+    )
+    assert (mapped.max_batch_bytes, mapped.client_id, mapped.bootstrap) == (5000, "me", ("127.0.0.1:9092",))
