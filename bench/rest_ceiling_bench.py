@@ -7,7 +7,7 @@ One sluice broker. In each of `--rounds` rounds:
   record), then again with a delivery callback per record;
 * `wrk` (a C load generator: its CPU is not Python's) POSTs the same v2 binary body of `--batch` records of
   `--size` bytes for `--seconds` at each of `--connections`, to four servers in turn:
-  `rest_ceiling_server.py` in its modes `http` (answers at once), `parse` (+ orjson and base64),
+  `rest_ceiling_server.py` in its modes `http` (answers at once), `parse` (+ msgspec reading the body, base64 included),
   `produce` (+ confluent-kafka produce with a delivery callback per record and the answer listing each
   offset: the least a v2 produce does), `batch` (the request's records written as one record batch in one
   Produce request of the server's own, offsets from its base offset: a prototype of a gateway that

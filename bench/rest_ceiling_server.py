@@ -6,7 +6,8 @@ An asyncio Protocol on uvloop reading HTTP/1.1 requests by their Content-Length:
 no header checks, no error answers. MODE says how far it goes with each request:
 
 * `http`: answers at once, reading nothing of the body (the cost of HTTP itself);
-* `parse`: also parses the body with orjson and base64-decodes every value (a request's decoding);
+* `parse`: also reads the body with msgspec, which base64-decodes every value (a request's decoding, as the
+  gateway's binary produce does it);
 * `produce`: also hands every value to a confluent-kafka Producer with a delivery callback that keeps the
   record's offset, and answers once all of them are acknowledged, listing each offset (the least a v2
   produce does: its answer names every record's offset). Delivery reports are served on the event loop.
@@ -21,7 +22,6 @@ It prints "ready" once it listens. Every record goes to partition 0 of TOPIC.
 from __future__ import annotations
 
 import asyncio
-import binascii
 import contextlib
 import functools
 import struct
@@ -29,14 +29,14 @@ import sys
 import time
 from typing import Any, cast
 
-import orjson
+import msgspec
 import uvloop
 from confluent_kafka import Producer
 from crc32c import crc32c
 
 from sluice.protocol.records import (
-    _BEFORE_CRC,  # the batch header's layout, as the broker's own encoder writes it
-    _CRC_COVERED_HEADER,
+    BEFORE_CRC,  # the batch header's layout, as the broker's own encoder writes it
+    CRC_COVERED_HEADER,
     MAGIC_V2,
     MIN_BATCH_LENGTH,
     encode_varint,
@@ -51,6 +51,17 @@ VARINT = [encode_varint(i) for i in range(1 << 15)]
 _FRAME = struct.Struct(">i")
 
 
+class _Record(msgspec.Struct):
+    value: bytes | None = None
+
+
+class _Body(msgspec.Struct):
+    records: list[_Record]
+
+
+read_body = msgspec.json.Decoder(_Body).decode
+
+
 def record_batch(values: list[bytes]) -> bytes:
     """One uncompressed v2 batch of null-key, header-less records (values under 32 KiB)."""
     varint, parts = VARINT, []
@@ -61,9 +72,9 @@ def record_batch(values: list[bytes]) -> bytes:
         parts.append(b"".join((size, b"\x00\x00", delta, b"\x01", length, value, b"\x00")))
     payload = b"".join(parts)
     now = int(time.time() * 1000)
-    covered = _CRC_COVERED_HEADER.pack(0, len(values) - 1, now, now, -1, -1, -1, len(values))
+    covered = CRC_COVERED_HEADER.pack(0, len(values) - 1, now, now, -1, -1, -1, len(values))
     crc = crc32c(payload, crc32c(covered))
-    prefix = _BEFORE_CRC.pack(0, MIN_BATCH_LENGTH + len(payload), -1, MAGIC_V2)
+    prefix = BEFORE_CRC.pack(0, MIN_BATCH_LENGTH + len(payload), -1, MAGIC_V2)
     return b"".join((prefix, struct.pack(">I", crc), covered, payload))
 
 
@@ -178,8 +189,7 @@ class Connection(asyncio.Protocol):
         if front.mode == "http":
             transport.write(HEAD % len(EMPTY_ANSWER) + EMPTY_ANSWER)
             return
-        a2b = binascii.a2b_base64
-        values = [a2b(record["value"]) for record in orjson.loads(body)["records"]]
+        values = [record.value or b"" for record in read_body(body).records]
         if front.mode == "parse":
             transport.write(HEAD % len(EMPTY_ANSWER) + EMPTY_ANSWER)
             return

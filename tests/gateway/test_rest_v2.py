@@ -11,6 +11,7 @@ import time
 import pytest
 import requests
 from confluent_kafka import Consumer, TopicPartition
+from kafka.partitioner.default import murmur2
 from rest_helpers import (
     BINARY,
     JSON,
@@ -103,7 +104,7 @@ def test_produce_binary_and_json_lands_in_kafka(rest: RestGateway, topic: str, b
 
 
 def test_bodies_are_read_as_json_reads_them(rest: RestGateway, broker: BrokerProcess) -> None:
-    """The json format keeps an integer beyond 64 bits exact; a binary body that orjson (its fast path) refuses,
+    """The json format keeps an integer beyond 64 bits exact; a binary body that msgspec (its fast path) refuses,
     here UTF-16, is read by json; a partition beyond any int32 is refused by name; a malformed body is 422."""
     name = unique("rest-json-wide")
     create_topic(rest.url, name)
@@ -459,3 +460,44 @@ def test_deleting_an_instance_ends_its_long_poll(rest: RestGateway, topic: str) 
         assert time.monotonic() - started < 30
     assert answer.status_code in (200, 404)
     assert requests.delete(base, timeout=30).json()["error_code"] == 40403
+
+
+def test_records_without_a_partition_go_where_the_java_producer_puts_them(
+    rest: RestGateway, broker: BrokerProcess
+) -> None:
+    """A key's records go to murmur2(key) % partitions (kafka-python's murmur2 here: not sluice's own), in one
+    request or many, mixed or alone; a request's null-key records stay together on one partition, and the
+    next such request's go on to the next one."""
+    name = unique("rest-placed")
+    create_topic(rest.url, name, partitions=4)
+
+    def post(records: list[dict]) -> list[tuple[int, int]]:
+        reply = requests.post(
+            f"{rest.url}/topics/{name}", json={"records": records}, headers={"Content-Type": BINARY}, timeout=30
+        )
+        assert reply.status_code == 200, reply.text
+        return [(o["partition"], o["offset"]) for o in reply.json()["offsets"]]
+
+    def where(key: bytes) -> int:
+        return (murmur2(key) & 0x7FFFFFFF) % 4
+
+    keys = [b"k%d" % i for i in range(12)]
+    mixed = post([{"key": base64.b64encode(k).decode(), "value": "AA=="} for k in keys])
+    assert [p for p, _ in mixed] == [where(k) for k in keys]
+    one_key = post([{"key": base64.b64encode(b"same").decode(), "value": "AQ=="}] * 5)
+    assert {p for p, _ in one_key} == {where(b"same")}
+    offsets = [o for _, o in one_key]
+    assert offsets == list(range(offsets[0], offsets[0] + 5))
+    first, second = post([{"value": "Ag=="}] * 3), post([{"value": "Aw=="}] * 3)
+    assert len({p for p, _ in first}) == 1 and len({p for p, _ in second}) == 1
+    assert first[0][0] != second[0][0]
+    # Every record sits where its answer put it.
+    answered = mixed + one_key + first + second
+    placed = {
+        (m.partition(), m.offset()): m.key()
+        for partition in range(4)
+        for m in direct_messages(broker.bootstrap, name, sum(p == partition for p, _ in answered), partition)
+    }
+    assert [placed[position] for position in mixed] == keys
+    assert {placed[position] for position in one_key} == {b"same"}
+    assert {placed[position] for position in first + second} == {None}

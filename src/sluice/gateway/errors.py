@@ -55,3 +55,12 @@ def validate_group(group: str) -> str:
             f"bad group name {group!r}: up to {_MAX_GROUP_LENGTH} printable characters without spaces"
         )
     return group
+
+
+def record_too_large(limit: int) -> GatewayError:
+    """A produced record over the cluster's producer.max_message_bytes."""
+    return GatewayError(Failure.TOO_LARGE, f"record exceeds producer.max_message_bytes={limit}")
+
+
+def partition_not_found(topic: str, partition: int) -> GatewayError:
+    return GatewayError(Failure.NOT_FOUND, f"Partition {partition} of {topic} not found")

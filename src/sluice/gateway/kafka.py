@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from sluice.security.http_auth import redact_url
 
 from .config import ClusterConfig
-from .errors import Failure, GatewayError
+from .errors import Failure, GatewayError, partition_not_found, record_too_large
 from .metrics import GatewayMetrics
 from .partitioners import Partitioner, murmur2_partition
 
@@ -286,18 +286,13 @@ class ClusterClient:
         produce, report, partial = self._producer.produce, batch.report, functools.partial
         for index, (key, value, partition, headers) in enumerate(records):
             if len(value or b"") + len(key or b"") > limit:
-                batch.settle(
-                    index,
-                    GatewayError(Failure.TOO_LARGE, f"record exceeds producer.max_message_bytes={limit}"),
-                )
+                batch.settle(index, record_too_large(limit))
                 continue
             if partition is None:
                 # murmur2 of the key; a null key is left to librdkafka's sticky partitioning, as Java does.
                 partition = -1 if key is None else murmur2_partition(key, partition_count)
             elif not 0 <= partition < partition_count:
-                batch.settle(
-                    index, GatewayError(Failure.NOT_FOUND, f"Partition {partition} of {topic} not found")
-                )
+                batch.settle(index, partition_not_found(topic, partition))
                 continue
             try:
                 if headers:

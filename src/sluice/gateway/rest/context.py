@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from ..batch_writer import BatchWriter
 from ..kafka import ClusterClient
 from .admin import RestAdmin
 from .instances import ConsumerInstances
@@ -20,6 +21,8 @@ class RestContext:
     instances: ConsumerInstances
     # The schema registry behind the avro and jsonschema formats, if one is configured.
     schemas: SchemaFormats | None = None
+    # v2 produce's path where the cluster's settings allow it (else `producer` writes its records).
+    writer: BatchWriter | None = None
     # v3's schema'd keys and values, through `schemas`.
     schema_data: SchemaData | None = field(init=False, default=None)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from ..errors import Failure, GatewayError
@@ -105,27 +104,18 @@ def error_response(error: RestError, v3: bool) -> web.Response:
     )
 
 
-async def read_json(request: web.Request, *, required: bool = True, fast: bool = False) -> Any:
-    """The request's JSON body; a missing or malformed one is 422 (v2) / 400-ish (v3) for the caller. `fast`:
-    see `parse_json`."""
+async def read_json(request: web.Request, *, required: bool = True) -> Any:
+    """The request's JSON body; a missing or malformed one is 422 (v2) / 400-ish (v3) for the caller."""
     raw = await request.read()
-    if not raw:
-        if required:
-            raise unprocessable("request body is missing")
+    if not raw and not required:
         return None
-    return parse_json(raw, fast=fast)
+    return parse_body(raw)
 
 
-def parse_json(raw: bytes, *, fast: bool = False) -> Any:
-    """A JSON body as Python's json module reads it. `fast` first tries orjson, at half the cost, for bodies
-    whose numbers are small integers where valid (the binary format's partitions): orjson reads an integer
-    beyond 64 bits as a float, and refuses some documents json accepts (NaN, lone surrogates, UTF-16), which
-    then go to json."""
-    if fast:
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
+def parse_body(raw: bytes) -> Any:
+    """A JSON request body as Python's json module reads it; a missing or malformed one is 422."""
+    if not raw:
+        raise unprocessable("request body is missing")
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:

@@ -9,6 +9,7 @@ import logging
 from aiohttp import web
 
 from ..auth import http_middleware
+from ..batch_writer import BatchWriter
 from ..config import ClusterConfig, GatewayConfig
 from ..kafka import ClusterClient
 from ..service import GatewayService
@@ -75,11 +76,11 @@ class RestProxy:
         others = [c for name, c in self.config.clusters.items() if name != self.config.default_cluster]
         # Every cluster gets its own producer and admin client (v3); consumer instances (v2) are the default's.
         for cluster in (default, *others):
-            producer = ClusterClient(
-                rest_producer_cluster(cluster), self.service.metrics, deliveries_on_loop=True
-            )
+            rest_cluster = rest_producer_cluster(cluster)
+            producer = ClusterClient(rest_cluster, self.service.metrics, deliveries_on_loop=True)
+            writer = BatchWriter.for_cluster(rest_cluster, producer.client_id, self.service.metrics)
             admin = RestAdmin(cluster, cluster.client_id)
-            self._contexts.append(RestContext(producer, admin, self.instances, schemas))
+            self._contexts.append(RestContext(producer, admin, self.instances, schemas, writer))
         app = create_rest_app(self._contexts[0], self.config.max_http_body_bytes, self._contexts[1:])
         if self.config.client_auth is not None:
             app.middlewares.insert(0, http_middleware(self.config.client_auth))
@@ -108,5 +109,7 @@ class RestProxy:
             self.instances = None
         contexts, self._contexts = self._contexts, []
         for context in contexts:
+            if context.writer is not None:
+                await context.writer.close()
             await context.producer.close()
             await asyncio.to_thread(context.producer.close_admin)
