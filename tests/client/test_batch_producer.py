@@ -18,8 +18,10 @@ from sluice.client.batch_producer import (
     ProduceFailed,
     settings_from_librdkafka,
 )
+from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
 from sluice.protocol.compression import Codec
+from sluice.protocol.records import iter_batches
 from sluice.testing import BrokerProcess, create_topic, free_port
 
 
@@ -68,6 +70,50 @@ async def test_each_partitions_records_land_at_the_offsets_returned(bootstrap: s
         (i, b"k%d" % i, bytes([i]) * 8192, [("h", b"x"), ("empty", None)]) for i in range(10)
     ]
     assert read_back(bootstrap, topic, 2, 3) == [(i, b"gone", None, []) for i in range(3)]
+
+
+def batch_sizes(bootstrap: str, topic: str, partition: int) -> list[int]:
+    """How many records each of the partition's batches holds, as the broker serves them (Fetch v4)."""
+    with WireClient.connect(bootstrap) as client:
+        cls = client.request_class("Fetch")
+        wanted = cls.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=64 << 20)
+        request = cls(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=64 << 20,
+            isolation_level=0,
+            topics=[cls.FetchTopic(topic=topic, partitions=[wanted])],
+        )
+        records = client.call("Fetch", 4, request).responses[0].partitions[0].records
+        return [header.record_count for _, header in iter_batches(bytes(records))]
+
+
+async def test_calls_of_one_loop_turn_share_a_batch_each_keeping_its_order(bootstrap: str) -> None:
+    """Calls made together (as concurrent REST requests are) go out as one batch per partition, in the order
+    of the calls; each call's records are contiguous and its own. Calls too large to share go in batches of
+    their own, and a call larger than a batch is split, its records in order."""
+    topic = create_topic(bootstrap, 2)
+    producer = BatchProducer(settings(bootstrap, max_batch_bytes=6_000))
+    calls = [{0: [(None, b"c%d-%d" % (c, i), ()) for i in range(5)], 1: [(None, b"x", ())]} for c in range(8)]
+    try:
+        together = await asyncio.gather(*(producer.produce(topic, call) for call in calls))
+        # 1 KiB values: two calls of 3 do not fit one 6,000-byte batch; a call of 9 takes two batches.
+        large = [[(None, bytes([c]) * 1024, ()) for _ in range(n)] for c, n in enumerate((3, 3, 9))]
+        apart = await asyncio.gather(*(producer.produce(topic, {1: records}) for records in large))
+    finally:
+        await producer.close(5)
+    assert [answer[0] for answer in together] == [list(range(5 * c, 5 * c + 5)) for c in range(8)]
+    assert [answer[1] for answer in together] == [[c] for c in range(8)]
+    assert [answer[1] for answer in apart] == [list(range(8, 11)), list(range(11, 14)), list(range(14, 23))]
+    assert batch_sizes(bootstrap, topic, 0) == [40]
+    assert batch_sizes(bootstrap, topic, 1)[0] == 8 and sum(batch_sizes(bootstrap, topic, 1)[1:]) == 15
+    assert [v for _, _, v, _ in read_back(bootstrap, topic, 0, 40)] == [
+        b"c%d-%d" % (c, i) for c in range(8) for i in range(5)
+    ]
+    assert [v for _, _, v, _ in read_back(bootstrap, topic, 1, 23)][8:] == [
+        v for records in large for _, v, _ in records
+    ]
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])

@@ -36,7 +36,13 @@ from sluice.client.broker_link import BrokerLink, LinkLost, unsupported
 from sluice.errors import ErrorCode
 from sluice.protocol.compression import Codec
 from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codecs
-from sluice.protocol.plain_batch import PlainRecord, batch_of, encode_plain_batch, encode_records
+from sluice.protocol.plain_batch import (
+    PARTS_PER_RECORD,
+    PlainRecord,
+    batch_of,
+    encode_plain_batch,
+    encode_records,
+)
 
 PRODUCE_VERSION = 3
 METADATA_VERSION = 4
@@ -134,13 +140,39 @@ def settings_from_librdkafka(config: Mapping[str, Any]) -> BatchProducerSettings
 
 @dataclass(slots=True)
 class _Job:
-    """One batch of one partition's records, from `first` (its first record's index in the partition's list)."""
+    """One batch of one partition: the records of one or more calls (`slices`: the call, its first record
+    in the batch, how many, and the offset delta of that first record)."""
 
     partition: int
-    first: int
-    count: int
+    slices: list[tuple[_Call, int, int, int]]
     batch: bytes
     tries: int = 0
+
+    def settle(self, outcome: int | ProduceFailed) -> None:
+        for call, start, count, first in self.slices:
+            call.settle(start, count, outcome, first)
+
+
+@dataclass(slots=True)
+class _Call:
+    """One `produce` call's records of one partition, written with the other calls' of the same loop turn."""
+
+    records: Sequence[PlainRecord]
+    done: asyncio.Future[list[int] | ProduceFailed]
+    offsets: list[int]
+    # Batches of it not yet answered, and the first failure among them.
+    unanswered: int = 0
+    failure: ProduceFailed | None = None
+
+    def settle(self, start: int, count: int, outcome: int | ProduceFailed, first: int) -> None:
+        """Its records `start`..`start + count` were written from offset `outcome` + `first`, or failed."""
+        if isinstance(outcome, int):
+            self.offsets[start : start + count] = range(outcome + first, outcome + first + count)
+        elif self.failure is None:
+            self.failure = outcome
+        self.unanswered -= 1
+        if not self.unanswered and not self.done.done():
+            self.done.set_result(self.failure or self.offsets)
 
 
 class BatchProducer:
@@ -152,84 +184,124 @@ class BatchProducer:
         # topic -> (partition -> leader node, when to ask again)
         self._leaders: dict[str, tuple[dict[int, int], float]] = {}
         self._asking: dict[str, asyncio.Task[dict[int, int]]] = {}
-        self._calls = 0
+        # topic -> partition -> the calls of this loop turn, sent together when it ends.
+        self._gathered: dict[str, dict[int, list[_Call]]] = {}
+        self._deliveries: set[asyncio.Task[None]] = set()
         self._closed = False
 
     async def produce(
         self, topic: str, partitions: Mapping[int, Sequence[PlainRecord]]
     ) -> dict[int, list[int] | ProduceFailed]:
         """Write each partition's records in order; per partition, every record's offset, or why they failed
-        (records of a partition that took several batches share the first failure's)."""
+        (records of a partition that took several batches share the first failure's).
+
+        Calls made in the same turn of the event loop share their batches and requests: each partition's
+        records of that turn go in one batch (in the order of the calls), one request per leader. Under load
+        that is what a librdkafka linger gathers, without the wait."""
         if self._closed:
             raise ProduceFailed(ErrorCode.UNKNOWN_SERVER_ERROR, "the producer is closed")
-        self._calls += 1
-        try:
-            return await self._produce(topic, partitions)
-        finally:
-            self._calls -= 1
+        loop = asyncio.get_running_loop()
+        if not self._gathered:
+            loop.call_soon(self._deliver_gathered)
+        gathered = self._gathered.setdefault(topic, {})
+        calls = {}
+        for partition, records in partitions.items():
+            call = _Call(records, loop.create_future(), [0] * len(records))
+            gathered.setdefault(partition, []).append(call)
+            calls[partition] = call
+        return {partition: await call.done for partition, call in calls.items()}
 
-    async def _produce(
-        self, topic: str, partitions: Mapping[int, Sequence[PlainRecord]]
-    ) -> dict[int, list[int] | ProduceFailed]:
+    def _deliver_gathered(self) -> None:
+        gathered, self._gathered = self._gathered, {}
+        for topic, calls in gathered.items():
+            delivery = asyncio.get_running_loop().create_task(self._deliver(topic, self._jobs(calls)))
+            self._deliveries.add(delivery)
+            delivery.add_done_callback(self._deliveries.discard)
+
+    async def _deliver(self, topic: str, jobs: list[_Job]) -> None:
+        """Send `jobs` until each is written or has failed for good, and tell their calls."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.delivery_timeout_s
-        offsets: dict[int, list[int]] = {p: [0] * len(records) for p, records in partitions.items()}
-        failed: dict[int, ProduceFailed] = {}
-        jobs = self._jobs(partitions)
-        while jobs:
-            outcomes: list[tuple[_Job, int | ProduceFailed]] = []
-            known = self._leaders.get(topic)
-            leaders = known[0] if known is not None and known[1] > time.monotonic() else None
-            if leaders is None:
-                try:
-                    leaders = await self._leaders_of(topic, deadline)
-                except ProduceFailed as failure:
-                    outcomes = [(job, failure) for job in jobs]
-            if leaders is not None:
-                requests = self._requests(topic, jobs, leaders, outcomes)
-                if len(requests) == 1:  # one leader (always, on a single broker): no gather
-                    outcomes.extend(await self._send(topic, *requests[0], deadline))
-                else:
-                    for answered in await asyncio.gather(
-                        *(self._send(topic, node, group, deadline) for node, group in requests)
-                    ):
-                        outcomes.extend(answered)
-            retry: list[_Job] = []
-            for job, outcome in outcomes:
-                if isinstance(outcome, int):
-                    offsets[job.partition][job.first : job.first + job.count] = range(
-                        outcome, outcome + job.count
-                    )
-                elif self._again(outcome, job, deadline, loop.time()):
-                    retry.append(job)
-                else:
-                    failed.setdefault(job.partition, outcome)
-            jobs = [job for job in retry if job.partition not in failed]
-            if jobs:
-                self._leaders.pop(topic, None)
-                await asyncio.sleep(self.settings.retry_backoff_s)
-        return {p: failed.get(p) or offsets[p] for p in partitions}
+        try:
+            while jobs:
+                outcomes: list[tuple[_Job, int | ProduceFailed]] = []
+                known = self._leaders.get(topic)
+                leaders = known[0] if known is not None and known[1] > time.monotonic() else None
+                if leaders is None:
+                    try:
+                        leaders = await self._leaders_of(topic, deadline)
+                    except ProduceFailed as failure:
+                        outcomes = [(job, failure) for job in jobs]
+                if leaders is not None:
+                    requests = self._requests(topic, jobs, leaders, outcomes)
+                    if len(requests) == 1:  # one leader (always, on a single broker): no gather
+                        outcomes.extend(await self._send(topic, *requests[0], deadline))
+                    else:
+                        for answered in await asyncio.gather(
+                            *(self._send(topic, node, group, deadline) for node, group in requests)
+                        ):
+                            outcomes.extend(answered)
+                retry: list[_Job] = []
+                for job, outcome in outcomes:
+                    if not isinstance(outcome, int) and self._again(outcome, job, deadline, loop.time()):
+                        retry.append(job)
+                    else:
+                        job.settle(outcome)
+                jobs = retry
+                if jobs:
+                    self._leaders.pop(topic, None)
+                    await asyncio.sleep(self.settings.retry_backoff_s)
+        except BaseException as exc:  # cancelled at close, or a bug: no call is left waiting
+            failure = ProduceFailed(ErrorCode.UNKNOWN_SERVER_ERROR, f"produce to {topic} stopped: {exc!r}")
+            for job in jobs:
+                job.settle(failure)
+            raise
 
-    def _jobs(self, partitions: Mapping[int, Sequence[PlainRecord]]) -> list[_Job]:
-        """Every partition's batches, each partition's in order, none over `max_batch_bytes` (a record alone
-        may be: the broker then says whether it takes it)."""
+    def _jobs(self, calls_by_partition: dict[int, list[_Call]]) -> list[_Job]:
+        """The calls' batches: per partition, the calls' records one after the other, in as few batches as
+        `max_batch_bytes` allows (a call whose records alone are more is split; a record alone may be more:
+        the broker then says whether it takes it)."""
         now = int(time.time() * 1000)
         limit, compression, jobs = self.settings.max_batch_bytes, self.settings.compression, []
-        for partition, records in partitions.items():
-            encoded = encode_records(records)
-            if sum(map(len, encoded)) <= limit:
-                jobs.append(_Job(partition, 0, len(records), batch_of(encoded, now, compression)))
-                continue
-            first, size = 0, 0
-            for index, record in enumerate(encoded):
-                if size and size + len(record) > limit:
-                    # Offset deltas count from each batch's first record: those after the first are written again.
-                    batch = encode_plain_batch(records[first:index], now, compression)
-                    jobs.append(_Job(partition, first, index - first, batch))
-                    first, size = index, 0
-                size += len(record)
-            batch = encode_plain_batch(records[first:], now, compression)
-            jobs.append(_Job(partition, first, len(records) - first, batch))
+        for partition, calls in calls_by_partition.items():
+            parts: list[bytes] = []
+            slices: list[tuple[_Call, int, int, int]] = []  # call, its first record, count, offset delta
+            size = 0
+            for call in calls:
+                start = len(parts) // PARTS_PER_RECORD  # the offset delta of its first record
+                encoded = encode_records(call.records, start)
+                length = sum(map(len, encoded))
+                if parts and size + length > limit:
+                    jobs.append(_Job(partition, slices, batch_of(parts, now, compression)))
+                    parts, slices, size, start = [], [], 0, 0
+                    encoded = encode_records(call.records)
+                if length > limit:
+                    jobs.extend(self._split(partition, call, encoded, now))
+                    continue
+                slices.append((call, 0, len(call.records), start))
+                parts += encoded
+                size += length
+            if parts:
+                jobs.append(_Job(partition, slices, batch_of(parts, now, compression)))
+        for job in jobs:
+            for call, *_ in job.slices:
+                call.unanswered += 1
+        return jobs
+
+    def _split(self, partition: int, call: _Call, encoded: list[bytes], now: int) -> list[_Job]:
+        """A call's records too many for one batch, in batches each under `max_batch_bytes`."""
+        limit, compression, jobs = self.settings.max_batch_bytes, self.settings.compression, []
+        first, size = 0, 0
+        for index in range(len(call.records)):
+            length = sum(map(len, encoded[index * PARTS_PER_RECORD : (index + 1) * PARTS_PER_RECORD]))
+            if size and size + length > limit:
+                # Offset deltas count from each batch's first record: those after the first are written again.
+                batch = encode_plain_batch(call.records[first:index], now, compression)
+                jobs.append(_Job(partition, [(call, first, index - first, 0)], batch))
+                first, size = index, 0
+            size += length
+        batch = encode_plain_batch(call.records[first:], now, compression)
+        jobs.append(_Job(partition, [(call, first, len(call.records) - first, 0)], batch))
         return jobs
 
     @staticmethod
@@ -415,11 +487,15 @@ class BatchProducer:
 
     async def close(self, timeout: float) -> None:
         """Let calls under way finish for up to `timeout` seconds, then end every connection (calls still
-        waiting fail with the outcome unknown)."""
+        waiting fail, their outcome unknown)."""
         self._closed = True
-        stop = time.monotonic() + timeout
-        while self._calls and time.monotonic() < stop:
-            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the calls of this loop turn are handed to deliveries
+        if self._deliveries:
+            await asyncio.wait(set(self._deliveries), timeout=timeout)
+        for delivery in list(self._deliveries):
+            delivery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await delivery
         links, self._links = list(self._links.values()), {}
         for link in links:
             with contextlib.suppress(Exception):

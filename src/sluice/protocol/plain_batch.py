@@ -40,6 +40,9 @@ _SHORT = len(_SMALL_VARINTS) - 32
 # A record's attributes (0) and timestamp delta (0).
 _RECORD_HEAD = b"\x00\x00"
 _NO_HEADERS = encode_varint(0)
+# Per offset delta: attributes, timestamp delta, the delta and a null key, the head of every keyless record.
+_KEYLESS_HEADS = tuple(_RECORD_HEAD + delta + _NULL for delta in _SMALL_VARINTS)
+PARTS_PER_RECORD = 5
 _UINT32_SIZE = 4
 
 
@@ -61,42 +64,42 @@ def _headers(headers: Sequence[Header]) -> bytes:
     return b"".join(parts)
 
 
-def encode_records(records: Sequence[PlainRecord]) -> list[bytes]:
-    """Each record as it goes in a batch, record i with offset delta i."""
-    small, limit, encoded = _SMALL_VARINTS, len(_SMALL_VARINTS), []
-    append = encoded.append
-    for index, record in enumerate(records):
+def encode_records(records: Sequence[PlainRecord], first: int = 0) -> list[bytes]:
+    """The records as they go in a batch, record i with offset delta `first` + i: `PARTS_PER_RECORD` parts
+    each (its length, its head up to the key, then two parts of key and value, then its headers), to be joined
+    once (after the parts of the `first` records before them, if any)."""
+    small, limit, parts = _SMALL_VARINTS, len(_SMALL_VARINTS), []
+    extend = parts.extend
+    for index, record in enumerate(records, first):
         key, value, headers = record[0], record[1], record[-1]
-        delta = small[index] if index < limit else encode_varint(index)
-        if key is None and not headers and value is not None and (count := len(value)) < _SHORT:
-            # The common record (a value, no key, no headers), its length worked out rather than measured:
-            # attributes, timestamp delta, offset delta, null key, value length, value, no headers.
-            length = small[count]
-            size = small[4 + len(delta) + len(length) + count]
-            append(b"".join((size, _RECORD_HEAD, delta, _NULL, length, value, _NO_HEADERS)))
+        if (
+            key is None
+            and not headers
+            and value is not None
+            and index < limit
+            and (count := len(value)) < _SHORT
+        ):
+            # The common record (a value, no key, no headers), its length worked out rather than measured.
+            head, length = _KEYLESS_HEADS[index], small[count]
+            extend((small[len(head) + len(length) + count + 1], head, length, value, _NO_HEADERS))
             continue
-        body = b"".join(
-            (
-                _RECORD_HEAD,
-                delta,
-                _nullable(key),
-                _nullable(value),
-                _headers(headers) if headers else _NO_HEADERS,
-            )
-        )
-        append(_varint(len(body)) + body)
-    return encoded
+        head = _RECORD_HEAD + (small[index] if index < limit else encode_varint(index))
+        key_part, value_part = _nullable(key), _nullable(value)
+        header_part = _headers(headers) if headers else _NO_HEADERS
+        size = len(head) + len(key_part) + len(value_part) + len(header_part)
+        extend((_varint(size), head, key_part, value_part, header_part))
+    return parts
 
 
-def batch_of(encoded: Sequence[bytes], timestamp_ms: int, compression: int = Codec.NONE) -> bytes:
+def batch_of(parts: Sequence[bytes], timestamp_ms: int, compression: int = Codec.NONE) -> bytes:
     """One v2 batch of records `encode_records` wrote (at least one), all created at `timestamp_ms`, its
     base offset 0 for the broker to assign."""
-    if not encoded:
+    if not parts:
         raise ValueError("a batch needs at least one record")
-    payload = b"".join(encoded)
+    payload = b"".join(parts)
     if compression != Codec.NONE:
         payload = compress(compression, payload)
-    count = len(encoded)
+    count = len(parts) // PARTS_PER_RECORD
     covered = CRC_COVERED_HEADER.pack(
         compression, count - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, -1, NO_SEQUENCE, count
     )
