@@ -67,4 +67,4 @@ def test_the_common_record_and_the_general_one_agree_at_every_length_boundary() 
 
 def test_an_empty_batch_is_refused() -> None:
     with pytest.raises(ValueError):
-        batch_of(encode_records([]), NOW)
+        batch_of(b"".join(encode_records([])), 0, NOW)

@@ -188,6 +188,8 @@ class BatchProducer:
         self._gathered: dict[str, dict[int, list[_Call]]] = {}
         self._deliveries: set[asyncio.Task[None]] = set()
         self._closed = False
+        # The loop every call runs on (the first call's).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def produce(
         self, topic: str, partitions: Mapping[int, Sequence[PlainRecord]]
@@ -200,7 +202,9 @@ class BatchProducer:
         that is what a librdkafka linger gathers, without the wait."""
         if self._closed:
             raise ProduceFailed(ErrorCode.UNKNOWN_SERVER_ERROR, "the producer is closed")
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:  # (asking costs a getpid() per call)
+            loop = self._loop = asyncio.get_running_loop()
         if not self._gathered:
             loop.call_soon(self._deliver_gathered)
         gathered = self._gathered.setdefault(topic, {})
@@ -214,7 +218,8 @@ class BatchProducer:
     def _deliver_gathered(self) -> None:
         gathered, self._gathered = self._gathered, {}
         for topic, calls in gathered.items():
-            delivery = asyncio.get_running_loop().create_task(self._deliver(topic, self._jobs(calls)))
+            assert self._loop is not None
+            delivery = self._loop.create_task(self._deliver(topic, self._jobs(calls)))
             self._deliveries.add(delivery)
             delivery.add_done_callback(self._deliveries.discard)
 
@@ -264,32 +269,34 @@ class BatchProducer:
         now = int(time.time() * 1000)
         limit, compression, jobs = self.settings.max_batch_bytes, self.settings.compression, []
         for partition, calls in calls_by_partition.items():
-            parts: list[bytes] = []
+            payloads: list[bytes] = []
             slices: list[tuple[_Call, int, int, int]] = []  # call, its first record, count, offset delta
-            size = 0
+            size = count = 0
             for call in calls:
-                start = len(parts) // PARTS_PER_RECORD  # the offset delta of its first record
-                encoded = encode_records(call.records, start)
-                length = sum(map(len, encoded))
-                if parts and size + length > limit:
-                    jobs.append(_Job(partition, slices, batch_of(parts, now, compression)))
-                    parts, slices, size, start = [], [], 0, 0
-                    encoded = encode_records(call.records)
-                if length > limit:
-                    jobs.extend(self._split(partition, call, encoded, now))
+                payload = b"".join(encode_records(call.records, count))
+                if payloads and size + len(payload) > limit:
+                    jobs.append(
+                        _Job(partition, slices, batch_of(b"".join(payloads), count, now, compression))
+                    )
+                    payloads, slices, size, count = [], [], 0, 0
+                    payload = b"".join(encode_records(call.records))
+                if len(payload) > limit:
+                    jobs.extend(self._split(partition, call, now))
                     continue
-                slices.append((call, 0, len(call.records), start))
-                parts += encoded
-                size += length
-            if parts:
-                jobs.append(_Job(partition, slices, batch_of(parts, now, compression)))
+                slices.append((call, 0, len(call.records), count))
+                payloads.append(payload)
+                size += len(payload)
+                count += len(call.records)
+            if payloads:
+                jobs.append(_Job(partition, slices, batch_of(b"".join(payloads), count, now, compression)))
         for job in jobs:
             for call, *_ in job.slices:
                 call.unanswered += 1
         return jobs
 
-    def _split(self, partition: int, call: _Call, encoded: list[bytes], now: int) -> list[_Job]:
+    def _split(self, partition: int, call: _Call, now: int) -> list[_Job]:
         """A call's records too many for one batch, in batches each under `max_batch_bytes`."""
+        encoded = encode_records(call.records)
         limit, compression, jobs = self.settings.max_batch_bytes, self.settings.compression, []
         first, size = 0, 0
         for index in range(len(call.records)):

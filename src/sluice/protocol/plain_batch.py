@@ -91,15 +91,13 @@ def encode_records(records: Sequence[PlainRecord], first: int = 0) -> list[bytes
     return parts
 
 
-def batch_of(parts: Sequence[bytes], timestamp_ms: int, compression: int = Codec.NONE) -> bytes:
-    """One v2 batch of records `encode_records` wrote (at least one), all created at `timestamp_ms`, its
-    base offset 0 for the broker to assign."""
-    if not parts:
+def batch_of(payload: bytes, count: int, timestamp_ms: int, compression: int = Codec.NONE) -> bytes:
+    """One v2 batch of the `count` records (at least one) that `encode_records` wrote and that `payload` joins,
+    all created at `timestamp_ms`, its base offset 0 for the broker to assign."""
+    if count < 1:
         raise ValueError("a batch needs at least one record")
-    payload = b"".join(parts)
     if compression != Codec.NONE:
         payload = compress(compression, payload)
-    count = len(parts) // PARTS_PER_RECORD
     covered = CRC_COVERED_HEADER.pack(
         compression, count - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, -1, NO_SEQUENCE, count
     )
@@ -111,5 +109,5 @@ def batch_of(parts: Sequence[bytes], timestamp_ms: int, compression: int = Codec
 def encode_plain_batch(
     records: Sequence[PlainRecord], timestamp_ms: int, compression: int = Codec.NONE
 ) -> bytes:
-    """`records` as one batch: `batch_of(encode_records(records), ...)`."""
-    return batch_of(encode_records(records), timestamp_ms, compression)
+    """`records` as one batch."""
+    return batch_of(b"".join(encode_records(records)), len(records), timestamp_ms, compression)

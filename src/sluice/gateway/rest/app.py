@@ -21,24 +21,29 @@ _INSTANCE = "/consumers/{group}/instances/{instance}"
 
 @web.middleware
 async def confluent_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    v3 = request.path.startswith("/v3")
     try:
         return await handler(request)
     except RestError as error:
-        return error_response(error, v3)
+        return error_response(error, _is_v3(request))
     except GatewayError as error:
-        return error_response(from_gateway_error(error), v3)
+        return error_response(from_gateway_error(error), _is_v3(request))
     except web.HTTPRequestEntityTooLarge as exc:
-        return error_response(RestError(413, 413, f"request body too large: {exc.text}"), v3)
+        return error_response(RestError(413, 413, f"request body too large: {exc.text}"), _is_v3(request))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(RestError(exc.status, exc.status, exc.reason), v3)
+        return error_response(RestError(exc.status, exc.status, exc.reason), _is_v3(request))
     except (ConnectionResetError, ConnectionError):
         raise
     except Exception as exc:
         log.exception("REST %s %s failed", request.method, request.path)
-        return error_response(RestError(500, 50002, f"internal error: {type(exc).__name__}: {exc}"), v3)
+        failure = RestError(500, 50002, f"internal error: {type(exc).__name__}: {exc}")
+        return error_response(failure, _is_v3(request))
+
+
+def _is_v3(request: web.Request) -> bool:
+    """v3 answers errors in its own shape (worked out only for a failed request: `path` decodes the URL)."""
+    return request.path.startswith("/v3")
 
 
 def create_rest_app(

@@ -140,16 +140,20 @@ async def produce(request: web.Request) -> web.StreamResponse:
     return web.Response(body=produce_answer(key_schema_id, value_schema_id, results), content_type=V2_JSON)
 
 
+_SCHEMALESS_HEAD = b'{"key_schema_id":null,"value_schema_id":null,"offsets":['
+
+
 def produce_answer(
     key_schema_id: int | None,
     value_schema_id: int | None,
     results: Written | list[tuple[int, int] | GatewayError],
 ) -> bytes:
     """The answer, one entry per record in order; written directly, as it is on every produce's path."""
-    ids = json.dumps(
-        {"key_schema_id": key_schema_id, "value_schema_id": value_schema_id}, separators=(",", ":")
-    )
-    head = ids[:-1].encode() + b',"offsets":['
+    if key_schema_id is None and value_schema_id is None:
+        head = _SCHEMALESS_HEAD
+    else:
+        ids = {"key_schema_id": key_schema_id, "value_schema_id": value_schema_id}
+        head = json.dumps(ids, separators=(",", ":"))[:-1].encode() + b',"offsets":['
     if isinstance(results, Written):
         # One partition's offsets: the entries differ only in their offset, joined in one C call.
         entry = f'{{"partition":{results.partition},"offset":'
