@@ -101,7 +101,10 @@ def run_wrk(url: str, script: Path, connections: int, seconds: float, batch: int
     problems = re.findall(r"(Non-2xx or 3xx responses: \d+|Socket errors: .*)", out)
     if problems:
         raise SystemExit(f"wrk against {url}: {problems}")
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)) * batch  # type: ignore[union-attr]
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1)) * batch  # type: ignore[union-attr]
+    if not rate:
+        raise SystemExit(f"wrk drove nothing through {url}:\n{out}")
+    return rate
 
 
 def main() -> None:

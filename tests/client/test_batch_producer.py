@@ -261,3 +261,18 @@ def test_what_librdkafka_must_do_itself_is_named() -> None:
         0.05,
     )
     assert (mapped.max_batch_bytes, mapped.client_id, mapped.bootstrap) == (5000, "me", ("127.0.0.1:9092",))
+
+
+async def test_records_it_cannot_encode_fail_their_call_and_no_other(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, 2)
+    producer = BatchProducer(settings(bootstrap))
+    try:
+        bad, good = await asyncio.gather(
+            producer.produce(topic, {0: [(None, "not bytes", ())]}),  # type: ignore[list-item]
+            producer.produce(f"{topic}-none", {0: []}),
+        )
+        after = await producer.produce(topic, {1: [(None, b"fine", ())]})
+    finally:
+        await producer.close(5)
+    assert isinstance(bad[0], ProduceFailed) and "TypeError" in bad[0].message
+    assert good == {0: []} and after == {1: [0]}

@@ -218,8 +218,16 @@ class BatchProducer:
     def _deliver_gathered(self) -> None:
         gathered, self._gathered = self._gathered, {}
         for topic, calls in gathered.items():
+            try:
+                jobs = self._jobs(calls)
+            except Exception as exc:  # records it cannot encode (a caller's bug): they fail, none hangs
+                failure = ProduceFailed(ErrorCode.UNKNOWN_SERVER_ERROR, f"produce to {topic}: {exc!r}")
+                for call in (call for partition_calls in calls.values() for call in partition_calls):
+                    if not call.done.done():
+                        call.done.set_result(failure)
+                continue
             assert self._loop is not None
-            delivery = self._loop.create_task(self._deliver(topic, self._jobs(calls)))
+            delivery = self._loop.create_task(self._deliver(topic, jobs))
             self._deliveries.add(delivery)
             delivery.add_done_callback(self._deliveries.discard)
 
@@ -273,6 +281,9 @@ class BatchProducer:
             slices: list[tuple[_Call, int, int, int]] = []  # call, its first record, count, offset delta
             size = count = 0
             for call in calls:
+                if not call.records:
+                    call.done.set_result([])
+                    continue
                 payload = b"".join(encode_records(call.records, count))
                 if payloads and size + len(payload) > limit:
                     jobs.append(

@@ -140,6 +140,8 @@ class BrokerLink:
                     waiting[0].set_result(body[4:])
         except (OSError, asyncio.IncompleteReadError) as exc:
             reason = f"the connection broke: {exc}"
+        except Exception as exc:  # whatever it is, no request may be left waiting for an answer
+            reason = f"reading answers failed: {exc!r}"
         self._end(reason)
 
     def _end(self, reason: str) -> None:
