@@ -7,18 +7,18 @@ Proxy's produce) pays, through confluent-kafka, for a `produce()` call and a del
 record i's offset is the batch's base offset + i.
 
 What it does:
-* the partitions' leaders come from Metadata (v4; auto-creating a topic as librdkafka's producer does), kept
-  for `METADATA_MAX_AGE_SECONDS` and asked again after an error that says they moved;
+* calls made in the same turn of the event loop share batches and requests: each partition's records of
+  that turn go in one batch, in the order of the calls (what a librdkafka linger gathers under load, without
+  the wait); a call too large to share gets batches of its own, each under `max_batch_bytes`, sent in order;
 * one Produce request (v3: every Kafka from 0.11 to 4.x takes it) per leader and round, with one batch per
-  partition; records beyond `max_batch_bytes` go in further batches, each in a later request, so a
-  partition's records keep their order;
+  partition; leaders and connections come from `cluster_links`;
 * an answer that says nothing was appended (`RETRIABLE`), or a broker it could not reach, is tried again
   after `retry_backoff_s` until the call's delivery timeout; a request whose outcome is unknown (its
   connection broke after it was sent, or no answer came in time) is not, so nothing is written twice: its
   records fail with that said, as a caller-side retry might duplicate them.
 
-What it leaves to librdkafka (`unsupported_reason` names it): idempotence and transactions (producer ids and
-sequences), acks=0 (no answer, so no offsets), TLS, and SASL mechanisms other than PLAIN and SCRAM.
+What it leaves to librdkafka (`settings_from_librdkafka` names it): idempotence and transactions (producer ids
+and sequences), acks=0 (no answer, so no offsets), TLS, and SASL mechanisms other than PLAIN and SCRAM.
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.client.broker_link import BrokerLink, LinkLost, unsupported
+from sluice.client.broker_link import LinkLost, unsupported
+from sluice.client.cluster_links import RETRIABLE, ClusterLinks, RequestFailed, error_name
 from sluice.errors import ErrorCode
 from sluice.protocol.compression import Codec
-from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codecs
+from sluice.protocol.messages import APIS_BY_NAME, response_codecs
 from sluice.protocol.plain_batch import (
     PARTS_PER_RECORD,
     PlainRecord,
@@ -45,18 +46,7 @@ from sluice.protocol.plain_batch import (
 )
 
 PRODUCE_VERSION = 3
-METADATA_VERSION = 4
-METADATA_MAX_AGE_SECONDS = 30.0
 # Answers that say the broker appended nothing: trying again cannot write a record twice.
-RETRIABLE = frozenset(
-    {
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.KAFKA_STORAGE_ERROR,
-    }
-)
 _CODECS = {
     "none": Codec.NONE,
     "gzip": Codec.GZIP,
@@ -66,10 +56,7 @@ _CODECS = {
 }
 _ACKS = {"all": -1, "-1": -1, "1": 1}
 _PRODUCE_KEY = APIS_BY_NAME["Produce"].key
-_METADATA_KEY = APIS_BY_NAME["Metadata"].key
 _PRODUCE_ANSWER = response_codecs(_PRODUCE_KEY)[PRODUCE_VERSION]
-_METADATA_REQUEST = request_codecs(_METADATA_KEY)
-_METADATA_ANSWER = response_codecs(_METADATA_KEY)[METADATA_VERSION]
 # Produce v3 after the header: no transactional id, acks, timeout, one topic, its name's length.
 _PRODUCE_HEAD = struct.Struct(">hhiih")
 _PARTITION_HEAD = struct.Struct(">ii")  # partition index, then the record set's length
@@ -79,13 +66,16 @@ _STRING_LENGTH = struct.Struct(">h")
 _ANSWERED_PARTITION = struct.Struct(">ihqq")
 
 
-class ProduceFailed(Exception):
+class ProduceFailed(RequestFailed):
     """Why a partition's records were not written, or may not have been (the message says which)."""
 
-    def __init__(self, code: int, message: str, *, retriable: bool = False) -> None:
-        super().__init__(message)
-        # Nothing was written and trying again may succeed.
-        self.code, self.message, self.retriable = code, message, retriable
+    @classmethod
+    def of(cls, failure: RequestFailed) -> ProduceFailed:
+        return (
+            failure
+            if isinstance(failure, ProduceFailed)
+            else cls(failure.code, failure.message, retriable=failure.retriable)
+        )
 
 
 @dataclass(frozen=True)
@@ -178,12 +168,9 @@ class _Call:
 class BatchProducer:
     def __init__(self, settings: BatchProducerSettings) -> None:
         self.settings = settings
-        self._links: dict[int, BrokerLink] = {}
-        self._linking: dict[int, asyncio.Task[BrokerLink]] = {}
-        self._brokers: dict[int, tuple[str, int]] = {}
-        # topic -> (partition -> leader node, when to ask again)
-        self._leaders: dict[str, tuple[dict[int, int], float]] = {}
-        self._asking: dict[str, asyncio.Task[dict[int, int]]] = {}
+        self._cluster = ClusterLinks(
+            settings.bootstrap, settings.security, settings.client_id, settings.request_timeout_s
+        )
         # topic -> partition -> the calls of this loop turn, sent together when it ends.
         self._gathered: dict[str, dict[int, list[_Call]]] = {}
         self._deliveries: set[asyncio.Task[None]] = set()
@@ -238,13 +225,12 @@ class BatchProducer:
         try:
             while jobs:
                 outcomes: list[tuple[_Job, int | ProduceFailed]] = []
-                known = self._leaders.get(topic)
-                leaders = known[0] if known is not None and known[1] > time.monotonic() else None
+                leaders = self._cluster.known_leaders(topic)
                 if leaders is None:
                     try:
-                        leaders = await self._leaders_of(topic, deadline)
-                    except ProduceFailed as failure:
-                        outcomes = [(job, failure) for job in jobs]
+                        leaders = await self._cluster.leaders(topic, deadline)
+                    except RequestFailed as failure:
+                        outcomes = [(job, ProduceFailed.of(failure)) for job in jobs]
                 if leaders is not None:
                     requests = self._requests(topic, jobs, leaders, outcomes)
                     if len(requests) == 1:  # one leader (always, on a single broker): no gather
@@ -262,7 +248,7 @@ class BatchProducer:
                         job.settle(outcome)
                 jobs = retry
                 if jobs:
-                    self._leaders.pop(topic, None)
+                    self._cluster.forget_leaders(topic)
                     await asyncio.sleep(self.settings.retry_backoff_s)
         except BaseException as exc:  # cancelled at close, or a bug: no call is left waiting
             failure = ProduceFailed(ErrorCode.UNKNOWN_SERVER_ERROR, f"produce to {topic} stopped: {exc!r}")
@@ -362,12 +348,12 @@ class BatchProducer:
         self, topic: str, node: int, jobs: list[_Job], deadline: float
     ) -> list[tuple[_Job, int | ProduceFailed]]:
         """One Produce request of `jobs` to `node`: each job's base offset or failure."""
-        link = self._links.get(node)
-        if link is None or link.closed:
+        link = self._cluster.known_link(node)
+        if link is None:
             try:
-                link = await self._link(node, deadline)
-            except ProduceFailed as failure:
-                return [(job, failure) for job in jobs]
+                link = await self._cluster.link(node, deadline)
+            except RequestFailed as failure:
+                return [(job, ProduceFailed.of(failure)) for job in jobs]
         name = topic.encode()
         timeout_ms = int(self.settings.request_timeout_s * 1000)
         parts = [
@@ -414,94 +400,11 @@ class BatchProducer:
                 code = partition[0]
                 where = f"{topic} [{job.partition}]"
                 outcomes.append(
-                    (job, ProduceFailed(code, f"{where}: {_error_name(code)}", retriable=code in RETRIABLE))
+                    (job, ProduceFailed(code, f"{where}: {error_name(code)}", retriable=code in RETRIABLE))
                 )
             else:
                 outcomes.append((job, partition[1]))
         return outcomes
-
-    # -- metadata and connections ------------------------------------------------------------------
-    async def _leaders_of(self, topic: str, deadline: float) -> dict[int, int]:
-        known = self._leaders.get(topic)
-        if known is not None and known[1] > time.monotonic():
-            return known[0]
-        asking = self._asking.get(topic)
-        if asking is None:
-            asking = asyncio.get_running_loop().create_task(self._ask_leaders(topic, deadline))
-            self._asking[topic] = asking
-            asking.add_done_callback(lambda _: self._asking.pop(topic, None))
-        return await asyncio.shield(asking)
-
-    async def _ask_leaders(self, topic: str, deadline: float) -> dict[int, int]:
-        """Ask the connected brokers, or the bootstrap servers, in turn until one answers."""
-        request = _METADATA_REQUEST.cls(
-            topics=[_METADATA_REQUEST.cls.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=True
-        )
-        body = _METADATA_REQUEST[METADATA_VERSION].encode(request)
-        nodes = [node for node, link in self._links.items() if not link.closed]
-        nodes += [-1 - i for i in range(len(self.settings.bootstrap))]
-        failure = ProduceFailed(ErrorCode.NETWORK_EXCEPTION, "no bootstrap server", retriable=True)
-        for node in nodes:
-            try:
-                link = await self._link(node, deadline)
-                answer, _ = _METADATA_ANSWER.decode(await link.send(_METADATA_KEY, METADATA_VERSION, body), 0)
-            except ProduceFailed as exc:
-                failure = exc
-                continue
-            except LinkLost as exc:
-                failure = ProduceFailed(
-                    ErrorCode.NETWORK_EXCEPTION, f"metadata of {topic}: {exc}", retriable=True
-                )
-                continue
-            self._brokers.update({b.node_id: (b.host, b.port) for b in answer.brokers})
-            found = next((t for t in answer.topics if t.name == topic), None)
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if found is None else found.error_code
-            if code:
-                # A topic being created is briefly unknown or leaderless; until the deadline, ask again.
-                raise ProduceFailed(
-                    code, f"metadata of {topic}: {_error_name(code)}", retriable=code in RETRIABLE
-                )
-            assert found is not None
-            leaders = {p.partition_index: -1 if p.error_code else p.leader_id for p in found.partitions}
-            self._leaders[topic] = (leaders, time.monotonic() + METADATA_MAX_AGE_SECONDS)
-            return leaders
-        raise failure
-
-    async def _link(self, node: int, deadline: float) -> BrokerLink:
-        """The connection to `node` (a negative node is the bootstrap server -1 - node), made once."""
-        link = self._links.get(node)
-        if link is not None and not link.closed:
-            return link
-        linking = self._linking.get(node)
-        if linking is None:
-            linking = asyncio.get_running_loop().create_task(self._connect(node, deadline))
-            self._linking[node] = linking
-            linking.add_done_callback(lambda _: self._linking.pop(node, None))
-        return await asyncio.shield(linking)
-
-    async def _connect(self, node: int, deadline: float) -> BrokerLink:
-        if node < 0:
-            host, _, port = self.settings.bootstrap[-1 - node].rpartition(":")
-            address = (host.strip("[]"), int(port))
-        elif node in self._brokers:
-            address = self._brokers[node]
-        else:
-            unknown = f"broker {node} is not in the cluster's metadata"
-            raise ProduceFailed(ErrorCode.BROKER_NOT_AVAILABLE, unknown, retriable=True)
-        timeout = max(min(self.settings.request_timeout_s, deadline - asyncio.get_running_loop().time()), 0.1)
-        try:
-            link = await BrokerLink.open(
-                *address,
-                self.settings.security,
-                timeout,
-                self.settings.client_id,
-                self.settings.request_timeout_s,
-            )
-        except Exception as exc:  # refused, unreachable, or the SASL exchange failed: nothing was sent
-            reason = f"cannot reach {address[0]}:{address[1]}: {exc or type(exc).__name__}"
-            raise ProduceFailed(ErrorCode.NETWORK_EXCEPTION, reason, retriable=True) from exc
-        self._links[node] = link
-        return link
 
     async def close(self, timeout: float) -> None:
         """Let calls under way finish for up to `timeout` seconds, then end every connection (calls still
@@ -514,10 +417,7 @@ class BatchProducer:
             delivery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await delivery
-        links, self._links = list(self._links.values()), {}
-        for link in links:
-            with contextlib.suppress(Exception):
-                await link.close()
+        await self._cluster.close()
 
 
 def read_produce_answer(body: bytes, topic: bytes, partitions: int) -> dict[int, tuple[int, int]] | None:
@@ -537,10 +437,3 @@ def read_produce_answer(body: bytes, topic: bytes, partitions: int) -> dict[int,
             read(body, at + i * _ANSWERED_PARTITION.size) for i in range(partitions)
         )
     }
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
