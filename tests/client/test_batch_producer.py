@@ -276,3 +276,25 @@ async def test_records_it_cannot_encode_fail_their_call_and_no_other(bootstrap: 
         await producer.close(5)
     assert isinstance(bad[0], ProduceFailed) and "TypeError" in bad[0].message
     assert good == {0: []} and after == {1: [0]}
+
+
+async def test_values_alone_share_a_batch_with_records_and_keep_their_order(bootstrap: str) -> None:
+    topic = create_topic(bootstrap, 1)
+    producer = BatchProducer(settings(bootstrap, max_batch_bytes=4_000))
+    try:
+        records, values, large = await asyncio.gather(
+            producer.produce(topic, {0: [(b"k", b"r0", ()), (None, b"r1", (("h", b"v"),))]}),
+            producer.produce_values(topic, 0, [b"v0", b"v1", b"v2"]),
+            producer.produce_values(topic, 0, [bytes([i]) * 1500 for i in range(4)]),  # split: over 4,000 B
+        )
+    finally:
+        await producer.close(5)
+    assert (records, values, large) == ({0: [0, 1]}, [2, 3, 4], [5, 6, 7, 8])
+    assert batch_sizes(bootstrap, topic, 0)[0] == 5
+    read = read_back(bootstrap, topic, 0, 9)
+    assert [(key, value) for _, key, value, _ in read] == [
+        (b"k", b"r0"),
+        (None, b"r1"),
+        *((None, v) for v in (b"v0", b"v1", b"v2")),
+        *((None, bytes([i]) * 1500) for i in range(4)),
+    ]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from sluice.protocol.compression import Codec
-from sluice.protocol.plain_batch import batch_of, encode_plain_batch, encode_records
+from sluice.protocol.plain_batch import batch_of, encode_plain_batch, encode_records, encode_values
 from sluice.protocol.records import Record, decode_batch, encode_batch, validate_batches
 
 NOW = 1_795_000_000_000
@@ -68,3 +68,13 @@ def test_the_common_record_and_the_general_one_agree_at_every_length_boundary() 
 def test_an_empty_batch_is_refused() -> None:
     with pytest.raises(ValueError):
         batch_of(b"".join(encode_records([])), 0, NOW)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.one_of(st.binary(max_size=300), long_payloads), min_size=1, max_size=40),
+    st.sampled_from([0, 7, 16_370]),
+)
+def test_values_alone_encode_as_the_records_they_are(values: list[bytes], first: int) -> None:
+    """Past the lookup tables (offset deltas from 16,370, values near 16 KiB) as well as within them."""
+    assert encode_values(values, first) == encode_records([(None, value, ()) for value in values], first)

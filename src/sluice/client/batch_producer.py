@@ -43,6 +43,7 @@ from sluice.protocol.plain_batch import (
     batch_of,
     encode_plain_batch,
     encode_records,
+    encode_values,
 )
 
 PRODUCE_VERSION = 3
@@ -147,9 +148,11 @@ class _Job:
 class _Call:
     """One `produce` call's records of one partition, written with the other calls' of the same loop turn."""
 
-    records: Sequence[PlainRecord]
+    records: Sequence[PlainRecord] | Sequence[bytes]
     done: asyncio.Future[list[int] | ProduceFailed]
     offsets: list[int]
+    # `records` are values alone (`produce_values`).
+    values_only: bool = False
     # Batches of it not yet answered, and the first failure among them.
     unanswered: int = 0
     failure: ProduceFailed | None = None
@@ -187,6 +190,26 @@ class BatchProducer:
         Calls made in the same turn of the event loop share their batches and requests: each partition's
         records of that turn go in one batch (in the order of the calls), one request per leader. Under load
         that is what a librdkafka linger gathers, without the wait."""
+        calls = {
+            partition: self._gather(topic, partition, records) for partition, records in partitions.items()
+        }
+        return {partition: await call.done for partition, call in calls.items()}
+
+    async def produce_values(
+        self, topic: str, partition: int, values: Sequence[bytes]
+    ) -> list[int] | ProduceFailed:
+        """`produce` of records that are a value alone (no key, no headers, none null) to one partition, read
+        from the values themselves: the common produce, without a tuple per record."""
+        return await self._gather(topic, partition, values, values_only=True).done
+
+    def _gather(
+        self,
+        topic: str,
+        partition: int,
+        records: Sequence[PlainRecord] | Sequence[bytes],
+        values_only: bool = False,
+    ) -> _Call:
+        """A call's records of one partition, added to this loop turn's (sent when the turn ends)."""
         if self._closed:
             raise ProduceFailed(ErrorCode.UNKNOWN_SERVER_ERROR, "the producer is closed")
         loop = self._loop
@@ -194,13 +217,9 @@ class BatchProducer:
             loop = self._loop = asyncio.get_running_loop()
         if not self._gathered:
             loop.call_soon(self._deliver_gathered)
-        gathered = self._gathered.setdefault(topic, {})
-        calls = {}
-        for partition, records in partitions.items():
-            call = _Call(records, loop.create_future(), [0] * len(records))
-            gathered.setdefault(partition, []).append(call)
-            calls[partition] = call
-        return {partition: await call.done for partition, call in calls.items()}
+        call = _Call(records, loop.create_future(), [0] * len(records), values_only)
+        self._gathered.setdefault(topic, {}).setdefault(partition, []).append(call)
+        return call
 
     def _deliver_gathered(self) -> None:
         gathered, self._gathered = self._gathered, {}
@@ -270,13 +289,14 @@ class BatchProducer:
                 if not call.records:
                     call.done.set_result([])
                     continue
-                payload = b"".join(encode_records(call.records, count))
+                encode = encode_values if call.values_only else encode_records
+                payload = b"".join(encode(call.records, count))  # type: ignore[arg-type]
                 if payloads and size + len(payload) > limit:
                     jobs.append(
                         _Job(partition, slices, batch_of(b"".join(payloads), count, now, compression))
                     )
                     payloads, slices, size, count = [], [], 0, 0
-                    payload = b"".join(encode_records(call.records))
+                    payload = b"".join(encode(call.records))  # type: ignore[arg-type]
                 if len(payload) > limit:
                     jobs.extend(self._split(partition, call, now))
                     continue
@@ -293,19 +313,22 @@ class BatchProducer:
 
     def _split(self, partition: int, call: _Call, now: int) -> list[_Job]:
         """A call's records too many for one batch, in batches each under `max_batch_bytes`."""
-        encoded = encode_records(call.records)
+        records: Sequence[PlainRecord] = (
+            [(None, value, ()) for value in call.records] if call.values_only else call.records  # type: ignore[misc]
+        )
+        encoded = encode_records(records)
         limit, compression, jobs = self.settings.max_batch_bytes, self.settings.compression, []
         first, size = 0, 0
-        for index in range(len(call.records)):
+        for index in range(len(records)):
             length = sum(map(len, encoded[index * PARTS_PER_RECORD : (index + 1) * PARTS_PER_RECORD]))
             if size and size + length > limit:
                 # Offset deltas count from each batch's first record: those after the first are written again.
-                batch = encode_plain_batch(call.records[first:index], now, compression)
+                batch = encode_plain_batch(records[first:index], now, compression)
                 jobs.append(_Job(partition, [(call, first, index - first, 0)], batch))
                 first, size = index, 0
             size += length
-        batch = encode_plain_batch(call.records[first:], now, compression)
-        jobs.append(_Job(partition, [(call, first, len(call.records) - first, 0)], batch))
+        batch = encode_plain_batch(records[first:], now, compression)
+        jobs.append(_Job(partition, [(call, first, len(records) - first, 0)], batch))
         return jobs
 
     @staticmethod

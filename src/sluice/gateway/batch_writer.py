@@ -81,6 +81,24 @@ class BatchWriter:
             return Written(partition, result)
         return await self._write_each(topic, records, partition_count)
 
+    async def write_values(
+        self, topic: str, values: Sequence[bytes], partition: int | None, partition_count: int
+    ) -> Written | list[Outcome]:
+        """`write` of records that are a value alone (the common v2 produce: no key, no headers, none null),
+        all to `partition` or, with None, together to the next sticky one: no tuple per record."""
+        limit = self.cluster.producer.max_message_bytes
+        if max(map(len, values)) > limit or (partition is not None and not 0 <= partition < partition_count):
+            return await self.write(
+                topic, [(None, value, partition, ()) for value in values], partition_count
+            )
+        if partition is None:
+            partition = self._sticky(topic, partition_count)
+        self._produced.inc(len(values))
+        result = await self._producer.produce_values(topic, partition, values)
+        if isinstance(result, ProduceFailed):
+            return [_failure(topic, result)] * len(values)
+        return Written(partition, result)
+
     def _one_partition(self, topic: str, records: Sequence[Record], partition_count: int) -> int | None:
         """The partition every record goes to when that is one and none is too large (a few passes in C, no
         Python step per record), else None: `_write_each` places and checks them one by one."""

@@ -91,6 +91,19 @@ def encode_records(records: Sequence[PlainRecord], first: int = 0) -> list[bytes
     return parts
 
 
+def encode_values(values: Sequence[bytes], first: int = 0) -> list[bytes]:
+    """`encode_records` of records that are a value alone (no key, no headers, not null), read from the values
+    themselves: the common produce, without a tuple per record."""
+    if first + len(values) > len(_KEYLESS_HEADS) or max(map(len, values), default=0) >= _SHORT:
+        return encode_records([(None, value, ()) for value in values], first)
+    small, heads, parts = _SMALL_VARINTS, _KEYLESS_HEADS, []
+    extend = parts.extend
+    for index, value in enumerate(values, first):
+        head, length = heads[index], small[len(value)]
+        extend((small[len(head) + len(length) + len(value) + 1], head, length, value, _NO_HEADERS))
+    return parts
+
+
 def batch_of(payload: bytes, count: int, timestamp_ms: int, compression: int = Codec.NONE) -> bytes:
     """One v2 batch of the `count` records (at least one) that `encode_records` wrote and that `payload` joins,
     all created at `timestamp_ms`, its base offset 0 for the broker to assign."""

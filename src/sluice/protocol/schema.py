@@ -13,7 +13,20 @@ from typing import Any
 
 MAX_VERSION = 0x7FFF
 PRIMITIVE_TYPES = frozenset(
-    {"int8", "int16", "int32", "int64", "uint16", "uint32", "float64", "bool", "string", "bytes", "records", "uuid"}
+    {
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint16",
+        "uint32",
+        "float64",
+        "bool",
+        "string",
+        "bytes",
+        "records",
+        "uuid",
+    }
 )
 
 
@@ -208,7 +221,13 @@ class Api:
         return Versions.parse(self.valid)
 
     def _message(self, name: str, text: str) -> MessageDef:
-        return MessageDef(name, self.key, Versions.parse(self.valid), Versions.parse(self.flexible), parse_fields(text, name))
+        return MessageDef(
+            name,
+            self.key,
+            Versions.parse(self.valid),
+            Versions.parse(self.flexible),
+            parse_fields(text, name),
+        )
 
 
 @dataclass
@@ -223,5 +242,9 @@ class Struct:
     @cached_property
     def message_def(self) -> MessageDef:
         return MessageDef(
-            self.name, None, Versions.parse(self.valid), Versions.parse(self.flexible), parse_fields(self.fields, self.name)
+            self.name,
+            None,
+            Versions.parse(self.valid),
+            Versions.parse(self.flexible),
+            parse_fields(self.fields, self.name),
         )

@@ -16,7 +16,7 @@ from aiohttp import web
 from ..batch_writer import Written
 from ..errors import GatewayError
 from ..service import failure_of
-from .context import context_of
+from .context import RestContext, context_of
 from .errors import (
     PARTITION_NOT_FOUND,
     SCHEMA_FORMATS,
@@ -80,6 +80,31 @@ class _BinaryBody(msgspec.Struct):
 _read_binary_body = msgspec.json.Decoder(_BinaryBody).decode
 
 
+class _BinaryValue(msgspec.Struct, forbid_unknown_fields=True):
+    """A record that is a value and nothing else: no key, no partition (the decode stops at the first field
+    that is not its value)."""
+
+    value: bytes
+
+
+class _BinaryValuesBody(msgspec.Struct):
+    records: list[_BinaryValue]
+
+
+_read_binary_values = msgspec.json.Decoder(_BinaryValuesBody).decode
+
+
+def binary_values(raw: bytes) -> list[bytes] | None:
+    """The values of a binary body whose records are each a value alone (not null), or None."""
+    try:
+        records = _read_binary_values(raw).records
+    except msgspec.DecodeError:
+        return None
+    if not records or len(records) > MAX_RECORDS_PER_REQUEST:
+        return None
+    return [record.value for record in records]
+
+
 def binary_records(raw: bytes, fixed_partition: int | None) -> list[Record] | None:
     """The binary format's records, read, decoded and checked in one pass in C (the hot path of a producer),
     or None for any body that is not well-formed and within the limits: `parse_records` then reads it as
@@ -109,6 +134,8 @@ async def produce(request: web.Request) -> web.StreamResponse:
     check_supported(fmt, 415, context.schemas is not None)
     key_schema_id = value_schema_id = None
     raw = await request.read()
+    if fmt == "binary" and context.writer is not None and (values := binary_values(raw)) is not None:
+        return await _produce_values(context, topic, fixed_partition, values)
     fast = binary_records(raw, fixed_partition) if fmt == "binary" else None
     if fast is not None:
         records = fast
@@ -123,7 +150,7 @@ async def produce(request: web.Request) -> web.StreamResponse:
         records = [(k, v, p, h) for (k, v), (_, _, p, h) in zip(encoded, records, strict=True)]
     else:
         records = parse_records(parse_body(raw), fmt, fixed_partition)
-    count = len((await context.admin.topic(topic)).partitions)
+    count = await _partition_count(context, topic)
     if any(p is not None and p >= count for p in {p for _, _, p, _ in records}):
         index, partition = next(
             (i, r[2]) for i, r in enumerate(records) if r[2] is not None and r[2] >= count
@@ -138,6 +165,25 @@ async def produce(request: web.Request) -> web.StreamResponse:
     except Exception as exc:
         raise from_gateway_error(failure_of(exc)) from None
     return web.Response(body=produce_answer(key_schema_id, value_schema_id, results), content_type=V2_JSON)
+
+
+async def _produce_values(
+    context: RestContext, topic: str, fixed_partition: int | None, values: list[bytes]
+) -> web.StreamResponse:
+    """`produce` of a binary body whose records are each a value alone, through the batch writer."""
+    assert context.writer is not None
+    count = await _partition_count(context, topic)
+    if fixed_partition is not None and fixed_partition >= count:
+        raise not_found(PARTITION_NOT_FOUND, f"records[0]: partition {fixed_partition} of {topic} not found.")
+    try:
+        results = await context.writer.write_values(topic, values, fixed_partition, count)
+    except Exception as exc:
+        raise from_gateway_error(failure_of(exc)) from None
+    return web.Response(body=produce_answer(None, None, results), content_type=V2_JSON)
+
+
+async def _partition_count(context: RestContext, topic: str) -> int:
+    return len((await context.admin.topic(topic)).partitions)
 
 
 _SCHEMALESS_HEAD = b'{"key_schema_id":null,"value_schema_id":null,"offsets":['
