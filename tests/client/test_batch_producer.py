@@ -16,6 +16,7 @@ from sluice.client.batch_producer import (
     BatchProducer,
     BatchProducerSettings,
     ProduceFailed,
+    QueueFull,
     settings_from_librdkafka,
 )
 from sluice.client.wire import WireClient
@@ -298,3 +299,25 @@ async def test_values_alone_share_a_batch_with_records_and_keep_their_order(boot
         *((None, v) for v in (b"v0", b"v1", b"v2")),
         *((None, bytes([i]) * 1500) for i in range(4)),
     ]
+
+
+async def test_records_beyond_the_queue_bound_are_refused_at_once_and_counted_back(bootstrap: str) -> None:
+    """queue.buffering.max.messages bounds the records waiting for answers, as librdkafka's queue does."""
+    found = settings_from_librdkafka({"bootstrap.servers": bootstrap, "queue.buffering.max.messages": 10})
+    assert isinstance(found, BatchProducerSettings) and found.max_queued_records == 10
+    topic = create_topic(bootstrap, 1)
+    producer = BatchProducer(found)
+    try:
+        first, second = await asyncio.gather(
+            producer.produce_values(topic, 0, [b"a"] * 8),
+            producer.produce(topic, {0: [(None, b"b", ())] * 8}),
+            return_exceptions=True,
+        )
+        assert first == list(range(8))
+        assert isinstance(second, QueueFull) and "queue.buffering.max.messages=10" in second.message
+        assert producer.queued_records == 0
+        assert await producer.produce_values(topic, 0, [b"c"] * 10) == list(
+            range(8, 18)
+        )  # a lone call may fill it
+    finally:
+        await producer.close(5)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import socket
 import threading
 import time
@@ -236,3 +238,47 @@ def test_a_client_gone_halfway_through_its_body_produces_nothing(broker: BrokerP
         record_outcomes(post(gateway.url, topic, ["whole"]), ["whole"], acked, [])
         assert acked == {"whole": 0}, acked
     assert read_partition(broker.bootstrap, topic) == {0: b'"whole"'}
+
+
+def test_a_stalled_broker_fills_the_queue_and_later_requests_are_told_to_back_off(tmp_path: Path) -> None:
+    """With the broker stopped (SIGSTOP), records wait for their answers; beyond queue.buffering.max.messages
+    a request is answered at once, each record with 429 (as librdkafka's full queue is), not held; once the
+    broker goes on, the waiting records are written where their answers say and produce serves again."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        topic = create_topic(broker.bootstrap, 1, "rest-queue-full", timeout=30)
+        with rest_gateway(broker.bootstrap, "-X", "queue.buffering.max.messages=150") as gateway:
+
+            def post_binary(values: list[bytes]) -> dict[str, Any]:
+                records = [{"value": base64.b64encode(v).decode()} for v in values]
+                reply = requests.post(
+                    f"{gateway.url}/topics/{topic}",
+                    json={"records": records},
+                    headers={"Content-Type": BINARY},
+                    timeout=60,
+                )
+                assert reply.status_code == 200, reply.text
+                return reply.json()
+
+            assert [o["offset"] for o in post_binary([b"first"])["offsets"]] == [0]
+            assert broker.proc is not None
+            os.kill(broker.proc.pid, signal.SIGSTOP)
+            try:
+                held: list[dict[str, Any]] = []
+                waiting = threading.Thread(target=lambda: held.append(post_binary([b"held"] * 100)))
+                waiting.start()
+                time.sleep(1.0)  # its 100 records are handed over and wait for the stopped broker
+                started = time.monotonic()
+                refused = post_binary([b"refused"] * 100)
+                assert time.monotonic() - started < 5  # answered at once, not held
+            finally:
+                os.kill(broker.proc.pid, signal.SIGCONT)
+            waiting.join(60)
+            assert {o["error_code"] for o in refused["offsets"]} == {429}
+            assert all("queue.buffering.max.messages=150" in o["error"] for o in refused["offsets"])
+            assert [o["offset"] for o in held[0]["offsets"]] == list(range(1, 101))
+            assert [o["offset"] for o in post_binary([b"after"])["offsets"]] == [101]
+        values = read_partition(broker.bootstrap, topic)
+        assert [values[o] for o in range(102)] == [b"first", *[b"held"] * 100, b"after"]
+    finally:
+        broker.kill()

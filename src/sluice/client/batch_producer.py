@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import struct
 import time
 from collections import defaultdict
@@ -79,6 +80,10 @@ class ProduceFailed(RequestFailed):
         )
 
 
+class QueueFull(ProduceFailed):
+    """More records are waiting for their answers than `max_queued_records`: nothing of this call was sent."""
+
+
 @dataclass(frozen=True)
 class BatchProducerSettings:
     bootstrap: tuple[str, ...]
@@ -92,6 +97,9 @@ class BatchProducerSettings:
     retry_backoff_s: float = 0.1
     retries: int = 2**31 - 1
     max_batch_bytes: int = 1_000_000
+    # Records handed over and not yet answered, at most (librdkafka's queue.buffering.max.messages): a call
+    # beyond it fails at once with `QueueFull`, so a flood of requests cannot hold unbounded memory.
+    max_queued_records: int = 100_000
 
 
 def settings_from_librdkafka(config: Mapping[str, Any]) -> BatchProducerSettings | str:
@@ -126,6 +134,7 @@ def settings_from_librdkafka(config: Mapping[str, Any]) -> BatchProducerSettings
         max_batch_bytes=int(
             min(number("batch.size", default=1_000_000), number("message.max.bytes", default=1_000_000))
         ),
+        max_queued_records=int(number("queue.buffering.max.messages", default=100_000)),
     )
 
 
@@ -178,6 +187,7 @@ class BatchProducer:
         self._gathered: dict[str, dict[int, list[_Call]]] = {}
         self._deliveries: set[asyncio.Task[None]] = set()
         self._closed = False
+        self.queued_records = 0
         # The loop every call runs on (the first call's).
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -190,6 +200,7 @@ class BatchProducer:
         Calls made in the same turn of the event loop share their batches and requests: each partition's
         records of that turn go in one batch (in the order of the calls), one request per leader. Under load
         that is what a librdkafka linger gathers, without the wait."""
+        self._admit(sum(map(len, partitions.values())))
         calls = {
             partition: self._gather(topic, partition, records) for partition, records in partitions.items()
         }
@@ -200,7 +211,21 @@ class BatchProducer:
     ) -> list[int] | ProduceFailed:
         """`produce` of records that are a value alone (no key, no headers, none null) to one partition, read
         from the values themselves: the common produce, without a tuple per record."""
+        self._admit(len(values))
         return await self._gather(topic, partition, values, values_only=True).done
+
+    def _admit(self, count: int) -> None:
+        """Count `count` more records waiting for answers, or refuse them all (QueueFull)."""
+        if self.queued_records and self.queued_records + count > self.settings.max_queued_records:
+            raise QueueFull(
+                ErrorCode.UNKNOWN_SERVER_ERROR,
+                f"{self.queued_records} records are waiting for the cluster's answers "
+                f"(queue.buffering.max.messages={self.settings.max_queued_records}): retry later",
+            )
+        self.queued_records += count
+
+    def _release(self, count: int, _: object) -> None:
+        self.queued_records -= count
 
     def _gather(
         self,
@@ -218,6 +243,8 @@ class BatchProducer:
         if not self._gathered:
             loop.call_soon(self._deliver_gathered)
         call = _Call(records, loop.create_future(), [0] * len(records), values_only)
+        # Answered (or given up by its caller): its records no longer count against max_queued_records.
+        call.done.add_done_callback(functools.partial(self._release, len(records)))
         self._gathered.setdefault(topic, {}).setdefault(partition, []).append(call)
         return call
 

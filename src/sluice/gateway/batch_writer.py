@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 
-from sluice.client.batch_producer import BatchProducer, ProduceFailed, settings_from_librdkafka
+from sluice.client.batch_producer import BatchProducer, ProduceFailed, QueueFull, settings_from_librdkafka
 from sluice.errors import ErrorCode
 
 from .config import ClusterConfig
@@ -75,7 +75,10 @@ class BatchWriter:
         partition = self._one_partition(topic, records, partition_count)
         self._produced.inc(len(records))
         if partition is not None:
-            result = (await self._producer.produce(topic, {partition: records}))[partition]
+            try:
+                result = (await self._producer.produce(topic, {partition: records}))[partition]
+            except QueueFull as full:
+                return [_too_many(topic, full)] * len(records)
             if isinstance(result, ProduceFailed):
                 return [_failure(topic, result)] * len(records)
             return Written(partition, result)
@@ -94,7 +97,10 @@ class BatchWriter:
         if partition is None:
             partition = self._sticky(topic, partition_count)
         self._produced.inc(len(values))
-        result = await self._producer.produce_values(topic, partition, values)
+        try:
+            result = await self._producer.produce_values(topic, partition, values)
+        except QueueFull as full:
+            return [_too_many(topic, full)] * len(values)
         if isinstance(result, ProduceFailed):
             return [_failure(topic, result)] * len(values)
         return Written(partition, result)
@@ -146,9 +152,12 @@ class BatchWriter:
                 continue
             by_partition[partition].append(index)
         if by_partition:
-            written = await self._producer.produce(
-                topic, {p: [records[i] for i in indexes] for p, indexes in by_partition.items()}
-            )
+            try:
+                written = await self._producer.produce(
+                    topic, {p: [records[i] for i in indexes] for p, indexes in by_partition.items()}
+                )
+            except QueueFull as full:
+                written = dict.fromkeys(by_partition, full)
             for partition, indexes in by_partition.items():
                 result = written[partition]
                 if isinstance(result, ProduceFailed):
@@ -164,7 +173,14 @@ class BatchWriter:
         await self._producer.close(self.cluster.producer.shutdown_flush_seconds)
 
 
+def _too_many(topic: str, full: QueueFull) -> GatewayError:
+    """As librdkafka's full queue is answered (BufferError): back off and retry."""
+    return GatewayError(Failure.TOO_MANY_REQUESTS, f"produce to {topic}: {full.message}")
+
+
 def _failure(topic: str, failed: ProduceFailed) -> GatewayError:
+    if isinstance(failed, QueueFull):
+        return _too_many(topic, failed)
     if failed.code in _NOT_FOUND:
         kind = Failure.NOT_FOUND
     elif failed.code in _TOO_LARGE:
