@@ -7,7 +7,8 @@ Starts a sluice broker and `sluice gateway --rest-listen` (child processes on 12
   `--concurrency` requests in flight. The direct side does what such a call does, in the application: the
   same values in batches of `--batch`, a delivery callback per record keeping its partition and offset (the
   REST answer lists them), a batch done once all its records are acknowledged, `--concurrency` batches in
-  flight, the same producer settings as the gateway's REST producer (linger.ms 1, acks all). For reference
+  flight, the REST API's producer settings (linger.ms 1, acks all; v2 produce itself now writes each
+  request's records as one batch and does not linger). For reference
   it also prints a producer handing every record over at once with one flush at the end and no per-record
   outcome (the most a direct client does without knowing where each record went).
 * consume: a v2 consumer instance (format binary, assigned the partition, GET records with max_bytes

@@ -32,22 +32,13 @@ from typing import Any, cast
 import msgspec
 import uvloop
 from confluent_kafka import Producer
-from crc32c import crc32c
 
-from sluice.protocol.records import (
-    BEFORE_CRC,  # the batch header's layout, as the broker's own encoder writes it
-    CRC_COVERED_HEADER,
-    MAGIC_V2,
-    MIN_BATCH_LENGTH,
-    encode_varint,
-)
+from sluice.protocol.plain_batch import batch_of, encode_values
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.kafka.v2+json\r\nContent-Length: %d\r\n\r\n"
 EMPTY_ANSWER = b'{"key_schema_id":null,"value_schema_id":null,"offsets":[]}'
 OFFSET = b'{"partition":0,"offset":%d,"error_code":null,"error":null}'
 ANSWER_HEAD = b'{"key_schema_id":null,"value_schema_id":null,"offsets":['
-# Zigzag varints of small numbers (offset deltas, lengths), looked up rather than encoded per record.
-VARINT = [encode_varint(i) for i in range(1 << 15)]
 _FRAME = struct.Struct(">i")
 
 
@@ -63,19 +54,8 @@ read_body = msgspec.json.Decoder(_Body).decode
 
 
 def record_batch(values: list[bytes]) -> bytes:
-    """One uncompressed v2 batch of null-key, header-less records (values under 32 KiB)."""
-    varint, parts = VARINT, []
-    for index, value in enumerate(values):
-        length, delta = varint[len(value)], varint[index]
-        # attributes 0, timestamp delta 0, offset delta, key -1 (null), value, 0 headers
-        size = varint[2 + len(delta) + 1 + len(length) + len(value) + 1]
-        parts.append(b"".join((size, b"\x00\x00", delta, b"\x01", length, value, b"\x00")))
-    payload = b"".join(parts)
-    now = int(time.time() * 1000)
-    covered = CRC_COVERED_HEADER.pack(0, len(values) - 1, now, now, -1, -1, -1, len(values))
-    crc = crc32c(payload, crc32c(covered))
-    prefix = BEFORE_CRC.pack(0, MIN_BATCH_LENGTH + len(payload), -1, MAGIC_V2)
-    return b"".join((prefix, struct.pack(">I", crc), covered, payload))
+    """One uncompressed v2 batch of null-key, header-less records (the gateway's encoder)."""
+    return batch_of(b"".join(encode_values(values)), len(values), int(time.time() * 1000))
 
 
 def offsets_answer(offsets: Any) -> bytes:
