@@ -15,7 +15,9 @@ What it does:
 * an answer that says nothing was appended (`RETRIABLE`), or a broker it could not reach, is tried again
   after `retry_backoff_s` until the call's delivery timeout; a request whose outcome is unknown (its
   connection broke after it was sent, or no answer came in time) is not, so nothing is written twice: its
-  records fail with that said, as a caller-side retry might duplicate them.
+  records fail with that said, as a caller-side retry might duplicate them. A retried batch may land after
+  a later one of its partition (as with librdkafka without idempotence); each record's answer still names
+  the offset it is at.
 
 What it leaves to librdkafka (`settings_from_librdkafka` names it): idempotence and transactions (producer ids
 and sequences), acks=0 (no answer, so no offsets), TLS, and SASL mechanisms other than PLAIN and SCRAM.
@@ -314,7 +316,8 @@ class BatchProducer:
             size = count = 0
             for call in calls:
                 if not call.records:
-                    call.done.set_result([])
+                    if not call.done.done():  # (a caller that gave up has cancelled it)
+                        call.done.set_result([])
                     continue
                 encode = encode_values if call.values_only else encode_records
                 payload = b"".join(encode(call.records, count))  # type: ignore[arg-type]

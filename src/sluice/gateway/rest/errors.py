@@ -192,14 +192,17 @@ _ALWAYS_ACCEPTABLE = frozenset(
 )
 
 
+def acceptable(header: str, embedded: str | None = None) -> bool:
+    """Whether an Accept header allows the answer (a v2 JSON type, or the embedded one asked for)."""
+    types = _media_types(header)
+    if not types.isdisjoint(_ALWAYS_ACCEPTABLE):
+        return True
+    return embedded is not None and f"application/vnd.kafka.{embedded}.v2+json" in types
+
+
 def check_accept(request: web.Request, embedded: str | None = None) -> None:
     """406/40601 unless the Accept header allows the answer (a v2 JSON type, or the embedded one asked for)."""
     header = request.headers.get("Accept", "")
-    if not header:
-        return
-    types = _media_types(header)
-    if not types.isdisjoint(_ALWAYS_ACCEPTABLE):
-        return
-    if embedded is not None and f"application/vnd.kafka.{embedded}.v2+json" in types:
+    if not header or acceptable(header, embedded):
         return
     raise RestError(406, NOT_ACCEPTABLE, f"none of the accepted types {header!r} can be served here")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 
 from aiohttp import web
 
@@ -17,6 +18,7 @@ from .admin import RestAdmin
 from .app import create_rest_app
 from .context import RestContext
 from .instances import DEFAULT_INSTANCE_TIMEOUT_MS, ConsumerInstances
+from .produce_front import ProduceFront, front_factory
 from .schemas import SchemaFormats
 
 log = logging.getLogger(__name__)
@@ -28,6 +30,10 @@ log = logging.getLogger(__name__)
 # the linger in turn) for 7-11% more CPU per record, and a lone one-record POST answers in 2.5 ms, not 6.8;
 # 0 ms answers it in 1.4 ms but costs 15-30% more CPU per record under load.
 REST_LINGER_SECONDS = 0.001
+# aiohttp's TCPSite default.
+_BACKLOG = 128
+# How long a stopping gateway lets the produce front finish the produce calls under way.
+_FRONT_DRAIN_SECONDS = 10.0
 
 
 def rest_producer_cluster(cluster: ClusterConfig) -> ClusterConfig:
@@ -61,6 +67,9 @@ class RestProxy:
         self._runner: web.AppRunner | None = None
         # The default cluster's context first, then the other clusters' (v3 only).
         self._contexts: list[RestContext] = []
+        # The listener when the produce front reads it first, and its connections not handed to aiohttp.
+        self._front_server: asyncio.AbstractServer | None = None
+        self._fronts: set[ProduceFront] = set()
 
     @property
     def url(self) -> str:
@@ -87,9 +96,20 @@ class RestProxy:
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         tls = self.config.http_tls
-        ssl_context = tls.server_ssl_context() if tls is not None else None
-        await web.TCPSite(self._runner, self.host, self.requested_port, ssl_context=ssl_context).start()
-        self.port = self._runner.addresses[0][1]
+        if tls is None and self.config.client_auth is None and self._contexts[0].writer is not None:
+            # Plain v2 binary produce is read by the produce front, everything else by aiohttp.
+            assert self._runner.server is not None
+            factory = front_factory(
+                self._runner.server, self._contexts[0], self.config.max_http_body_bytes, self._fronts
+            )
+            self._front_server = await asyncio.get_running_loop().create_server(
+                factory, self.host, self.requested_port, reuse_address=True, backlog=_BACKLOG
+            )
+            self.port = self._front_server.sockets[0].getsockname()[1]
+        else:
+            ssl_context = tls.server_ssl_context() if tls is not None else None
+            await web.TCPSite(self._runner, self.host, self.requested_port, ssl_context=ssl_context).start()
+            self.port = self._runner.addresses[0][1]
         log.info("REST Proxy API listening on %s", self.url)
 
     def use_schema_registry(self, url: str) -> None:
@@ -101,6 +121,17 @@ class RestProxy:
             context.use_schemas(schemas)
 
     async def stop(self) -> None:
+        if self._front_server is not None:
+            self._front_server.close()
+            self._front_server = None
+            # Idle connections close now; one answering a produce gets until its records are answered.
+            deadline = time.monotonic() + _FRONT_DRAIN_SECONDS
+            while self._fronts and time.monotonic() < deadline:
+                for front in [front for front in self._fronts if front.idle]:
+                    front.close()
+                await asyncio.sleep(0.05)
+            for front in list(self._fronts):
+                front.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
