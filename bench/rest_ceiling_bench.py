@@ -38,6 +38,7 @@ import urllib.request
 from pathlib import Path
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import SluiceBroker, cpu_seconds, free_port, wait_port
@@ -78,6 +79,14 @@ def direct(bootstrap: str, topic: str, count: int, size: int, *, callback: bool)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu0
     assert not callback or delivered[0] == count
     return count / elapsed, cpu / count * 1e6
+
+
+def drop_topic(bootstrap: str, topic: str) -> None:
+    """Delete a measured topic: a run writes several GB, and a broker whose disk falls under its free-space
+    floor (5% of the disk by default) refuses produce, which once read as a gateway that served nothing."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer: its handle serves it
+    for future in admin.delete_topics([topic]).values():
+        future.result(timeout=30)
 
 
 def check_answer(url: str, batch: int, body: bytes, produces: bool) -> None:
@@ -146,6 +155,7 @@ def main() -> None:
                 "direct, all at once, a callback per record",
                 *direct(bootstrap, topic, args.direct_messages, args.size, callback=True),
             )
+            drop_topic(bootstrap, topic)
             for mode in (*MODES, "sluice gateway"):
                 topic = create_topic(bootstrap, 1, f"ceiling-{mode.replace(' ', '-')}-{round_}", timeout=30)
                 if mode in MODES:
@@ -178,6 +188,7 @@ def main() -> None:
                 finally:
                     server.kill()
                     server.wait()
+                    drop_topic(bootstrap, topic)
     shutil.rmtree(work, ignore_errors=True)
     direct_rate = best["direct, all at once"][0]
     print(
