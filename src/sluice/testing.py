@@ -353,6 +353,26 @@ def create_topic(
     raise RuntimeError(f"topic {name} did not appear within {timeout:g}s")
 
 
+def read_partition(bootstrap: str, topic: str, partition: int = 0, timeout: float = 30.0) -> dict[int, bytes]:
+    """offset -> value of every record between the partition's watermarks, read by a plain confluent-kafka
+    consumer (to check that what was acknowledged is where its answer said); an error event fails it."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout)
+        consumer.assign([TopicPartition(topic, partition, low)])
+        seen: dict[int, bytes] = {}
+        deadline = time.monotonic() + timeout
+        while len(seen) < high - low and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                assert message.error() is None, message.error()
+                seen[message.offset()] = message.value()
+        return seen
+    finally:
+        consumer.close()
+
+
 def start_together(*registries: RegistryProcess) -> None:
     """Start several registries side by side (each start is mostly waiting on Kafka)."""
     for registry in registries:

@@ -26,7 +26,7 @@ from tests.groups.test_group_coordinator_unload import wire_commit
 
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
-from sluice.testing import BrokerProcess
+from sluice.testing import BrokerProcess, read_partition
 
 EIO_HOOK = Path(__file__).with_name("eio_hook")
 
@@ -80,23 +80,6 @@ def consume_range(bootstrap: str, topic: str, start: int, end: int) -> dict[int,
     return seen
 
 
-def consume_all(bootstrap: str, topic: str, partition: int = 0) -> dict[int, bytes]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"read-{topic}", "enable.auto.commit": False}
-    )
-    tp = TopicPartition(topic, partition)
-    low, high = consumer.get_watermark_offsets(tp, timeout=10)
-    consumer.assign([TopicPartition(topic, partition, low)])
-    seen: dict[int, bytes] = {}
-    deadline = time.monotonic() + 30
-    while len(seen) < high - low and time.monotonic() < deadline:
-        for msg in consumer.consume(1000, 0.5):
-            assert msg.error() is None, msg.error()
-            seen[msg.offset()] = msg.value()
-    consumer.close()
-    return seen
-
-
 def stop_by(proc: BrokerProcess, how: str) -> None:
     if how == "kill":
         proc.kill()
@@ -120,13 +103,13 @@ def test_issue_restart_after_size_rolled_segments(tmp_path: Path, stop: str) -> 
         assert len(list((tmp_path / "data" / "rolled-0").glob("*.log"))) >= 2
         stop_by(proc, stop)
         proc.restart()
-        seen = consume_all(proc.bootstrap, "rolled")
+        seen = read_partition(proc.bootstrap, "rolled")
         assert {seen[offset]: (0, offset) for offset in seen} == acked
         # And once more after the restarted broker rolled again and was stopped the other way.
         more = produce(proc.bootstrap, "rolled", [v.replace(b"x", b"y") for v in values[:1000]])
         stop_by(proc, "kill" if stop != "kill" else "sigterm")
         proc.restart()
-        seen = consume_all(proc.bootstrap, "rolled")
+        seen = read_partition(proc.bootstrap, "rolled")
         assert {seen[offset]: (0, offset) for offset in seen} == acked | more
     finally:
         proc.stop()
@@ -147,11 +130,11 @@ def test_issue_restart_after_time_rolled_segments(tmp_path: Path) -> None:
         assert len(indexes) >= 2 and indexes[0].stat().st_size == 0  # the active one has none yet
         proc.kill()
         proc.restart()
-        seen = consume_all(proc.bootstrap, "quiet")
+        seen = read_partition(proc.bootstrap, "quiet")
         assert {seen[offset]: (0, offset) for offset in seen} == acked
         proc.stop()
         proc.restart()
-        assert consume_all(proc.bootstrap, "quiet") == seen
+        assert read_partition(proc.bootstrap, "quiet") == seen
     finally:
         proc.stop()
 
@@ -221,7 +204,7 @@ def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
                 time.sleep(0.05)
             assert "group offset_commit refused" in "".join(proc.output)
         # Reads, metadata and DeleteRecords keep working.
-        seen = consume_all(bootstrap, "fill")
+        seen = read_partition(bootstrap, "fill")
         assert {seen[o]: (0, o) for o in seen} == acked
         admin = AdminClient({"bootstrap.servers": bootstrap})
         assert "fill" in admin.list_topics(timeout=10).topics
@@ -245,7 +228,7 @@ def test_full_disk_refuses_produce_at_once_and_resumes_when_space_is_freed(
     # And the broker comes back from the tmpfs with what it acknowledged.
     proc.restart()
     try:
-        seen = consume_all(proc.bootstrap, "fill")
+        seen = read_partition(proc.bootstrap, "fill")
         assert min(seen) == end - 1000 and max(seen) == end
     finally:
         proc.stop()
@@ -283,7 +266,7 @@ def test_io_error_takes_one_partition_offline_and_the_others_keep_working(
         assert set(during.values()) == {"KAFKA_STORAGE_ERROR"}
         healthy = produce(bootstrap, "healthy", [f"h{n}".encode() for n in range(200)], retries=0)
         assert all(isinstance(r, tuple) for r in healthy.values())
-        assert len(consume_all(bootstrap, "healthy")) == 200
+        assert len(read_partition(bootstrap, "healthy")) == 200
         # Consumers are refused too: librdkafka retries KAFKA_STORAGE_ERROR quietly, so it gets nothing;
         # the raw Fetch shows the code.
         consumer = Consumer(
@@ -302,9 +285,9 @@ def test_io_error_takes_one_partition_offline_and_the_others_keep_working(
     trigger.unlink()
     proc.restart()
     try:
-        seen = consume_all(proc.bootstrap, "victim")
+        seen = read_partition(proc.bootstrap, "victim")
         assert {seen[o]: (0, o) for o in seen if seen[o].startswith(b"v")} == before
-        assert len(consume_all(proc.bootstrap, "healthy")) == 200
+        assert len(read_partition(proc.bootstrap, "healthy")) == 200
     finally:
         proc.stop()
 
@@ -584,7 +567,7 @@ def test_a_steady_idempotent_producer_is_refused_soon_after_something_else_takes
         ballast.unlink()
         assert producer.flush(90) == 0
         assert failed == []
-        seen = consume_all(bootstrap, "steady")
+        seen = read_partition(bootstrap, "steady")
         assert len(set(seen.values())) == len(seen)  # idempotence: no record twice
         assert {value: offset for offset, value in seen.items()} == acked
     finally:

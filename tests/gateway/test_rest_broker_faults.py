@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import requests
-from confluent_kafka import Consumer, TopicPartition
 from rest_helpers import BINARY, JSON, V2, new_consumer, records_until, rest_gateway, unique
 
-from sluice.testing import BrokerProcess, create_topic
+from sluice.testing import BrokerProcess, create_topic, read_partition
 
 # The REST producer gives up on a record after this long (the gateway's message.timeout.ms), so a record
 # waiting for a broker that does not come back is answered with its error well within a test's patience.
@@ -65,24 +64,6 @@ def wait_until(condition: Callable[[], bool], within: float = 120.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "waited too long"
         time.sleep(0.01)
-
-
-def read_partition(bootstrap: str, topic: str) -> dict[int, bytes]:
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": unique("read"), "enable.auto.commit": False}
-    )
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=20)
-        consumer.assign([TopicPartition(topic, 0, low)])
-        seen: dict[int, bytes] = {}
-        deadline = time.monotonic() + 30
-        while len(seen) < high - low and time.monotonic() < deadline:
-            for message in consumer.consume(1000, 0.5):
-                assert message.error() is None, message.error()
-                seen[message.offset()] = message.value()
-        return seen
-    finally:
-        consumer.close()
 
 
 def assert_acked_in_place(bootstrap: str, topic: str, acked: dict[str, int]) -> None:
