@@ -98,10 +98,15 @@ def json_response(body: Any, status: int = 200, content_type: str = V2_JSON) -> 
     )
 
 
-def error_response(error: RestError, v3: bool) -> web.Response:
+def error_body(error: RestError, v3: bool = False) -> bytes:
+    """Confluent's error body: `{"error_code": ..., "message": ...}` (v3's code is the HTTP status)."""
     code = error.v3_error_code if v3 else error.code
-    return json_response(
-        {"error_code": code, "message": error.message}, error.status, V3_JSON if v3 else V2_JSON
+    return json.dumps({"error_code": code, "message": error.message}, separators=(",", ":")).encode()
+
+
+def error_response(error: RestError, v3: bool) -> web.Response:
+    return web.Response(
+        body=error_body(error, v3), status=error.status, content_type=V3_JSON if v3 else V2_JSON
     )
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import logging
 import re
 import time
@@ -32,10 +31,9 @@ from typing import cast
 
 from aiohttp import web
 
-from ..service import failure_of
 from .context import RestContext
-from .errors import V2_JSON, acceptable, from_gateway_error
-from .v2_produce import binary_values, produce_answer
+from .errors import V2_JSON, RestError, acceptable, error_body
+from .v2_produce import binary_values, write_values
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +150,9 @@ class ProduceFront(asyncio.Protocol):
             self._hand_over()  # aiohttp reads the request again and answers it (422, 404, ...)
             return
         try:
-            results = await context.writer.write_values(topic, values, partition, count)
-            status, answer = 200, produce_answer(None, None, results)
-        except Exception as exc:  # as the produce handler's middleware answers it
-            error = from_gateway_error(failure_of(exc))
-            status = error.status
-            answer = json.dumps({"error_code": error.code, "message": error.message}).encode()
+            status, answer = 200, await write_values(context, topic, partition, values, count)
+        except RestError as error:  # as the REST middleware answers it
+            status, answer = error.status, error_body(error)
         self._busy = False
         if transport.is_closing():
             return

@@ -7,13 +7,12 @@ names; the answer lists, per record in order, its partition and offset or its er
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Annotated, Any
 
 import msgspec
 from aiohttp import web
 
-from ..batch_writer import Written
+from ..batch_writer import Record, Written
 from ..errors import GatewayError
 from ..service import failure_of
 from .context import RestContext, context_of
@@ -38,7 +37,6 @@ MAX_RECORDS_PER_REQUEST = 100_000
 MAX_PARTITION = 2**31 - 1
 
 
-Record = tuple[bytes | None, bytes | None, int | None, Sequence[tuple[str, bytes]]]
 _NO_HEADERS: tuple[tuple[str, bytes], ...] = ()
 
 
@@ -175,11 +173,22 @@ async def _produce_values(
     count = await _partition_count(context, topic)
     if fixed_partition is not None and fixed_partition >= count:
         raise not_found(PARTITION_NOT_FOUND, f"records[0]: partition {fixed_partition} of {topic} not found.")
+    return web.Response(
+        body=await write_values(context, topic, fixed_partition, values, count), content_type=V2_JSON
+    )
+
+
+async def write_values(
+    context: RestContext, topic: str, partition: int | None, values: list[bytes], count: int
+) -> bytes:
+    """The answer to a produce of values alone, written through the batch writer (the handler's and the
+    produce front's); a failure of the whole call is a RestError, as the REST middleware answers it."""
+    assert context.writer is not None
     try:
-        results = await context.writer.write_values(topic, values, fixed_partition, count)
+        results = await context.writer.write_values(topic, values, partition, count)
     except Exception as exc:
         raise from_gateway_error(failure_of(exc)) from None
-    return web.Response(body=produce_answer(None, None, results), content_type=V2_JSON)
+    return produce_answer(None, None, results)
 
 
 async def _partition_count(context: RestContext, topic: str) -> int:
