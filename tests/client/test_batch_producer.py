@@ -236,6 +236,8 @@ def test_what_librdkafka_must_do_itself_is_named() -> None:
         "TLS": {**base, "security.protocol": "SSL"},
         "OAUTHBEARER": {**base, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"},
         "compression": {**base, "compression.type": "brotli"},
+        "max.in.flight": {**base, "max.in.flight.requests.per.connection": 1},
+        "compression.level": {**base, "compression.type": "gzip", "compression.level": 9},
     }
     for word, config in reasons.items():
         reason = settings_from_librdkafka(config)
@@ -321,3 +323,18 @@ async def test_records_beyond_the_queue_bound_are_refused_at_once_and_counted_ba
         )  # a lone call may fill it
     finally:
         await producer.close(5)
+
+
+async def test_a_message_timeout_of_0_means_no_limit_as_in_librdkafka() -> None:
+    """With no broker to reach, such a call keeps trying instead of failing at its first refusal."""
+    found = settings_from_librdkafka(
+        {"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 0}
+    )
+    assert isinstance(found, BatchProducerSettings) and found.delivery_timeout_s == float("inf")
+    producer = BatchProducer(found)
+    call = asyncio.ensure_future(producer.produce_values("anything", 0, [b"a"]))
+    done, _ = await asyncio.wait([call], timeout=1.5)
+    assert not done  # still trying after 1.5 s (with the old mapping it failed at once)
+    await producer.close(0.1)
+    failure = await call
+    assert isinstance(failure, ProduceFailed) and "stopped" in failure.message

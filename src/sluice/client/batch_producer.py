@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import math
 import struct
 import time
 from collections import defaultdict
@@ -58,6 +59,13 @@ _CODECS = {
     "lz4": Codec.LZ4,
     "zstd": Codec.ZSTD,
 }
+# Settings whose promise this producer does not keep: at most N requests in flight per connection (it
+# pipelines every turn's request), and a compression level (it compresses at each codec's default).
+_KEPT_BY_LIBRDKAFKA_ONLY = (
+    "max.in.flight.requests.per.connection",
+    "max.in.flight",
+    "compression.level",
+)
 _ACKS = {"all": -1, "-1": -1, "1": 1}
 _PRODUCE_KEY = APIS_BY_NAME["Produce"].key
 _PRODUCE_ANSWER = response_codecs(_PRODUCE_KEY)[PRODUCE_VERSION]
@@ -118,6 +126,9 @@ def settings_from_librdkafka(config: Mapping[str, Any]) -> BatchProducerSettings
     compression = _CODECS.get(text.get("compression.type", text.get("compression.codec", "none")))
     if compression is None:
         return f"compression {text.get('compression.type', text.get('compression.codec'))}"
+    unkept = [key for key in _KEPT_BY_LIBRDKAFKA_ONLY if key in config]
+    if unkept:
+        return f"{', '.join(unkept)} (this producer cannot keep {'it' if len(unkept) == 1 else 'them'})"
     servers = str(config.get("bootstrap.servers") or config.get("metadata.broker.list") or "")
 
     def number(*keys: str, default: float) -> float:
@@ -129,7 +140,9 @@ def settings_from_librdkafka(config: Mapping[str, Any]) -> BatchProducerSettings
         client_id=str(config.get("client.id", "sluice-batch-producer")),
         acks=acks,
         compression=compression,
-        delivery_timeout_s=number("message.timeout.ms", "delivery.timeout.ms", default=300_000) / 1000,
+        # 0 is librdkafka's "no limit".
+        delivery_timeout_s=number("message.timeout.ms", "delivery.timeout.ms", default=300_000) / 1000
+        or math.inf,
         request_timeout_s=number("request.timeout.ms", default=30_000) / 1000,
         retry_backoff_s=number("retry.backoff.ms", default=100) / 1000,
         retries=int(number("retries", "message.send.max.retries", default=2**31 - 1)),
