@@ -45,6 +45,7 @@ from sluice.coordinator.records import (
     GroupMetadataKey,
     group_metadata_record,
 )
+from sluice.coordinator.share.group import ShareGroups
 from sluice.errors import ErrorCode
 
 _S = GroupState
@@ -58,6 +59,7 @@ class ClassicMembership:
     config: CoordinatorConfig
     groups: dict[str, ClassicGroup]
     consumer: ConsumerGroups
+    share: ShareGroups
     settings: dict[str, GroupSettings]
     rewinds: dict[str, ClassicRewind]
     _new_member_id: Callable[[str], str]
@@ -89,6 +91,10 @@ class ClassicMembership:
         error = self._join_precheck(request)
         if error is not ErrorCode.NONE:
             out.reply(reply_to, JoinGroupResult(error, request.member_id))
+            return out
+        if request.group_id in self.share.groups:
+            # A share group's id: Kafka answers as for a group speaking another protocol.
+            out.reply(reply_to, JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, NO_MEMBER_ID))
             return out
         is_new_member = request.member_id == NO_MEMBER_ID
         consumer_group = self.consumer.groups.get(request.group_id)

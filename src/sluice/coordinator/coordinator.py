@@ -60,15 +60,18 @@ from sluice.coordinator.messages import (
     ListGroups,
     OffsetCommit,
     OffsetDelete,
+    OffsetDeleteResult,
     OffsetFetch,
 )
 from sluice.coordinator.outcome import CoordinatorConfig, Outcome
-from sluice.coordinator.persist import load_groups
+from sluice.coordinator.persist import load_groups, load_share_group_epochs
 from sluice.coordinator.records import (
     GroupMetadataKey,
     PersistRecord,
     group_metadata_record,
 )
+from sluice.coordinator.share.calls import ShareGroupCalls
+from sluice.coordinator.share.group import ShareGroupConfig, ShareGroups
 from sluice.errors import ErrorCode
 
 _S = GroupState
@@ -78,7 +81,7 @@ def random_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
-class GroupCoordinator(ClassicMembership, GroupManagement):
+class GroupCoordinator(ClassicMembership, GroupManagement, ShareGroupCalls):
     def __init__(
         self,
         config: CoordinatorConfig | None = None,
@@ -98,6 +101,15 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
             ),
             consumer_member_id_factory,
         )
+        config = self.config
+        self.share = ShareGroups(
+            ShareGroupConfig(
+                session_timeout_ms=config.share_group_session_timeout_ms,
+                heartbeat_interval_ms=config.share_group_heartbeat_interval_ms,
+                max_size=config.share_group_max_size,
+                assignment_interval_ms=config.share_group_assignment_interval_ms,
+            )
+        )
         self._next_offsets_check_ms: int | None = None
         # Groups made by create_group (sluice extension), and live rewinds still fencing commits.
         self.settings: dict[str, GroupSettings] = {}
@@ -111,8 +123,8 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
     def group_state(self, group_id: str) -> str | None:
         group = self.groups.get(group_id)
         if group is None:
-            consumer_group = self.consumer.groups.get(group_id)
-            return None if consumer_group is None else consumer_group.state
+            other = self.consumer.groups.get(group_id) or self.share.groups.get(group_id)
+            return None if other is None else other.state
         return group.state.value
 
     # --- KIP-848 consumer groups ---------------------------------------------------------------
@@ -122,6 +134,14 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
     ) -> Outcome:
         self._arm_offsets_check(now_ms)
         out = Outcome()
+        if (refusal := self.not_a_consumer_group(request.group_id)) is not None:
+            out.reply(
+                reply_to,
+                ConsumerGroupHeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND, refusal, member_epoch=request.member_epoch
+                ),
+            )
+            return out
         classic = self.groups.get(request.group_id)
         if classic is not None:
             idle = classic.is_in(_S.EMPTY) and not classic.members and not classic.pending_members
@@ -190,6 +210,8 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
     # --- offsets and administration ------------------------------------------------------------
 
     def offset_commit(self, request: OffsetCommit, now_ms: int, reply_to: Hashable) -> Outcome:
+        if self.not_a_consumer_group(request.group_id) is not None:
+            return Outcome([(reply_to, offsets.commit_refused(request, ErrorCode.GROUP_ID_NOT_FOUND))])
         fenced = self._fenced(request.group_id)
         if not fenced:
             return self._offset_commit(request, now_ms, reply_to)
@@ -241,10 +263,16 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
     def offset_fetch(self, request: OffsetFetch, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
         every_group: Mapping[str, offsets.HasOffsets] = ChainMap(self.consumer.groups, self.groups)  # type: ignore[arg-type]
-        return Outcome([(reply_to, offsets.fetch_offsets(every_group, request))])
+        result = offsets.fetch_offsets(every_group, request)
+        for group in result.groups:
+            if self.not_a_consumer_group(group.group_id) is not None:
+                group.error_code = ErrorCode.GROUP_ID_NOT_FOUND
+        return Outcome([(reply_to, result)])
 
     def offset_delete(self, request: OffsetDelete, now_ms: int, reply_to: Hashable) -> Outcome:
         self._arm_offsets_check(now_ms)
+        if self.not_a_consumer_group(request.group_id) is not None:
+            return Outcome([(reply_to, OffsetDeleteResult(ErrorCode.GROUP_ID_NOT_FOUND))])
         consumer_group = self.consumer.groups.get(request.group_id)
         if consumer_group is not None:
             result, records = offsets.delete_consumer_group_offsets(consumer_group, request)
@@ -261,13 +289,14 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
             for g in self.consumer.groups.values()
             if (not states or g.state.lower() in states) and (not types or CONSUMER_GROUP_TYPE in types)
         ]
+        result.groups += self.listed_share_groups(states, types)
         result.groups.sort(key=lambda g: g.group_id)
         return Outcome([(reply_to, result)])
 
     def describe_groups(self, request: DescribeGroups, now_ms: int, reply_to: Hashable) -> Outcome:
         result = admin.describe_groups(self.groups, request)
         for index, group_id in enumerate(request.groups):
-            if group_id in self.consumer.groups:
+            if group_id in self.consumer.groups or group_id in self.share.groups:
                 # As Kafka: the classic describe does not describe a KIP-848 group (v6+ says why).
                 result.groups[index] = DescribedGroup(
                     ErrorCode.NONE,
@@ -280,13 +309,19 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
         return Outcome([(reply_to, result)])
 
     def delete_groups(self, request: DeleteGroups, now_ms: int, reply_to: Hashable) -> Outcome:
-        classic_ids = [g for g in request.groups_names if g not in self.consumer.groups]
+        classic_ids = [
+            g for g in request.groups_names if g not in self.consumer.groups and g not in self.share.groups
+        ]
         classic_result, records = admin.delete_groups(self.groups, DeleteGroups(classic_ids), now_ms)
         answers = {r.group_id: r for r in classic_result.results}
         results = []
         for group_id in request.groups_names:
             consumer_group = self.consumer.groups.get(group_id)
-            if consumer_group is None:
+            if group_id in self.share.groups:
+                error, share_records = self.delete_share_group(group_id)
+                records += share_records
+                results.append(DeletableGroupResult(group_id, error))
+            elif consumer_group is None:
                 results.append(answers[group_id])
             elif not consumer_group.is_empty():
                 results.append(DeletableGroupResult(group_id, ErrorCode.NON_EMPTY_GROUP))
@@ -326,9 +361,9 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
                 deadlines.append(group.join_deadline_ms)
             if group.pending_sync and group.sync_deadline_ms is not None:
                 deadlines.append(group.sync_deadline_ms)
-        consumer_deadline = self.consumer.next_deadline()
-        if consumer_deadline is not None:
-            deadlines.append(consumer_deadline)
+        for deadline in (self.consumer.next_deadline(), self.share.next_deadline()):
+            if deadline is not None:
+                deadlines.append(deadline)
         if (self.groups or self.consumer.groups) and self._next_offsets_check_ms is not None:
             deadlines.append(self._next_offsets_check_ms)
         deadlines += self._ephemeral_grace.values()
@@ -339,6 +374,9 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
         self._arm_offsets_check(now_ms)
         out = Outcome()
         self.consumer.tick(now_ms)
+        # A share member whose session ended leaves the group; what it holds is released by its share
+        # session (closed with its connection) or by lock expiry, as Kafka does.
+        self.share.tick(now_ms)
         for group in list(self.groups.values()):
             for member_id, deadline in list(group.pending_members.items()):
                 if deadline <= now_ms:
@@ -376,6 +414,7 @@ class GroupCoordinator(ClassicMembership, GroupManagement):
         """Rebuild every group from ``__consumer_offsets`` (oldest first; last write wins)."""
         records = list(records)
         self.groups = load_groups(records, now_ms)
+        self.load_share_groups(load_share_group_epochs(records))
         self.settings = load_settings(records)
         self._keep_created_groups(now_ms)
         self._sync_session_timeouts()

@@ -27,6 +27,11 @@ class CoordinatorConfig:
     # KIP-848 groups: group.consumer.session.timeout.ms and group.consumer.heartbeat.interval.ms.
     consumer_group_session_timeout_ms: int = 45_000
     consumer_group_heartbeat_interval_ms: int = 5_000
+    # Share groups: group.share.session.timeout.ms, .heartbeat.interval.ms, .max.size, .assignment.interval.ms.
+    share_group_session_timeout_ms: int = 45_000
+    share_group_heartbeat_interval_ms: int = 5_000
+    share_group_max_size: int = 200
+    share_group_assignment_interval_ms: int = 1_000
 
 
 @dataclass(slots=True)

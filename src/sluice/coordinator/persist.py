@@ -20,9 +20,11 @@ from sluice.coordinator.records import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    ShareGroupMetadataKey,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
+    decode_share_group_metadata_value,
 )
 
 
@@ -80,3 +82,13 @@ def load_groups(records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> d
             group = groups[key.group] = ClassicGroup(key.group, state_timestamp_ms=now_ms)
         group.offsets[(key.topic, key.partition)] = offset
     return groups
+
+
+def load_share_group_epochs(records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[str, int]]:
+    """(group id, epoch) of every share group the records leave in existence."""
+    epochs: dict[str, int | None] = {}
+    for raw_key, raw_value in records:
+        key = decode_key(raw_key)
+        if isinstance(key, ShareGroupMetadataKey):
+            epochs[key.group] = None if raw_value is None else decode_share_group_metadata_value(raw_value)
+    return [(group_id, epoch) for group_id, epoch in epochs.items() if epoch is not None]

@@ -3,7 +3,8 @@
 The layouts are the shared data definitions in ``sluice.protocol.messages.consumer_protocol``
 (OffsetCommitKey/Value, GroupMetadataKey/Value). On the wire every key and value starts with a
 big-endian int16 that the definitions leave out: for keys it selects the record type (0 or 1: an
-offset commit, 2: group metadata, 3+: KIP-848 records a classic coordinator skips), for values it is
+offset commit, 2: group metadata, 11: a share group (ShareGroupMetadata), other types: KIP-848 records a
+classic coordinator skips), for values it is
 the value's version. We write the non-flexible versions and read all of them, so a log written by
 Kafka itself loads too.
 
@@ -22,6 +23,7 @@ from sluice.protocol.primitives import DecodeError
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
+SHARE_GROUP_METADATA_KEY_VERSION = 11
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
 
@@ -29,6 +31,8 @@ _OFFSET_COMMIT_KEY = struct_codecs("OffsetCommitKey")
 _GROUP_METADATA_KEY = struct_codecs("GroupMetadataKey")
 _OFFSET_COMMIT_VALUE = struct_codecs("OffsetCommitValue")
 _GROUP_METADATA_VALUE = struct_codecs("GroupMetadataValue")
+_SHARE_GROUP_METADATA_KEY = struct_codecs("ShareGroupMetadataKey")
+_SHARE_GROUP_METADATA_VALUE = struct_codecs("ShareGroupMetadataValue")
 _VERSION = struct.Struct(">h")
 _D = TypeVar("_D")
 
@@ -54,6 +58,13 @@ class OffsetCommitKey:
 
 @dataclass(slots=True, frozen=True)
 class GroupMetadataKey:
+    group: str
+
+
+@dataclass(slots=True, frozen=True)
+class ShareGroupMetadataKey:
+    """A share group exists (KIP-932): its type and epoch outlive its members."""
+
     group: str
 
 
@@ -141,7 +152,7 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 # --- reading ---------------------------------------------------------------------------------
 
 
-def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
+def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | ShareGroupMetadataKey | None:
     """Parse a key; ``None`` for record types a classic coordinator does not own."""
     try:
         (version,) = _VERSION.unpack_from(key)
@@ -153,6 +164,9 @@ def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     if version == GROUP_METADATA_KEY_VERSION:
         _, obj = _decode_versioned(key, _GROUP_METADATA_KEY, "GroupMetadataKey")
         return _from_struct(GroupMetadataKey, obj)
+    if version == SHARE_GROUP_METADATA_KEY_VERSION:
+        _, obj = _decode_versioned(key, _SHARE_GROUP_METADATA_KEY, "ShareGroupMetadataKey")
+        return ShareGroupMetadataKey(obj.group_id)
     return None
 
 
@@ -180,3 +194,18 @@ def offset_commit_record(key: OffsetCommitKey, value: OffsetCommitValue | None) 
 def group_metadata_record(key: GroupMetadataKey, value: GroupMetadataValue | None) -> PersistRecord:
     encoded = None if value is None else encode_group_metadata_value(value)
     return PersistRecord(encode_group_metadata_key(key), encoded)
+
+
+def share_group_metadata_record(group_id: str, epoch: int | None) -> PersistRecord:
+    """The record that keeps a share group (its epoch), or its tombstone (None)."""
+    key = _versioned(
+        SHARE_GROUP_METADATA_KEY_VERSION, _SHARE_GROUP_METADATA_KEY, _SHARE_GROUP_METADATA_KEY.cls(group_id=group_id)
+    )
+    if epoch is None:
+        return PersistRecord(key, None)
+    return PersistRecord(key, _versioned(0, _SHARE_GROUP_METADATA_VALUE, _SHARE_GROUP_METADATA_VALUE.cls(epoch=epoch)))
+
+
+def decode_share_group_metadata_value(data: bytes) -> int:
+    _, obj = _decode_versioned(data, _SHARE_GROUP_METADATA_VALUE, "ShareGroupMetadataValue")
+    return int(obj.epoch)

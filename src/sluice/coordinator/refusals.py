@@ -13,6 +13,7 @@ from typing import Any
 
 from sluice.coordinator import messages as m
 from sluice.coordinator.offsets import commit_refused
+from sluice.coordinator.share.group import ShareDescribedGroup, ShareGroupHeartbeatResult
 from sluice.errors import ErrorCode
 
 
@@ -44,4 +45,8 @@ def refused_result(method: str, request: Any, error: ErrorCode) -> m.Result:
         return m.ConsumerGroupDescribeResult(
             [m.ConsumerGroupDescribedGroup(error, g) for g in request.group_ids]
         )
+    if method == "share_group_heartbeat":
+        return ShareGroupHeartbeatResult(error)
+    if method == "share_group_describe":
+        return [ShareDescribedGroup(error, g) for g in request.group_ids]
     raise ValueError(f"no refusal for group call {method!r}")
