@@ -13,6 +13,7 @@ from sluice.coordinator.share.partition import (
     TERMINAL,
     AcknowledgeType,
     AcquireMode,
+    Ask,
     BatchKind,
     LogBatch,
     RecordState,
@@ -26,9 +27,9 @@ LOCK = 30_000
 
 
 def acquire(sp: SharePartition, member: str, batches: list[LogBatch], *, max_records: int = 500,
-            mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED, now: int = 0, cap: int = 2000):
-    return sp.acquire(member, batches, max_records=max_records, mode=mode, lock_deadline_ms=now + LOCK,
-                      max_in_flight=cap)
+            mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED, now: int = 0, cap: int = 2000, limit: int = LIMIT,
+            batch_size: int = 2**31 - 1):
+    return sp.acquire(member, batches, Ask(max_records, now + LOCK, cap, limit, mode, batch_size))
 
 
 def ack(sp: SharePartition, member: str, *batches: tuple[int, int, list[int]], renew: bool = False, now: int = 0):
@@ -53,9 +54,27 @@ def test_acquire_hands_out_whole_batches_and_accept_moves_the_start():
 def test_record_limit_mode_splits_a_batch():
     sp = SharePartition(0)
     got = acquire(sp, "m1", batches((0, 9)), max_records=3, mode=AcquireMode.RECORD_LIMIT)
-    assert got.ranges == [(0, 2, 1)] and sp.next_offset == 3
+    # As Kafka: the rest of the log batch is in flight, available and never delivered.
+    assert got.ranges == [(0, 2, 1)] and sp.next_offset == 10 and sp.next_fetch_offset() == 3
     got = acquire(sp, "m2", batches((0, 9)), max_records=3, mode=AcquireMode.RECORD_LIMIT)
-    assert got.ranges == [(3, 5, 1)]
+    assert got.ranges == [(3, 5, 1)] and got.redelivered == 0
+
+
+def test_batch_size_splits_new_ranges_at_log_batch_boundaries():
+    sp = SharePartition(0)
+    got = acquire(sp, "m1", batches((0, 3), (4, 7), (8, 11), (12, 15)), max_records=100, batch_size=8)
+    assert got.ranges == [(0, 7, 1), (8, 15, 1)]
+
+
+def test_records_near_the_delivery_limit_go_out_in_smaller_groups_and_alone_at_the_last():
+    sp = SharePartition(0)
+    limit = 4  # throttled from 2 deliveries on; the 4th is the last
+    sizes = []
+    for attempt in range(limit):
+        got = acquire(sp, "m", batches((0, 15)), limit=limit, now=attempt * LOCK)
+        sizes.append(got.count)
+        ack(sp, "m", *[(f, last, [A.RELEASE]) for f, last, _ in got.ranges])
+    assert sizes == [16, 16, 8, 1]
 
 
 def test_per_offset_types_and_release_redelivers_with_a_raised_count():
@@ -76,9 +95,11 @@ def test_acknowledging_what_the_member_does_not_hold_is_refused_whole():
     acquire(sp, "m2", batches((5, 9)))
     refused = ack(sp, "m1", (0, 4, [A.ACCEPT]), (5, 5, [A.ACCEPT]))
     assert refused.error is ErrorCode.INVALID_RECORD_STATE
+    assert ack(sp, "m1", (3, 4, [A.ACCEPT]), (0, 1, [A.ACCEPT])).error is ErrorCode.INVALID_REQUEST
+    assert ack(sp, "m1", (0, 4, [])).error is ErrorCode.INVALID_REQUEST
     # All or nothing: 0-4 are still acquired by m1.
     assert sp.held_by("m1") == 5 and sp.start_offset == 0
-    assert ack(sp, "m1", (20, 21, [A.ACCEPT])).error is ErrorCode.INVALID_RECORD_STATE
+    assert ack(sp, "m1", (20, 21, [A.ACCEPT])).error is ErrorCode.INVALID_REQUEST  # past acquired records
     assert ack(sp, "m1", (0, 4, [A.ACCEPT, A.ACCEPT])).error is ErrorCode.INVALID_REQUEST
     assert ack(sp, "m1", (0, 4, [7])).error is ErrorCode.INVALID_REQUEST
     assert ack(sp, "m1", (0, 4, [A.RENEW])).error is ErrorCode.INVALID_REQUEST
@@ -90,14 +111,23 @@ def test_acknowledging_what_the_member_does_not_hold_is_refused_whole():
 
 def test_lock_expiry_and_the_delivery_limit_archive():
     sp = SharePartition(0)
-    for attempt in range(1, LIMIT + 1):
-        got = acquire(sp, f"m{attempt}", batches((0, 2)), now=attempt * 100_000)
-        assert got.ranges == [(0, 2, attempt)]
-        assert sp.next_deadline() == attempt * 100_000 + LOCK
-        released = sp.expire(attempt * 100_000 + LOCK, LIMIT)
-        assert released.available == (3 if attempt < LIMIT else 0)
-        assert released.archived == (3 if attempt == LIMIT else 0)
-    assert sp.start_offset == 3 and acquire(sp, "m9", batches((0, 2))).count == 0
+    deliveries = {offset: 0 for offset in range(3)}
+    now = 0
+    for _ in range(20):
+        got = acquire(sp, "m", batches((0, 2)), now=now)
+        if not got.count:
+            break
+        for first, last, count in got.ranges:
+            for offset in range(first, last + 1):
+                deliveries[offset] += 1
+                assert deliveries[offset] == count
+        assert sp.next_deadline() == now + LOCK
+        now += LOCK
+        released = sp.expire(now, LIMIT)
+        assert released.available + released.archived == got.count
+    # Every record was delivered the limit's number of times, then archived.
+    assert deliveries == {0: LIMIT, 1: LIMIT, 2: LIMIT}
+    assert sp.start_offset == 3 and not sp.runs
 
 
 def test_renew_extends_the_lock():
@@ -189,8 +219,7 @@ class SharePartitionModel(RuleBasedStateMachine):
     def acquire(self, member: str, max_records: int, mode: AcquireMode) -> None:
         start = self.sp.next_fetch_offset()
         log = [b for b in self.log if b.last >= start]
-        got = self.sp.acquire(member, log, max_records=max_records, mode=mode,
-                              lock_deadline_ms=self.now + LOCK, max_in_flight=16)
+        got = self.sp.acquire(member, log, Ask(max_records, self.now + LOCK, 16, LIMIT, mode))
         if mode is AcquireMode.RECORD_LIMIT:
             assert got.count <= max_records
         for first, last, count in got.ranges:

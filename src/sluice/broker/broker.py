@@ -133,9 +133,8 @@ class Broker:
         # Produce is refused while the data dir's free space is below min_free_bytes (or after ENOSPC).
         self.free_space = FreeSpaceGuard(data_dir, config.min_free_bytes) if data_dir is not None else None
         self._ticks_deferred_until: int | None = None
-        self.transactions: Any = (
-            None  # the transaction coordinator adapter (sluice.broker.transaction_service)
-        )
+        self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transaction_service)
+        self.shares: Any = None  # share groups' records (sluice.broker.share_service)
         self.txn_verifier: TxnVerifier | None = None
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
         security_dir = config.data_dir / "security" if config.data_dir is not None else None
@@ -151,17 +150,13 @@ class Broker:
 
     # ----- timers and parked replies -----
 
+    def _timed(self) -> list[Any]:
+        """The services with timers: groups, transactions and share groups, those attached."""
+        return [s for s in (self.groups, self.transactions, self.shares) if s is not None]
+
     def next_deadline(self) -> int | None:
-        """When `tick` must next run (session expiry, rebalance deadlines), or None."""
-        deadlines = [
-            d
-            for d in (
-                self.groups.next_deadline() if self.groups is not None else None,
-                self.transactions.next_deadline() if self.transactions is not None else None,
-            )
-            if d is not None
-        ]
-        deadline = min(deadlines, default=None)
+        """When `tick` must next run (session expiry, rebalance deadlines, record locks), or None."""
+        deadline = min((d for s in self._timed() if (d := s.next_deadline()) is not None), default=None)
         if deadline is not None and self._ticks_deferred_until is not None:
             return max(deadline, self._ticks_deferred_until)
         return deadline
@@ -173,10 +168,8 @@ class Broker:
             self._ticks_deferred_until = now_ms + TICK_RETRY_WHILE_REFUSING_MS
             return
         self._ticks_deferred_until = None
-        if self.groups is not None:
-            self.groups.tick(now_ms)
-        if self.transactions is not None:
-            self.transactions.tick(now_ms)
+        for service in self._timed():
+            service.tick(now_ms)
 
     def take_ready_replies(self) -> list[ReadyReply]:
         """Answers to parked requests that became ready: (reply token, response, partition to be durable)."""

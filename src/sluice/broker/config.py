@@ -22,6 +22,31 @@ def parse_listener(value: str) -> tuple[str, str, int]:
     return protocol, host.strip("[]") or "0.0.0.0", int(port)
 
 
+# Kafka's ranges of the group.share.* settings, and the ones that come as min/default/max triples.
+SHARE_SETTING_RANGES = {
+    "group_share_delivery_count_limit": (2, 10),
+    "group_share_min_delivery_count_limit": (2, 5),
+    "group_share_max_delivery_count_limit": (5, 25),
+    "group_share_record_lock_duration_ms": (1_000, 3_600_000),
+    "group_share_min_record_lock_duration_ms": (1_000, 30_000),
+    "group_share_max_record_lock_duration_ms": (30_000, 3_600_000),
+    "group_share_partition_max_record_locks": (100, 10_000),
+    "group_share_min_partition_max_record_locks": (100, 2_000),
+    "group_share_max_partition_max_record_locks": (2_000, 10_000),
+    "group_share_max_size": (1, 1_000),
+    "group_share_max_share_sessions": (1, 2**31 - 1),
+    "group_share_assignment_interval_ms": (0, 2**31 - 1),
+}
+SHARE_BOUNDED = (
+    "delivery_count_limit",
+    "record_lock_duration_ms",
+    "partition_max_record_locks",
+    "session_timeout_ms",
+    "heartbeat_interval_ms",
+    "assignment_interval_ms",
+)
+
+
 @dataclass
 class BrokerConfig:
     node_id: int = 1
@@ -75,6 +100,33 @@ class BrokerConfig:
     # KIP-848 consumer groups (group.protocol=consumer): the broker, not the client, sets these.
     consumer_group_session_timeout_ms: int = 45_000
     consumer_group_heartbeat_interval_ms: int = 5_000
+    # Share groups (KIP-932), Kafka 4.3's group.share.* settings with its defaults; a group's own share.* config
+    # must lie within each min/max pair (KIP-1240).
+    group_share_delivery_count_limit: int = 5
+    group_share_min_delivery_count_limit: int = 2
+    group_share_max_delivery_count_limit: int = 10
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    # The in-flight cap of one share-partition: offsets from its start offset to its end offset.
+    group_share_partition_max_record_locks: int = 2_000
+    group_share_min_partition_max_record_locks: int = 100
+    group_share_max_partition_max_record_locks: int = 4_000
+    group_share_session_timeout_ms: int = 45_000
+    group_share_min_session_timeout_ms: int = 45_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_heartbeat_interval_ms: int = 5_000
+    group_share_min_heartbeat_interval_ms: int = 5_000
+    group_share_max_heartbeat_interval_ms: int = 15_000
+    # KIP-1263: a share group's target assignment is recomputed at most this often.
+    group_share_assignment_interval_ms: int = 1_000
+    group_share_min_assignment_interval_ms: int = 0
+    group_share_max_assignment_interval_ms: int = 15_000
+    group_share_max_size: int = 200
+    # Share sessions the broker keeps (one per member fetching); more are refused SHARE_SESSION_LIMIT_REACHED.
+    group_share_max_share_sessions: int = 2_000
+    # share.coordinator.state.topic.segment.bytes: __share_group_state is compacted by the log cleaner.
+    share_coordinator_state_topic_segment_bytes: int = 100 * 1024 * 1024
     offsets_topic_partitions: int = 1
     offset_metadata_max_bytes: int = 4096
     # offsets.topic.segment.bytes: __consumer_offsets is compacted by the log cleaner, segment by segment.
@@ -176,6 +228,22 @@ class BrokerConfig:
             raise ValueError(f"fsync_on_loop_below_ms must be 0 to 1000, got {self.fsync_on_loop_below_ms}")
         if self.admin_tls and not (self.ssl_certfile and self.ssl_keyfile):
             raise ValueError("admin_tls needs ssl_certfile and ssl_keyfile")
+        self._validate_share_settings()
+
+    def _validate_share_settings(self) -> None:
+        """Kafka's start-up checks of group.share.*: each setting in its range, min <= default <= max."""
+        for name, (low, high) in SHARE_SETTING_RANGES.items():
+            value = getattr(self, name)
+            if not low <= value <= high:
+                raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+        for rest in SHARE_BOUNDED:
+            low, value, high = (getattr(self, f"group_share_{kind}{rest}") for kind in ("min_", "", "max_"))
+            if not low <= value <= high:
+                raise ValueError(f"group_share_{rest} ({value}) must lie within its min ({low}) and max ({high})")
+        if self.group_share_heartbeat_interval_ms >= self.group_share_session_timeout_ms:
+            raise ValueError("group_share_heartbeat_interval_ms must be less than group_share_session_timeout_ms")
+        if self.group_share_max_share_sessions < self.group_share_max_size:
+            raise ValueError("group_share_max_share_sessions must be at least group_share_max_size")
 
     def admin_credentials(self) -> Any:
         """The parsed `admin_auth` (a ClientAuth), or None; ValueError names what is wrong."""

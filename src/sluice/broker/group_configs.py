@@ -3,11 +3,14 @@
 Kept in `<data dir>/group-configs.json` (replaced atomically, so a kill -9 leaves the old or the new file).
 A group config overrides the broker's group.* default for that group alone; the ones the KIP-848 coordinator
 acts on (consumer.session.timeout.ms, consumer.heartbeat.interval.ms) take effect at the member's next
-heartbeat. Names, types, defaults, bounds and refusals follow Kafka 4.1's GroupConfig.
+heartbeat, and a share group's (share.*) at its next heartbeat, fetch or acknowledgement. Names, types,
+defaults, bounds and refusals follow Kafka 4.3's GroupConfig (KIP-1240: a share config must lie within the
+broker's group.share.min/max settings as they are when it is set).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,14 +32,18 @@ class GroupConfigDef:
 
     broker_name: str
     default: str
-    kind: str  # "INT" or "STRING"
+    kind: str  # "INT", "STRING" or "BOOLEAN"
     at_least: int = 1  # the config's own lower bound (ConfigDef's atLeast), checked as it is parsed
     minimum: tuple[str, int] | None = None  # (broker config name, its default) the value must not go below
     maximum: tuple[str, int] | None = None
     choices: tuple[str, ...] = ()
+    # KIP-1263: the bounds are checked only when the group sets this config itself.
+    bounded_only_when_set: bool = False
 
 
-def _int_def(name: str, default: int, low: int | None, high: int, at_least: int = 1) -> GroupConfigDef:
+def _int_def(
+    name: str, default: int, low: int | None, high: int, at_least: int = 1, bounded_only_when_set: bool = False
+) -> GroupConfigDef:
     kind, rest = name.split(".", 1)
     broker_kind = f"group.{kind}"
     return GroupConfigDef(
@@ -46,17 +53,22 @@ def _int_def(name: str, default: int, low: int | None, high: int, at_least: int 
         at_least,
         None if low is None else (f"{broker_kind}.min.{rest}", low),
         (f"{broker_kind}.max.{rest}", high),
+        bounded_only_when_set=bounded_only_when_set,
     )
 
 
-# Kafka 4.1's GroupConfig, with the broker defaults of its bounds (GroupCoordinatorConfig, ShareGroupConfig).
+# Kafka 4.3's GroupConfig. Where the broker has the setting (BrokerConfig's group_share_* fields), its
+# current value is the default and the bounds; the numbers here are Kafka's defaults for the others.
 # The order is Kafka's order of checking the bounds.
 GROUP_CONFIGS: dict[str, GroupConfigDef] = {
     "consumer.heartbeat.interval.ms": _int_def("consumer.heartbeat.interval.ms", 5_000, 5_000, 15_000),
     "consumer.session.timeout.ms": _int_def("consumer.session.timeout.ms", 45_000, 45_000, 60_000),
     "share.heartbeat.interval.ms": _int_def("share.heartbeat.interval.ms", 5_000, 5_000, 15_000),
     "share.session.timeout.ms": _int_def("share.session.timeout.ms", 45_000, 45_000, 60_000),
-    "share.record.lock.duration.ms": _int_def("share.record.lock.duration.ms", 30_000, 15_000, 60_000),
+    "share.record.lock.duration.ms": _int_def("share.record.lock.duration.ms", 30_000, 15_000, 60_000, 1_000),
+    "share.delivery.count.limit": _int_def("share.delivery.count.limit", 5, 2, 10, 2),
+    "share.partition.max.record.locks": _int_def("share.partition.max.record.locks", 2_000, 100, 4_000, 100),
+    "share.assignment.interval.ms": _int_def("share.assignment.interval.ms", 1_000, 0, 15_000, 0, True),
     "streams.heartbeat.interval.ms": _int_def("streams.heartbeat.interval.ms", 5_000, 5_000, 15_000),
     "streams.session.timeout.ms": _int_def("streams.session.timeout.ms", 45_000, 45_000, 60_000),
     "streams.num.standby.replicas": GroupConfigDef(
@@ -66,8 +78,29 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
     "share.isolation.level": GroupConfigDef(
         "share.isolation.level", "read_uncommitted", "STRING", choices=("read_committed", "read_uncommitted")
     ),
+    "share.renew.acknowledge.enable": GroupConfigDef("share.renew.acknowledge.enable", "true", "BOOLEAN"),
 }
-INT_TYPE, STRING_TYPE = 3, 2  # DescribeConfigs config_type values
+BOOLEAN_TYPE, INT_TYPE, STRING_TYPE = 1, 3, 2  # DescribeConfigs config_type values
+
+
+# The duration share.auto.offset.reset's by_duration takes: Java's Duration text, PnDTnHnMn.nS, not negative.
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+
+
+def duration_ms(text: str) -> int:
+    """A by_duration duration in milliseconds (`text` passed the group config check)."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not a duration: {text!r}")
+    days, hours, minutes, seconds = (float(part or 0) for part in match.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+
+
+def broker_setting(config: BrokerConfig, name: str, fallback: int) -> int:
+    """The broker's value of a group.* setting (`group.share.max.size` is `config.group_share_max_size`),
+    or `fallback` where the broker has no such setting."""
+    value = getattr(config, name.replace(".", "_"), None)
+    return fallback if value is None else int(value)
 
 
 def broker_defaults(config: BrokerConfig) -> dict[str, str]:
@@ -75,6 +108,9 @@ def broker_defaults(config: BrokerConfig) -> dict[str, str]:
     defaults = {name: d.default for name, d in GROUP_CONFIGS.items()}
     defaults["consumer.session.timeout.ms"] = str(config.consumer_group_session_timeout_ms)
     defaults["consumer.heartbeat.interval.ms"] = str(config.consumer_group_heartbeat_interval_ms)
+    for name, d in GROUP_CONFIGS.items():
+        if d.kind == "INT" and name.startswith("share."):
+            defaults[name] = str(broker_setting(config, d.broker_name, int(d.default)))
     return defaults
 
 
@@ -83,21 +119,27 @@ def _parse(name: str, value: str) -> int | str:
     d = GROUP_CONFIGS[name]
     if len(value) > MAX_VALUE_BYTES:
         raise KafkaError(ErrorCode.INVALID_CONFIG, f"Invalid value for configuration {name}: too long")
+    if d.kind == "BOOLEAN":
+        if value.lower() not in ("true", "false"):
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: Expected value to be either true or false",
+            )
+        return value.lower()
     if d.kind == "STRING":
         if d.choices and value not in d.choices:
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG,
                 f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}",
             )
-        if (
-            name == "share.auto.offset.reset"
-            and value not in ("latest", "earliest")
-            and not value.startswith("by_duration:")
+        if name == "share.auto.offset.reset" and not (
+            value in ("latest", "earliest")
+            or (value.startswith("by_duration:") and _DURATION.fullmatch(value.removeprefix("by_duration:")))
         ):
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG,
-                f"Invalid value {value} for configuration {name}: "
-                "Invalid value for share.auto.offset.reset: " + value,
+                f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must be either "
+                "'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.",
             )
         return value
     try:
@@ -131,13 +173,13 @@ def check_group_configs(props: Mapping[str, str], config: BrokerConfig) -> None:
     values = {name: _parse(name, combined[name]) for name in GROUP_CONFIGS}
     for name, d in GROUP_CONFIGS.items():
         number = values[name]
-        if not isinstance(number, int):
+        if not isinstance(number, int) or (d.bounded_only_when_set and name not in props):
             continue
-        if d.minimum is not None and number < d.minimum[1]:
+        if d.minimum is not None and number < broker_setting(config, *d.minimum):
             raise KafkaError(
                 ErrorCode.INVALID_CONFIG, f"{name} must be greater than or equal to {d.minimum[0]}"
             )
-        if d.maximum is not None and number > d.maximum[1]:
+        if d.maximum is not None and number > broker_setting(config, *d.maximum):
             raise KafkaError(ErrorCode.INVALID_CONFIG, f"{name} must be less than or equal to {d.maximum[0]}")
     for kind in ("consumer", "share", "streams"):
         session, interval = f"{kind}.session.timeout.ms", f"{kind}.heartbeat.interval.ms"
@@ -187,6 +229,31 @@ class GroupConfigs:
     def int_value(self, group_id: str, name: str) -> int | None:
         value = self.groups.get(group_id, {}).get(name)
         return None if value is None else int(value.strip())
+
+    def effective(self, group_id: str, name: str, config: BrokerConfig) -> int:
+        """What a share group runs with: its own value, else the broker's; a value the broker's bounds have
+        since moved away from is held within them (KIP-1240's clamp: the group's value stays as it was set)."""
+        d = GROUP_CONFIGS[name]
+        value = self.int_value(group_id, name)
+        if value is None:
+            return broker_setting(config, d.broker_name, int(d.default))
+        if d.minimum is not None:
+            value = max(value, broker_setting(config, *d.minimum))
+        if d.maximum is not None:
+            value = min(value, broker_setting(config, *d.maximum))
+        return value
+
+    def text(self, group_id: str, name: str) -> str:
+        """A string or boolean group config's value (its default where the group sets none)."""
+        return self.groups.get(group_id, {}).get(name, GROUP_CONFIGS[name].default)
+
+    def share_overrides(self, group_id: str) -> tuple[int | None, int | None, int | None]:
+        """What share-group membership acts on: (session timeout, heartbeat interval, assignment interval)."""
+        return (
+            self.int_value(group_id, "share.session.timeout.ms"),
+            self.int_value(group_id, "share.heartbeat.interval.ms"),
+            self.int_value(group_id, "share.assignment.interval.ms"),
+        )
 
     def coordinator_overrides(self, group_id: str) -> tuple[int | None, int | None]:
         """What the KIP-848 coordinator acts on: (session timeout, heartbeat interval) set on the group."""

@@ -108,6 +108,15 @@ class GroupService(InternalTopicService[GroupCoordinator]):
         self.apply(self.coordinator.rewind(name, offsets, live, now), now)
         self._require_loaded(now)
 
+    def share_group_for_offsets(self, group_id: str, create: bool, now: int) -> None:
+        """Check that an admin may alter or delete this share group's offsets (creating the group when
+        `create` and it does not exist yet); raises KafkaError with Kafka's answer."""
+        self._require_loaded(now)
+        _, records = self.coordinator.share_group_for_offsets(group_id, create=create)
+        if records:
+            self.apply(Outcome(records=records), now)
+            self._require_loaded(now)
+
     def next_deadline(self) -> int | None:
         return self.coordinator.next_deadline()
 
@@ -125,6 +134,10 @@ def _coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
         offset_metadata_max_bytes=config.offset_metadata_max_bytes,
         consumer_group_session_timeout_ms=config.consumer_group_session_timeout_ms,
         consumer_group_heartbeat_interval_ms=config.consumer_group_heartbeat_interval_ms,
+        share_group_session_timeout_ms=config.group_share_session_timeout_ms,
+        share_group_heartbeat_interval_ms=config.group_share_heartbeat_interval_ms,
+        share_group_max_size=config.group_share_max_size,
+        share_group_assignment_interval_ms=config.group_share_assignment_interval_ms,
     )
 
 
@@ -133,10 +146,9 @@ def load_groups(broker: Broker, topic: InternalTopic, now_ms: int) -> GroupCoord
     coordinator = GroupCoordinator(_coordinator_config(broker.config))
     records = topic.replay()
     coordinator.load(records, now_ms)
-    coordinator.consumer.group_overrides = {
-        group_id: broker.group_configs.coordinator_overrides(group_id)
-        for group_id in broker.group_configs.groups
-    }
+    for group_id in broker.group_configs.groups:
+        coordinator.consumer.group_overrides[group_id] = broker.group_configs.coordinator_overrides(group_id)
+        coordinator.share.group_overrides[group_id] = broker.group_configs.share_overrides(group_id)
     log.info("loaded %d group records from %s", len(records), topic.name)
     return coordinator
 

@@ -43,6 +43,20 @@ class Histogram:
         self.total += seconds
 
 
+@dataclass(slots=True)
+class ShareCounters:
+    """Share groups' records (KIP-932): handed out, handed out again, acknowledged by type, locks that ran
+    out, and records archived because they reached their group's delivery limit."""
+
+    acquired: int = 0
+    redelivered: int = 0
+    acknowledged: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("accept", "release", "reject", "gap", "renew"), 0)
+    )
+    lock_timeouts: int = 0
+    archived_at_limit: int = 0
+
+
 @dataclass
 class BrokerMetrics:
     topics: dict[str, TopicCounters] = field(default_factory=dict)
@@ -50,6 +64,7 @@ class BrokerMetrics:
     fsync: Histogram = field(default_factory=Histogram)
     connections_accepted: int = 0
     connections_refused: int = 0
+    share: ShareCounters = field(default_factory=ShareCounters)
 
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)

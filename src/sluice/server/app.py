@@ -57,6 +57,9 @@ def build_broker(config: BrokerConfig) -> Broker:
     from sluice.broker.transaction_service import attach_transaction_coordinator
 
     attach_transaction_coordinator(broker, now_ms())
+    from sluice.broker.share_service import attach_share_service
+
+    attach_share_service(broker)
     return broker
 
 

@@ -169,6 +169,11 @@ class KafkaServer:
             for poll in list(self.watchers.get(key, ())):
                 if poll.slot.connection is connection:
                     self._drop_poll(poll)
+        shares = self.broker.shares
+        if shares is not None and connection.session is not None and shares.sessions.sessions:
+            # Share sessions end with their connection: what their members held goes back at once.
+            shares.connection_closed(connection.session, now_ms())
+            self.group_commit.kick()
 
     # ----- parked requests and timers (consumer groups) -----
 

@@ -10,6 +10,8 @@ from sluice.broker.handlers import (
     produce,
     quotas,
     security,
+    share,
+    share_groups,
     topic_partitions,
     transactions,
 )
@@ -24,6 +26,8 @@ __all__ = [
     "produce",
     "quotas",
     "security",
+    "share",
+    "share_groups",
     "topic_partitions",
     "transactions",
 ]

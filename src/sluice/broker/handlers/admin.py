@@ -259,6 +259,9 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
                 )
             _charge(quota, meta.partitions, validate_only=False)
             broker.delete_topic(meta.name)
+            if broker.shares is not None:
+                # Share groups' state of the topic goes with it; a topic made again under the name is new.
+                broker.shares.drop_topic(meta.topic_id, ctx.now_ms)
         results.append(result)
     return Respond(R(responses=results, throttle_time_ms=quota.throttle_ms()))
 

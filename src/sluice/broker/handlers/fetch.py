@@ -31,6 +31,10 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6  # KIP-1023, ListOffsets v11
+# The first ListOffsets version that may ask for each special timestamp (Kafka's ReplicaManager).
+SPECIAL_TIMESTAMP_VERSIONS = {-1: 0, -2: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8,
+                              LATEST_TIERED_TIMESTAMP: 9, EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11}
 
 
 class _FetchState:
@@ -278,8 +282,11 @@ def _list_offset(broker: Broker, state: PartitionState, timestamp: int, committe
     log = state.log
     if timestamp == LATEST_TIMESTAMP:
         return (state.last_stable_offset if committed else state.high_watermark), -1
-    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return log.log_start_offset, -1
+    if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        # Nothing is tiered here: Kafka answers a broker without remote storage with no offset.
+        return -1, -1
     if timestamp == MAX_TIMESTAMP:
         offset, ts = log.max_timestamp()
         return (offset, ts) if 0 <= offset < state.high_watermark else (-1, -1)
@@ -291,7 +298,7 @@ def _list_offset(broker: Broker, state: PartitionState, timestamp: int, committe
     return found
 
 
-@handles("ListOffsets", "1-10")
+@handles("ListOffsets", "1-11")
 def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     topics = []
     for topic in request.topics:
@@ -303,6 +310,8 @@ def list_offsets(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
             state = broker.partitions.get((topic.name, part.partition_index))
             if state is None:
                 out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.timestamp < 0 and ctx.api_version < SPECIAL_TIMESTAMP_VERSIONS.get(part.timestamp, 99):
+                out.error_code = ErrorCode.UNSUPPORTED_VERSION
             else:
                 try:
                     out.offset, out.timestamp = _list_offset(

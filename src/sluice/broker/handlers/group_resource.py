@@ -7,6 +7,7 @@ from typing import Any
 
 from sluice.broker.broker import Broker
 from sluice.broker.group_configs import (
+    BOOLEAN_TYPE,
     GROUP_CONFIGS,
     INT_TYPE,
     STRING_TYPE,
@@ -47,7 +48,7 @@ def describe_group(broker: Broker, R: Any, result: Any, request: Any, keys: Any)
             synonym_rows = [(name, value, GROUP_CONFIG), default_row]
         else:
             value, source, synonym_rows = defaults[name], DEFAULT_CONFIG, [default_row]
-        config_type = INT_TYPE if d.kind == "INT" else STRING_TYPE
+        config_type = {"INT": INT_TYPE, "BOOLEAN": BOOLEAN_TYPE}.get(d.kind, STRING_TYPE)
         result.configs.append(entry(R, name, value, source, config_type, None, synonym_rows, False, request))
 
 
@@ -68,9 +69,17 @@ def alter_group(broker: Broker, group_id: str, changes: dict[str, str | None], v
         return
     broker.group_configs.replace(group_id, configs)
     if broker.groups is not None:
-        overrides = broker.group_configs.coordinator_overrides(group_id)
-        consumer = broker.groups.coordinator.consumer
-        if overrides == (None, None):
-            consumer.group_overrides.pop(group_id, None)
+        apply_group_overrides(broker, group_id)
+
+
+def apply_group_overrides(broker: Broker, group_id: str) -> None:
+    """Hand the group coordinator the configs it acts on for `group_id` (KIP-848 and share groups)."""
+    coordinator = broker.groups.coordinator
+    for overrides, table in (
+        (broker.group_configs.coordinator_overrides(group_id), coordinator.consumer.group_overrides),
+        (broker.group_configs.share_overrides(group_id), coordinator.share.group_overrides),
+    ):
+        if all(value is None for value in overrides):
+            table.pop(group_id, None)
         else:
-            consumer.group_overrides[group_id] = overrides
+            table[group_id] = overrides

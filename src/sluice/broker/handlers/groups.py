@@ -35,7 +35,7 @@ GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def _park(broker: Broker, ctx: RequestContext, method: str, request: Any, convert: Any) -> Parked:
+def park(broker: Broker, ctx: RequestContext, method: str, request: Any, convert: Any) -> Parked:
     broker.groups.call(method, request, ctx.now_ms, ctx.reply_token, convert)
     return Parked()
 
@@ -97,7 +97,7 @@ def join_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
                                                metadata=x.metadata) for x in result.members],
         )
 
-    return _park(broker, ctx, "join_group", join, convert)
+    return park(broker, ctx, "join_group", join, convert)
 
 
 @handles("SyncGroup")
@@ -116,13 +116,13 @@ def sync_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
         return SyncGroupResponse(error_code=result.error_code, protocol_type=result.protocol_type,
                                  protocol_name=result.protocol_name, assignment=result.assignment)
 
-    return _park(broker, ctx, "sync_group", sync, convert)
+    return park(broker, ctx, "sync_group", sync, convert)
 
 
 @handles("Heartbeat")
 def heartbeat(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
     beat = m.Heartbeat(request.group_id, request.generation_id, request.member_id, request.group_instance_id)
-    return _park(broker, ctx, "heartbeat", beat, lambda r: HeartbeatResponse(error_code=r.error_code))
+    return park(broker, ctx, "heartbeat", beat, lambda r: HeartbeatResponse(error_code=r.error_code))
 
 
 @handles("LeaveGroup")
@@ -142,7 +142,7 @@ def leave_group(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
             R.MemberResponse(member_id=x.member_id, group_instance_id=x.group_instance_id, error_code=x.error_code)
             for x in result.members])
 
-    return _park(broker, ctx, "leave_group", m.LeaveGroup(request.group_id, members), convert)
+    return park(broker, ctx, "leave_group", m.LeaveGroup(request.group_id, members), convert)
 
 
 def _split_unknown_partitions(broker: Broker, topics: list[Any]) -> tuple[list[Any], dict[str, list[int]]]:
@@ -162,16 +162,40 @@ def _split_unknown_partitions(broker: Broker, topics: list[Any]) -> tuple[list[A
     return known, unknown
 
 
-@handles("OffsetCommit", "0-9")
+def _named_by_id(broker: Broker, topics: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Version 10 names topics by id (KIP-848): give each its name; (known topics, unknown ids)."""
+    known, unknown = [], []
+    for t in topics:
+        meta = broker.storage.topic_by_id(t.topic_id)
+        if meta is None:
+            unknown.append(t)
+        else:
+            t.name = meta.name
+            known.append(t)
+    return known, unknown
+
+
+def _topic_id(broker: Broker, name: str) -> Any:
+    meta = broker.storage.topic(name)
+    return None if meta is None else meta.topic_id
+
+
+@handles("OffsetCommit", "0-10")
 def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     version = ctx.api_version
-    known, unknown = _split_unknown_partitions(broker, request.topics)
     R = OffsetCommitResponse
+    topics, unknown_ids = _named_by_id(broker, request.topics) if version >= 10 else (request.topics, [])
+    known, unknown = _split_unknown_partitions(broker, topics)
     refused = [
-        R.OffsetCommitResponseTopic(name=name, partitions=[
+        R.OffsetCommitResponseTopic(name=name, topic_id=_topic_id(broker, name), partitions=[
             R.OffsetCommitResponsePartition(partition_index=i, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             for i in indexes])
         for name, indexes in unknown.items()
+    ] + [
+        R.OffsetCommitResponseTopic(topic_id=t.topic_id, partitions=[
+            R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_ID)
+            for p in t.partitions])
+        for t in unknown_ids
     ]
     if unknown and not known:
         return Respond(R(topics=refused))
@@ -193,17 +217,22 @@ def offset_commit(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     def convert(result: m.OffsetCommitResult) -> Any:
         R = OffsetCommitResponse
         return R(topics=[
-            R.OffsetCommitResponseTopic(name=t.name, partitions=[
+            R.OffsetCommitResponseTopic(name=t.name, topic_id=_topic_id(broker, t.name), partitions=[
                 R.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=p.error_code)
                 for p in t.partitions])
             for t in result.topics] + refused)
 
-    return _park(broker, ctx, "offset_commit", commit, convert)
+    return park(broker, ctx, "offset_commit", commit, convert)
 
 
-@handles("OffsetFetch", "1-9")
+@handles("OffsetFetch", "1-10")
 def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
     version = ctx.api_version
+    unknown_ids: dict[str, list[Any]] = {}  # v10: per group, the topics asked for by an id nobody has
+    if version >= 10:
+        for g in request.groups:
+            if g.topics is not None:
+                g.topics, unknown_ids[g.group_id] = _named_by_id(broker, g.topics)
     if version >= 8:
         groups = [
             m.OffsetFetchGroup(g.group_id, None if g.topics is None else [
@@ -222,13 +251,22 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
         if version >= 8:
             return R(groups=[
                 R.OffsetFetchResponseGroup(group_id=g.group_id, error_code=g.error_code, topics=[
-                    R.OffsetFetchResponseTopics(name=t.name, partitions=[
+                    R.OffsetFetchResponseTopics(name=t.name, topic_id=topic_id, partitions=[
                         R.OffsetFetchResponsePartitions(
                             partition_index=p.partition_index, committed_offset=p.committed_offset,
                             committed_leader_epoch=p.committed_leader_epoch, metadata=p.metadata,
                             error_code=p.error_code)
                         for p in t.partitions])
-                    for t in g.topics])
+                    for t in g.topics
+                    # v10 names topics by id: offsets of a topic no longer there are left out.
+                    if (topic_id := _topic_id(broker, t.name)) is not None or version < 10
+                ] + [
+                    R.OffsetFetchResponseTopics(topic_id=t.topic_id, partitions=[
+                        R.OffsetFetchResponsePartitions(
+                            partition_index=i, committed_offset=-1, error_code=ErrorCode.UNKNOWN_TOPIC_ID)
+                        for i in t.partition_indexes])
+                    for t in unknown_ids.get(g.group_id, ())
+                ])
                 for g in result.groups])
         group = result.groups[0]
         return R(error_code=group.error_code, topics=[
@@ -240,7 +278,7 @@ def offset_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
                 for p in t.partitions])
             for t in group.topics])
 
-    return _park(broker, ctx, "offset_fetch", m.OffsetFetch(groups, request.require_stable), convert)
+    return park(broker, ctx, "offset_fetch", m.OffsetFetch(groups, request.require_stable), convert)
 
 
 def _mark_unstable(broker: Broker, result: m.OffsetFetchResult) -> None:
@@ -268,7 +306,7 @@ def offset_delete(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
                 for p in t.partitions])
             for t in result.topics])
 
-    return _park(broker, ctx, "offset_delete", delete, convert)
+    return park(broker, ctx, "offset_delete", delete, convert)
 
 
 @handles("ListGroups")
@@ -281,7 +319,7 @@ def list_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
             for g in result.groups])
 
     listing = m.ListGroups(list(request.states_filter), list(request.types_filter))
-    return _park(broker, ctx, "list_groups", listing, convert)
+    return park(broker, ctx, "list_groups", listing, convert)
 
 
 @handles("DescribeGroups")
@@ -309,7 +347,7 @@ def describe_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked
             groups.append(out)
         return R(groups=groups)
 
-    return _park(broker, ctx, "describe_groups", m.DescribeGroups(list(request.groups)), convert)
+    return park(broker, ctx, "describe_groups", m.DescribeGroups(list(request.groups)), convert)
 
 
 @handles("DeleteGroups")
@@ -319,13 +357,20 @@ def delete_groups(broker: Broker, ctx: RequestContext, request: Any) -> Parked:
         return R(results=[R.DeletableGroupResult(group_id=r.group_id, error_code=r.error_code)
                           for r in result.results])
 
-    return _park(broker, ctx, "delete_groups", m.DeleteGroups(list(request.groups_names)), convert)
+    if broker.shares is not None and broker.groups.loaded:
+        coordinator = broker.groups.coordinator
+        for group_id in request.groups_names:
+            group = coordinator.share.groups.get(group_id)
+            if group is not None and group.is_empty():
+                # Its share-partitions' state first: the group's record goes in the same group commit.
+                broker.shares.drop_group(group_id, ctx.now_ms)
+    return park(broker, ctx, "delete_groups", m.DeleteGroups(list(request.groups_names)), convert)
 
 
 # --- KIP-848 consumer groups ---------------------------------------------------------------------
 
 
-class _BrokerTopics(Mapping[str, m.TopicInfo]):
+class BrokerTopics(Mapping[str, m.TopicInfo]):
     """The broker's user topics as the consumer-group coordinator sees them, read on demand so a
     heartbeat costs a lookup per subscribed topic, not a copy of all metadata."""
 
@@ -363,7 +408,7 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, request: Any) 
         api_version=ctx.api_version,
         client_id=ctx.client_id or "",
         client_host="/" + ctx.client_host,
-        topics=_BrokerTopics(broker),
+        topics=BrokerTopics(broker),
     )
 
     def convert(result: m.ConsumerGroupHeartbeatResult) -> Any:
@@ -376,7 +421,7 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, request: Any) 
                  member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
                  assignment=assignment)
 
-    return _park(broker, ctx, "consumer_group_heartbeat", beat, convert)
+    return park(broker, ctx, "consumer_group_heartbeat", beat, convert)
 
 
 @handles("ConsumerGroupDescribe", "0-1")
@@ -406,4 +451,4 @@ def consumer_group_describe(broker: Broker, ctx: RequestContext, request: Any) -
               ))
             for g in result.groups])
 
-    return _park(broker, ctx, "consumer_group_describe", m.ConsumerGroupDescribe(list(request.group_ids)), convert)
+    return park(broker, ctx, "consumer_group_describe", m.ConsumerGroupDescribe(list(request.group_ids)), convert)

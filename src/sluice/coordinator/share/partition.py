@@ -117,6 +117,19 @@ class StateBatch:
     delivery_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What one acquisition may take, and the group's settings it runs under."""
+
+    max_records: int
+    lock_deadline_ms: int
+    max_in_flight: int  # share.partition.max.record.locks
+    delivery_limit: int  # share.delivery.count.limit
+    mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED
+    # ShareFetch's BatchSize: new records are handed out in ranges of about this many (whole log batches).
+    batch_size: int = 2**31 - 1
+
+
 @dataclass(slots=True)
 class Acquired:
     """What one acquisition handed out: (first, last, delivery count) ranges, in offset order."""
@@ -125,6 +138,19 @@ class Acquired:
     count: int = 0
     redelivered: int = 0
     archived: int = 0  # control batches and aborted transactions skipped on the way
+    # A record on its last attempts stopped the acquisition (it goes alone, or with fewer than usual).
+    stopped: bool = False
+
+    def add(self, first: int, last: int, delivery_count: int, batch_size: int) -> None:
+        """Record a handed-out range, joined to the previous one when it continues it with the same count
+        and the joined range stays within `batch_size` (a new range starts at a log batch boundary)."""
+        self.count += last - first + 1
+        if self.ranges:
+            start, end, count = self.ranges[-1]
+            if end + 1 == first and count == delivery_count and first - start < batch_size:
+                self.ranges[-1] = (start, last, count)
+                return
+        self.ranges.append((first, last, delivery_count))
 
 
 @dataclass(slots=True)
@@ -196,28 +222,19 @@ class SharePartition:
 
     # ----- acquire -----
 
-    def acquire(
-        self,
-        member_id: str,
-        batches: list[LogBatch],
-        *,
-        max_records: int,
-        mode: AcquireMode,
-        lock_deadline_ms: int,
-        max_in_flight: int,
-    ) -> Acquired:
+    def acquire(self, member_id: str, batches: list[LogBatch], ask: Ask) -> Acquired:
         """Hand `member_id` what it may have of `batches` (read from the log at `next_fetch_offset()`)."""
         out = Acquired()
         for batch in batches:
-            if out.count >= max_records:
+            if out.count >= ask.max_records or out.stopped:
                 break
             first = max(batch.first, self.start_offset)
             if batch.last < first:
                 continue
             if first < self.next_offset:
-                self._acquire_again(member_id, batch, first, out, max_records, mode, lock_deadline_ms)
+                self._acquire_again(member_id, batch, first, out, ask)
                 first = self.next_offset
-                if out.count >= max_records or batch.last < first:
+                if out.count >= ask.max_records or out.stopped or batch.last < first:
                     continue
             if first > self.next_offset:
                 # Offsets the log no longer has (compacted away): nothing to deliver there.
@@ -226,32 +243,28 @@ class SharePartition:
                 self._append(Run(first, batch.last, RecordState.ARCHIVED, 0))
                 out.archived += batch.last - first + 1
                 continue
-            room = max_in_flight - self.in_flight
+            room = ask.max_in_flight - self.in_flight
             if room <= 0:
                 break
             last = batch.last
-            if mode is AcquireMode.RECORD_LIMIT:
-                last = min(last, first + min(max_records - out.count, room) - 1)
-            self._append(Run(first, last, RecordState.ACQUIRED, 1, member_id, lock_deadline_ms))
-            out.ranges.append((first, last, 1))
-            out.count += last - first + 1
+            if ask.mode is AcquireMode.RECORD_LIMIT:
+                last = min(last, first + min(ask.max_records - out.count, room) - 1)
+            self._append(Run(first, last, RecordState.ACQUIRED, 1, member_id, ask.lock_deadline_ms))
+            if last < batch.last:
+                # KIP-1206: the rest of the log batch is in flight too, available, never delivered.
+                self._append(Run(last + 1, batch.last, RecordState.AVAILABLE, 0))
+            out.add(first, last, 1, ask.batch_size)
         self._coalesce_all()
         self._advance_start()
-        out.ranges = _merged_ranges(out.ranges)
         return out
 
-    def _acquire_again(
-        self,
-        member_id: str,
-        batch: LogBatch,
-        first: int,
-        out: Acquired,
-        max_records: int,
-        mode: AcquireMode,
-        lock_deadline_ms: int,
-    ) -> None:
-        """Acquire the AVAILABLE records of `batch` from `first` that are already in flight."""
+    def _acquire_again(self, member_id: str, batch: LogBatch, first: int, out: Acquired, ask: Ask) -> None:
+        """Acquire the AVAILABLE records of `batch` from `first` that are already in flight. Records near
+        their delivery limit go out in ever smaller groups, and on their last attempt alone (Kafka's
+        throttling, KAFKA-17541): a record that keeps failing its consumer takes less with it each time."""
         last = min(batch.last, self.next_offset - 1)
+        limit = ask.delivery_limit
+        throttle_from = max(2, -(-limit // 2))
         index = self._runs_from(first)
         while index < len(self.runs) and self.runs[index].first <= last:
             run = self.runs[index]
@@ -259,27 +272,38 @@ class SharePartition:
                 index += 1
                 continue
             lo, hi = max(run.first, first), min(run.last, last)
-            if mode is AcquireMode.RECORD_LIMIT:
-                hi = min(hi, lo + max_records - out.count - 1)
+            if ask.mode is AcquireMode.RECORD_LIMIT:
+                hi = min(hi, lo + ask.max_records - out.count - 1)
+            if batch.kind is BatchKind.DATA and run.delivery_count >= throttle_from:
+                if out.count:
+                    out.stopped = True
+                    return
+                hi = min(hi, lo + max(1, run.size >> (run.delivery_count - throttle_from + 1)) - 1)
+            if batch.kind is BatchKind.DATA and limit > 2 and run.delivery_count == limit - 1:
+                if out.count:
+                    out.stopped = True
+                    return
+                hi = lo  # the last attempt goes alone
             if hi < lo:
                 break
             run = self._isolate(lo, hi)
-            index = self._runs_from(lo)
+            index = self._runs_from(lo) + 1
             if batch.kind is not BatchKind.DATA:
-                run.state = RecordState.ARCHIVED
+                self._complete(run, RecordState.ARCHIVED)
                 out.archived += run.size
-            else:
-                run.state = RecordState.ACQUIRED
-                run.delivery_count += 1
-                run.member_id = member_id
-                run.lock_deadline_ms = lock_deadline_ms
-                out.ranges.append((run.first, run.last, run.delivery_count))
-                out.count += run.size
-                if run.delivery_count > 1:
-                    out.redelivered += run.size
-            index += 1
-            if mode is AcquireMode.RECORD_LIMIT and out.count >= max_records:
-                break
+                continue
+            run.state = RecordState.ACQUIRED
+            run.delivery_count += 1
+            run.member_id = member_id
+            run.lock_deadline_ms = ask.lock_deadline_ms
+            out.add(run.first, run.last, run.delivery_count, ask.batch_size)
+            if run.delivery_count > 1:
+                out.redelivered += run.size
+            if run.delivery_count >= limit:
+                out.stopped = True  # a last attempt goes out with nothing after it
+                return
+            if ask.mode is AcquireMode.RECORD_LIMIT and out.count >= ask.max_records:
+                return
 
     # ----- acknowledge -----
 
@@ -316,19 +340,30 @@ class SharePartition:
         self, member_id: str, batches: list[tuple[int, int, list[int]]], renew_allowed: bool
     ) -> list[tuple[int, int, AcknowledgeType]]:
         plan: list[tuple[int, int, AcknowledgeType]] = []
+        previous_last = -1
         for first, last, types in batches:
-            if last < first:
-                raise AcknowledgeRefused(ErrorCode.INVALID_REQUEST, f"range {first}-{last} ends before it starts")
-            if len(types) not in (1, last - first + 1):
+            if last < first or first < previous_last:
+                raise AcknowledgeRefused(
+                    ErrorCode.INVALID_REQUEST, f"acknowledgement range {first}-{last} is out of order"
+                )
+            previous_last = last
+            if not types or len(types) not in (1, last - first + 1):
                 raise AcknowledgeRefused(
                     ErrorCode.INVALID_REQUEST,
                     f"range {first}-{last} has {len(types)} acknowledge types: one, or one per offset",
                 )
             kinds = [_ack_type(t, renew_allowed) for t in types]
-            if last >= self.next_offset:
+            if last < self.start_offset:
+                continue  # done already: Kafka accepts these silently
+            if not self.runs:
                 raise AcknowledgeRefused(
                     ErrorCode.INVALID_RECORD_STATE,
-                    f"offsets {max(first, self.next_offset)}-{last} were never acquired by this group",
+                    "Batch record not found. The request batch offsets are not found in the cache.",
+                )
+            if last >= self.next_offset:
+                raise AcknowledgeRefused(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Batch record not found. Offsets {max(first, self.next_offset)}-{last} are past acquired records.",
                 )
             for offset, length, kind in _type_runs(first, last, kinds):
                 lo, hi = max(offset, self.start_offset), offset + length - 1
@@ -537,13 +572,3 @@ def _type_runs(first: int, last: int, kinds: list[AcknowledgeType]) -> list[tupl
         else:
             out.append((first + index, 1, kind))
     return out
-
-
-def _merged_ranges(ranges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    merged: list[tuple[int, int, int]] = []
-    for first, last, count in ranges:
-        if merged and merged[-1][1] + 1 == first and merged[-1][2] == count:
-            merged[-1] = (merged[-1][0], last, count)
-        else:
-            merged.append((first, last, count))
-    return merged

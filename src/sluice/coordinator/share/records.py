@@ -37,7 +37,7 @@ class ShareRecordError(SluiceError):
     """A `__share_group_state` key or value that does not parse."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class SharePartitionKey:
     group_id: str
     topic_id: uuid.UUID
