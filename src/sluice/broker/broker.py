@@ -137,6 +137,9 @@ class Broker:
             None  # the transaction coordinator adapter (sluice.broker.transaction_service)
         )
         self.txn_verifier: TxnVerifier | None = None
+        # The services with timers (`next_deadline`, `tick`: the group and transaction services), in the
+        # order they tick; each appends itself when attached.
+        self.services: list[Any] = []
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
         security_dir = config.data_dir / "security" if config.data_dir is not None else None
         self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
@@ -153,14 +156,7 @@ class Broker:
 
     def next_deadline(self) -> int | None:
         """When `tick` must next run (session expiry, rebalance deadlines), or None."""
-        deadlines = [
-            d
-            for d in (
-                self.groups.next_deadline() if self.groups is not None else None,
-                self.transactions.next_deadline() if self.transactions is not None else None,
-            )
-            if d is not None
-        ]
+        deadlines = [d for service in self.services if (d := service.next_deadline()) is not None]
         deadline = min(deadlines, default=None)
         if deadline is not None and self._ticks_deferred_until is not None:
             return max(deadline, self._ticks_deferred_until)
@@ -173,10 +169,8 @@ class Broker:
             self._ticks_deferred_until = now_ms + TICK_RETRY_WHILE_REFUSING_MS
             return
         self._ticks_deferred_until = None
-        if self.groups is not None:
-            self.groups.tick(now_ms)
-        if self.transactions is not None:
-            self.transactions.tick(now_ms)
+        for service in self.services:
+            service.tick(now_ms)
 
     def take_ready_replies(self) -> list[ReadyReply]:
         """Answers to parked requests that became ready: (reply token, response, partition to be durable)."""
@@ -353,7 +347,7 @@ class Broker:
         return rules
 
     def append_internal(self, topic: str, index: int, batch: bytes, now_ms: int) -> int:
-        """Append a batch the broker wrote itself (an internal topic's records: sluice.broker.internal_topics):
+        """Append a batch the broker wrote itself (a state topic's records: sluice.state_topic.local):
         none of produce's per-topic checks, the same producer state, high watermark and group commit.
         Returns its base offset; raises KafkaError, or DiskFull when the disk is full."""
         state = self.partition(topic, index)
