@@ -28,17 +28,18 @@ Adding a state topic to the broker (the share-group state `__share_group_state` 
    none. Each call takes `now_ms` and returns its answer, the records to persist, and what timers it wants
    (`next_deadline`, `tick`), as GroupCoordinator and TransactionCoordinator do. Test it as pure code:
    drive it, replay its records into a fresh one, compare.
-2. The service, in broker/ (like group_service.py): a `StateTopicService[YourMachine]` over
-   `LocalStateTopic.open(broker, NAME, segment_bytes, machine)`, with a `new_machine` factory. Each call:
-   `ensure_loaded(now_ms)` first (NOT_COORDINATOR when it cannot load), `refusal(now_ms)` before a call that
-   writes (then `unload`, so the machine never runs ahead of a log that refused it), run the machine,
-   `persist(records, now_ms)` (on KafkaError, DiskFull or OSError: `unload`), and hold the reply until the
-   group commit has made the topic durable: `broker.ready_replies.append((token, response, (NAME, 0)))`.
-   `on_unloaded` answers what the service holds; `on_loaded` finishes what the log shows half done.
-3. Wire it up: `attach_...(broker, now_ms)` makes the service, sets it on the broker and calls `load`
-   (the broker's start calls attach, as for groups and transactions); its timers go with the others'
-   (`next_deadline`/`tick`); its topic's name joins the internal topics (broker.py) and its segment size
-   the broker settings; its record layout goes in docs/storage.md.
+2. The service, in broker/ (like group_service.py): a `StateTopicService[YourMachine]` made with the
+   broker, the topic's name, its segment size and a `new_machine` factory (it opens the topic, created
+   if missing). Each call: `ensure_loaded(now_ms)` first (NOT_COORDINATOR when it cannot load),
+   `refusal(now_ms)` before a call that writes (then `unload`, so the machine never runs ahead of a log
+   that refused it), run the machine, `persist(records, now_ms)` (on KafkaError, DiskFull or OSError:
+   `unload`), and hold the reply until the group commit has made the topic durable:
+   `broker.ready_replies.append((token, response, (NAME, 0)))`. `on_unloaded` answers what the service
+   holds; `on_loaded` finishes what the log shows half done.
+3. Wire it up: an `attach_...(broker, now_ms)` beside the service makes it, sets it on the broker, appends
+   it to `broker.services` (the broker's timer asks each for `next_deadline` and calls its `tick`, in
+   the order they were appended) and calls `load`; server/app.py's `build_broker` calls attach, after groups and transactions. The segment
+   size is a broker setting (broker/config.py), and the record layout goes in docs/storage.md.
 
 A full disk: a write refused with DiskFull is reported to the broker's free-space guard (produce and
 every service's timers stop writing), the service unloads, its callers hear NOT_COORDINATOR and look for
