@@ -130,7 +130,9 @@ def test_subscription_topics_are_decoded_and_junk_is_unknown() -> None:
 
 def _restart(driver: Driver, now_ms: int) -> GroupCoordinator:
     restarted = GroupCoordinator(driver.config)
-    restarted.load([(r.key, r.value) for r in driver.records], now_ms)
+    for r in driver.records:
+        restarted.apply(r.key, r.value)
+    restarted.loaded(now_ms)
     return restarted
 
 
@@ -207,7 +209,9 @@ def test_load_skips_record_types_a_classic_coordinator_does_not_own() -> None:
         encode_offset_commit_value(OffsetCommitValue(5)),
     )
     restarted = GroupCoordinator()
-    restarted.load([consumer_group_record, offset], 0)
+    for key, value in (consumer_group_record, offset):
+        restarted.apply(key, value)
+    restarted.loaded(0)
     assert restarted.groups["g"].offsets[("t", 0)].offset == 5
 
 

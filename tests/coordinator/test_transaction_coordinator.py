@@ -82,7 +82,9 @@ def test_state_survives_load_and_a_prepared_commit_is_finished() -> None:
     # A crash after the prepare record only: the log holds everything up to it.
     log = [r for r in tc_records(tc, pid)] + out.prepare
     fresh = coordinator()
-    fresh.load(log, 100)
+    for key, value in log:
+        fresh.apply(key, value)
+    assert fresh.loaded(100) == []
     assert fresh.txns["t"].state is TxnState.PREPARE_COMMIT
     recovered = fresh.recover(100)
     assert [(m.commit, m.partitions) for m in recovered.markers] == [(True, [("a", 0), ("b", 1)])]

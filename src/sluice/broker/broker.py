@@ -136,6 +136,9 @@ class Broker:
         self.transactions: Any = None  # the transaction coordinator adapter (sluice.broker.transaction_service)
         self.shares: Any = None  # share groups' records (sluice.broker.share_service)
         self.txn_verifier: TxnVerifier | None = None
+        # The services with timers (`next_deadline`, `tick`: the group, transaction and share services), in
+        # the order they tick; each appends itself when attached.
+        self.services: list[Any] = []
         # Security: SCRAM credentials and ACLs live beside the logs (in memory without a data dir).
         security_dir = config.data_dir / "security" if config.data_dir is not None else None
         self.credentials = CredentialStore(security_dir / "credentials.json" if security_dir else None)
@@ -150,13 +153,10 @@ class Broker:
 
     # ----- timers and parked replies -----
 
-    def _timed(self) -> list[Any]:
-        """The services with timers: groups, transactions and share groups, those attached."""
-        return [s for s in (self.groups, self.transactions, self.shares) if s is not None]
-
     def next_deadline(self) -> int | None:
-        """When `tick` must next run (session expiry, rebalance deadlines, record locks), or None."""
-        deadline = min((d for s in self._timed() if (d := s.next_deadline()) is not None), default=None)
+        """When `tick` must next run (session expiry, rebalance deadlines), or None."""
+        deadlines = [d for service in self.services if (d := service.next_deadline()) is not None]
+        deadline = min(deadlines, default=None)
         if deadline is not None and self._ticks_deferred_until is not None:
             return max(deadline, self._ticks_deferred_until)
         return deadline
@@ -168,7 +168,7 @@ class Broker:
             self._ticks_deferred_until = now_ms + TICK_RETRY_WHILE_REFUSING_MS
             return
         self._ticks_deferred_until = None
-        for service in self._timed():
+        for service in self.services:
             service.tick(now_ms)
 
     def take_ready_replies(self) -> list[ReadyReply]:
@@ -346,7 +346,7 @@ class Broker:
         return rules
 
     def append_internal(self, topic: str, index: int, batch: bytes, now_ms: int) -> int:
-        """Append a batch the broker wrote itself (an internal topic's records: sluice.broker.internal_topics):
+        """Append a batch the broker wrote itself (a state topic's records: sluice.state_topic.local):
         none of produce's per-topic checks, the same producer state, high watermark and group commit.
         Returns its base offset; raises KafkaError, or DiskFull when the disk is full."""
         state = self.partition(topic, index)

@@ -1,11 +1,11 @@
 """The group service: connects the pure group coordinator (sluice.coordinator) to the broker. The Kafka
 APIs reach it through sluice.broker.handlers.groups.
 
-Group metadata and committed offsets live in the internal `__consumer_offsets` topic, as in Kafka (an
-`InternalTopic`). The coordinator hands out records to persist; they are appended here, and every reply is
-released only once the group commit made every group record appended so far durable. At startup the topic is read
-back into the coordinator. The topic is compacted by the log cleaner like any `cleanup.policy=compact`
-topic (offsets kept), which keeps that read short.
+Group metadata and committed offsets live in the internal `__consumer_offsets` topic, as in Kafka (a
+`LocalStateTopic`: sluice.state_topic). The coordinator hands out records to persist; they are appended
+here, and every reply is released only once the group commit made every group record appended so far
+durable. At startup the topic is read back into the coordinator. The topic is compacted by the log cleaner
+like any `cleanup.policy=compact` topic (offsets kept), which keeps that read short.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 
 from sluice.broker.broker import OFFSETS_TOPIC, Broker
 from sluice.broker.config import BrokerConfig
-from sluice.broker.internal_topics import InternalTopic, InternalTopicService
 from sluice.coordinator import CoordinatorConfig, GroupCoordinator, Outcome
 from sluice.coordinator.refusals import refused_result
 from sluice.errors import ErrorCode, KafkaError
+from sluice.state_topic.local import StateTopicService
 from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.groups")
@@ -31,15 +31,21 @@ _READ_ONLY_CALLS = frozenset(
 )
 
 
-class GroupService(InternalTopicService[GroupCoordinator]):
+class GroupService(StateTopicService[GroupCoordinator]):
     """Runs coordinator calls for the handlers and turns their outcomes into durable replies."""
 
-    def __init__(self, broker: Broker, coordinator: GroupCoordinator, topic: InternalTopic) -> None:
-        super().__init__(broker, coordinator, topic, lambda now_ms: load_groups(broker, topic, now_ms))
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(
+            broker,
+            OFFSETS_TOPIC,
+            broker.config.offsets_topic_segment_bytes,
+            lambda: GroupCoordinator(_coordinator_config(broker.config)),
+        )
+        self.broker = broker
         # The parked calls still waiting for their answer: their call, request, and how to turn a coordinator
         # result into the Kafka response the request expects.
         self.pending: dict[Hashable, tuple[str, Any, Converter]] = {}
-        self.durable_key = (topic.name, 0)
+        self.durable_key = (OFFSETS_TOPIC, 0)
 
     def call(self, method: str, request: Any, now_ms: int, token: Hashable, convert: Converter) -> None:
         self.pending[token] = (method, request, convert)
@@ -70,11 +76,16 @@ class GroupService(InternalTopicService[GroupCoordinator]):
             if waiting is not None:
                 self.broker.ready_replies.append((token, waiting[2](result), self.durable_key))
 
-    def unloaded(self) -> None:
-        """Every parked call hears NOT_COORDINATOR; the state goes until the topic is replayed again."""
+    def on_loaded(self, now_ms: int) -> None:
+        configs = self.broker.group_configs
+        for group_id in configs.groups:
+            self.coordinator.consumer.group_overrides[group_id] = configs.coordinator_overrides(group_id)
+            self.coordinator.share.group_overrides[group_id] = configs.share_overrides(group_id)
+
+    def on_unloaded(self) -> None:
+        """Every parked call hears NOT_COORDINATOR; the state is gone until the topic is replayed again."""
         for token in list(self.pending):
             self._refuse(token)
-        self.coordinator = GroupCoordinator(_coordinator_config(self.broker.config))
 
     def _refuse(self, token: Hashable) -> None:
         method, request, convert = self.pending.pop(token)
@@ -141,20 +152,9 @@ def _coordinator_config(config: BrokerConfig) -> CoordinatorConfig:
     )
 
 
-def load_groups(broker: Broker, topic: InternalTopic, now_ms: int) -> GroupCoordinator:
-    """A group coordinator with `topic` replayed into it."""
-    coordinator = GroupCoordinator(_coordinator_config(broker.config))
-    records = topic.replay()
-    coordinator.load(records, now_ms)
-    for group_id in broker.group_configs.groups:
-        coordinator.consumer.group_overrides[group_id] = broker.group_configs.coordinator_overrides(group_id)
-        coordinator.share.group_overrides[group_id] = broker.group_configs.share_overrides(group_id)
-    log.info("loaded %d group records from %s", len(records), topic.name)
-    return coordinator
-
-
 def attach_group_coordinator(broker: Broker, now_ms: int) -> GroupService:
-    topic = InternalTopic.open(broker, OFFSETS_TOPIC, broker.config.offsets_topic_segment_bytes)
-    service = GroupService(broker, load_groups(broker, topic, now_ms), topic)
+    service = GroupService(broker)
     broker.groups = service
+    broker.services.append(service)
+    service.load(now_ms)
     return service

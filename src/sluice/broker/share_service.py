@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 from sluice.broker.broker import Broker, PartitionState
 from sluice.broker.group_configs import duration_ms
-from sluice.broker.internal_topics import InternalTopic, InternalTopicService
 from sluice.coordinator.share.partition import (
     AcknowledgeType,
     Acquired,
@@ -36,11 +35,12 @@ from sluice.coordinator.share.partition import (
     LogBatch,
     SharePartition,
 )
-from sluice.coordinator.share.records import SharePartitionKey, ShareRecordError
+from sluice.coordinator.share.records import SharePartitionKey
 from sluice.coordinator.share.sessions import ShareSession, ShareSessions
 from sluice.coordinator.share.states import ShareStates
 from sluice.errors import ErrorCode, KafkaError
 from sluice.protocol.records import LOG_OVERHEAD, iter_batches
+from sluice.state_topic.local import StateTopicService
 from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.share")
@@ -61,9 +61,17 @@ class ShareSettings:
     auto_offset_reset: str
 
 
-class ShareService(InternalTopicService[ShareStates]):
-    def __init__(self, broker: Broker, states: ShareStates, topic: InternalTopic) -> None:
-        super().__init__(broker, states, topic, lambda now_ms: load_share_states(broker, topic))
+class ShareService(StateTopicService[ShareStates]):
+    def __init__(self, broker: Broker) -> None:
+        super().__init__(
+            broker,
+            SHARE_STATE_TOPIC,
+            broker.config.share_coordinator_state_topic_segment_bytes,
+            lambda: ShareStates(
+                lambda group_id: broker.group_configs.effective(group_id, "share.delivery.count.limit", broker.config)
+            ),
+        )
+        self.broker = broker
         self.sessions = ShareSessions(broker.config.group_share_max_share_sessions)
         self.counters = broker.metrics.share
         # (lock deadline, share-partition): every share-partition with a lock has its earliest one here;
@@ -262,13 +270,14 @@ class ShareService(InternalTopicService[ShareStates]):
     def drop_topic(self, topic_id: uuid.UUID, now_ms: int) -> bool:
         return self.forget([key for key in list(self.states.partitions) if key.topic_id == topic_id], now_ms)
 
-    def unloaded(self) -> None:
+    def on_unloaded(self) -> None:
         self._dirty.clear()
         self._deadlines.clear()
 
-    def reloaded(self, now_ms: int) -> None:
-        for key, partition in self.states.partitions.items():
-            self._watch(key, partition)
+    def on_loaded(self, now_ms: int) -> None:
+        # Locks do not outlive a load: what was held comes back available, counted (ShareStates.apply).
+        self._deadlines.clear()
+        log.info("the state of %d share-partitions is loaded", len(self.states.partitions))
 
     # ----- locks and time -----
 
@@ -366,25 +375,9 @@ def covering(data: bytes, ranges: list[tuple[int, int, int]]) -> bytes:
     return data[start:end] if start is not None else b""
 
 
-def load_share_states(broker: Broker, topic: InternalTopic) -> ShareStates:
-    """The share states with `topic` replayed into them."""
-    states = ShareStates(lambda group_id: broker.group_configs.effective(
-        group_id, "share.delivery.count.limit", broker.config
-    ))
-    for key, value in topic.replay():
-        try:
-            states.apply(key, value)
-        except ShareRecordError as exc:
-            log.error("%s: skipping a record: %s", topic.name, exc)
-    states.loaded()
-    log.info("loaded the state of %d share-partitions from %s", len(states.partitions), topic.name)
-    return states
-
-
-def attach_share_service(broker: Broker) -> ShareService:
-    topic = InternalTopic.open(broker, SHARE_STATE_TOPIC, broker.config.share_coordinator_state_topic_segment_bytes)
-    service = ShareService(broker, load_share_states(broker, topic), topic)
-    for key, partition in service.states.partitions.items():
-        service._watch(key, partition)
+def attach_share_service(broker: Broker, now_ms: int) -> ShareService:
+    service = ShareService(broker)
     broker.shares = service
+    broker.services.append(service)
+    service.load(now_ms)
     return service

@@ -1,5 +1,5 @@
 """The transaction service: connects the pure transaction coordinator (sluice.coordinator.transactions) to
-the broker. Its records go to `__transaction_state` (an `InternalTopic`, records in Kafka's layout: see
+the broker. Its records go to `__transaction_state` (a `LocalStateTopic`, records in Kafka's layout: see
 sluice.coordinator.transaction_log), its markers into the partitions, the offsets of committed
 transactions to the group service. The Kafka APIs reach it through sluice.broker.handlers.transactions.
 
@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sluice.broker.broker import TRANSACTION_STATE_TOPIC, Broker, PartitionState
-from sluice.broker.internal_topics import InternalTopic, InternalTopicService
 from sluice.coordinator.messages import OffsetCommit, OffsetCommitPartition, OffsetCommitTopic
 from sluice.coordinator.transaction_log import decode_value
 from sluice.coordinator.transactions import (
@@ -32,6 +31,7 @@ from sluice.coordinator.transactions import (
     state_key,
 )
 from sluice.errors import ErrorCode, KafkaError
+from sluice.state_topic.local import StateTopicService
 from sluice.storage.log import DiskFull
 
 log = logging.getLogger("sluice.transactions")
@@ -41,9 +41,16 @@ MARKER_RETRY_MS = 1000
 _COORDINATOR_EPOCH = 0
 
 
-class TransactionService(InternalTopicService[TransactionCoordinator]):
-    def __init__(self, broker: Broker, coordinator: TransactionCoordinator, topic: InternalTopic) -> None:
-        super().__init__(broker, coordinator, topic, lambda now_ms: load_transactions(broker, topic, now_ms))
+class TransactionService(StateTopicService[TransactionCoordinator]):
+    def __init__(self, broker: Broker) -> None:
+        # Compacted by the log cleaner like __consumer_offsets: one record per transactional id survives.
+        super().__init__(
+            broker,
+            TRANSACTION_STATE_TOPIC,
+            broker.config.transaction_state_segment_bytes,
+            lambda: TransactionCoordinator(_txn_config(broker)),
+        )
+        self.broker = broker
         broker.on_partition_loaded = self._partition_loaded
         # The latest time the service was told (no clock in the broker): the timestamp of markers that
         # abort hanging transactions found in partitions loaded between calls.
@@ -189,17 +196,13 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
             log.info("transaction %r: every marker written at last", transactional_id)
         self._marker_retry_at = now_ms + MARKER_RETRY_MS if self.pending_markers else None
 
-    def unloaded(self) -> None:
-        """Drop the state: the transactions whose markers wait are Prepare* in the log and finish on load."""
-        self.coordinator = TransactionCoordinator(_txn_config(self.broker))
+    def on_unloaded(self) -> None:
+        """The transactions whose markers wait are Prepare* in the log and finish on load."""
         self.pending_markers.clear()
         self._marker_retry_at = None
 
-    def reloaded(self, now_ms: int) -> None:
-        self.recover(now_ms)
-
-    def recover(self, now_ms: int) -> None:
-        """After a load: finish what a crash (or an unload) left half ended, before any client is served."""
+    def on_loaded(self, now_ms: int) -> None:
+        """Finish what a crash (or an unload) left half ended, before any client is served."""
         with self._holding_checks():
             self._recover(now_ms)
 
@@ -228,7 +231,7 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
 
     def _partition_loaded(self, state: PartitionState) -> None:
         """A partition loaded after the coordinator recovered: abort what hangs there now (before it serves
-        anything); while unloaded, `recover` checks it with the others when the coordinator loads again."""
+        anything); while unloaded, `on_loaded` checks it with the others when the coordinator loads again."""
         if self._held_checks is not None:
             self._held_checks.append(state)
             return
@@ -237,7 +240,7 @@ class TransactionService(InternalTopicService[TransactionCoordinator]):
             return
         if not abort_hanging_in(self.broker, self.coordinator, state, self._last_now_ms):
             return
-        # Only after a crash: made durable and visible at once, as `recover` does at start.
+        # Only after a crash: made durable and visible at once, as `on_loaded` does at start.
         try:
             state.log.flush()
         except KafkaError as exc:  # the log is offline now and says why to every request
@@ -376,24 +379,12 @@ def _txn_config(broker: Broker) -> TxnConfig:
     )
 
 
-def load_transactions(broker: Broker, topic: InternalTopic, now_ms: int) -> TransactionCoordinator:
-    """A transaction coordinator with `topic` replayed into it (rewritten first in Kafka's record layout if
-    it holds the old JSON one)."""
-    coordinator = TransactionCoordinator(_txn_config(broker))
-    migrated = coordinator.load(topic.replay(), now_ms)
-    if migrated:
-        topic.append(migrated, now_ms)
-        log.info(
-            "rewrote %d transactional ids of %s in Kafka's record layout", len(coordinator.txns), topic.name
-        )
-    return coordinator
-
-
 def attach_transaction_coordinator(broker: Broker, now_ms: int) -> TransactionService:
-    # Compacted by the log cleaner like __consumer_offsets: one record per transactional id survives.
-    topic = InternalTopic.open(broker, TRANSACTION_STATE_TOPIC, broker.config.transaction_state_segment_bytes)
-    service = TransactionService(broker, load_transactions(broker, topic, now_ms), topic)
+    service = TransactionService(broker)
     broker.transactions = service
     broker.txn_verifier = service.verify
-    service.recover(now_ms)
+    broker.services.append(service)
+    # Replays the log (rewritten first in Kafka's record layout if it holds the old JSON one), then
+    # finishes what a crash left half ended.
+    service.load(now_ms)
     return service

@@ -66,11 +66,11 @@ def registry_command(
 ) -> None:
     """Serve the Schema Registry REST API (Confluent's), its state in a compacted Kafka topic."""
     from sluice.cli.console import client_settings, parse_basic_auth
-    from sluice.client.internal_topic import StoreUnavailable
     from sluice.eventloop import run_event_loop
     from sluice.registry.server import ListenerSecurity, serve_registry
     from sluice.registry.service import RegistrySettings
     from sluice.security.http_auth import ClientAuth
+    from sluice.state_topic.kafka import StoreUnavailable
 
     setup_logging(verbose)
     if session_timeout <= 0:

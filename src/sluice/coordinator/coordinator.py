@@ -10,7 +10,9 @@ caller drops the reply; the coordinator does not need to be told.
 Timers are the caller's job too: after each call ask :meth:`next_deadline` and call :meth:`tick`
 once the clock reaches it.
 
-Restart: :meth:`load` replays ``__consumer_offsets``. Groups whose last record has members come
+Restart: ``__consumer_offsets`` is replayed into a fresh coordinator, one record at a time
+(:meth:`apply`), then :meth:`loaded` builds the groups at the time of loading (the state-topic contract:
+sluice.state_topic). Groups whose last record has members come
 back Stable with those members, their assignments and generation (as Kafka does), each member's
 session timer starting at load time: members still running keep heartbeating, rejoin or commit
 without noticing the restart, and the ones that are gone expire and trigger a rebalance.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections import ChainMap
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 
 from sluice.coordinator import admin, offsets
 from sluice.coordinator.classic import ClassicMembership
@@ -41,7 +43,7 @@ from sluice.coordinator.management import (
     ClassicRewind,
     GroupManagement,
     GroupSettings,
-    load_settings,
+    apply_settings_record,
     merge_refused,
     split_fenced,
 )
@@ -64,7 +66,7 @@ from sluice.coordinator.messages import (
     OffsetFetch,
 )
 from sluice.coordinator.outcome import CoordinatorConfig, Outcome
-from sluice.coordinator.persist import load_groups, load_share_group_epochs
+from sluice.coordinator.persist import ReplayedGroups
 from sluice.coordinator.records import (
     GroupMetadataKey,
     PersistRecord,
@@ -117,6 +119,9 @@ class GroupCoordinator(ClassicMembership, GroupManagement, ShareGroupCalls):
         self._ephemeral_joined: set[str] = set()
         # Ephemeral groups whose members a restart lost: deleted unless a member is back by the deadline.
         self._ephemeral_grace: dict[str, int] = {}
+        # __consumer_offsets as replayed so far, until `loaded` builds the groups from it.
+        self._replayed = ReplayedGroups()
+        self._replayed_settings: dict[str, GroupSettings] = {}
 
     # --- introspection -------------------------------------------------------------------------
 
@@ -410,12 +415,21 @@ class GroupCoordinator(ClassicMembership, GroupManagement, ShareGroupCalls):
 
     # --- restart -------------------------------------------------------------------------------
 
-    def load(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        """Rebuild every group from ``__consumer_offsets`` (oldest first; last write wins)."""
-        records = list(records)
-        self.groups = load_groups(records, now_ms)
-        self.load_share_groups(load_share_group_epochs(records))
-        self.settings = load_settings(records)
+    def apply(self, key: bytes | None, value: bytes | None) -> None:
+        """Replay one ``__consumer_offsets`` record (oldest first; last write wins). A record without a key
+        carries no state."""
+        if key is None:
+            return
+        apply_settings_record(self._replayed_settings, key, value)
+        self._replayed.apply(key, value)
+
+    def loaded(self, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        """The whole log is replayed: rebuild every group from it, its timers starting at ``now_ms``. No
+        record to append."""
+        self.groups = self._replayed.groups(now_ms)
+        self.load_share_groups(self._replayed.share_groups())
+        self.settings = self._replayed_settings
+        self._replayed, self._replayed_settings = ReplayedGroups(), {}
         self._keep_created_groups(now_ms)
         self._sync_session_timeouts()
         self._resume_ephemeral(now_ms)
@@ -424,3 +438,4 @@ class GroupCoordinator(ClassicMembership, GroupManagement, ShareGroupCalls):
         self.consumer.groups = {}
         self._next_offsets_check_ms = None
         self._arm_offsets_check(now_ms)
+        return []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -62,28 +62,25 @@ def settings_record(group_id: str, settings: GroupSettings | None) -> PersistRec
     return PersistRecord(settings_key(group_id), _SHORT.pack(SETTINGS_VALUE_VERSION) + body.encode())
 
 
-def load_settings(records: Iterable[tuple[bytes, bytes | None]]) -> dict[str, GroupSettings]:
-    """The settings records among ``__consumer_offsets`` records (oldest first; last write wins).
+def apply_settings_record(settings: dict[str, GroupSettings], key: bytes, value: bytes | None) -> None:
+    """Fold one ``__consumer_offsets`` record into `settings` if it is a settings record (last write wins).
     Unreadable settings records are skipped rather than failing the broker's start."""
-    out: dict[str, GroupSettings] = {}
-    for key, value in records:
-        if len(key) < 4 or _SHORT.unpack_from(key)[0] != SETTINGS_KEY_TYPE:
-            continue
-        (length,) = _SHORT.unpack_from(key, 2)
-        try:
-            group_id = key[4 : 4 + length].decode()
-        except UnicodeDecodeError:
-            continue
-        if value is None:
-            out.pop(group_id, None)
-            continue
-        try:
-            raw = json.loads(value[_SHORT.size :])
-            timeout = raw.get("session_timeout_ms")
-            out[group_id] = GroupSettings(int(timeout) if timeout is not None else None, bool(raw.get("ephemeral")))
-        except (ValueError, AttributeError, TypeError):
-            continue
-    return out
+    if len(key) < 4 or _SHORT.unpack_from(key)[0] != SETTINGS_KEY_TYPE:
+        return
+    (length,) = _SHORT.unpack_from(key, 2)
+    try:
+        group_id = key[4 : 4 + length].decode()
+    except UnicodeDecodeError:
+        return
+    if value is None:
+        settings.pop(group_id, None)
+        return
+    try:
+        raw = json.loads(value[_SHORT.size :])
+        timeout = raw.get("session_timeout_ms")
+        settings[group_id] = GroupSettings(int(timeout) if timeout is not None else None, bool(raw.get("ephemeral")))
+    except (ValueError, AttributeError, TypeError):
+        return
 
 
 # --- live rewind ---------------------------------------------------------------------------------

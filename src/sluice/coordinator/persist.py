@@ -11,8 +11,6 @@ A group comes back if it has committed offsets or a group-metadata record:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from sluice.coordinator.group import ClassicGroup, GroupState, Member
 from sluice.coordinator.messages import JoinGroupProtocol
 from sluice.coordinator.records import (
@@ -60,35 +58,40 @@ def _group_from_metadata(group_id: str, value: GroupMetadataValue, now_ms: int) 
     return group
 
 
-def load_groups(records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> dict[str, ClassicGroup]:
-    metadata: dict[str, GroupMetadataValue | None] = {}
-    committed: dict[OffsetCommitKey, OffsetCommitValue | None] = {}
-    for raw_key, raw_value in records:
+class ReplayedGroups:
+    """``__consumer_offsets`` as read back so far: the last group-metadata value per group and the last
+    commit per partition. The groups are built from them once the whole log is read (`groups`), since a
+    group's shape comes from its metadata record wherever its offsets sit in the log."""
+
+    def __init__(self) -> None:
+        self.metadata: dict[str, GroupMetadataValue | None] = {}
+        self.committed: dict[OffsetCommitKey, OffsetCommitValue | None] = {}
+        # Share groups (ShareGroupMetadata): their epoch, None once deleted.
+        self.share_epochs: dict[str, int | None] = {}
+
+    def apply(self, raw_key: bytes, raw_value: bytes | None) -> None:
         key = decode_key(raw_key)
         if isinstance(key, GroupMetadataKey):
-            metadata[key.group] = None if raw_value is None else decode_group_metadata_value(raw_value)
+            self.metadata[key.group] = None if raw_value is None else decode_group_metadata_value(raw_value)
         elif isinstance(key, OffsetCommitKey):
-            committed[key] = None if raw_value is None else decode_offset_commit_value(raw_value)
+            self.committed[key] = None if raw_value is None else decode_offset_commit_value(raw_value)
+        elif isinstance(key, ShareGroupMetadataKey):
+            self.share_epochs[key.group] = None if raw_value is None else decode_share_group_metadata_value(raw_value)
 
-    groups: dict[str, ClassicGroup] = {}
-    for group_id, value in metadata.items():
-        if value is not None:
-            groups[group_id] = _group_from_metadata(group_id, value, now_ms)
-    for key, offset in committed.items():
-        if offset is None:
-            continue
-        group = groups.get(key.group)
-        if group is None:
-            group = groups[key.group] = ClassicGroup(key.group, state_timestamp_ms=now_ms)
-        group.offsets[(key.topic, key.partition)] = offset
-    return groups
+    def share_groups(self) -> list[tuple[str, int]]:
+        """(group id, epoch) of every share group the log leaves in existence."""
+        return [(group_id, epoch) for group_id, epoch in self.share_epochs.items() if epoch is not None]
 
-
-def load_share_group_epochs(records: Iterable[tuple[bytes, bytes | None]]) -> list[tuple[str, int]]:
-    """(group id, epoch) of every share group the records leave in existence."""
-    epochs: dict[str, int | None] = {}
-    for raw_key, raw_value in records:
-        key = decode_key(raw_key)
-        if isinstance(key, ShareGroupMetadataKey):
-            epochs[key.group] = None if raw_value is None else decode_share_group_metadata_value(raw_value)
-    return [(group_id, epoch) for group_id, epoch in epochs.items() if epoch is not None]
+    def groups(self, now_ms: int) -> dict[str, ClassicGroup]:
+        groups: dict[str, ClassicGroup] = {}
+        for group_id, value in self.metadata.items():
+            if value is not None:
+                groups[group_id] = _group_from_metadata(group_id, value, now_ms)
+        for key, offset in self.committed.items():
+            if offset is None:
+                continue
+            group = groups.get(key.group)
+            if group is None:
+                group = groups[key.group] = ClassicGroup(key.group, state_timestamp_ms=now_ms)
+            group.offsets[(key.topic, key.partition)] = offset
+        return groups

@@ -98,6 +98,10 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         self.by_producer: dict[int, TxnMetadata] = {}
         self._next_expiry_check_ms: int | None = None
+        # While `__transaction_state` is replayed (`apply`): keys in the earlier layout -> their
+        # transactional id, and the ids whose last record is in it (rewritten by `loaded`).
+        self._replayed_legacy_keys: dict[bytes, str] = {}
+        self._replayed_from_legacy: set[str] = set()
 
     # ----- helpers -----
 
@@ -429,35 +433,35 @@ class TransactionCoordinator:
 
     # ----- restart -----
 
-    def load(
-        self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int
-    ) -> list[tuple[bytes, bytes | None]]:
-        """Replay `__transaction_state`; returns the records to append once (the migration of values an
+    def apply(self, key: bytes | None, value: bytes | None) -> None:
+        """Replay one `__transaction_state` record (oldest first; last write wins, None deletes)."""
+        decoded = None if key is None else decode_key(key)
+        if decoded is None:
+            return
+        assert key is not None
+        transactional_id, legacy = decoded
+        if legacy:
+            self._replayed_legacy_keys[key] = transactional_id
+        if value is None:
+            self.txns.pop(transactional_id, None)
+            self._replayed_from_legacy.discard(transactional_id)
+            return
+        meta, legacy_value = decode_value(transactional_id, value)
+        self.txns[transactional_id] = meta
+        if legacy or legacy_value:
+            self._replayed_from_legacy.add(transactional_id)
+        else:
+            self._replayed_from_legacy.discard(transactional_id)
+
+    def loaded(self, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        """The whole log is replayed; returns the records to append once (the migration of values an
         earlier sluice wrote as JSON: see transaction_log), empty when the log is all in Kafka's layout."""
-        self.txns = {}
-        legacy_keys: dict[bytes, str] = {}  # keys in the earlier layout -> their transactional id
-        from_legacy: set[str] = set()
-        for key, value in records:
-            decoded = decode_key(key)
-            if decoded is None:
-                continue
-            transactional_id, legacy = decoded
-            if legacy:
-                legacy_keys[key] = transactional_id
-            if value is None:
-                self.txns.pop(transactional_id, None)
-                from_legacy.discard(transactional_id)
-                continue
-            meta, legacy_value = decode_value(transactional_id, value)
-            self.txns[transactional_id] = meta
-            if legacy or legacy_value:
-                from_legacy.add(transactional_id)
-            else:
-                from_legacy.discard(transactional_id)
         self.by_producer = {}
         for meta in self.txns.values():
             self._index(meta)
         self._next_expiry_check_ms = now_ms + self.config.expiration_check_interval_ms
+        legacy_keys, from_legacy = self._replayed_legacy_keys, self._replayed_from_legacy
+        self._replayed_legacy_keys, self._replayed_from_legacy = {}, set()
         if not from_legacy:
             return []
         # One-time migration: tombstones for the old keys (they differ from the new ones byte for byte,

@@ -15,13 +15,13 @@ from typing import Any
 
 from aiohttp import ClientConnectionError, ClientError, ClientSession, ClientTimeout, web
 
-from sluice.client.internal_topic import StoreUnavailable
 from sluice.registry import commands, errors, records
 from sluice.registry.commands import RegisterRequest
 from sluice.registry.formats import supported_types
 from sluice.registry.records import Reference, SchemaValue
 from sluice.registry.service import RegistryService, unavailable
 from sluice.registry.state import DEFAULT_LEVEL, DEFAULT_MODE
+from sluice.state_topic.kafka import StoreUnavailable
 
 log = logging.getLogger("sluice.registry.api")
 

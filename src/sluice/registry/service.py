@@ -10,12 +10,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sluice.client.internal_topic import InternalTopic, StoreUnavailable
 from sluice.registry import errors
 from sluice.registry.catalog import Catalog
 from sluice.registry.commands import Plan
 from sluice.registry.election import DEFAULT_GROUP, DEFAULT_SESSION_TIMEOUT_MS, Election
 from sluice.registry.state import RegistryState
+from sluice.state_topic.kafka import KafkaStateTopic, StoreUnavailable
 
 log = logging.getLogger("sluice.registry")
 
@@ -42,7 +42,7 @@ class RegistryService:
         self.settings = settings
         self.state = RegistryState()
         self.catalog = Catalog(self.state)
-        self.store = InternalTopic(
+        self.store = KafkaStateTopic(
             settings.kafka,
             settings.topic,
             self.state,

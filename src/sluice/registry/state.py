@@ -66,6 +66,10 @@ class RegistryState:
             self.ignored += 1
             log.warning("skipping a _schemas record: %s (key %r)", exc, raw_key[:200] if raw_key else None)
 
+    def loaded(self, now_ms: int) -> list[tuple[bytes, bytes | None]]:
+        """`_schemas` is replayed to its end: the state is whole as it is, with nothing to append."""
+        return []
+
     def _apply(self, key: Key, raw_value: bytes | None) -> None:
         if key.keytype == records.SCHEMA:
             if raw_value is None:

@@ -59,7 +59,7 @@ def build_broker(config: BrokerConfig) -> Broker:
     attach_transaction_coordinator(broker, now_ms())
     from sluice.broker.share_service import attach_share_service
 
-    attach_share_service(broker)
+    attach_share_service(broker, now_ms())
     return broker
 
 

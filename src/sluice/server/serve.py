@@ -90,9 +90,9 @@ async def _start_registry(bootstrap: str, listen: tuple[str, int] | None) -> Any
     """The Schema Registry, a Kafka client of the broker like the console; a taken port leaves the rest serving."""
     if listen is None:
         return None
-    from sluice.client.internal_topic import StoreUnavailable
     from sluice.registry.server import start_registry
     from sluice.registry.service import RegistrySettings
+    from sluice.state_topic.kafka import StoreUnavailable
 
     try:
         registry = await start_registry(

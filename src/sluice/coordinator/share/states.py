@@ -3,7 +3,7 @@
 Pure, like the other coordinators: the broker's share service reads the log and hands batches in, and
 persists what `record` returns after each change. Replay (`apply`) takes records one at a time in log order:
 a snapshot replaces a share-partition's state, an update (Kafka's delta record) is laid over it, a
-tombstone forgets it.
+tombstone forgets it. A record that does not parse raises (ShareRecordError), and the replay skips it.
 """
 
 from __future__ import annotations
@@ -57,9 +57,11 @@ class ShareStates:
             state.start_offset, list(state.batches), self.delivery_limit(share_key.group_id), state.state_epoch
         )
 
-    def loaded(self) -> None:
-        """Replay is over: the replayed snapshots are only needed to lay Kafka's updates over."""
+    def loaded(self, now_ms: int) -> list[KeyValue]:
+        """Replay is over: the replayed snapshots were only needed to lay Kafka's updates over. Nothing to
+        append."""
         self._replayed.clear()
+        return []
 
     # ----- state -----
 

@@ -1,16 +1,14 @@
-"""A compacted one-partition Kafka topic used as a replicated log of a pure state machine.
+"""The Kafka-client backend of a state topic: a topic of any Kafka cluster, for a service that talks to
+Kafka as a client (the schema registry's `_schemas`); the contract is sluice.state_topic.api.
 
-The shape Kafka's own coordinators have (and the Schema Registry's `_schemas`): on start the topic is
-created if missing (compacted), then replayed from the beginning into the machine; after that a reader
-keeps tailing it, so every process sharing the topic converges on the same state. `append(records)`
-produces with acks=all and idempotence and returns only once this process's reader has applied them:
-a caller that appends, then reads the machine, sees its own write.
+Several processes may share the topic, so the log runs ahead of the machine: on start the topic is
+created if missing, replayed from the beginning into the machine, and then tailed, so every process
+converges on the same state. A writer plans on the caught-up machine (`sync`), appends the records
+(`append`: acks=all and idempotence), and is answered once this process's reader has applied them
+(read-your-writes): a caller that appends, then reads the machine, sees its own write.
 
 Threads: librdkafka's reader and delivery callbacks run on two small threads; every `apply` runs on the
 asyncio loop, so the machine and everything reading it live on one thread and need no locks.
-
-This is the Kafka-client backend of a state topic (the contract, shared with the broker-log backend the
-coordinators use, is sluice.state_topic: how the topic is created, the replay rule, read-your-writes).
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 
@@ -25,11 +24,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from sluice.client.stuck import stuck_at
-from sluice.state_topic import KeyValue, OffsetRecord, Replayer, StateMachine, topic_config
+from sluice.state_topic.api import KeyValue, OffsetRecord, StateMachine, StateTopic, topic_config
 
-log = logging.getLogger("sluice.internal_topic")
+log = logging.getLogger("sluice.state_topic")
 
-Record = KeyValue
 POLL_S = 0.1
 
 
@@ -37,7 +35,7 @@ class StoreUnavailable(Exception):
     """Kafka did not answer within the store timeout (broker down, topic gone, not authorized...)."""
 
 
-class InternalTopic:
+class KafkaStateTopic(StateTopic):
     def __init__(
         self,
         settings: Mapping[str, str],
@@ -45,13 +43,11 @@ class InternalTopic:
         machine: StateMachine,
         *,
         timeout_s: float = 5.0,
-        client_id: str = "sluice-internal-topic",
+        client_id: str = "sluice-state-topic",
         replication_factor: int = 3,
     ) -> None:
+        super().__init__(topic, machine)
         self.settings = dict(settings)
-        self.topic = topic
-        self.machine = machine
-        self.replayer = Replayer(topic, machine)
         self.timeout_s = timeout_s
         self.client_id = client_id
         self.replication_factor = replication_factor
@@ -63,11 +59,14 @@ class InternalTopic:
         self._offsets: Consumer | None = None
         # Why the reader cannot go on, if it cannot (`stuck_at`): named in what waiting for the topic raises.
         self.unreadable = ""
+        # Writers and readers waiting until the machine has applied everything below an offset.
+        self._waiting: list[tuple[int, asyncio.Future[None]]] = []
 
     # -- life cycle -----------------------------------------------------------------------------------------
 
     async def start(self, start_timeout_s: float = 30.0) -> None:
-        """Create the topic if needed, replay it to its end, then keep tailing. StoreUnavailable on timeout."""
+        """Create the topic if needed, replay it to its end (then the machine is `loaded`, and what that
+        returns appended), then keep tailing. StoreUnavailable on timeout."""
         self._loop = asyncio.get_running_loop()
         await self._loop.run_in_executor(None, self._ensure_topic)
         self._producer = Producer(
@@ -95,13 +94,13 @@ class InternalTopic:
                 "isolation.level": "read_committed",
             }
         )
-        self._consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
+        self._consumer.assign([TopicPartition(self.name, 0, OFFSET_BEGINNING)])
         # End offsets are asked on a handle of their own: asking the one a thread is consuming from blocks.
         self._offsets = Consumer(
             {**self.settings, "client.id": self.client_id, "group.id": f"{self.client_id}-offsets"}
         )
         for target in (self._read_loop, self._delivery_loop):
-            thread = threading.Thread(target=target, name=f"{self.topic}-{target.__name__}", daemon=True)
+            thread = threading.Thread(target=target, name=f"{self.name}-{target.__name__}", daemon=True)
             thread.start()
             self._threads.append(thread)
         # A topic just created may have no leader for a moment: keep asking until start_timeout_s (but not
@@ -110,12 +109,15 @@ class InternalTopic:
         while True:
             try:
                 await self.sync()
-                return
+                break
             except StoreUnavailable:
                 if self.unreadable or self._loop.time() >= deadline:
                     await self.close()
                     raise
                 await asyncio.sleep(0.2)
+        records = self.machine.loaded(int(time.time() * 1000))
+        if records:
+            await self.append(records)
 
     def _ensure_topic(self) -> None:
         admin = AdminClient({**self.settings, "client.id": self.client_id})
@@ -123,16 +125,16 @@ class InternalTopic:
             metadata = admin.list_topics(timeout=self.timeout_s)
         except KafkaException as exc:
             raise StoreUnavailable(f"cannot reach Kafka: {exc.args[0]}") from None
-        if self.topic in metadata.topics and metadata.topics[self.topic].error is None:
+        if self.name in metadata.topics and metadata.topics[self.name].error is None:
             return
         replicas = max(1, min(self.replication_factor, len(metadata.brokers)))
-        new = NewTopic(self.topic, 1, replicas, config=topic_config())
+        new = NewTopic(self.name, 1, replicas, config=topic_config())
         try:
-            admin.create_topics([new], request_timeout=self.timeout_s)[self.topic].result(self.timeout_s)
-            log.info("created %s (1 partition, compacted, replication factor %d)", self.topic, replicas)
+            admin.create_topics([new], request_timeout=self.timeout_s)[self.name].result(self.timeout_s)
+            log.info("created %s (1 partition, compacted, replication factor %d)", self.name, replicas)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise StoreUnavailable(f"cannot create {self.topic}: {exc.args[0]}") from None
+                raise StoreUnavailable(f"cannot create {self.name}: {exc.args[0]}") from None
 
     async def close(self) -> None:
         self._stop.set()
@@ -144,8 +146,8 @@ class InternalTopic:
                 await loop.run_in_executor(None, consumer.close)
         if self._producer is not None:
             await loop.run_in_executor(None, self._producer.flush, 1)
-        for waiter in self.replayer.waiters():
-            assert isinstance(waiter, asyncio.Future)
+        waiting, self._waiting = self._waiting, []
+        for _, waiter in waiting:
             if not waiter.done():
                 waiter.set_exception(StoreUnavailable("closed"))
 
@@ -159,7 +161,7 @@ class InternalTopic:
                 first = self._consumer.poll(POLL_S)
                 batch = [] if first is None else [first, *self._consumer.consume(499, 0)]
             except KafkaException as exc:
-                log.warning("reading %s: %s", self.topic, exc)
+                log.warning("reading %s: %s", self.name, exc)
                 continue
             found = []
             for message in batch:
@@ -167,9 +169,9 @@ class InternalTopic:
                 if error is None:
                     found.append((message.offset(), message.key(), message.value()))
                 elif (stuck := stuck_at(message)) is not None:
-                    self._note_unreadable(f"{self.topic} {stuck}")
+                    self._note_unreadable(f"{self.name} {stuck}")
                 elif error.code() != KafkaError._PARTITION_EOF:
-                    log.warning("reading %s: %s", self.topic, error)
+                    log.warning("reading %s: %s", self.name, error)
             if found:
                 self._loop.call_soon_threadsafe(self._apply_batch, found)
 
@@ -178,29 +180,29 @@ class InternalTopic:
             log.error("%s", unreadable)
             self.unreadable = unreadable
 
-    @property
-    def applied(self) -> int:
-        """The next offset to apply: everything below it is in the machine."""
-        return self.replayer.applied
-
     def _apply_batch(self, batch: Sequence[OffsetRecord]) -> None:
-        for waiter in self.replayer.feed(batch):
-            assert isinstance(waiter, asyncio.Future)
+        self.replay(batch)
+        ready = [w for t, w in self._waiting if self.applied >= t]
+        if ready:
+            self._waiting = [(t, w) for t, w in self._waiting if self.applied < t]
+        for waiter in ready:
             if not waiter.done():
                 waiter.set_result(None)
 
     async def _applied_through(self, target: int, timeout_s: float) -> None:
+        """Wait until everything below offset `target` is in the machine (the read-your-writes rule)."""
         assert self._loop is not None
-        waiter: asyncio.Future[None] = self._loop.create_future()
-        if not self.replayer.wait(target, waiter):
+        if self.applied >= target:
             return
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._waiting.append((target, waiter))
         try:
             await asyncio.wait_for(waiter, timeout_s)
         except TimeoutError:
-            self.replayer.forget(waiter)
+            self._waiting = [(t, w) for t, w in self._waiting if w is not waiter]
             stuck = f"; {self.unreadable}" if self.unreadable else ""
             raise StoreUnavailable(
-                f"{self.topic} was not read back to offset {target} within {timeout_s:g}s (at {self.applied})"
+                f"{self.name} was not read back to offset {target} within {timeout_s:g}s (at {self.applied})"
                 + stuck
             ) from None
 
@@ -213,16 +215,16 @@ class InternalTopic:
                 self._loop.run_in_executor(
                     None,
                     lambda: consumer.get_watermark_offsets(
-                        TopicPartition(self.topic, 0), self.timeout_s, False
+                        TopicPartition(self.name, 0), self.timeout_s, False
                     ),
                 ),
                 self.timeout_s + 1,
             )
         except KafkaException as exc:
-            raise StoreUnavailable(f"cannot read {self.topic}'s end offset: {exc.args[0]}") from None
+            raise StoreUnavailable(f"cannot read {self.name}'s end offset: {exc.args[0]}") from None
         except TimeoutError:
             raise StoreUnavailable(
-                f"Kafka did not tell {self.topic}'s end offset within {self.timeout_s:g}s"
+                f"Kafka did not tell {self.name}'s end offset within {self.timeout_s:g}s"
             ) from None
         await self._applied_through(high, self.timeout_s)
 
@@ -233,7 +235,7 @@ class InternalTopic:
         while not self._stop.is_set():
             self._producer.poll(POLL_S)
 
-    async def append(self, batch: Sequence[Record]) -> int:
+    async def append(self, batch: Sequence[KeyValue]) -> int:
         """Produce the records in order; return once all are applied here. The last one's offset."""
         assert self._loop is not None and self._producer is not None
         loop = self._loop
@@ -247,15 +249,15 @@ class InternalTopic:
                 loop.call_soon_threadsafe(_settle, future, error, message)
 
             try:
-                self._producer.produce(self.topic, value, key, partition=0, on_delivery=delivered)
+                self._producer.produce(self.name, value, key, partition=0, on_delivery=delivered)
             except (BufferError, KafkaException) as exc:
-                raise StoreUnavailable(f"cannot write to {self.topic}: {exc}") from None
+                raise StoreUnavailable(f"cannot write to {self.name}: {exc}") from None
             futures.append(future)
         try:
             offsets = await asyncio.wait_for(asyncio.gather(*futures), self.timeout_s + 1)
         except TimeoutError:
             raise StoreUnavailable(
-                f"no acknowledgement from Kafka for {self.topic} within {self.timeout_s:g}s"
+                f"no acknowledgement from Kafka for {self.name} within {self.timeout_s:g}s"
             ) from None
         last = max(offsets)
         await self._applied_through(last + 1, self.timeout_s)

@@ -1,4 +1,4 @@
-"""client/internal_topic: a compacted topic replayed into a state machine, shared by several processes' worth
+"""state_topic/kafka: a compacted topic replayed into a state machine, shared by several processes' worth
 of readers, on the real broker."""
 
 from __future__ import annotations
@@ -6,30 +6,19 @@ from __future__ import annotations
 import asyncio
 
 from confluent_kafka.admin import AdminClient, ConfigResource
+from state_machines import Tally
 
-from sluice.client.internal_topic import InternalTopic, StoreUnavailable
-
-
-class Tally:
-    """Last value per key, and every key in the order applied."""
-
-    def __init__(self) -> None:
-        self.values: dict[bytes, bytes | None] = {}
-        self.order: list[bytes] = []
-
-    def apply(self, key: bytes | None, value: bytes | None) -> None:
-        assert key is not None
-        self.values[key] = value
-        self.order.append(key)
+from sluice.state_topic.kafka import KafkaStateTopic, StoreUnavailable
 
 
 async def test_appends_are_read_back_and_replayed(bootstrap: str, topic_name: str) -> None:
     settings = {"bootstrap.servers": bootstrap}
     writer_state, reader_state = Tally(), Tally()
-    writer = InternalTopic(settings, topic_name, writer_state, replication_factor=1)
-    reader = InternalTopic(settings, topic_name, reader_state, replication_factor=1)
+    writer = KafkaStateTopic(settings, topic_name, writer_state, replication_factor=1)
+    reader = KafkaStateTopic(settings, topic_name, reader_state, replication_factor=1)
     await writer.start()
     await reader.start()
+    assert len(writer_state.loaded_at) == 1 and len(reader_state.loaded_at) == 1
     try:
         last = await writer.append([(b"a", b"1"), (b"b", b"2"), (b"a", None)])
         # Read-your-writes: the writer's own machine has all three when append returns.
@@ -41,7 +30,7 @@ async def test_appends_are_read_back_and_replayed(bootstrap: str, topic_name: st
         await writer.close()
         await reader.close()
     replayed = Tally()
-    again = InternalTopic(settings, topic_name, replayed, replication_factor=1)
+    again = KafkaStateTopic(settings, topic_name, replayed, replication_factor=1)
     await again.start()
     await again.close()
     assert replayed.order == [b"a", b"b", b"a"]
@@ -54,7 +43,7 @@ async def test_appends_are_read_back_and_replayed(bootstrap: str, topic_name: st
 async def test_unreachable_kafka_is_a_bounded_error() -> None:
     from sluice.testing import free_port
 
-    topic = InternalTopic({"bootstrap.servers": f"127.0.0.1:{free_port()}"}, "t", Tally(), timeout_s=0.5)
+    topic = KafkaStateTopic({"bootstrap.servers": f"127.0.0.1:{free_port()}"}, "t", Tally(), timeout_s=0.5)
     started = asyncio.get_running_loop().time()
     try:
         await topic.start(start_timeout_s=1)
