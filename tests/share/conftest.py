@@ -4,18 +4,11 @@ group.share.min.record.lock.duration.ms=1000 too), so lock expiry is seen in sec
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from share_helpers import share_config
 
 from sluice.testing import BrokerProcess
-
-
-def share_config(directory: Path, **settings: object) -> Path:
-    path = directory / "broker.yaml"
-    lines = {"group_share_min_record_lock_duration_ms": 1000, "group_initial_rebalance_delay_ms": 0, **settings}
-    path.write_text("".join(f"{name}: {value}\n" for name, value in lines.items()))
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer, ShareConsumer, TopicCollection
@@ -13,6 +14,14 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
+
+
+def share_config(directory: Path, **settings: object) -> Path:
+    """A broker config file whose record locks may be as short as a second, plus `settings`."""
+    path = directory / "broker.yaml"
+    lines = {"group_share_min_record_lock_duration_ms": 1000, "group_initial_rebalance_delay_ms": 0, **settings}
+    path.write_text("".join(f"{name}: {value}\n" for name, value in lines.items()))
+    return path
 
 
 def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:

@@ -6,8 +6,9 @@ member moves to its new target at once, and its epoch with it.
 
 * The group epoch goes up whenever the assignment depends on something new: a member joins, leaves or
   changes its subscription, a subscribed topic appears or grows.
-* The target assignment is recomputed from the group epoch at most once per `share.assignment.interval.ms`;
-  a member waiting for it is told to heartbeat again when the interval ends.
+* The target assignment is recomputed from the group epoch at most once per `share.assignment.interval.ms`,
+  counted from the last computation or from the first member's join; a member waiting for it is told to
+  heartbeat again when the interval ends.
 * MemberEpoch 0 joins (the member names itself), -1 leaves.
 
 Membership lives in memory: after a restart members get UNKNOWN_MEMBER_ID and join again, which share
@@ -233,6 +234,11 @@ class ShareGroups:
                 )
             member = ShareMember(request.member_id)
             joined = True
+            if not group.members:
+                # The first member of an empty group waits one assignment interval for the others that
+                # start with it, so they share the partitions from the first fetch (Kafka's first
+                # assignment comes a heartbeat after the join too).
+                group.assigned_at_ms = now_ms
         elif request.member_epoch not in (JOIN_EPOCH, member.member_epoch, member.previous_epoch):
             raise HeartbeatError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
@@ -274,7 +280,7 @@ class ShareGroups:
         )
 
     def _assignment_wait(self, group: ShareGroup, now_ms: int) -> int:
-        if group.assigned_at_ms is None or not group.target:
+        if group.assigned_at_ms is None:
             return 0
         return group.assigned_at_ms + self.assignment_interval(group.group_id) - now_ms
 
