@@ -73,6 +73,23 @@ def _acks(request: Any) -> Acks:
     return acks
 
 
+def _unwritable(shares: ShareService, now_ms: int) -> tuple[ErrorCode, str] | None:
+    """Refused before anything changes when the share state cannot be written (a full disk): a record
+    handed out or an acknowledgement taken must be on disk before its answer says so."""
+    if not shares.ensure_loaded(now_ms):
+        return ErrorCode.KAFKA_STORAGE_ERROR, f"{shares.topic.name} cannot be written now"
+    reason = shares.refusal(now_ms)
+    return None if reason is None else (ErrorCode.KAFKA_STORAGE_ERROR, f"{shares.topic.name}: {reason}")
+
+
+def _unwritten(answer: _Answer) -> _Answer:
+    """What a request's answer becomes when its state could not be written: the service unloaded, so
+    nothing it did holds; every partition it touched says so, and no record goes out."""
+    failed = ErrorCode.KAFKA_STORAGE_ERROR, "the share state could not be written"
+    touched = set(answer.fetched) | set(answer.errors) | answer.read
+    return _Answer(errors=dict.fromkeys(touched, failed), acked=dict.fromkeys(answer.acked, failed))
+
+
 def _enter(shares: ShareService, ctx: RequestContext, request: Any) -> ShareSession:
     connection: Hashable = ctx.session if ctx.session is not None else _NO_CONNECTION
     return shares.sessions.enter(request.group_id, request.member_id, request.share_session_epoch, connection)
@@ -98,9 +115,7 @@ def _end_session(shares: ShareService, session: ShareSession) -> None:
 def share_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
     R = ShareFetchResponse
     shares: ShareService = broker.shares
-    refusal = _refusal(request) or _fetch_refusal(ctx, request)
-    if refusal is None and not shares.ensure_loaded(ctx.now_ms):
-        refusal = ErrorCode.KAFKA_STORAGE_ERROR, f"{shares.topic.name} cannot be written now"
+    refusal = _refusal(request) or _fetch_refusal(ctx, request) or _unwritable(shares, ctx.now_ms)
     if refusal is not None:
         return Respond(R(error_code=refusal[0], error_message=refusal[1]))
     acks = _acks(request)
@@ -136,10 +151,12 @@ def share_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
         if shares.sessions.of_member(request.group_id, request.member_id) is not session:
             return R(acquisition_lock_timeout_ms=_lock_ms(broker, request), responses=[])
         again = _Answer()
-        _fetch(broker, ctx, request, session, now_ms, again)
+        if _unwritable(shares, now_ms) is None:
+            _fetch(broker, ctx, request, session, now_ms, again)
         if not (final or again.fetched or again.errors):
             return None
-        shares.write(now_ms)
+        if not shares.write(now_ms):
+            again = _unwritten(again)
         return _response(broker, ctx, request, again)
 
     shares.write(ctx.now_ms)  # a share-partition read for the first time starts its state here
@@ -206,7 +223,8 @@ def _lock_ms(broker: Broker, request: Any) -> int:
 
 def _reply(broker: Broker, ctx: RequestContext, request: Any, answer: _Answer) -> Outcome:
     """The answer now, or once the acknowledgements it reports are durable."""
-    broker.shares.write(ctx.now_ms)
+    if not broker.shares.write(ctx.now_ms):
+        answer = _unwritten(answer)
     response = _response(broker, ctx, request, answer)
     return RespondWhenDurable(response) if answer.acknowledged_any() else Respond(response)
 
@@ -243,8 +261,7 @@ def share_acknowledge(broker: Broker, ctx: RequestContext, request: Any) -> Outc
     refusal = _refusal(request)
     if refusal is None and request.share_session_epoch == OPEN_EPOCH:
         refusal = ErrorCode.INVALID_SHARE_SESSION_EPOCH, "ShareAcknowledge cannot open a share session."
-    if refusal is None and not shares.ensure_loaded(ctx.now_ms):
-        refusal = ErrorCode.KAFKA_STORAGE_ERROR, f"{shares.topic.name} cannot be written now"
+    refusal = refusal or _unwritable(shares, ctx.now_ms)
     if refusal is not None:
         return Respond(R(error_code=refusal[0], error_message=refusal[1]))
     try:
@@ -255,7 +272,8 @@ def share_acknowledge(broker: Broker, ctx: RequestContext, request: Any) -> Outc
     _acknowledge(broker, request, _acks(request), ctx.api_version >= 2 and request.is_renew_ack, ctx.now_ms, answer)
     if request.share_session_epoch == FINAL_EPOCH:
         _end_session(shares, session)
-    shares.write(ctx.now_ms)
+    if not shares.write(ctx.now_ms):
+        answer = _unwritten(answer)
     leader = R.LeaderIdAndEpoch(leader_id=broker.config.node_id, leader_epoch=0)
     by_topic: dict[uuid.UUID, list[Any]] = {}
     for (topic_id, index), (code, message) in sorted(answer.acked.items(), key=lambda i: (str(i[0][0]), i[0][1])):
