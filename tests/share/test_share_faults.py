@@ -155,7 +155,9 @@ def test_a_full_disk_refuses_share_fetches_cleanly_and_keeps_every_acknowledgeme
         while (answer := member.fetch([tp], max_records=10, max_wait_ms=0)).error_code != ErrorCode.NONE:
             assert time.monotonic() < deadline, f"share fetches still refused once space is back: {answer}"
         got = acquired(answer)[tp]
-        assert got[0][0] == 10  # 0-9 were acknowledged before the disk filled: never again
+        # 0-9 were acknowledged before the disk filled: never again. (What the refused releases left
+        # acquired stays with the member until its lock ends.)
+        assert got[0][0] >= 10
         member.close()
         broker.kill()
         broker.restart()

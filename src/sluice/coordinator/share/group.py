@@ -6,9 +6,9 @@ member moves to its new target at once, and its epoch with it.
 
 * The group epoch goes up whenever the assignment depends on something new: a member joins, leaves or
   changes its subscription, a subscribed topic appears or grows.
-* The target assignment is recomputed from the group epoch at most once per `share.assignment.interval.ms`,
-  counted from the last computation or from the first member's join; a member waiting for it is told to
-  heartbeat again when the interval ends.
+* The target assignment is recomputed from the group epoch at most once per `share.assignment.interval.ms`;
+  a member waiting for it is told to heartbeat again when the interval ends. An empty group's first member
+  gets its partitions one interval after it joins, with the members that start with it.
 * MemberEpoch 0 joins (the member names itself), -1 leaves.
 
 Membership lives in memory: after a restart members get UNKNOWN_MEMBER_ID and join again, which share
@@ -234,11 +234,6 @@ class ShareGroups:
                 )
             member = ShareMember(request.member_id)
             joined = True
-            if not group.members:
-                # The first member of an empty group waits one assignment interval for the others that
-                # start with it, so they share the partitions from the first fetch (Kafka's first
-                # assignment comes a heartbeat after the join too).
-                group.assigned_at_ms = now_ms
         elif request.member_epoch not in (JOIN_EPOCH, member.member_epoch, member.previous_epoch):
             raise HeartbeatError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
@@ -246,6 +241,7 @@ class ShareGroups:
                 f"by the group coordinator ({member.member_epoch}).",
             )
         self.groups[group.group_id] = group
+        first = joined and not group.members
         group.members[member.member_id] = member
         before = (member.member_epoch, member.assigned)
         changed = _update_member(member, request) or joined
@@ -253,16 +249,22 @@ class ShareGroups:
         if changed:
             group.group_epoch += 1
         interval = self.heartbeat_interval(group.group_id)
+        if first and self.assignment_interval(group.group_id) > 0:
+            # An empty group's first member gets an epoch and no partitions yet: they are assigned one
+            # assignment interval later, to it and to the members that start with it, so those share the
+            # partitions from the first fetch (in Kafka a group's partitions are first initialized, and the
+            # first member's first heartbeat gets no partitions either).
+            self._assign(group, now_ms, {mid: frozenset() for mid in group.members})
+            group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
             wait = self._assignment_wait(group, now_ms)
             if wait > 0:
                 interval = min(interval, wait)  # come back when the target may be computed
             else:
-                group.target = assign_simple(group.members, group.topics)
-                group.assignment_epoch = group.group_epoch
-                group.assigned_at_ms = now_ms
-        if member.member_id in group.target and member.member_epoch != group.assignment_epoch:
-            member.assigned = group.target[member.member_id]
+                self._assign(group, now_ms, assign_simple(group.members, group.topics))
+        if member.member_epoch != group.assignment_epoch:
+            # No revocation step: the member takes its target (none, if the target is older than it) at once.
+            member.assigned = group.target.get(member.member_id, frozenset())
             member.previous_epoch = member.member_epoch
             member.member_epoch = group.assignment_epoch
         member.session_deadline_ms = now_ms + self.session_timeout(group.group_id)
@@ -278,6 +280,12 @@ class ShareGroups:
             heartbeat_interval_ms=interval,
             assignment=sorted(member.assigned, key=lambda t: (str(t[0]), t[1])) if send else None,
         )
+
+    @staticmethod
+    def _assign(group: ShareGroup, now_ms: int, target: dict[str, frozenset[TP]]) -> None:
+        group.target = target
+        group.assignment_epoch = group.group_epoch
+        group.assigned_at_ms = now_ms
 
     def _assignment_wait(self, group: ShareGroup, now_ms: int) -> int:
         if group.assigned_at_ms is None:
