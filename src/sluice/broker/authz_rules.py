@@ -172,6 +172,37 @@ RULES: dict[str, Rule] = {
         (Items(GROUP, D, "group_ids", None, "groups", "DescribedGroup", "group_id"),)
     ),
     "ListGroups": Rule(custom=special.list_groups),
+    # Share groups (KIP-932), as Kafka's KafkaApis checks them. ShareFetch and ShareAcknowledge also need Read
+    # on each topic: the handler checks it per partition (a share session's partitions outlive the request
+    # that named them), answering TOPIC_AUTHORIZATION_FAILED for the ones denied.
+    "ShareGroupHeartbeat": Rule((Whole(GROUP, R, "group_id"),)),
+    "ShareGroupDescribe": Rule((Items(GROUP, D, "group_ids", None, "groups", "DescribedGroup", "group_id"),)),
+    "ShareFetch": Rule((Whole(GROUP, R, "group_id"),)),
+    "ShareAcknowledge": Rule((Whole(GROUP, R, "group_id"),)),
+    "DescribeShareGroupOffsets": Rule(
+        (Items(GROUP, D, "groups", "group_id", "groups", "DescribeShareGroupOffsetsResponseGroup", "group_id"),)
+    ),
+    "AlterShareGroupOffsets": Rule(
+        (
+            Whole(GROUP, R, "group_id"),
+            _topics(
+                R,
+                "topics",
+                "responses",
+                "AlterShareGroupOffsetsResponseTopic",
+                name="topic_name",
+                resp_name="topic_name",
+                parts=("partitions", "partition_index", "partitions", "AlterShareGroupOffsetsResponsePartition",
+                       "partition_index"),
+            ),
+        )
+    ),
+    "DeleteShareGroupOffsets": Rule(
+        (
+            Whole(GROUP, Operation.DELETE, "group_id"),
+            Items(TOPIC, R, "topics", "topic_name", "responses", "DeleteShareGroupOffsetsResponseTopic", "topic_name"),
+        )
+    ),
     "DeleteGroups": Rule(
         (Items(GROUP, Operation.DELETE, "groups_names", None, "results", "DeletableGroupResult", "group_id"),)
     ),

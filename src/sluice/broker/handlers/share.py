@@ -30,6 +30,7 @@ from sluice.coordinator.share.partition import Acquired, AcquireMode
 from sluice.coordinator.share.records import SharePartitionKey
 from sluice.coordinator.share.sessions import FINAL_EPOCH, OPEN_EPOCH, SessionRefused, ShareSession
 from sluice.errors import ErrorCode, KafkaError
+from sluice.security.acl import Operation, ResourceType
 
 ShareFetchResponse = response_class("ShareFetch")
 ShareAcknowledgeResponse = response_class("ShareAcknowledge")
@@ -95,14 +96,28 @@ def _enter(shares: ShareService, ctx: RequestContext, request: Any) -> ShareSess
     return shares.sessions.enter(request.group_id, request.member_id, request.share_session_epoch, connection)
 
 
-def _acknowledge(broker: Broker, request: Any, acks: Acks, renew: bool, now_ms: int, answer: _Answer) -> None:
+def _may_read(ctx: RequestContext, topic: str) -> bool:
+    """Read on the topic (the authorizer checked Read on the group before the handler ran)."""
+    return ctx.acl is None or ctx.acl.authorize(ctx.principal, ctx.client_host, Operation.READ, ResourceType.TOPIC, topic)
+
+
+DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "not authorized to read the topic"
+
+
+def _acknowledge(
+    broker: Broker, ctx: RequestContext, request: Any, acks: Acks, renew: bool, answer: _Answer
+) -> None:
     for (topic_id, index), batches in acks.items():
-        if broker.storage.topic_by_id(topic_id) is None:
+        meta = broker.storage.topic_by_id(topic_id)
+        if meta is None:
             answer.acked[(topic_id, index)] = (ErrorCode.UNKNOWN_TOPIC_ID, "unknown topic id")
+            continue
+        if not _may_read(ctx, meta.name):
+            answer.acked[(topic_id, index)] = DENIED
             continue
         key = SharePartitionKey(request.group_id, topic_id, index)
         answer.acked[(topic_id, index)] = broker.shares.acknowledge(
-            request.member_id, key, batches, renew_allowed=renew, now_ms=now_ms
+            request.member_id, key, batches, renew_allowed=renew, now_ms=ctx.now_ms
         )
 
 
@@ -135,7 +150,7 @@ def share_fetch(broker: Broker, ctx: RequestContext, request: Any) -> Outcome:
         return Respond(error)
     session.add((t.topic_id, p.partition_index) for t in request.topics for p in t.partitions)
     answer = _Answer()
-    _acknowledge(broker, request, acks, renew, ctx.now_ms, answer)
+    _acknowledge(broker, ctx, request, acks, renew, answer)
     if epoch != OPEN_EPOCH:
         # After the acknowledgements, as Kafka: a forgotten partition's records stay where they are.
         session.forget((t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions)
@@ -199,6 +214,9 @@ def _fetch(
             continue
         if not 0 <= index < meta.partitions:
             answer.errors[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{meta.name} has no partition {index}")
+            continue
+        if not _may_read(ctx, meta.name):
+            answer.errors[tp] = DENIED
             continue
         key = SharePartitionKey(request.group_id, topic_id, index)
         try:
@@ -269,7 +287,7 @@ def share_acknowledge(broker: Broker, ctx: RequestContext, request: Any) -> Outc
     except SessionRefused as refused:
         return Respond(R(error_code=refused.code, error_message=refused.message))
     answer = _Answer()
-    _acknowledge(broker, request, _acks(request), ctx.api_version >= 2 and request.is_renew_ack, ctx.now_ms, answer)
+    _acknowledge(broker, ctx, request, _acks(request), ctx.api_version >= 2 and request.is_renew_ack, answer)
     if request.share_session_epoch == FINAL_EPOCH:
         _end_session(shares, session)
     if not shares.write(ctx.now_ms):
