@@ -297,3 +297,39 @@ class SharePartitionModel(RuleBasedStateMachine):
 TestSharePartitionModel = SharePartitionModel.TestCase
 TestSharePartitionModel.settings = settings(max_examples=60, stateful_step_count=30, deadline=None,
                                             derandomize=True)
+
+
+def test_share_state_records_replay_kafkas_snapshots_updates_and_tombstones():
+    import uuid
+
+    from sluice.coordinator.share.partition import StateBatch
+    from sluice.coordinator.share.records import (
+        _UPDATE_VALUE,
+        _VERSION,
+        UPDATE_TYPE,
+        SharePartitionKey,
+        ShareState,
+        encode_key,
+        encode_snapshot,
+    )
+    from sluice.coordinator.share.states import ShareStates
+
+    key = SharePartitionKey("g", uuid.UUID(int=3), 0)
+    snapshot = ShareState(4, 1, 10, (StateBatch(10, 19, RecordState.AVAILABLE, 1),))
+    cls = _UPDATE_VALUE.cls
+    # Kafka's update of the same snapshot epoch: 12-13 acknowledged, the start offset unchanged (-1).
+    update = _VERSION.pack(0) + _UPDATE_VALUE[0].encode(cls(snapshot_epoch=4, leader_epoch=0, start_offset=-1,
+        state_batches=[cls.StateBatch(first_offset=12, last_offset=13, delivery_state=2, delivery_count=1)]))
+    states = ShareStates(lambda group: LIMIT)
+    states.apply(encode_key(key), encode_snapshot(snapshot))
+    states.apply(encode_key(key, UPDATE_TYPE), update)
+    states.loaded(0)
+    restored = states.get(key)
+    assert (restored.start_offset, restored.next_offset) == (10, 20)
+    assert restored.count(RecordState.ACKNOWLEDGED) == 2 and restored.count(RecordState.AVAILABLE) == 8
+    record_key, value = states.record(key)
+    again = ShareStates(lambda group: LIMIT)
+    again.apply(record_key, value)
+    assert again.get(key).count(RecordState.ACKNOWLEDGED) == 2
+    again.apply(encode_key(key), None)  # a tombstone forgets it
+    assert again.get(key) is None
