@@ -167,3 +167,47 @@ def test_a_full_disk_refuses_share_fetches_cleanly_and_keeps_every_acknowledgeme
         survivor.close()
     finally:
         broker.stop()
+
+
+def test_the_share_state_log_stays_bounded_by_compaction_and_survives_kill_9(tmp_path: Path) -> None:
+    config = share_config(tmp_path, share_coordinator_state_topic_segment_bytes=4096, log_cleaner_backoff_ms=100)
+    with BrokerProcess(tmp_path / "data", config=config) as broker:
+        broker.create_topic("q")
+        set_group_configs(broker.bootstrap, "g", share_auto_offset_reset="earliest")
+        produce(broker.bootstrap, "q", 300)
+        tp = (topic_id(broker.bootstrap, "q"), 0)
+        member = WireShareMember(broker.bootstrap, "g")
+        member.join(["q"])
+        for _ in range(150):  # 300 state writes: an acquisition and an acknowledgement each time
+            got = member.fetch([tp], max_records=1, version=2, share_acquire_mode=1)  # one record at a time
+            [(first, last, _count)] = acquired(got)[tp]
+            member.acknowledge({tp: [(first, last, [1])]})
+        member.close()
+        deadline = time.monotonic() + 30
+        # One share-partition: the cleaner keeps its latest snapshot in closed segments, plus the active one.
+        while len(state_records(broker.bootstrap)) >= 100:
+            assert time.monotonic() < deadline, "__share_group_state is not compacted"
+            time.sleep(0.2)
+        broker.kill()
+        broker.restart()
+        after = WireShareMember(broker.bootstrap, "g")
+        after.join(["q"])
+        first, _last, count = acquired(after.fetch([tp], max_records=1))[tp][0]
+        assert (first, count) == (150, 1)  # the 150 acknowledged before the kill are gone for good
+        after.close()
+
+
+def state_records(bootstrap: str) -> list[int]:
+    """Offsets of the records __share_group_state still holds."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "inspect", "enable.auto.commit": False})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition("__share_group_state", 0), timeout=10)
+        consumer.assign([TopicPartition("__share_group_state", 0, low)])
+        offsets: list[int] = []
+        while consumer.position([TopicPartition("__share_group_state", 0)])[0].offset < high:
+            offsets += [m.offset() for m in consumer.consume(500, 0.5) if not m.error()]
+        return offsets
+    finally:
+        consumer.close()
