@@ -1,11 +1,13 @@
-"""Every quickstart works as written: its snippets run in order against one real `sluice serve`.
+"""Every quickstart, and the README's tour, works as written: the snippets run in order against one real
+`sluice serve`.
 
 A page's ```bash blocks run one after another in one bash (so a variable or a background job of one block is
 there for the next), with `set -eo pipefail`: each must end with exit status 0. Its ```python blocks run one
 after another in one namespace, in this process (the Spark page in the suite's shared SparkSession: starting
 one costs about 20 s of CPU). A ```text block right after a block lists lines its output must hold, in any
 order (partitions interleave); `...` in a line stands for any text. A quickstart holds no other shell-like
-block, so nothing a reader is told to type goes unrun.
+block, so nothing a reader is told to type goes unrun (the README shows `make serve` and `make test`, which
+this test stands in for).
 
 The pages name `sluice serve`'s default addresses (127.0.0.1:9092, localhost:8082, and 9094 for the
 operator's own broker), every one of them (`-b 127.0.0.1:9092` too: an address left to a default could not be
@@ -36,8 +38,9 @@ import pytest
 from sluice.testing import SluiceCommand, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
 QUICKSTARTS = ROOT / "docs" / "quickstart"
-# The order the pages run in (a page not listed runs after these, by name).
+# The order the pages run in, after the README (a page not listed runs after these, by name).
 DOCS_ORDER = ["application.md", "gateways.md", "spark.md", "operator.md"]
 RUNNABLE = {"bash", "python"}
 UNRUN_SHELLS = {"sh", "shell", "console", "zsh", "shell-session"}
@@ -195,14 +198,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(ports, workdir)
 
 
-def _pages() -> list[Path]:
+def _quickstarts() -> list[Path]:
     order = {name: index for index, name in enumerate(DOCS_ORDER)}
     return sorted(QUICKSTARTS.glob("*.md"), key=lambda page: (order.get(page.name, len(order)), page.name))
 
 
+def _pages() -> list[Path]:
+    return [README, *_quickstarts()]
+
+
 def test_every_quickstart_is_run() -> None:
-    """Every page is a quickstart with runnable blocks, and none shows a shell block that would not run."""
-    pages = _pages()
+    """Every quickstart has runnable blocks, and none shows a shell block that would not run."""
+    pages = _quickstarts()
     assert [page.name for page in pages][: len(DOCS_ORDER)] == DOCS_ORDER
     for page in pages:
         found = blocks(page)
@@ -221,7 +228,7 @@ def _run_python(code: str, namespace: dict[str, Any]) -> tuple[int, str]:
     return 0, captured.getvalue()
 
 
-@pytest.mark.parametrize("page", _pages(), ids=lambda page: page.stem)
+@pytest.mark.parametrize("page", _pages(), ids=lambda page: page.stem.lower())
 def test_quickstart(page: Path, served: Served, request: pytest.FixtureRequest) -> None:
     found = [block for block in blocks(page) if block.language in RUNNABLE]
     namespace: dict[str, Any] = {"__name__": "__quickstart__"}

@@ -4,6 +4,7 @@ and a running broker do."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,12 @@ def test_the_kafka_api_page_is_what_apiversions_answers(site: Path, broker: Brok
     assert page == {key: f"{low}-{high}" if low != high else f"{low}" for key, (low, high) in served.items()}
     html = (site / "reference" / "kafka-apis" / "index.html").read_text()
     assert f"sluice serves {len(served)} Kafka APIs." in html
+
+
+def test_the_readmes_links_lead_to_pages() -> None:
+    """The README is outside the site (mkdocs checks only docs/): its links are checked here."""
+    readme = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert len(targets) > 10
+    missing = [target for target in targets if "://" not in target and not (ROOT / target).exists()]
+    assert not missing

@@ -20,8 +20,12 @@ How the commands fit together: [the command-line guide](../guide/command-line.md
 
 
 def _commands(command: Any, ctx: typer.Context) -> Iterator[tuple[Any, typer.Context]]:
-    for name, sub in sorted(getattr(command, "commands", {}).items()):
-        if sub.hidden:
+    """Every command under `command`, depth first, in the order `--help` lists them."""
+    if not hasattr(command, "list_commands"):
+        return
+    for name in command.list_commands(ctx):
+        sub = command.get_command(ctx, name)
+        if sub is None or sub.hidden:
             continue
         sub_ctx = typer.Context(sub, info_name=name, parent=ctx)
         yield sub, sub_ctx
