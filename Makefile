@@ -93,10 +93,10 @@ lint: $(VENV)/.installed-test
 
 # The documentation site (mkdocs.yml, docs/): the reference pages are written from the code as it builds.
 docs: $(VENV)/.installed-test
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 docs-serve: $(VENV)/.installed-test
-	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/broker_bench.py

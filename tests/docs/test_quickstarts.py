@@ -228,12 +228,20 @@ def _run_python(code: str, namespace: dict[str, Any]) -> tuple[int, str]:
     return 0, captured.getvalue()
 
 
-@pytest.mark.parametrize("page", _pages(), ids=lambda page: page.stem.lower())
-def test_quickstart(page: Path, served: Served, request: pytest.FixtureRequest) -> None:
+@pytest.fixture
+def page_blocks(page: Path, request: pytest.FixtureRequest) -> list[Block]:
+    """The page's runnable blocks; for a page that uses Spark, the suite's SparkSession is started first (its
+    getOrCreate() then returns that session)."""
     found = [block for block in blocks(page) if block.language in RUNNABLE]
-    namespace: dict[str, Any] = {"__name__": "__quickstart__"}
     if any(block.language == "python" and "pyspark" in block.code for block in found):
-        request.getfixturevalue("spark")  # the session the page's getOrCreate() then returns
+        request.getfixturevalue("spark")
+    return found
+
+
+@pytest.mark.parametrize("page", _pages(), ids=lambda page: page.stem.lower())
+def test_quickstart(page: Path, page_blocks: list[Block], served: Served) -> None:
+    found = page_blocks
+    namespace: dict[str, Any] = {"__name__": "__quickstart__"}
     shell = Shell(served.workdir, served.env())
     try:
         for block in found:

@@ -6,7 +6,6 @@ import asyncio
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from reference import cell, code
 
@@ -59,9 +58,13 @@ def gateway_families() -> list[tuple[str, str, tuple[str, ...], str]]:
 
     from sluice.gateway.metrics import GatewayMetrics
 
-    # The metric objects themselves: their families have no samples (and so show no labels) until used.
-    metrics: list[Any] = [m for m in vars(GatewayMetrics()).values() if isinstance(m, MetricWrapperBase)]
-    return [(m._name, m._type, tuple(m._labelnames), m._documentation) for m in metrics]
+    # The metric objects themselves: a family collected before any use has no samples, so no label names;
+    # prometheus_client keeps those only on the object (_labelnames).
+    families = []
+    for metric in vars(GatewayMetrics()).values():
+        if isinstance(metric, MetricWrapperBase):
+            families += [(f.name, f.type, tuple(metric._labelnames), f.documentation) for f in metric.describe()]
+    return families
 
 
 def page() -> str:
@@ -75,7 +78,8 @@ def page() -> str:
         "## Gateway",
         "",
         "The kafka-pixy gateway and the REST Proxy (`sluice gateway`, and the gateway of `sluice serve`) at "
-        "`/metrics` on the gateway's HTTP listener (127.0.0.1:19092 by default).",
+        "`/metrics` on the gateway's HTTP listener (127.0.0.1:19092 by default). prometheus-client also writes, "
+        "beside each of these counters and histograms, a `_created` gauge: when its series began (Unix seconds).",
         "",
         *_rows(gateway_families()),
     ]
