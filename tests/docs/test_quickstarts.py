@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,8 +224,8 @@ def _run_python(code: str, namespace: dict[str, Any]) -> tuple[int, str]:
     try:
         with contextlib.redirect_stdout(captured):
             exec(compile(code, "<quickstart>", "exec"), namespace)
-    except Exception as exc:
-        return 1, f"{captured.getvalue()}\n{type(exc).__name__}: {exc}"
+    except Exception:
+        return 1, f"{captured.getvalue()}\n{traceback.format_exc()}"
     return 0, captured.getvalue()
 
 
