@@ -38,23 +38,41 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_every_page_is_built_with_its_links_and_anchors_checked(site: Path) -> None:
     pages = {path.relative_to(site).parent.as_posix() for path in site.rglob("index.html")}
-    for page in ("quickstart/application", "quickstart/spark", "quickstart/operator", "quickstart/gateways",
-                 "reference/cli", "reference/settings", "reference/kafka-apis", "reference/metrics",
-                 "architecture", "storage", "guide/spark-reference"):
+    for page in (
+        "quickstart/application",
+        "quickstart/spark",
+        "quickstart/operator",
+        "quickstart/gateways",
+        "reference/cli",
+        "reference/settings",
+        "reference/kafka-apis",
+        "reference/metrics",
+        "architecture",
+        "storage",
+        "guide/spark-reference",
+    ):
         assert page in pages, sorted(pages)
 
 
 def test_the_reference_pages_are_written_from_the_code(site: Path) -> None:
     cli = (site / "reference" / "cli" / "index.html").read_text()
-    for command in ("sluice serve", "sluice storage repair", "sluice groups reset-offsets", "sluice acls add"):
+    for command in (
+        "sluice serve",
+        "sluice storage repair",
+        "sluice groups reset-offsets",
+        "sluice acls add",
+    ):
         assert f">{command}<" in cli
     assert "--rest-instance-timeout-ms" in cli
     settings = (site / "reference" / "settings" / "index.html").read_text()
     for setting in ("fsync_before_ack", "min_free_bytes", "log.retention.ms", "consumer.session.timeout.ms"):
         assert setting in settings
     metrics = (site / "reference" / "metrics" / "index.html").read_text()
-    for series in ("sluice_request_duration_seconds_bucket", "sluice_consumer_group_lag",
-                   "sluice_gateway_requests_total"):
+    for series in (
+        "sluice_request_duration_seconds_bucket",
+        "sluice_consumer_group_lag",
+        "sluice_gateway_requests_total",
+    ):
         assert series in metrics
     # The pipeline's README, next to its code, is shown whole.
     assert "Exactly-once writes" in (site / "guide" / "spark-reference" / "index.html").read_text()

@@ -63,7 +63,9 @@ def gateway_families() -> list[tuple[str, str, tuple[str, ...], str]]:
     families = []
     for metric in vars(GatewayMetrics()).values():
         if isinstance(metric, MetricWrapperBase):
-            families += [(f.name, f.type, tuple(metric._labelnames), f.documentation) for f in metric.describe()]
+            families += [
+                (f.name, f.type, tuple(metric._labelnames), f.documentation) for f in metric.describe()
+            ]
     return families
 
 

@@ -81,9 +81,15 @@ def show_value(name: str, value: Any) -> str:
         return f"{code(value)} ({value // MIB} MiB)"
     if isinstance(value, int) and name.endswith("_ms") and value >= 60_000 and value % 1000 == 0:
         seconds = value // 1000
-        span = f"{seconds // 86400} days" if seconds % 86400 == 0 else (
-            f"{seconds // 3600} h" if seconds % 3600 == 0 else (
-                f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s"))
+        span = (
+            f"{seconds // 86400} days"
+            if seconds % 86400 == 0
+            else (
+                f"{seconds // 3600} h"
+                if seconds % 3600 == 0
+                else (f"{seconds // 60} min" if seconds % 60 == 0 else f"{seconds} s")
+            )
+        )
         return f"{code(value)} ({span})"
     if isinstance(value, list | dict) and not value:
         return code("[]" if isinstance(value, list) else "{}")
@@ -164,13 +170,15 @@ def _dynamic_section() -> list[str]:
     from sluice.broker.dynamic_configs import HONOURED, MIN_INSYNC_REPLICAS
 
     topic_defaults = {
-        d.broker_synonym for d in TOPIC_CONFIGS.values() if d.broker_synonym and d.broker_synonym != MIN_INSYNC_REPLICAS
+        d.broker_synonym
+        for d in TOPIC_CONFIGS.values()
+        if d.broker_synonym and d.broker_synonym != MIN_INSYNC_REPLICAS
     }
     lines = [
         "## Dynamic broker configs",
         "",
         "What IncrementalAlterConfigs and AlterConfigs may change on the BROKER resource while the broker runs "
-        "(KIP-226), for this node (its id) or as the cluster-wide default (`\"\"`): the configs Kafka 4.x lists as "
+        '(KIP-226), for this node (its id) or as the cluster-wide default (`""`): the configs Kafka 4.x lists as '
         "dynamic. *Acted on* configs change the running broker at once (the broker names of topic configs "
         "become the defaults of topics created from then on); the others are stored and reported. *Per node* "
         "configs cannot be set as the cluster default. SSL stores are dynamic only under a listener prefix "
@@ -229,7 +237,11 @@ def _group_section() -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for name, d in sorted(GROUP_CONFIGS.items()):
-        low = f"{code(d.minimum[0])} ({d.minimum[1]})" if d.minimum else (str(d.at_least) if d.kind == "INT" else "")
+        low = (
+            f"{code(d.minimum[0])} ({d.minimum[1]})"
+            if d.minimum
+            else (str(d.at_least) if d.kind == "INT" else "")
+        )
         high = f"{code(d.maximum[0])} ({d.maximum[1]})" if d.maximum else ""
         choices = ", ".join(code(c) for c in d.choices)
         lines.append(
@@ -239,5 +251,11 @@ def _group_section() -> list[str]:
 
 
 def page() -> str:
-    sections = [_broker_file_section(), _topic_section(), _dynamic_section(), _described_section(), _group_section()]
+    sections = [
+        _broker_file_section(),
+        _topic_section(),
+        _dynamic_section(),
+        _described_section(),
+        _group_section(),
+    ]
     return "\n".join([INTRO, *(line for section in sections for line in section)])
