@@ -16,7 +16,7 @@ RUNTIME_LOCK := requirements/runtime.txt
 WORKERS ?= 4
 PYTEST_ARGS ?=
 
-.PHONY: serve test test-latest lock lock-check lint bench tools java-clients venv clean
+.PHONY: serve test test-latest lock lock-check lint bench tools java-clients venv clean docs docs-serve
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +90,13 @@ lock: | $(BIN)/python
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check src tests bench tools
 	$(BIN)/ruff format --check src tests bench
+
+# The documentation site (mkdocs.yml, docs/): the reference pages are written from the code as it builds.
+docs: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(VENV)/.installed-test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python bench/broker_bench.py

@@ -6,12 +6,14 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
@@ -39,8 +41,11 @@ _spark_groups: dict[str, str] = {}
 def pytest_itemcollected(item: pytest.Item) -> None:
     # Marked as each test is collected: xdist turns the marks into its groups in its own
     # pytest_collection_modifyitems, which may run before any conftest's. Modules take the groups in turn, in
-    # collection order, which is the same on every worker.
-    if "spark" in getattr(item, "fixturenames", ()):
+    # collection order, which is the same on every worker. A module that asks for the spark fixture only in
+    # some tests, and must keep all its tests on one worker (one module-scoped server), says
+    # SHARES_A_SPARK_WORKER = True.
+    module = getattr(item, "module", None)
+    if "spark" in getattr(item, "fixturenames", ()) or getattr(module, "SHARES_A_SPARK_WORKER", False):
         module = str(item.fspath)
         group = _spark_groups.setdefault(module, f"spark-{len(_spark_groups) % _SPARK_WORKERS}")
         item.add_marker(pytest.mark.xdist_group(group))
@@ -48,6 +53,39 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=_heaviness)  # stable: each module keeps its order
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession per worker (tests/pipeline, and the Spark quickstart in tests/docs)."""
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("Java is needed for a local SparkSession")
+    # Executors must use this venv's interpreter, and heartbeats must stay on loopback.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from sluice.pipeline import register
+
+    session = (
+        SparkSession.builder.master("local[2,2]")  # 2 cores, each task tried twice
+        .appName("sluice-pipeline-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
 @pytest.fixture(scope="session")

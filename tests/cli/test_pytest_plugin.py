@@ -52,7 +52,7 @@ def test_installed_the_fixtures_are_simply_there_and_naming_the_plugin_too(tmp_p
     one_test = str(EXAMPLES / "test_orders.py") + "::test_an_order_is_published"
     auto = run_pytest(tmp_path, env, one_test)
     assert auto.returncode == 0, auto.stdout + auto.stderr
-    # Naming the plugin as the README says, while the entry point loaded it, is no double registration.
+    # Naming the plugin as the application quickstart (docs/quickstart/application.md) says, while the entry point loaded it, is no double registration.
     named = run_pytest(tmp_path, env, "-p", "sluice.pytest_plugin", one_test)
     assert named.returncode == 0, named.stdout + named.stderr
     assert "1 passed" in auto.stdout and "1 passed" in named.stdout

@@ -1,4 +1,5 @@
-"""Fixtures for pipeline tests: one local Kafka-compatible broker and one local SparkSession.
+"""Fixtures for pipeline tests: one local Kafka-compatible broker (the SparkSession, ``spark``, is the suite's:
+tests/conftest.py).
 
 The broker, sluice's own, is started by the ``kafka`` fixture alone.
 """
@@ -6,8 +7,6 @@ The broker, sluice's own, is started by the ``kafka`` fixture alone.
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
 import sys
 import time
 import uuid
@@ -94,38 +93,6 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaForTests]:
     """sluice's own durable broker in a child process."""
     with BrokerProcess(tmp_path_factory.mktemp("pipeline-broker")) as broker:
         yield KafkaForTests(broker.bootstrap)
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        pytest.skip("Java is needed for a local SparkSession")
-    # Executors must use this venv's interpreter, and heartbeats must stay on loopback.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    from sluice.pipeline import register
-
-    session = (
-        SparkSession.builder.master("local[2,2]")  # 2 cores, each task tried twice
-        .appName("sluice-pipeline-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 # The security tests' secured broker (TLS, SASL, ACLs), loaded by path: tests/security is not on sys.path here.

@@ -1,25 +1,11 @@
-"""Print or write README.md's table of the Kafka APIs sluice serves (from the handler registry, so it cannot
-drift) and the ones it does not serve, with the reason.
-
-    python tools/api_table.py           # print the table
-    python tools/api_table.py --write   # rewrite it in README.md between the api-table markers
-    python tools/api_table.py --check   # exit 1 when README.md is out of date (tests/compat runs this)
-"""
+"""The table of every Kafka API key: the versions sluice serves (from the handler registry, which ApiVersions
+answers from too) or why it does not serve it."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-import sluice.broker.handlers  # noqa: E402,F401  (registers every handler)
-from sluice.broker.api import HANDLERS  # noqa: E402
-from sluice.protocol.messages import APIS_BY_KEY  # noqa: E402
-
-README = ROOT / "README.md"
-START, END = "<!-- api-table:start -->", "<!-- api-table:end -->"
+import sluice.broker.handlers  # noqa: F401  (registers every handler)
+from sluice.broker.api import HANDLERS
+from sluice.protocol.messages import APIS_BY_KEY
 
 _ZK = "ZooKeeper-era inter-broker API, gone in Kafka 4.0; a single node has no peers"
 _KRAFT = "KRaft controller/inter-broker API; a single node is its own only voter"
@@ -94,51 +80,38 @@ KAFKA_APIS: dict[int, tuple[str, str]] = {
 }
 
 
-def table() -> str:
+INTRO = """\
+# Kafka APIs
+
+Every API key Kafka defines, with the versions sluice serves or why it does not serve it. Written from the
+broker's handler registry when the site is built; ApiVersions answers the same ranges. What the admin APIs
+answer on one node, quotas, and Kafka's error texts: [Kafka compatibility](../guide/kafka-compatibility.md).
+"""
+
+
+def rows() -> list[tuple[int, str, str, str]]:
+    """(key, name, versions served or "—", why not served) for every API key, in key order."""
     served = {key: (low, high) for key, low, high in HANDLERS.supported()}
-    lines = [
-        f"sluice serves {len(served)} Kafka APIs. Generated from the handler registry by `python tools/api_table.py"
-        " --write`; ApiVersions answers the same ranges.",
-        "",
-        "| Key | API | Versions served | Not served because |",
-        "|----:|-----|-----------------|--------------------|",
-    ]
+    table = []
     for key in sorted(set(served) | set(KAFKA_APIS) | set(APIS_BY_KEY)):
         name = APIS_BY_KEY[key].name if key in APIS_BY_KEY else KAFKA_APIS[key][0]
         if key in served:
             low, high = served[key]
-            lines.append(
-                f"| {key} | {name} | {low}-{high} | |" if low != high else f"| {key} | {name} | {low} | |"
-            )
+            table.append((key, name, f"{low}-{high}" if low != high else f"{low}", ""))
         else:
             reason = KAFKA_APIS.get(key, (name, "defined in sluice's messages but no handler yet"))[1]
-            lines.append(f"| {key} | {name} | — | {reason} |")
+            table.append((key, name, "—", reason))
+    return table
+
+
+def page() -> str:
+    served = sum(1 for _, _, _, reason in rows() if not reason)
+    lines = [
+        INTRO,
+        f"sluice serves {served} Kafka APIs.",
+        "",
+        "| Key | API | Versions served | Not served because |",
+        "|----:|-----|-----------------|--------------------|",
+        *(f"| {key} | {name} | {versions} | {reason} |" for key, name, versions, reason in rows()),
+    ]
     return "\n".join(lines) + "\n"
-
-
-def render(readme: str) -> str:
-    if START not in readme or END not in readme:
-        raise SystemExit(f"{README} has no {START} ... {END} markers")
-    head, rest = readme.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{table()}{END}{tail}"
-
-
-def main(argv: list[str]) -> int:
-    if "--write" in argv:
-        README.write_text(render(README.read_text()))
-        return 0
-    if "--check" in argv:
-        current = README.read_text()
-        if render(current) != current:
-            print(
-                "README.md's API table is out of date: run python tools/api_table.py --write", file=sys.stderr
-            )
-            return 1
-        return 0
-    sys.stdout.write(table())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
