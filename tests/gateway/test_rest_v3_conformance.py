@@ -15,6 +15,7 @@ from rest_helpers import RestGateway, cluster_id, create_topic, new_consumer, re
 from sluice.testing import BrokerProcess
 
 JSON_BODY = {"Content-Type": "application/json"}
+pytestmark = pytest.mark.xdist_group("rest-v3")  # one worker, one gateway for the module
 
 
 @pytest.fixture(scope="module")
