@@ -55,6 +55,7 @@ _BAD_REQUEST_CODES = {
     KafkaError.GROUP_AUTHORIZATION_FAILED: 403,
     KafkaError.GROUP_ID_NOT_FOUND: 404,
     KafkaError.INVALID_RECORD: 400,
+    KafkaError._INVALID_ARG: 400,  # librdkafka refused the request's arguments before sending it
     KafkaError.UNKNOWN_MEMBER_ID: 404,
 }
 

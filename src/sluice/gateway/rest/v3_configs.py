@@ -146,6 +146,8 @@ def _changes(body: dict[str, Any]) -> list[tuple[str, str | None]]:
         operation = entry.get("operation") or "SET"
         if not isinstance(operation, str) or operation.upper() not in ("SET", "DELETE"):
             raise bad_request(f"data[{index}].operation must be SET or DELETE")
+        if any(entry["name"] == earlier for earlier, _ in changes):
+            raise bad_request(f"data[{index}]: config {entry['name']} is named twice")
         if operation.upper() == "SET":
             changes.append((entry["name"], _config_value(entry, f"data[{index}].value")))
         else:
