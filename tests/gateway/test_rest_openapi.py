@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
 import schemathesis
+from gateway_helpers import wait_for_ping
 from hypothesis import HealthCheck, Phase, settings
 from rest_helpers import RestGateway, cluster_id
 from schemathesis.checks import not_a_server_error
@@ -38,7 +38,7 @@ PIXY = ROOT / "src" / "sluice" / "gateway" / "openapi.yaml"
 # checks are the answers' conformance and that nothing is a 5xx.
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = settings(
-    max_examples=4,
+    max_examples=3,
     derandomize=True,
     deadline=None,
     database=None,
@@ -101,17 +101,9 @@ def pixy_http(broker: BrokerProcess) -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None and time.monotonic() < deadline, "the gateway never answered"
-            try:
-                requests.get(f"{url}/_ping", timeout=2)
-                break
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        yield url
+        wait_for_ping(port, proc)
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(30)
