@@ -160,3 +160,12 @@ def test_a_registry_that_is_down_reads_as_an_error_page_and_messages_still_show(
         assert "not decoded" in cell.inner_text() and url in cell.inner_text()
     finally:
         running.stop()
+
+
+def test_what_a_caller_asks_wrongly_is_4xx_never_5xx(registry_console: ConsoleThread) -> None:
+    import requests
+
+    refused = requests.get(f"{registry_console.url}/schemas/%16%C2%90", timeout=30)
+    assert refused.status_code == 400 and "not a valid subject" in refused.text
+    forgotten = requests.get(f"{registry_console.url}/scans/no-such-scan", timeout=30)
+    assert forgotten.status_code == 404 and "start it again" in forgotten.text

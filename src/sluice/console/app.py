@@ -305,10 +305,24 @@ async def error_pages(request: web.Request, handler: Handler) -> web.StreamRespo
         return web.Response(status=status, text=body, content_type="text/html")
 
 
+# Errors a request's own content causes are 4xx; any other error of the cluster's is 502 (it failed).
 _STATUS = {
     "UNKNOWN_TOPIC_OR_PART": 404,
     "GROUP_ID_NOT_FOUND": 404,
-    "INVALID_REQUEST": 400,
     "NOT_FOUND": 404,
+    "_NOENT": 404,  # a scan that is over and forgotten
+    "INVALID_REQUEST": 400,
+    "INVALID_TOPIC_EXCEPTION": 400,
+    "INVALID_PARTITIONS": 400,
+    "INVALID_REPLICATION_FACTOR": 400,
+    "INVALID_CONFIG": 400,
+    "INVALID_GROUP_ID": 400,
+    "POLICY_VIOLATION": 400,
+    "_INVALID_ARG": 400,
+    "TOPIC_AUTHORIZATION_FAILED": 403,
+    "GROUP_AUTHORIZATION_FAILED": 403,
+    "CLUSTER_AUTHORIZATION_FAILED": 403,
+    "TOPIC_ALREADY_EXISTS": 409,
+    "NON_EMPTY_GROUP": 409,
     "REGISTRY_UNREACHABLE": 503,
 }

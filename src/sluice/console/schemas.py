@@ -119,6 +119,8 @@ class SchemaBrowser:
             message = self.connection.masked(message)
             if status == 404:
                 raise ClusterError("NOT_FOUND", f"{what}: {message} (error {code})") from None
+            if isinstance(status, int) and 400 <= status < 500:  # the registry refused what was asked: 400
+                raise ClusterError("INVALID_REQUEST", f"{what}: {message} (HTTP {status}, error {code})") from None
             raise ClusterError(
                 "REGISTRY_UNREACHABLE" if status is None else "REGISTRY_ERROR",
                 f"schema registry {self.shown_url}: {what} failed: {message}"

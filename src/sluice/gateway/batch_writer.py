@@ -47,6 +47,9 @@ class Written:
 
 _NOT_FOUND = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 _TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
+# Records the broker refuses for what they hold (a keyless record to a compacted topic: INVALID_RECORD, or
+# CORRUPT_MESSAGE from brokers before 2.4): the caller's to fix, not the cluster's failure.
+_REFUSED_RECORD = frozenset({ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE})
 
 
 class BatchWriter:
@@ -185,6 +188,8 @@ def _failure(topic: str, failed: ProduceFailed) -> GatewayError:
         kind = Failure.NOT_FOUND
     elif failed.code in _TOO_LARGE:
         kind = Failure.TOO_LARGE
+    elif failed.code in _REFUSED_RECORD:
+        kind = Failure.INVALID_ARGUMENT
     else:
         kind = Failure.INTERNAL
     return GatewayError(kind, f"produce to {topic}: {failed.message}")

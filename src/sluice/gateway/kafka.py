@@ -93,6 +93,9 @@ def _kafka_failure(error: KafkaError, what: str) -> GatewayError:
         return GatewayError(Failure.TOO_LARGE, f"{what}: {error.str()}")
     if code == KafkaError._QUEUE_FULL:
         return GatewayError(Failure.TOO_MANY_REQUESTS, f"{what}: producer queue is full")
+    if code in (KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG):  # INVALID_MSG: CORRUPT_MESSAGE before 2.4
+        # The broker refused the record for what it holds (no key for a compacted topic): the caller's to fix.
+        return GatewayError(Failure.INVALID_ARGUMENT, f"{what}: {error.str()}")
     return GatewayError(Failure.INTERNAL, f"{what}: {error.str()}")
 
 
@@ -150,7 +153,10 @@ class ClusterClient:
     # -- lifecycle -------------------------------------------------------------
     def _poll_deliveries(self) -> None:
         while self._running:
-            self._producer.poll(0.1)
+            try:
+                self._producer.poll(0.1)
+            except Exception:  # as in _pump_deliveries: later deliveries still get their reports
+                log.exception("cluster %s: a delivery report could not be handled", self.config.name)
 
     async def _pump_deliveries(self) -> None:
         """Delivery reports served on the event loop: no thread takes the GIL for each of them, and a batch
@@ -159,7 +165,10 @@ class ClusterClient:
         producer, waiting = self._producer, self._records_waiting
         assert waiting is not None
         while self._running:
-            producer.poll(0)
+            try:
+                producer.poll(0)
+            except Exception:  # a delivery callback that failed must not stop every later delivery
+                log.exception("cluster %s: a delivery report could not be handled", self.config.name)
             if len(producer):
                 await asyncio.sleep(_DELIVERY_POLL_SECONDS)
                 continue

@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    NewPartitions,
     NewTopic,
     OffsetSpec,
 )
@@ -40,7 +41,8 @@ T = TypeVar("T")
 
 _UNKNOWN_TOPIC_CODES = (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC)
 _BAD_REQUEST_CODES = {
-    KafkaError.TOPIC_ALREADY_EXISTS: 409,
+    # Confluent answers an existing topic 400 (its KafkaExceptionMapper's TopicExistsException), not 409.
+    KafkaError.TOPIC_ALREADY_EXISTS: 400,
     KafkaError.INVALID_PARTITIONS: 400,
     KafkaError.INVALID_REPLICATION_FACTOR: 400,
     KafkaError.INVALID_CONFIG: 400,
@@ -52,6 +54,9 @@ _BAD_REQUEST_CODES = {
     KafkaError.CLUSTER_AUTHORIZATION_FAILED: 403,
     KafkaError.GROUP_AUTHORIZATION_FAILED: 403,
     KafkaError.GROUP_ID_NOT_FOUND: 404,
+    KafkaError.INVALID_RECORD: 400,
+    KafkaError._INVALID_ARG: 400,  # librdkafka refused the request's arguments before sending it
+    KafkaError.UNKNOWN_MEMBER_ID: 404,
 }
 
 
@@ -67,6 +72,8 @@ def rest_error_of(exc: BaseException, what: str) -> RestError:
         if status is not None:
             return RestError(status, status * 100 + 1, f"{what}: {error.str()}")
         return kafka_error(f"{what}: {error.str()}")
+    if isinstance(exc, ValueError | TypeError | OverflowError):  # the client refused the arguments
+        return bad_request(f"{what}: {exc}")
     return kafka_error(f"{what}: {exc}")
 
 
@@ -96,6 +103,7 @@ class ConfigValue:
     is_read_only: bool
     is_sensitive: bool
     source: str
+    synonyms: tuple[tuple[str, str | None, str], ...] = ()
 
 
 class RestAdmin:
@@ -110,7 +118,7 @@ class RestAdmin:
     async def call(self, what: str, work: Callable[[], T]) -> T:
         try:
             return await asyncio.to_thread(work)
-        except (KafkaException, concurrent.futures.TimeoutError, ValueError) as exc:
+        except (KafkaException, concurrent.futures.TimeoutError, ValueError, TypeError, OverflowError) as exc:
             raise rest_error_of(exc, what) from None
 
     # -- cluster ----------------------------------------------------------------
@@ -155,6 +163,10 @@ class RestAdmin:
         self._known_topics[name] = (found, time.monotonic() + TOPIC_CACHE_SECONDS)
         return found
 
+    def forget_topic(self, name: str) -> None:
+        """Ask the cluster, not the cache, the next time `name` is looked up."""
+        self._known_topics.pop(name, None)
+
     async def partition(self, topic: str, partition: int) -> Partition:
         for candidate in (await self.topic(topic)).partitions:
             if candidate.partition == partition:
@@ -162,12 +174,22 @@ class RestAdmin:
         raise not_found(PARTITION_NOT_FOUND, f"Partition {partition} of topic {topic} not found.")
 
     async def create_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: dict[str, str],
+        *,
+        validate_only: bool = False,
     ) -> None:
-        new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor, config=configs)
-
         def create() -> None:
-            self.client.create_topics([new], request_timeout=ADMIN_TIMEOUT_SECONDS)[name].result()
+            new = NewTopic(
+                name, num_partitions=partitions, replication_factor=replication_factor, config=configs
+            )
+            futures = self.client.create_topics(
+                [new], request_timeout=ADMIN_TIMEOUT_SECONDS, validate_only=validate_only
+            )
+            futures[name].result()
 
         await self.call(f"create topic {name}", create)
 
@@ -180,10 +202,27 @@ class RestAdmin:
 
         await self.call(f"delete topic {name}", delete)
 
+    async def create_partitions(self, name: str, count: int) -> None:
+        """Raise the topic's partition count to `count` (Kafka refuses to lower it: INVALID_PARTITIONS)."""
+        await self.topic(name)
+        self._known_topics.pop(name, None)
+
+        def create() -> None:
+            futures = self.client.create_partitions(
+                [NewPartitions(name, count)], request_timeout=ADMIN_TIMEOUT_SECONDS
+            )
+            futures[name].result()
+
+        await self.call(f"add partitions to {name}", create)
+
     # -- configs -------------------------------------------------------------------
     async def topic_configs(self, name: str) -> list[ConfigValue]:
         await self.topic(name)
-        resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+        return await self.configs(ConfigResource.Type.TOPIC, name)
+
+    async def configs(self, kind: ConfigResource.Type, name: str) -> list[ConfigValue]:
+        """The configs of a topic, a broker (its id) or the cluster's dynamic broker defaults (name "")."""
+        resource = ConfigResource(kind, name)
 
         def describe() -> list[ConfigValue]:
             entries = self.client.describe_configs([resource], request_timeout=ADMIN_TIMEOUT_SECONDS)
@@ -196,15 +235,29 @@ class RestAdmin:
                     bool(entry.is_read_only),
                     bool(entry.is_sensitive),
                     _source_name(entry.source),
+                    tuple(
+                        (
+                            synonym.name,
+                            None if entry.is_sensitive else synonym.value,
+                            _source_name(synonym.source),
+                        )
+                        for synonym in (entry.synonyms or {}).values()
+                    ),
                 )
                 for entry in sorted(found.values(), key=lambda e: e.name)
             ]
 
-        return await self.call(f"configs of {name}", describe)
+        return await self.call(f"configs of {kind.name.lower()} {name}", describe)
 
-    async def alter_topic_configs(self, name: str, changes: list[tuple[str, str | None]]) -> None:
-        """Set (name, value) or delete (name, None) topic configs in one incremental request."""
-        await self.topic(name)
+    async def alter_configs(
+        self,
+        kind: ConfigResource.Type,
+        name: str,
+        changes: list[tuple[str, str | None]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Set (name, value) or delete (name, None) configs in one incremental request."""
         entries = [
             ConfigEntry(
                 key,
@@ -213,14 +266,14 @@ class RestAdmin:
             )
             for key, value in changes
         ]
-        resource = ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=entries)
+        resource = ConfigResource(kind, name, incremental_configs=entries)
 
         def alter() -> None:
-            self.client.incremental_alter_configs([resource], request_timeout=ADMIN_TIMEOUT_SECONDS)[
-                resource
-            ].result()
+            self.client.incremental_alter_configs(
+                [resource], request_timeout=ADMIN_TIMEOUT_SECONDS, validate_only=validate_only
+            )[resource].result()
 
-        await self.call(f"alter configs of {name}", alter)
+        await self.call(f"alter configs of {kind.name.lower()} {name}", alter)
 
     # -- offsets -------------------------------------------------------------------
     async def watermarks(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
@@ -236,6 +289,32 @@ class RestAdmin:
                 for tp, future in futures.items():
                     found.setdefault((tp.topic, tp.partition), []).append(future.result().offset)
             return {key: (low, high) for key, (low, high) in found.items()}
+
+        return await self.call("list offsets", list_offsets)
+
+    async def end_offsets(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The read_committed end offset of each of `partitions` that exists; the others are left out (a group
+        may hold offsets of a partition since deleted: Kafka's tools show no end offset for it)."""
+        existing = {
+            (t.name, p.partition) for t in (await self.topics(internal=True)).values() for p in t.partitions
+        }
+        present = [tp for tp in partitions if tp in existing]
+        if not present:
+            return {}
+
+        def list_offsets() -> dict[tuple[str, int], int]:
+            asked = {TopicPartition(t, p): OffsetSpec.latest() for t, p in present}
+            futures = self.client.list_offsets(
+                asked, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=ADMIN_TIMEOUT_SECONDS
+            )
+            found: dict[tuple[str, int], int] = {}
+            for tp, future in futures.items():
+                try:
+                    found[(tp.topic, tp.partition)] = future.result().offset
+                except KafkaException as exc:  # gone since the metadata was read: as if it were not there
+                    if exc.args[0].code() not in _UNKNOWN_TOPIC_CODES:
+                        raise
+            return found
 
         return await self.call("list offsets", list_offsets)
 

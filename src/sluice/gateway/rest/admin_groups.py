@@ -29,6 +29,8 @@ class Group:
     state: str
     coordinator: int
     members: tuple[Member, ...]
+    # CLASSIC, CONSUMER (KIP-848) or UNKNOWN, as DescribeGroups/ConsumerGroupDescribe tell it.
+    protocol: str = "UNKNOWN"
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ async def describe_groups(admin: RestAdmin, ids: list[str]) -> list[Group]:
                     _name(found.state).upper(),
                     coordinator,
                     members,
+                    _name(getattr(found, "type", "UNKNOWN")).upper(),
                 )
             )
         return groups
@@ -101,17 +104,21 @@ async def group(admin: RestAdmin, group_id: str) -> Group:
 
 
 async def lags(admin: RestAdmin, found: Group) -> list[Lag]:
+    """The lag of every partition the group has committed an offset for and that still exists, as
+    Confluent's REST Proxy reports them (404 when the group has committed nothing)."""
+
     def committed() -> dict[tuple[str, int], int]:
         request = [ConsumerGroupTopicPartitions(found.group_id)]
         futures = admin.client.list_consumer_group_offsets(request, request_timeout=ADMIN_TIMEOUT_SECONDS)
         result = futures[found.group_id].result()
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []}
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or [] if tp.offset >= 0}
 
     offsets = await admin.call(f"offsets of {found.group_id}", committed)
+    if not offsets:
+        raise RestError(404, 404, f"Consumer group {found.group_id} has no committed offsets.")
     owner = {tp: member for member in found.members for tp in member.partitions}
-    partitions = sorted(set(offsets) | set(owner))
-    ends = await admin.watermarks(partitions)
-    return [Lag(t, p, offsets.get((t, p), -1), ends[(t, p)][1], owner.get((t, p))) for t, p in partitions]
+    ends = await admin.end_offsets(sorted(offsets))
+    return [Lag(t, p, offsets[(t, p)], end, owner.get((t, p))) for (t, p), end in sorted(ends.items())]
 
 
 async def describe_acls(admin: RestAdmin, filter_: AclBindingFilter) -> list[AclBinding]:
@@ -121,11 +128,12 @@ async def describe_acls(admin: RestAdmin, filter_: AclBindingFilter) -> list[Acl
     return await admin.call("describe ACLs", describe)
 
 
-async def create_acl(admin: RestAdmin, binding: AclBinding) -> None:
+async def create_acls(admin: RestAdmin, bindings: list[AclBinding]) -> None:
     def create() -> None:
-        admin.client.create_acls([binding], request_timeout=ADMIN_TIMEOUT_SECONDS)[binding].result()
+        for future in admin.client.create_acls(bindings, request_timeout=ADMIN_TIMEOUT_SECONDS).values():
+            future.result()
 
-    await admin.call("create ACL", create)
+    await admin.call("create ACLs", create)
 
 
 async def delete_acls(admin: RestAdmin, filter_: AclBindingFilter) -> list[AclBinding]:

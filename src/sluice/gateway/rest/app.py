@@ -8,7 +8,18 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from ..errors import GatewayError
-from . import v2_consumers, v2_metadata, v2_produce, v3_acls, v3_groups, v3_records, v3_topics
+from . import (
+    v2_consumers,
+    v2_metadata,
+    v2_produce,
+    v3_acls,
+    v3_brokers,
+    v3_configs,
+    v3_groups,
+    v3_partitions,
+    v3_records,
+    v3_topics,
+)
 from .context import CLUSTERS, CONTEXT, MAX_BODY_BYTES, RestContext
 from .errors import RestError, error_response, from_gateway_error
 
@@ -32,7 +43,10 @@ async def confluent_errors(request: web.Request, handler: Handler) -> web.Stream
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return error_response(RestError(exc.status, exc.status, exc.reason), _is_v3(request))
+        answer = error_response(RestError(exc.status, exc.status, exc.reason), _is_v3(request))
+        if "Allow" in exc.headers:  # a 405 says which methods the resource has (RFC 9110)
+            answer.headers["Allow"] = exc.headers["Allow"]
+        return answer
     except (ConnectionResetError, ConnectionError):
         raise
     except Exception as exc:
@@ -78,7 +92,10 @@ def create_rest_app(
         ("GET", _INSTANCE + "/records", v2_consumers.records),
         ("POST", _INSTANCE + "/offsets", v2_consumers.commit),
         ("GET", _INSTANCE + "/offsets", v2_consumers.committed),
+        *v3_configs.ROUTES,  # first: its topics/-/configs and brokers/-/configs are no topic or broker
         *v3_topics.ROUTES,
+        *v3_partitions.ROUTES,
+        *v3_brokers.ROUTES,
         *v3_records.ROUTES,
         *v3_groups.ROUTES,
         *v3_acls.ROUTES,

@@ -1,4 +1,4 @@
-"""v3 ACLs: list (with filters), create and delete, where the cluster has an authorizer."""
+"""v3 ACLs: list (with filters), create (one, or a batch), and delete, where the cluster has an authorizer."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 from . import admin_groups
 from .context import context_of
 from .errors import RestError
-from .v3_common import answer, body_object, cluster_id, listing, resource
+from .v3_common import answer, body_object, cluster_id, listing, no_content, resource
 
 _ACLS = "/v3/clusters/{cluster}/acls"
 _FIELDS = (
@@ -28,13 +28,23 @@ _FIELDS = (
 )
 
 
+# Kafka's resource type 4 is CLUSTER; confluent-kafka names it BROKER.
+_CLUSTER_RESOURCE = ("CLUSTER", "BROKER")
+
+
 def _enum(kind: Any, field: str, raw: Any, default: str) -> Any:
+    """The member `raw` names; UNKNOWN is a name in Kafka's enums but no value a request may carry."""
     text = str(raw if raw is not None else default).upper()
-    try:
+    if kind is ResourceType and text == _CLUSTER_RESOURCE[0]:
+        text = _CLUSTER_RESOURCE[1]
+    if text != "UNKNOWN" and text in kind.__members__:
         return kind[text]
-    except KeyError:
-        names = ", ".join(member.name for member in kind if member.name != "UNKNOWN")
-        raise RestError(400, 400, f"{field} must be one of {names}") from None
+    names = ", ".join(_name(member) for member in kind if member.name != "UNKNOWN")
+    raise RestError(400, 400, f"{field} must be one of {names}")
+
+
+def _name(member: Any) -> str:
+    return _CLUSTER_RESOURCE[0] if member is ResourceType.BROKER else str(member.name)
 
 
 def _binding_args(source: Any, any_default: bool) -> dict[str, Any]:
@@ -58,7 +68,7 @@ def acl_json(request: web.Request, cluster: str, binding: AclBinding) -> dict[st
         f"clusters/{cluster}/acls",
         f"kafka={cluster}/acl",
         cluster_id=cluster,
-        resource_type=binding.restype.name,
+        resource_type=_name(binding.restype),
         resource_name=binding.name,
         pattern_type=binding.resource_pattern_type.name,
         principal=binding.principal,
@@ -68,19 +78,16 @@ def acl_json(request: web.Request, cluster: str, binding: AclBinding) -> dict[st
     )
 
 
-async def list_acls(request: web.Request) -> web.StreamResponse:
-    cluster = await cluster_id(request)
-    query = {k: v for k, v in request.query.items()}
-    query.setdefault("pattern_type", "ANY")
-    found = await admin_groups.describe_acls(
-        context_of(request).admin, AclBindingFilter(**_binding_args(query, True))
-    )
-    return listing(request, "KafkaAclList", [acl_json(request, cluster, b) for b in found])
+def _acl_filter(query: Any) -> AclBindingFilter:
+    try:
+        return AclBindingFilter(**_binding_args(query, True))
+    except (ValueError, TypeError) as exc:
+        raise RestError(400, 400, f"invalid ACL filter: {exc}") from None
 
 
-async def create_acl(request: web.Request) -> web.StreamResponse:
-    await cluster_id(request)
-    body = await body_object(request)
+def _acl_binding(body: Any, where: str) -> AclBinding:
+    if not isinstance(body, dict):
+        raise RestError(400, 400, f"{where} must be an object")
     for required in (
         "resource_type",
         "resource_name",
@@ -90,13 +97,37 @@ async def create_acl(request: web.Request) -> web.StreamResponse:
         "permission",
     ):
         if not isinstance(body.get(required), str) or not body[required]:
-            raise RestError(400, 400, f"{required} is required")
+            raise RestError(400, 400, f"{where}.{required} is required")
     try:
-        binding = AclBinding(**_binding_args(body, False))
+        return AclBinding(**_binding_args(body, False))
     except (ValueError, TypeError) as exc:
-        raise RestError(400, 400, f"invalid ACL: {exc}") from None
-    await admin_groups.create_acl(context_of(request).admin, binding)
+        raise RestError(400, 400, f"invalid ACL {where}: {exc}") from None
+
+
+async def list_acls(request: web.Request) -> web.StreamResponse:
+    cluster = await cluster_id(request)
+    query = {k: v for k, v in request.query.items()}
+    query.setdefault("pattern_type", "ANY")
+    found = await admin_groups.describe_acls(context_of(request).admin, _acl_filter(query))
+    return listing(request, "KafkaAclList", [acl_json(request, cluster, b) for b in found])
+
+
+async def create_acl(request: web.Request) -> web.StreamResponse:
+    await cluster_id(request)
+    binding = _acl_binding(await body_object(request), "body")
+    await admin_groups.create_acls(context_of(request).admin, [binding])
     return web.Response(status=201)
+
+
+async def create_acls_batch(request: web.Request) -> web.StreamResponse:
+    """POST .../acls:batch {"data": [ACL, ...]}: all of them in one CreateAcls request; 204."""
+    await cluster_id(request)
+    entries = (await body_object(request)).get("data")
+    if not isinstance(entries, list) or not entries:
+        raise RestError(400, 400, "data must be a non-empty list of ACLs")
+    bindings = [_acl_binding(entry, f"data[{index}]") for index, entry in enumerate(entries)]
+    await admin_groups.create_acls(context_of(request).admin, bindings)
+    return no_content()
 
 
 async def delete_acls(request: web.Request) -> web.StreamResponse:
@@ -104,11 +135,7 @@ async def delete_acls(request: web.Request) -> web.StreamResponse:
     query = {k: v for k, v in request.query.items()}
     if "resource_type" not in query:
         raise RestError(400, 400, "resource_type is required (ANY to match all)")
-    try:
-        filter_ = AclBindingFilter(**_binding_args(query, True))
-    except (ValueError, TypeError) as exc:
-        raise RestError(400, 400, f"invalid ACL filter: {exc}") from None
-    deleted = await admin_groups.delete_acls(context_of(request).admin, filter_)
+    deleted = await admin_groups.delete_acls(context_of(request).admin, _acl_filter(query))
     return answer({"data": [acl_json(request, cluster, b) for b in deleted]})
 
 
@@ -116,4 +143,5 @@ ROUTES = [
     ("GET", _ACLS, list_acls),
     ("POST", _ACLS, create_acl),
     ("DELETE", _ACLS, delete_acls),
+    ("POST", _ACLS + ":batch", create_acls_batch),
 ]

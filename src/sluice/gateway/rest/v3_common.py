@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from .context import CLUSTERS, REQUEST_CLUSTER
-from .errors import V3_JSON, RestError, json_response, read_json, require_object
+from .errors import V3_JSON, RestError, bad_request, json_response, read_json, require_object
 
 
 def base_url(request: web.Request) -> str:
@@ -66,7 +66,12 @@ async def body_object(request: web.Request) -> dict[str, Any]:
     content_type = request.content_type.lower()
     if request.body_exists and content_type not in ("application/json", "application/octet-stream"):
         raise RestError(415, 415, f"unsupported Content-Type {content_type!r}: expected application/json")
-    return require_object(await read_json(request))
+    try:
+        return require_object(await read_json(request))
+    except RestError as error:  # v3 answers a body that is no JSON object 400, as Confluent's does
+        if error.status == 422:
+            raise bad_request(error.message) from None
+        raise
 
 
 def no_content() -> web.Response:

@@ -1,4 +1,4 @@
-"""v3 produce: POST /v3/clusters/{cluster}/topics/{topic}/records.
+"""v3 produce: POST /v3/clusters/{cluster}/topics/{topic}/records, and .../records:batch.
 
 A body holding one JSON record gets one answer whose HTTP status is the outcome. A chunked body (or one holding
 several concatenated records) is the streaming form: each record is produced as soon as it has been read and
@@ -22,8 +22,8 @@ from aiohttp import web
 from ..errors import GatewayError
 from ..service import failure_of
 from .context import MAX_BODY_BYTES, RestContext, context_of
-from .errors import INVALID_PAYLOAD, V3_JSON, RestError, from_gateway_error
-from .v3_common import cluster_id
+from .errors import INVALID_PAYLOAD, V3_JSON, RestError, bad_request, from_gateway_error, json_response
+from .v3_common import body_object, cluster_id
 from .v3_schema_data import SCHEMA_FIELDS, needs_schema
 
 log = logging.getLogger(__name__)
@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 _DECODER = json.JSONDecoder()
 # Records of one stream being produced at once (their answers wait for the earliest).
 STREAM_WINDOW = 1000
+# Records one records:batch request may carry (Confluent's api.v3.produce.batch.maximum.entries default), and
+# the code Confluent's answer names when a batch is refused whole.
+BATCH_ENTRIES = 10
+BATCH_REFUSED = 42208
 Record = tuple[bytes | None, bytes | None, int | None, list[tuple[str, bytes]]]
 
 
@@ -245,9 +249,53 @@ async def produce_records(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def produce_batch(request: web.Request) -> web.StreamResponse:
+    """POST .../records:batch {"entries": [{"id", ...record}]}: up to BATCH_ENTRIES records with distinct ids,
+    each produced as one of .../records; 207 with their `successes` and `failures` (by id), as Confluent's."""
+    cluster = await cluster_id(request)
+    context = context_of(request)
+    topic = request.match_info["topic"]
+    body = await body_object(request)
+    await context.admin.topic(topic)
+    entries = body.get("entries")
+    if not isinstance(entries, list):
+        raise bad_request("entries must be a list of records, each with an id")
+    ids: list[str] = []
+    for index, entry in enumerate(entries):
+        entry_id = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(entry_id, str) or not 1 <= len(entry_id) <= 80:
+            raise _batch_refused(f"entries[{index}].id: Batch entry identifier is not a valid string.")
+        ids.append(entry_id)
+    if len(set(ids)) != len(ids):
+        raise _batch_refused("Batch entry IDs are not distinct.")
+    if not entries:
+        raise _batch_refused("Empty batch.")
+    if len(entries) > BATCH_ENTRIES:
+        raise _batch_refused(f"Too many entries in batch (at most {BATCH_ENTRIES}).")
+    started = [
+        await start_record(context, cluster, topic, {k: v for k, v in entry.items() if k != "id"})
+        for entry in entries
+    ]
+    successes, failures = [], []
+    for entry_id, (status, answered) in zip(ids, await asyncio.gather(*started), strict=True):
+        if status == 200:
+            successes.append({"id": entry_id, **{k: v for k, v in answered.items() if k != "error_code"}})
+        else:
+            failures.append({"id": entry_id, **answered})
+    return json_response({"successes": successes, "failures": failures}, 207, V3_JSON)
+
+
+def _batch_refused(message: str) -> RestError:
+    """Confluent's answer to a batch it will not take apart: 422, `Error: 42208 : ...`."""
+    return RestError(422, 422, f"Error: {BATCH_REFUSED} : {message}")
+
+
 async def _iterate(documents: list[Any]) -> AsyncIterator[Any]:
     for document in documents:
         yield document
 
 
-ROUTES = [("POST", "/v3/clusters/{cluster}/topics/{topic}/records", produce_records)]
+ROUTES = [
+    ("POST", "/v3/clusters/{cluster}/topics/{topic}/records", produce_records),
+    ("POST", "/v3/clusters/{cluster}/topics/{topic}/records:batch", produce_batch),
+]

@@ -1,4 +1,4 @@
-"""v3 clusters, topics and topic configs."""
+"""v3 clusters and topics (list, get, create, raise the partition count, delete)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .admin import ConfigValue, Partition, RestAdmin, Topic, parse_configs
+from .admin import Partition, RestAdmin, Topic, parse_configs
 from .context import CLUSTERS, context_of
 from .errors import RestError, bad_request
 from .v3_common import answer, body_object, cluster_id, listing, no_content, related, resource
@@ -60,7 +60,9 @@ async def _cluster(request: web.Request, admin: RestAdmin) -> dict[str, Any]:
     )
 
 
-def topic_json(request: web.Request, cluster: str, topic: Topic) -> dict[str, Any]:
+def topic_json(
+    request: web.Request, cluster: str, topic: Topic, replication_factor: int | None = None
+) -> dict[str, Any]:
     base = f"clusters/{cluster}/topics/{topic.name}"
     return resource(
         request,
@@ -70,7 +72,7 @@ def topic_json(request: web.Request, cluster: str, topic: Topic) -> dict[str, An
         cluster_id=cluster,
         topic_name=topic.name,
         is_internal=topic.name.startswith("__"),
-        replication_factor=topic.replication_factor,
+        replication_factor=topic.replication_factor if replication_factor is None else replication_factor,
         partitions_count=len(topic.partitions),
         partitions=related(request, f"{base}/partitions"),
         configs=related(request, f"{base}/configs"),
@@ -90,21 +92,62 @@ async def get_topic(request: web.Request) -> web.StreamResponse:
     return answer(topic_json(request, cluster, topic))
 
 
+# Kafka's ranges: CreateTopics carries partitions as int32 and the replication factor as int16.
+_MAX_PARTITIONS = 2**31 - 1
+_MAX_REPLICATION_FACTOR = 2**15 - 1
+
+
+def _count(body: dict[str, Any], name: str, maximum: int, *, default: int | None) -> int:
+    """A partition count or replication factor: -1 (the broker's default, where `default` allows it) or 1.."""
+    value = body.get(name, default)
+    if value is None:
+        raise bad_request(f"{name} is required")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise bad_request(f"{name} must be an integer")
+    if value == -1 and default == -1:
+        return value
+    if not 1 <= value <= maximum:
+        raise bad_request(f"{name} must be between 1 and {maximum}, or left out for the broker's default")
+    return value
+
+
 async def create_topic(request: web.Request) -> web.StreamResponse:
     cluster = await cluster_id(request)
     body = await body_object(request)
     name = body.get("topic_name")
     if not isinstance(name, str) or not name:
         raise bad_request("topic_name must be a non-empty string")
-    partitions, replication = body.get("partitions_count", -1), body.get("replication_factor", -1)
-    for field_name, value in (("partitions_count", partitions), ("replication_factor", replication)):
-        if not isinstance(value, int) or isinstance(value, bool) or value == 0 or value < -1:
-            raise bad_request(f"{field_name} must be a positive integer")
+    partitions = _count(body, "partitions_count", _MAX_PARTITIONS, default=-1)
+    replication = _count(body, "replication_factor", _MAX_REPLICATION_FACTOR, default=-1)
+    if body.get("replicas_assignments") is not None:
+        raise bad_request("replicas_assignments is not served: give partitions_count and replication_factor")
+    validate_only = body.get("validate_only", False)
+    if not isinstance(validate_only, bool):
+        raise bad_request("validate_only must be a boolean")
     configs = parse_configs(body.get("configs"), "configs")
     admin = context_of(request).admin
-    await admin.create_topic(name, partitions, replication, configs)
+    await admin.create_topic(name, partitions, replication, configs, validate_only=validate_only)
+    if validate_only:  # as Confluent's: 200 and the topic as it would be
+        described = Topic(name, tuple(Partition(p, -1, (), ()) for p in range(max(partitions, 1))))
+        return answer(topic_json(request, cluster, described, replication), 200)
     topic = await _wait_for_topic(request, name)
     return answer(topic_json(request, cluster, topic), 201)
+
+
+async def update_partition_count(request: web.Request) -> web.StreamResponse:
+    """PATCH .../topics/{t} {"partitions_count": N}: raise the partition count; the topic as it then is."""
+    cluster = await cluster_id(request)
+    count = _count(await body_object(request), "partitions_count", _MAX_PARTITIONS, default=None)
+    name = request.match_info["topic"]
+    admin = context_of(request).admin
+    await admin.create_partitions(name, count)
+    for _ in range(50):  # metadata may take a moment to show the new partitions
+        topic = await admin.topic(name)
+        if len(topic.partitions) >= count:
+            break
+        admin.forget_topic(name)
+        await asyncio.sleep(0.1)
+    return answer(topic_json(request, cluster, topic))
 
 
 async def _wait_for_topic(request: web.Request, name: str) -> Topic:
@@ -124,160 +167,12 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
     return no_content()
 
 
-def config_json(request: web.Request, cluster: str, topic: str, config: ConfigValue) -> dict[str, Any]:
-    return resource(
-        request,
-        "KafkaTopicConfig",
-        f"clusters/{cluster}/topics/{topic}/configs/{config.name}",
-        f"kafka={cluster}/topic={topic}/config={config.name}",
-        cluster_id=cluster,
-        topic_name=topic,
-        name=config.name,
-        value=config.value,
-        is_default=config.is_default,
-        is_read_only=config.is_read_only,
-        is_sensitive=config.is_sensitive,
-        source=config.source,
-        synonyms=[],
-    )
-
-
-async def list_configs(request: web.Request) -> web.StreamResponse:
-    cluster = await cluster_id(request)
-    topic = request.match_info["topic"]
-    configs = await context_of(request).admin.topic_configs(topic)
-    return listing(
-        request, "KafkaTopicConfigList", [config_json(request, cluster, topic, c) for c in configs]
-    )
-
-
-async def get_config(request: web.Request) -> web.StreamResponse:
-    cluster = await cluster_id(request)
-    topic, name = request.match_info["topic"], request.match_info["name"]
-    for config in await context_of(request).admin.topic_configs(topic):
-        if config.name == name:
-            return answer(config_json(request, cluster, topic, config))
-    raise RestError(404, 404, f"Config {name} of topic {topic} cannot be found.")
-
-
-async def set_config(request: web.Request) -> web.StreamResponse:
-    await cluster_id(request)
-    body = await body_object(request)
-    value = body.get("value")
-    if not isinstance(value, str):
-        raise bad_request("value must be a string")
-    await context_of(request).admin.alter_topic_configs(
-        request.match_info["topic"], [(request.match_info["name"], value)]
-    )
-    return no_content()
-
-
-async def reset_config(request: web.Request) -> web.StreamResponse:
-    await cluster_id(request)
-    await context_of(request).admin.alter_topic_configs(
-        request.match_info["topic"], [(request.match_info["name"], None)]
-    )
-    return no_content()
-
-
-async def alter_configs(request: web.Request) -> web.StreamResponse:
-    """POST .../configs:alter {"data": [{"name", "value"?, "operation"?: SET|DELETE}]}, all in one request."""
-    await cluster_id(request)
-    body = await body_object(request)
-    entries = body.get("data")
-    if not isinstance(entries, list) or not entries:
-        raise bad_request("data must be a non-empty list of {name, value, operation}")
-    changes: list[tuple[str, str | None]] = []
-    for index, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise bad_request(f"data[{index}] needs a name")
-        operation = str(entry.get("operation") or "SET").upper()
-        if operation not in ("SET", "DELETE"):
-            raise bad_request(f"data[{index}].operation must be SET or DELETE")
-        value = entry.get("value")
-        if operation == "SET" and not isinstance(value, str):
-            raise bad_request(f"data[{index}].value must be a string")
-        changes.append((entry["name"], value if operation == "SET" else None))
-    await context_of(request).admin.alter_topic_configs(request.match_info["topic"], changes)
-    return no_content()
-
-
-async def list_brokers(request: web.Request) -> web.StreamResponse:
-    cluster = await cluster_id(request)
-    _, _, brokers = await context_of(request).admin.describe_cluster()
-    return listing(request, "KafkaBrokerList", [_broker(request, cluster, *b) for b in brokers])
-
-
-async def get_broker(request: web.Request) -> web.StreamResponse:
-    cluster = await cluster_id(request)
-    _, _, brokers = await context_of(request).admin.describe_cluster()
-    for broker in brokers:
-        if str(broker[0]) == request.match_info["broker"]:
-            return answer(_broker(request, cluster, *broker))
-    raise RestError(404, 404, f"Broker {request.match_info['broker']} cannot be found.")
-
-
-def _broker(request: web.Request, cluster: str, broker_id: int, host: str, port: int) -> dict[str, Any]:
-    return resource(
-        request,
-        "KafkaBroker",
-        f"clusters/{cluster}/brokers/{broker_id}",
-        f"kafka={cluster}/broker={broker_id}",
-        cluster_id=cluster,
-        broker_id=broker_id,
-        host=host,
-        port=port,
-        rack=None,
-    )
-
-
-def partition_json(request: web.Request, cluster: str, topic: str, partition: Partition) -> dict[str, Any]:
-    base = f"clusters/{cluster}/topics/{topic}/partitions/{partition.partition}"
-    return resource(
-        request,
-        "KafkaPartition",
-        base,
-        f"kafka={cluster}/topic={topic}/partition={partition.partition}",
-        cluster_id=cluster,
-        topic_name=topic,
-        partition_id=partition.partition,
-        leader=related(request, f"{base}/replicas/{partition.leader}"),
-        replicas=related(request, f"{base}/replicas"),
-        reassignment=related(request, f"{base}/reassignment"),
-    )
-
-
-async def list_partitions(request: web.Request) -> web.StreamResponse:
-    cluster = await cluster_id(request)
-    topic = await context_of(request).admin.topic(request.match_info["topic"])
-    return listing(
-        request,
-        "KafkaPartitionList",
-        [partition_json(request, cluster, topic.name, p) for p in topic.partitions],
-    )
-
-
-async def get_partition(request: web.Request) -> web.StreamResponse:
-    cluster = await cluster_id(request)
-    topic = request.match_info["topic"]
-    found = await context_of(request).admin.partition(topic, int(request.match_info["partition"]))
-    return answer(partition_json(request, cluster, topic, found))
-
-
 ROUTES = [
     ("GET", "/v3/clusters", list_clusters),
     ("GET", "/v3/clusters/{cluster}", get_cluster),
     ("GET", _TOPICS, list_topics),
     ("POST", _TOPICS, create_topic),
     ("GET", _TOPICS + "/{topic}", get_topic),
+    ("PATCH", _TOPICS + "/{topic}", update_partition_count),
     ("DELETE", _TOPICS + "/{topic}", delete_topic),
-    ("GET", _TOPICS + "/{topic}/configs", list_configs),
-    ("GET", _TOPICS + "/{topic}/partitions", list_partitions),
-    ("GET", _TOPICS + "/{topic}/partitions/{partition:[0-9]{1,9}}", get_partition),
-    ("GET", "/v3/clusters/{cluster}/brokers", list_brokers),
-    ("GET", "/v3/clusters/{cluster}/brokers/{broker}", get_broker),
-    ("POST", _TOPICS + "/{topic}/configs:alter", alter_configs),
-    ("GET", _TOPICS + "/{topic}/configs/{name}", get_config),
-    ("PUT", _TOPICS + "/{topic}/configs/{name}", set_config),
-    ("DELETE", _TOPICS + "/{topic}/configs/{name}", reset_config),
 ]
