@@ -1,0 +1,230 @@
+"""The share groups (KIP-932) in `sluice groups`: listed, described, reset and deleted like
+kafka-share-groups.sh does it, through Kafka's share-group APIs (sluice.client.share_admin), so against
+sluice or any Kafka 4.2+ cluster. The commands themselves live in :mod:`sluice.cli.groups` and
+:mod:`sluice.cli.group_offsets`: a group id names one kind of group, and they ask which before they act.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, Settings, console, err_console, parse_settings
+from sluice.cli.group_lookups import (
+    OVERFLOW,
+    REQUEST_TIMEOUT_S,
+    JsonOutput,
+    _client_settings,
+    _dash,
+    _fail,
+    _use,
+)
+from sluice.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from sluice.client.share_admin import ShareAdmin, ShareGroupDescription
+
+
+def share_admin(bootstrap: str) -> ShareAdmin:
+    """A share-group admin with the command's -X settings (TLS, SASL PLAIN or SCRAM, as librdkafka's)."""
+    from sluice.client.share_admin import ShareAdmin
+
+    return ShareAdmin(
+        bootstrap,
+        parse_settings(_client_settings),
+        timeout_s=REQUEST_TIMEOUT_S,
+        client_id="sluice-groups-cli",
+    )
+
+
+def not_empty(group: str) -> str:
+    return f"Share group '{group}' is not empty."  # kafka-share-groups.sh's words
+
+
+def _refused(group: str, exc: KafkaError) -> None:
+    _fail(not_empty(group) if exc.code is ErrorCode.NON_EMPTY_GROUP else f"{exc.code.name}: {exc.message}")
+
+
+def lookup(admin: ShareAdmin, group: str) -> ShareGroupDescription | None:
+    """The share group `group`, or None when it is no share group (unknown, of another type, or the cluster
+    serves no share groups, or the settings ask for a login this client cannot make: OAUTHBEARER, GSSAPI).
+    A failure to ask is a warning: the caller goes on as for a consumer group."""
+    from sluice.client.secure import supported
+
+    if not supported(admin.settings):
+        return None
+    try:
+        return admin.describe(group)
+    except KafkaError as exc:
+        if exc.code is not ErrorCode.UNSUPPORTED_VERSION:
+            err_console.print(f"[yellow]warning:[/yellow] share groups not looked up: {exc.message}")
+        return None
+    except OSError as exc:
+        err_console.print(f"[yellow]warning:[/yellow] share groups not looked up: {exc}")
+        return None
+
+
+# ----- list -----
+
+
+def share_group_rows(bootstrap: str) -> list[dict[str, str]]:
+    """`groups list` rows of the cluster's share groups; a cluster without them gives none."""
+    try:
+        with share_admin(bootstrap) as admin:
+            listed = admin.list_groups()
+    except (KafkaError, OSError) as exc:
+        err_console.print(f"[yellow]warning:[/yellow] share groups not listed: {exc}")
+        return []
+    return [{"group": g.group_id, "state": g.state, "type": "share"} for g in listed]
+
+
+# ----- describe -----
+
+
+def describe_data(admin: ShareAdmin, description: ShareGroupDescription) -> dict[str, Any]:
+    """What `groups describe` shows of a share group, as plain data: members and, per share-partition, the
+    start offset and lag (DescribeShareGroupOffsets; lag from v1, Kafka 4.3, else None)."""
+    group = description.group_id
+    readers: dict[tuple[str, int], list[str]] = {}
+    members = []
+    for member in description.members:
+        members.append(
+            {
+                "member_id": member.member_id,
+                "client_id": member.client_id,
+                "host": member.host,
+                "rack_id": member.rack_id,
+                "member_epoch": member.member_epoch,
+                "assignment": [{"topic": t, "partition": p} for t, p in member.assignment],
+            }
+        )
+        for key in member.assignment:
+            readers.setdefault(key, []).append(member.member_id)
+    found = {(row.topic, row.partition): row for row in admin.offsets(group)}
+    offsets = []
+    for key in sorted(set(found) | set(readers)):
+        row = found.get(key)
+        offsets.append(
+            {
+                "topic": key[0],
+                "partition": key[1],
+                "start_offset": row.start_offset if row is not None else None,
+                "lag": row.lag if row is not None else None,
+                "member_ids": readers.get(key, []),
+            }
+        )
+    node, host, port = description.coordinator
+    return {
+        "group": group,
+        "state": description.state,
+        "type": "share",
+        "assignor": description.assignor,
+        "group_epoch": description.group_epoch,
+        "assignment_epoch": description.assignment_epoch,
+        "coordinator": {"node_id": node, "host": host, "port": port},
+        "members": members,
+        "offsets": offsets,
+    }
+
+
+def print_description(data: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    group = data["group"]
+    coordinator = data["coordinator"]
+    console.print(
+        f"group [bold]{group}[/bold]  state {data['state']}  type share  assignor {data['assignor']}  "
+        f"members {len(data['members'])}  coordinator {coordinator['host']}:{coordinator['port']} "
+        f"({coordinator['node_id']})"
+    )
+    if not data["members"]:
+        err_console.print(f"Share group '{group}' has no active members.")
+    members = Table(title="members")
+    for column in ("member id", "client id", "host", "partitions"):
+        members.add_column(column, overflow=OVERFLOW)
+    for member in data["members"]:
+        assigned = ", ".join(f"{a['topic']}-{a['partition']}" for a in member["assignment"])
+        members.add_row(member["member_id"], member["client_id"], member["host"], _dash(assigned))
+    console.print(members)
+    offsets = Table(title="share-partitions")
+    for column in ("topic", "partition", "start offset", "lag", "members"):
+        offsets.add_column(column, overflow=OVERFLOW)
+    for row in data["offsets"]:
+        offsets.add_row(
+            row["topic"],
+            str(row["partition"]),
+            _dash(row["start_offset"]),
+            _dash(row["lag"]),
+            str(len(row["member_ids"])),
+        )
+    console.print(offsets)
+
+
+# ----- reset -----
+
+
+def start_offsets(admin: ShareAdmin, group: str) -> dict[tuple[str, int], int]:
+    """The group's start offsets where it has them: what a reset starts from (its "current offset")."""
+    return {
+        (row.topic, row.partition): row.start_offset
+        for row in admin.offsets(group)
+        if row.start_offset is not None
+    }
+
+
+def apply_reset(admin: ShareAdmin, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """AlterShareGroupOffsets; any refusal ends the command with the broker's reason."""
+    try:
+        results = admin.alter_offsets(group, offsets)
+    except KafkaError as exc:
+        _refused(group, exc)
+        return
+    failed = [(key, error) for key, error in sorted(results.items()) if error is not None]
+    if failed:
+        _fail("; ".join(f"{t}-{p}: {error.code.name}: {error.message}" for (t, p), error in failed))
+
+
+# ----- delete-offsets -----
+
+
+def delete_offsets(
+    group: str,
+    topic: Annotated[list[str], typer.Option("--topic", "-t", help="A topic whose offsets go (repeatable).")],
+    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
+    setting: Settings = None,
+    json_output: JsonOutput = False,
+) -> None:
+    """Delete a share group's offsets of whole topics, as kafka-share-groups.sh --delete-offsets: its members
+    start those topics again where share.auto.offset.reset says. Refused while the group has members."""
+    _use(setting)
+    with share_admin(bootstrap) as admin:
+        if lookup(admin, group) is None:
+            _fail(f"Share group '{group}' does not exist.")
+        try:
+            results = admin.delete_offsets(group, sorted(set(topic)))
+        except KafkaError as exc:
+            _refused(group, exc)
+            return
+    rows = [
+        {
+            "topic": name,
+            "error": None if error is None else error.code.name,
+            "message": None if error is None else error.message,
+        }
+        for name, error in sorted(results.items())
+    ]
+    if json_output:
+        print(json.dumps({"group": group, "topics": rows}))
+    else:
+        from rich.table import Table
+
+        table = Table(title=f"offsets of {group} deleted")
+        table.add_column("topic", overflow=OVERFLOW)
+        table.add_column("status", overflow=OVERFLOW)
+        for row in rows:
+            table.add_row(row["topic"], "Successful" if row["error"] is None else f"Error: {row['message']}")
+        console.print(table)
+    if any(row["error"] is not None for row in rows):
+        raise typer.Exit(1)
