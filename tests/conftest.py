@@ -220,7 +220,8 @@ def corrupt_batch(tmp_path: Path) -> Iterator[Callable[[int], CorruptBatch]]:
 
 class ShareMember:
     """A member of a share group (KIP-932): confluent-kafka's ShareConsumer in explicit acknowledgement mode,
-    driven from the test's thread. `take` acquires records and acknowledges each as `ack(message)` says."""
+    driven from the test's thread. `take` acquires records and acknowledges each as `ack(message)` says:
+    an AcknowledgeType, or None to keep holding the record (the member may then only close)."""
 
     def __init__(self, bootstrap: str, group: str, topics: list[str], client_id: str) -> None:
         from confluent_kafka import ShareConsumer
@@ -246,9 +247,9 @@ class ShareMember:
             for message in self.consumer.poll(0.5):
                 assert message.error() is None, message.error()
                 taken.append(message)
-                self.consumer.acknowledge(
-                    message, ack(message) if ack is not None else AcknowledgeType.ACCEPT
-                )
+                kind = ack(message) if ack is not None else AcknowledgeType.ACCEPT
+                if kind is not None:
+                    self.consumer.acknowledge(message, kind)
         results = self.consumer.commit_sync()
         assert all(error is None for error in results.values()), results
         return taken
@@ -258,9 +259,9 @@ class ShareMember:
 
 
 @pytest.fixture
-def share_member(broker: BrokerProcess) -> Iterator[Callable[..., ShareMember]]:
-    """`share_member(group, topics, bootstrap=..., client_id=...)`: a ShareMember of a share group that reads
-    from the earliest offset (share.auto.offset.reset, set on the group); closed after the test if still open."""
+def share_member() -> Iterator[Callable[..., ShareMember]]:
+    """`share_member(bootstrap, group, topics, client_id=...)`: a ShareMember of a share group that reads from
+    the earliest offset (share.auto.offset.reset, set on the group); closed after the test if still open."""
     from confluent_kafka.admin import (
         AdminClient,
         AlterConfigOpType,
@@ -271,19 +272,16 @@ def share_member(broker: BrokerProcess) -> Iterator[Callable[..., ShareMember]]:
 
     members: list[ShareMember] = []
 
-    def make(
-        group: str, topics: list[str], bootstrap: str | None = None, client_id: str = "share-member"
-    ) -> ShareMember:
-        address = bootstrap or broker.bootstrap
+    def make(bootstrap: str, group: str, topics: list[str], client_id: str = "share-member") -> ShareMember:
         earliest = ConfigEntry(
             "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
         )
-        admin = AdminClient({"bootstrap.servers": address})
+        admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.incremental_alter_configs(
             [ConfigResource(ResourceType.GROUP, group, incremental_configs=[earliest])]
         ).values():
             future.result(30)
-        member = ShareMember(address, group, topics, client_id)
+        member = ShareMember(bootstrap, group, topics, client_id)
         members.append(member)
         return member
 

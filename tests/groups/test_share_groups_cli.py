@@ -53,7 +53,7 @@ def test_a_share_group_is_listed_described_reset_and_deleted(
     produce(
         bootstrap, topic_name, PARTITIONS, PER_PARTITION, timestamp_of=lambda _p, seq: base_ms + seq * 1000
     )
-    member = share_member(group_name, [topic_name], client_id="cli-share-member")
+    member = share_member(bootstrap, group_name, [topic_name], client_id="cli-share-member")
     member.take(PARTITIONS * PER_PARTITION, release_3_and_4_of_partition_1)
 
     assert {"group": group_name, "state": "Stable", "type": "share"} in groups_json(bootstrap, "list")
@@ -105,7 +105,7 @@ def test_a_share_group_is_listed_described_reset_and_deleted(
     assert [r["new_offset"] for r in plan["partitions"]] == [5, 5]
     assert share_offsets(bootstrap, group_name) == {0: (5, 5), 1: (5, 5)}
     # A member now gets exactly the records from there on, the released ones before it no more.
-    again = share_member(group_name, [topic_name], client_id="after-reset")
+    again = share_member(bootstrap, group_name, [topic_name], client_id="after-reset")
     assert sorted((m.partition(), m.offset()) for m in again.take(10)) == [
         (p, o) for p in (0, 1) for o in range(5, 10)
     ]

@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from sluice.broker.metrics import LATENCY_BUCKETS, Histogram
+from sluice.coordinator.share.partition import RecordState
 from sluice.protocol.messages import APIS_BY_KEY
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ class BrokerCollector(Collector):
                 lag.add_metric(label, max(state.high_watermark - offset, 0))
         yield from (committed, lag)
 
+        yield from _share_metrics(broker)
         yield from _cleaner_metrics(broker)
 
         data_dir = broker.config.data_dir
@@ -147,6 +149,76 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(
                 "sluice_storage_free_bytes", "Free bytes on the data directory's file system", value=free
             )
+
+
+def _share_metrics(broker: Any) -> Iterator[Any]:
+    """Share groups (KIP-932): what happened to their records since the broker started, and each
+    share-partition's state now. Kafka has no broker metric for records acquired, redelivered or archived,
+    nor for a share-partition's lag (DescribeShareGroupOffsets v1 gives that); sluice counts them here."""
+    counters = broker.metrics.share
+    for name, help_, value in (
+        (
+            "acquired",
+            "Records handed to share-group members (first deliveries and redeliveries)",
+            counters.acquired,
+        ),
+        ("redelivered", "Records handed out again (a delivery count above 1)", counters.redelivered),
+        (
+            "archived_at_limit",
+            "Records archived at their group's share.delivery.count.limit",
+            counters.archived_at_limit,
+        ),
+        (
+            "lock_timeouts",
+            "Records whose acquisition lock ran out before they were acknowledged",
+            counters.lock_timeouts,
+        ),
+    ):
+        counter = CounterMetricFamily(f"sluice_share_records_{name}", help_)
+        counter.add_metric([], value)
+        yield counter
+    acknowledged = CounterMetricFamily(
+        "sluice_share_records_acknowledged",
+        "Records acknowledged by share-group members, by type (accept, release, reject, gap, renew)",
+        labels=["type"],
+    )
+    for kind, count in sorted(counters.acknowledged.items()):
+        acknowledged.add_metric([kind], count)
+    yield acknowledged
+
+    labels = ["group", "topic", "partition"]
+    start = GaugeMetricFamily(
+        "sluice_share_partition_start_offset", "First offset not yet delivered to completion", labels=labels
+    )
+    in_flight = GaugeMetricFamily(
+        "sluice_share_partition_in_flight_records",
+        "Records from the start offset to the next never-acquired one (Kafka's InFlightMessageCount)",
+        labels=labels,
+    )
+    acquired = GaugeMetricFamily(
+        "sluice_share_partition_acquired_records", "Records held by members under a lock now", labels=labels
+    )
+    lag = GaugeMetricFamily(
+        "sluice_share_partition_lag",
+        "Records up to the high watermark not yet acknowledged or archived (KIP-1226's lag)",
+        labels=labels,
+    )
+    shares = broker.shares
+    rows = []
+    if shares is not None and shares.loaded:
+        for key, partition in list(shares.states.partitions.items()):
+            meta = broker.storage.topic_by_id(key.topic_id)
+            if meta is not None:  # else its topic is being deleted, and its state with it
+                rows.append((key.group_id, meta.name, key.partition, partition))
+    for group, topic, index, partition in sorted(rows, key=lambda row: row[:3]):
+        label = [group, topic, str(index)]
+        start.add_metric(label, partition.start_offset)
+        in_flight.add_metric(label, partition.in_flight)
+        acquired.add_metric(label, partition.count(RecordState.ACQUIRED))
+        state = broker.partitions.get((topic, index))
+        if state is not None:
+            lag.add_metric(label, partition.lag(state.high_watermark))
+    yield from (start, in_flight, acquired, lag)
 
 
 def _cleaner_metrics(broker: Any) -> Iterator[Any]:
