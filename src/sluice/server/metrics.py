@@ -20,7 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from sluice.broker.metrics import LATENCY_BUCKETS, Histogram
-from sluice.coordinator.share.partition import RecordState
+from sluice.coordinator.share.partition import RecordState, SharePartition
 from sluice.protocol.messages import APIS_BY_KEY
 
 if TYPE_CHECKING:
@@ -203,14 +203,7 @@ def _share_metrics(broker: Any) -> Iterator[Any]:
         "Records up to the high watermark not yet acknowledged or archived (KIP-1226's lag)",
         labels=labels,
     )
-    shares = broker.shares
-    rows = []
-    if shares is not None and shares.loaded:
-        for key, partition in list(shares.states.partitions.items()):
-            meta = broker.storage.topic_by_id(key.topic_id)
-            if meta is not None:  # else its topic is being deleted, and its state with it
-                rows.append((key.group_id, meta.name, key.partition, partition))
-    for group, topic, index, partition in sorted(rows, key=lambda row: row[:3]):
+    for group, topic, index, partition in share_partitions(broker):
         label = [group, topic, str(index)]
         start.add_metric(label, partition.start_offset)
         in_flight.add_metric(label, partition.in_flight)
@@ -219,6 +212,21 @@ def _share_metrics(broker: Any) -> Iterator[Any]:
         if state is not None:
             lag.add_metric(label, partition.lag(state.high_watermark))
     yield from (start, in_flight, acquired, lag)
+
+
+def share_partitions(broker: Any, group_id: str | None = None) -> list[tuple[str, str, int, SharePartition]]:
+    """(group, topic, partition, its state) of every share-partition the broker holds (of one group when
+    `group_id` is given), sorted; none while the share state is not loaded."""
+    shares = broker.shares
+    if shares is None or not shares.loaded:
+        return []
+    held = shares.states.partitions.items() if group_id is None else shares.states.of_group(group_id)
+    rows = []
+    for key, partition in list(held):
+        meta = broker.storage.topic_by_id(key.topic_id)
+        if meta is not None:  # else its topic is being deleted, and its state with it
+            rows.append((key.group_id, meta.name, key.partition, partition))
+    return sorted(rows, key=lambda row: row[:3])
 
 
 def _cleaner_metrics(broker: Any) -> Iterator[Any]:

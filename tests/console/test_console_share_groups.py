@@ -1,0 +1,90 @@
+"""Share groups (KIP-932) in the console, in a real headless Chromium: made by confluent-kafka's ShareConsumer
+on a sluice broker, listed with the consumer groups, and shown with their members and, per share-partition,
+start offset, lag and the records acquired, acknowledged and archived (from the broker's admin API; a
+console without it shows what Kafka's protocol gives)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import AcknowledgeType
+from console_helpers import ConsoleThread
+from test_console_pages import cell_texts, produce
+
+from sluice.console.app import ConsoleConfig
+from sluice.testing import BrokerProcess, create_topic, free_port
+
+
+@pytest.fixture(scope="module")
+def admin_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("share-console"), admin=True).start()
+    yield proc
+    proc.stop()
+
+
+def hold_some(message: Any) -> AcknowledgeType | None:
+    """Partition 0: 0-1 and 8-9 held, 2-5 accepted, 6-7 rejected; partition 1: all accepted."""
+    if message.partition() == 1 or 2 <= message.offset() <= 5:
+        return AcknowledgeType.ACCEPT
+    if message.offset() in (6, 7):
+        return AcknowledgeType.REJECT
+    return None
+
+
+def test_share_groups_listed_and_shown_with_their_records(
+    admin_broker: BrokerProcess, page: Any, share_member: Any, shots: Path
+) -> None:
+    bootstrap = admin_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=2, name="jobs")
+    produce(bootstrap, topic, [{"value": b"job%d" % i, "partition": p} for p in (0, 1) for i in range(10)])
+    member = share_member(bootstrap, "workers", [topic], client_id="console-worker")
+    member.take(20, hold_some)
+
+    with_admin = ConsoleThread(
+        ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port(), admin_url=admin_broker.admin_url)
+    ).start()
+    plain = ConsoleThread(ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port())).start()
+    try:
+        page.goto(with_admin.url + "/groups")
+        rows = cell_texts(page, "#groups-table")
+        assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
+            ("workers", "Stable", "simple", "share", "1", "4")
+        ]
+        page.screenshot(path=shots / "sluice-share-groups.png", full_page=True)
+
+        page.click("text=workers")
+        page.wait_for_selector("#share-partitions-table")
+        [shown] = cell_texts(page, "#members-table")
+        assert shown[0] == "console-worker" and shown[2].endswith("127.0.0.1")
+        assert page.locator("#members-table .chip").all_inner_texts() == [f"{topic}-0", f"{topic}-1"]
+        # Partition 0: 0-1 and 8-9 held, 2-5 accepted, 6-7 archived, so nothing is done from offset 0 on.
+        assert [r[:8] for r in cell_texts(page, "#share-partitions-table")] == [
+            [topic, "0", "0", "4", "4", "4", "2", "console-worker"],
+            [topic, "1", "10", "0", "0", "0", "0", "console-worker"],
+        ]
+        assert page.inner_text("#total-lag") == "4"
+        page.screenshot(path=shots / "sluice-share-group.png", full_page=True)
+
+        # Without the admin API the page shows what Kafka's protocol gives, and says what it cannot.
+        page.goto(plain.url + "/groups/workers")
+        assert [r[:8] for r in cell_texts(page, "#share-partitions-table")] == [
+            [topic, "0", "0", "4", "—", "—", "—", "console-worker"],
+            [topic, "1", "10", "0", "—", "—", "—", "console-worker"],
+        ]
+        assert "admin API" in page.inner_text("#counts-note")
+
+        # Gone, the member gives back what it held; the group can then be deleted from its page.
+        member.close()
+        page.goto(with_admin.url + "/groups/workers")
+        assert page.inner_text("#group-state") == "Empty"
+        assert [r[4] for r in cell_texts(page, "#share-partitions-table")] == ["0", "0"]
+        page.click("button:has-text('Delete group')")
+        page.wait_for_url(re.compile("/groups$"))
+        assert "workers" not in page.inner_text("#groups-table")
+    finally:
+        with_admin.stop()
+        plain.stop()
