@@ -5,7 +5,10 @@ console without it shows what Kafka's protocol gives)."""
 
 from __future__ import annotations
 
+import json
 import re
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +88,9 @@ def test_share_groups_listed_and_shown_with_their_records(
         page.click("button:has-text('Delete group')")
         page.wait_for_url(re.compile("/groups$"))
         assert "workers" not in page.inner_text("#groups-table")
+        with pytest.raises(urllib.error.HTTPError) as gone:
+            urllib.request.urlopen(f"{admin_broker.admin_url}/v1/share-groups/workers", timeout=10)
+        assert gone.value.code == 404 and json.loads(gone.value.read())["error"] == "GROUP_ID_NOT_FOUND"
     finally:
         with_admin.stop()
         plain.stop()

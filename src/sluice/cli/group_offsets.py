@@ -27,7 +27,6 @@ from sluice.cli.common import (
     serving,
 )
 from sluice.cli.group_lookups import (
-    OVERFLOW,
     REQUEST_TIMEOUT_S,
     JsonOutput,
     _admin,
@@ -37,6 +36,7 @@ from sluice.cli.group_lookups import (
     _describe_group,
     _fail,
     _offsets_reader,
+    _table,
     _topic_partitions,
     _use,
     _watermarks,
@@ -481,11 +481,10 @@ def _print_plans(
         print(json.dumps({"group": group, "dry_run": dry_run, "live": live, "partitions": rows}))
         return
     mode = "dry run, nothing changed" if dry_run else "applied live" if live else "applied"
-    from rich.table import Table
 
-    table = Table(title=f"reset of {group} ({mode})")
-    for column in ("topic", "partition", "current offset", "requested offset", "new offset"):
-        table.add_column(column, overflow=OVERFLOW)
+    table = _table(
+        f"reset of {group} ({mode})", "topic", "partition", "current offset", "requested offset", "new offset"
+    )
     for p in plans:
         requested = p.requested if p.requested is not None else p.new
         table.add_row(p.topic, str(p.partition), _dash(p.current), str(requested), str(p.new))

@@ -27,7 +27,6 @@ from sluice.cli.common import (
     serving,
 )
 from sluice.cli.group_lookups import (
-    OVERFLOW,
     REQUEST_TIMEOUT_S,
     JsonOutput,
     _admin,
@@ -38,6 +37,7 @@ from sluice.cli.group_lookups import (
     _fail,
     _kafka_error,
     _offsets_reader,
+    _table,
     _use,
     _watermarks,
     state_name,
@@ -90,11 +90,7 @@ def list_groups(
     if json_output:
         print(json.dumps(rows))
         return
-    from rich.table import Table
-
-    table = Table(title="groups")
-    for column in ("group", "state", "type"):
-        table.add_column(column, overflow=OVERFLOW)
+    table = _table("groups", "group", "state", "type")
     for row in rows:
         table.add_row(row["group"], row["state"], row["type"])
     console.print(table)
@@ -181,15 +177,12 @@ def describe_group(
     if json_output:
         print(json.dumps(data))
         return
-    from rich.table import Table
 
     console.print(
         f"group [bold]{group}[/bold]  state {data['state']}  type {data['type']}  "
         f"assignor {_dash(data['assignor'])}  members {len(data['members'])}"
     )
-    members = Table(title="members")
-    for column in ("member id", "instance id", "client id", "host", "partitions"):
-        members.add_column(column, overflow=OVERFLOW)
+    members = _table("members", "member id", "instance id", "client id", "host", "partitions")
     for member in data["members"]:
         assigned = ", ".join(f"{a['topic']}-{a['partition']}" for a in member["assignment"])
         members.add_row(
@@ -200,9 +193,9 @@ def describe_group(
             _dash(assigned),
         )
     console.print(members)
-    offsets = Table(title="offsets")
-    for column in ("topic", "partition", "current offset", "log end offset", "lag", "member id", "host"):
-        offsets.add_column(column, overflow=OVERFLOW)
+    offsets = _table(
+        "offsets", "topic", "partition", "current offset", "log end offset", "lag", "member id", "host"
+    )
     for row in data["offsets"]:
         offsets.add_row(
             row["topic"],

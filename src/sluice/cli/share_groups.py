@@ -13,12 +13,12 @@ import typer
 
 from sluice.cli.common import DEFAULT_BOOTSTRAP, Bootstrap, Settings, console, err_console, parse_settings
 from sluice.cli.group_lookups import (
-    OVERFLOW,
     REQUEST_TIMEOUT_S,
     JsonOutput,
     _client_settings,
     _dash,
     _fail,
+    _table,
     _use,
 )
 from sluice.errors import ErrorCode, KafkaError
@@ -86,38 +86,32 @@ def share_group_rows(bootstrap: str) -> list[dict[str, str]]:
 def describe_data(admin: ShareAdmin, description: ShareGroupDescription) -> dict[str, Any]:
     """What `groups describe` shows of a share group, as plain data: members and, per share-partition, the
     start offset and lag (DescribeShareGroupOffsets; lag from v1, Kafka 4.3, else None)."""
-    group = description.group_id
-    readers: dict[tuple[str, int], list[str]] = {}
-    members = []
-    for member in description.members:
-        members.append(
-            {
-                "member_id": member.member_id,
-                "client_id": member.client_id,
-                "host": member.host,
-                "rack_id": member.rack_id,
-                "member_epoch": member.member_epoch,
-                "assignment": [{"topic": t, "partition": p} for t, p in member.assignment],
-            }
-        )
-        for key in member.assignment:
-            readers.setdefault(key, []).append(member.member_id)
-    found = {(row.topic, row.partition): row for row in admin.offsets(group)}
-    offsets = []
-    for key in sorted(set(found) | set(readers)):
-        row = found.get(key)
-        offsets.append(
-            {
-                "topic": key[0],
-                "partition": key[1],
-                "start_offset": row.start_offset if row is not None else None,
-                "lag": row.lag if row is not None else None,
-                "member_ids": readers.get(key, []),
-            }
-        )
+    from sluice.client.share_admin import share_partitions
+
+    members = [
+        {
+            "member_id": member.member_id,
+            "client_id": member.client_id,
+            "host": member.host,
+            "rack_id": member.rack_id,
+            "member_epoch": member.member_epoch,
+            "assignment": [{"topic": t, "partition": p} for t, p in member.assignment],
+        }
+        for member in description.members
+    ]
+    offsets = [
+        {
+            "topic": view.topic,
+            "partition": view.partition,
+            "start_offset": view.start_offset,
+            "lag": view.lag,
+            "member_ids": [member.member_id for member in view.readers],
+        }
+        for view in share_partitions(description, admin.offsets(description.group_id))
+    ]
     node, host, port = description.coordinator
     return {
-        "group": group,
+        "group": description.group_id,
         "state": description.state,
         "type": "share",
         "assignor": description.assignor,
@@ -130,7 +124,6 @@ def describe_data(admin: ShareAdmin, description: ShareGroupDescription) -> dict
 
 
 def print_description(data: dict[str, Any]) -> None:
-    from rich.table import Table
 
     group = data["group"]
     coordinator = data["coordinator"]
@@ -141,16 +134,12 @@ def print_description(data: dict[str, Any]) -> None:
     )
     if not data["members"]:
         err_console.print(f"Share group '{group}' has no active members.")
-    members = Table(title="members")
-    for column in ("member id", "client id", "host", "partitions"):
-        members.add_column(column, overflow=OVERFLOW)
+    members = _table("members", "member id", "client id", "host", "partitions")
     for member in data["members"]:
         assigned = ", ".join(f"{a['topic']}-{a['partition']}" for a in member["assignment"])
         members.add_row(member["member_id"], member["client_id"], member["host"], _dash(assigned))
     console.print(members)
-    offsets = Table(title="share-partitions")
-    for column in ("topic", "partition", "start offset", "lag", "members"):
-        offsets.add_column(column, overflow=OVERFLOW)
+    offsets = _table("share-partitions", "topic", "partition", "start offset", "lag", "members")
     for row in data["offsets"]:
         offsets.add_row(
             row["topic"],
@@ -218,11 +207,7 @@ def delete_offsets(
     if json_output:
         print(json.dumps({"group": group, "topics": rows}))
     else:
-        from rich.table import Table
-
-        table = Table(title=f"offsets of {group} deleted")
-        table.add_column("topic", overflow=OVERFLOW)
-        table.add_column("status", overflow=OVERFLOW)
+        table = _table(f"offsets of {group} deleted", "topic", "status")
         for row in rows:
             table.add_row(row["topic"], "Successful" if row["error"] is None else f"Error: {row['message']}")
         console.print(table)

@@ -77,6 +77,41 @@ class ShareOffset:
     error: KafkaError | None = None
 
 
+@dataclass(frozen=True)
+class SharePartitionView:
+    """One share-partition as a tool shows it: its offsets and the members assigned it."""
+
+    topic: str
+    partition: int
+    start_offset: int | None
+    lag: int | None
+    readers: list[ShareMember]
+
+
+def share_partitions(
+    description: ShareGroupDescription, offsets: list[ShareOffset]
+) -> list[SharePartitionView]:
+    """Every share-partition the group has state for or a member is assigned, in order."""
+    readers: dict[tuple[str, int], list[ShareMember]] = {}
+    for member in description.members:
+        for key in member.assignment:
+            readers.setdefault(key, []).append(member)
+    found = {(row.topic, row.partition): row for row in offsets}
+    views = []
+    for key in sorted(set(found) | set(readers)):
+        row = found.get(key)
+        views.append(
+            SharePartitionView(
+                key[0],
+                key[1],
+                row.start_offset if row is not None else None,
+                row.lag if row is not None else None,
+                readers.get(key, []),
+            )
+        )
+    return views
+
+
 @dataclass
 class _Link:
     client: WireClient

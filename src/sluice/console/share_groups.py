@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sluice.client.secure import supported
-from sluice.client.share_admin import ShareAdmin
+from sluice.client.share_admin import ShareAdmin, share_partitions
 from sluice.console.cluster import Cluster, ClusterError
 from sluice.console.groups import GroupRow
 from sluice.errors import ErrorCode, KafkaError
@@ -108,38 +108,27 @@ def share_group_detail(cluster: Cluster, name: str) -> ShareGroupDetail | None:
             described = admin.describe(name)
             if described is None:
                 return None
-            offsets = {(row.topic, row.partition): row for row in admin.offsets(name)}
+            offsets = admin.offsets(name)
         except KafkaError as exc:
             if exc.code is ErrorCode.UNSUPPORTED_VERSION:
                 return None
             raise _failed(exc) from None
         except OSError as exc:
             raise _failed(exc) from None
-    readers: dict[tuple[str, int], list[str]] = {}
-    members = []
-    for member in described.members:
-        members.append(
-            {
-                "member_id": member.member_id,
-                "client_id": member.client_id,
-                "host": member.host,
-                "assignment": member.assignment,
-            }
+    members = [
+        {"member_id": m.member_id, "client_id": m.client_id, "host": m.host, "assignment": m.assignment}
+        for m in described.members
+    ]
+    partitions = [
+        SharePartitionRow(
+            view.topic,
+            view.partition,
+            view.start_offset,
+            view.lag,
+            [member.client_id or member.member_id for member in view.readers],
         )
-        for key in member.assignment:
-            readers.setdefault(key, []).append(member.client_id or member.member_id)
-    partitions = []
-    for key in sorted(set(offsets) | set(readers)):
-        found = offsets.get(key)
-        partitions.append(
-            SharePartitionRow(
-                key[0],
-                key[1],
-                found.start_offset if found is not None else None,
-                found.lag if found is not None else None,
-                readers.get(key, []),
-            )
-        )
+        for view in share_partitions(described, offsets)
+    ]
     _, host, port = described.coordinator
     return ShareGroupDetail(
         group_id=name,

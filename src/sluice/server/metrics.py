@@ -90,12 +90,14 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "sluice_connections", "Open client connections", value=len(self.server.connections)
         )
-        accepted = CounterMetricFamily("sluice_connections_accepted", "Client connections accepted")
-        accepted.add_metric([], metrics.connections_accepted)
-        yield accepted
-        refused = CounterMetricFamily("sluice_connections_refused", "Connections refused at max_connections")
-        refused.add_metric([], metrics.connections_refused)
-        yield refused
+        yield _counter(
+            "sluice_connections_accepted", "Client connections accepted", metrics.connections_accepted
+        )
+        yield _counter(
+            "sluice_connections_refused",
+            "Connections refused at max_connections",
+            metrics.connections_refused,
+        )
 
         labels = ["topic", "partition"]
         size = GaugeMetricFamily(
@@ -174,9 +176,7 @@ def _share_metrics(broker: Any) -> Iterator[Any]:
             counters.lock_timeouts,
         ),
     ):
-        counter = CounterMetricFamily(f"sluice_share_records_{name}", help_)
-        counter.add_metric([], value)
-        yield counter
+        yield _counter(f"sluice_share_records_{name}", help_, value)
     acknowledged = CounterMetricFamily(
         "sluice_share_records_acknowledged",
         "Records acknowledged by share-group members, by type (accept, release, reject, gap, renew)",
@@ -243,9 +243,7 @@ def _cleaner_metrics(broker: Any) -> Iterator[Any]:
         ("records_removed", "Records (and markers) the cleaner removed", stats.records_removed),
         ("failures", "Cleaning passes that failed (logged)", stats.failures),
     ):
-        counter = CounterMetricFamily(f"sluice_log_cleaner_{name}", help_)
-        counter.add_metric([], value)
-        yield counter
+        yield _counter(f"sluice_log_cleaner_{name}", help_, value)
     yield GaugeMetricFamily(
         "sluice_log_cleaner_uncleanable_partitions",
         "Partitions the cleaner gave up on until restart (a batch failed its CRC)",
@@ -279,6 +277,12 @@ def _cleaner_metrics(broker: Any) -> Iterator[Any]:
         if log is not None:
             dirty.add_metric([topic, str(index)], cleaner.dirty_ratio(log))
     yield dirty
+
+
+def _counter(name: str, help_: str, value: int) -> CounterMetricFamily:
+    counter = CounterMetricFamily(name, help_)
+    counter.add_metric([], value)
+    return counter
 
 
 def broker_registry(server: KafkaServer) -> CollectorRegistry:
