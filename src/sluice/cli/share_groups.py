@@ -7,6 +7,8 @@ sluice or any Kafka 4.2+ cluster. The commands themselves live in :mod:`sluice.c
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -43,18 +45,32 @@ def not_empty(group: str) -> str:
     return f"Share group '{group}' is not empty."  # kafka-share-groups.sh's words
 
 
-def _refused(group: str, exc: KafkaError) -> None:
-    _fail(not_empty(group) if exc.code is ErrorCode.NON_EMPTY_GROUP else f"{exc.code.name}: {exc.message}")
+@contextmanager
+def answered(group: str) -> Iterator[None]:
+    """A share-group call whose failure ends the command: Kafka's refusal in kafka-share-groups' words, or
+    why the cluster could not be asked."""
+    try:
+        yield
+    except KafkaError as exc:
+        _fail(
+            not_empty(group) if exc.code is ErrorCode.NON_EMPTY_GROUP else f"{exc.code.name}: {exc.message}"
+        )
+    except OSError as exc:
+        _fail(f"share group {group!r}: {exc}")
 
 
-def lookup(admin: ShareAdmin, group: str) -> ShareGroupDescription | None:
+def lookup(admin: ShareAdmin, group: str, *, strict: bool = False) -> ShareGroupDescription | None:
     """The share group `group`, or None when it is no share group (unknown, of another type, or the cluster
     serves no share groups, or the settings ask for a login this client cannot make: OAUTHBEARER, GSSAPI).
-    A failure to ask is a warning: the caller goes on as for a consumer group."""
+    A failure to ask is a warning, and the caller goes on as for a consumer group; `strict` (a command only
+    for share groups) ends the command instead."""
     from sluice.client.secure import supported
 
     if not supported(admin.settings):
         return None
+    if strict:
+        with answered(group):
+            return admin.describe(group)
     try:
         return admin.describe(group)
     except KafkaError as exc:
@@ -88,6 +104,8 @@ def describe_data(admin: ShareAdmin, description: ShareGroupDescription) -> dict
     start offset and lag (DescribeShareGroupOffsets; lag from v1, Kafka 4.3, else None)."""
     from sluice.client.share_admin import share_partitions
 
+    with answered(description.group_id):
+        offsets = admin.offsets(description.group_id)
     members = [
         {
             "member_id": member.member_id,
@@ -107,7 +125,7 @@ def describe_data(admin: ShareAdmin, description: ShareGroupDescription) -> dict
             "lag": view.lag,
             "member_ids": [member.member_id for member in view.readers],
         }
-        for view in share_partitions(description, admin.offsets(description.group_id))
+        for view in share_partitions(description, offsets)
     ]
     node, host, port = description.coordinator
     return {
@@ -156,20 +174,15 @@ def print_description(data: dict[str, Any]) -> None:
 
 def start_offsets(admin: ShareAdmin, group: str) -> dict[tuple[str, int], int]:
     """The group's start offsets where it has them: what a reset starts from (its "current offset")."""
-    return {
-        (row.topic, row.partition): row.start_offset
-        for row in admin.offsets(group)
-        if row.start_offset is not None
-    }
+    with answered(group):
+        found = admin.offsets(group)
+    return {(row.topic, row.partition): row.start_offset for row in found if row.start_offset is not None}
 
 
 def apply_reset(admin: ShareAdmin, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """AlterShareGroupOffsets; any refusal ends the command with the broker's reason."""
-    try:
+    with answered(group):
         results = admin.alter_offsets(group, offsets)
-    except KafkaError as exc:
-        _refused(group, exc)
-        return
     failed = [(key, error) for key, error in sorted(results.items()) if error is not None]
     if failed:
         _fail("; ".join(f"{t}-{p}: {error.code.name}: {error.message}" for (t, p), error in failed))
@@ -189,13 +202,10 @@ def delete_offsets(
     start those topics again where share.auto.offset.reset says. Refused while the group has members."""
     _use(setting)
     with share_admin(bootstrap) as admin:
-        if lookup(admin, group) is None:
+        if lookup(admin, group, strict=True) is None:
             _fail(f"Share group '{group}' does not exist.")
-        try:
+        with answered(group):
             results = admin.delete_offsets(group, sorted(set(topic)))
-        except KafkaError as exc:
-            _refused(group, exc)
-            return
     rows = [
         {
             "topic": name,

@@ -36,6 +36,10 @@ RETRIABLE = frozenset(
 RETRY_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
 
 
+class BootstrapUnreachable(ConnectionError):
+    """No bootstrap server could be connected to: final, not retried (the cluster is not there)."""
+
+
 @dataclass(frozen=True)
 class ListedShareGroup:
     group_id: str
@@ -181,7 +185,7 @@ class ShareAdmin:
                 return self._link(host.strip("[]"), int(port))
             except (OSError, ValueError) as exc:
                 failures.append(f"{address}: {exc}")
-        raise ConnectionError(
+        raise BootstrapUnreachable(
             f"cannot connect to any bootstrap server ({'; '.join(failures) or 'none given'})"
         )
 
@@ -240,6 +244,8 @@ class ShareAdmin:
                 code, message, result = ask(self._link(host, port))
             except KafkaError as exc:
                 code, message, result = exc.code, exc.message, None
+            except BootstrapUnreachable:
+                raise
             except OSError:
                 # A coordinator that went away: forget its connection, and where it was.
                 _, host, port = self._coordinators.pop(group, (-1, "", 0))
