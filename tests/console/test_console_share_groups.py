@@ -51,6 +51,10 @@ def test_share_groups_listed_and_shown_with_their_records(
         ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port(), admin_url=admin_broker.admin_url)
     ).start()
     plain = ConsoleThread(ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port())).start()
+    nobody_home = f"http://127.0.0.1:{free_port()}"
+    unreachable = ConsoleThread(
+        ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port(), admin_url=nobody_home)
+    ).start()
     try:
         page.goto(with_admin.url + "/groups")
         rows = cell_texts(page, "#groups-table")
@@ -79,6 +83,10 @@ def test_share_groups_listed_and_shown_with_their_records(
             [topic, "1", "10", "0", "—", "—", "—", "console-worker"],
         ]
         assert "admin API" in page.inner_text("#counts-note")
+        # An admin API that does not answer costs the counts, not the page.
+        page.goto(unreachable.url + "/groups/workers")
+        assert [r[4] for r in cell_texts(page, "#share-partitions-table")] == ["—", "—"]
+        assert f"cannot reach {nobody_home}" in page.inner_text("#counts-note")
 
         # Gone, the member gives back what it held; the group can then be deleted from its page.
         member.close()
@@ -92,5 +100,5 @@ def test_share_groups_listed_and_shown_with_their_records(
             urllib.request.urlopen(f"{admin_broker.admin_url}/v1/share-groups/workers", timeout=10)
         assert gone.value.code == 404 and json.loads(gone.value.read())["error"] == "GROUP_ID_NOT_FOUND"
     finally:
-        with_admin.stop()
-        plain.stop()
+        for running in (with_admin, plain, unreachable):
+            running.stop()
