@@ -340,8 +340,9 @@ def reset_offsets(
     json_output: JsonOutput = False,
 ) -> None:
     """Move a group's committed offsets. Without --live the group must have no active members; with --live
-    the broker moves a running group's members to the new offsets (sluice's admin API). A share group's
-    start offsets move the same way (AlterShareGroupOffsets), only while it has no members."""
+    the broker moves a running group's members to the new offsets (sluice's admin API).
+
+    A share group's start offsets move the same way (AlterShareGroupOffsets), only while it has no members."""
     _use(setting)
     chosen = [
         kind

@@ -158,8 +158,9 @@ def describe_group(
     setting: Settings = None,
     json_output: JsonOutput = False,
 ) -> None:
-    """State, assignor, members with their partitions, and committed offsets with lag; for a share group, each
-    share-partition's start offset and lag."""
+    """State, assignor, members with their partitions, and offsets with lag.
+
+    A consumer group's committed offsets; a share group's start offset of each share-partition."""
     _use(setting)
     with share_admin(bootstrap) as admin:
         shared = share_lookup(admin, group)
@@ -254,8 +255,9 @@ def delete_group(
     setting: Settings = None,
     admin: Admin = None,
 ) -> None:
-    """Delete a group and its committed offsets (a share group and its share-partitions' state); refused
-    while it has members unless --force."""
+    """Delete a group and its offsets; refused while it has members unless --force.
+
+    A share group goes with its share-partitions' state."""
     from confluent_kafka import KafkaError, KafkaException
 
     _use(setting)

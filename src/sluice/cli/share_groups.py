@@ -198,8 +198,9 @@ def delete_offsets(
     setting: Settings = None,
     json_output: JsonOutput = False,
 ) -> None:
-    """Delete a share group's offsets of whole topics, as kafka-share-groups.sh --delete-offsets: its members
-    start those topics again where share.auto.offset.reset says. Refused while the group has members."""
+    """Delete a share group's offsets of whole topics, as kafka-share-groups.sh --delete-offsets.
+
+    Its members start those topics again where share.auto.offset.reset says. Refused while it has members."""
     _use(setting)
     with share_admin(bootstrap) as admin:
         if lookup(admin, group, strict=True) is None:
