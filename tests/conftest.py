@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,3 +254,76 @@ def corrupt_batch(tmp_path: Path) -> Iterator[Callable[[int], CorruptBatch]]:
     yield make
     for broker in started:
         broker.kill()
+
+
+class ShareMember:
+    """A member of a share group (KIP-932): confluent-kafka's ShareConsumer in explicit acknowledgement mode,
+    driven from the test's thread. `take` acquires records and acknowledges each as `ack(message)` says:
+    an AcknowledgeType, or None to keep holding the record (the member may then only close)."""
+
+    def __init__(self, bootstrap: str, group: str, topics: list[str], client_id: str) -> None:
+        from confluent_kafka import ShareConsumer
+
+        self.consumer = ShareConsumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "client.id": client_id,
+                "share.acknowledgement.mode": "explicit",
+            }
+        )
+        self.consumer.subscribe(topics)
+
+    def take(self, count: int, ack: Callable[[Any], Any] | None = None, timeout: float = 30.0) -> list[Any]:
+        """At least `count` records, each acknowledged (ACCEPT unless `ack` says otherwise) and committed."""
+        from confluent_kafka import AcknowledgeType
+
+        taken: list[Any] = []
+        deadline = time.monotonic() + timeout
+        while len(taken) < count:
+            assert time.monotonic() < deadline, f"{len(taken)} of {count} records acquired"
+            for message in self.consumer.poll(0.5):
+                assert message.error() is None, message.error()
+                taken.append(message)
+                kind = ack(message) if ack is not None else AcknowledgeType.ACCEPT
+                if kind is not None:
+                    self.consumer.acknowledge(message, kind)
+        results = self.consumer.commit_sync()
+        assert all(error is None for error in results.values()), results
+        return taken
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+@pytest.fixture
+def share_member() -> Iterator[Callable[..., ShareMember]]:
+    """`share_member(bootstrap, group, topics, client_id=...)`: a ShareMember of a share group that reads from
+    the earliest offset (share.auto.offset.reset, set on the group); closed after the test if still open."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    members: list[ShareMember] = []
+
+    def make(bootstrap: str, group: str, topics: list[str], client_id: str = "share-member") -> ShareMember:
+        earliest = ConfigEntry(
+            "share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET
+        )
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.GROUP, group, incremental_configs=[earliest])]
+        ).values():
+            future.result(30)
+        member = ShareMember(bootstrap, group, topics, client_id)
+        members.append(member)
+        return member
+
+    yield make
+    for member in members:
+        with contextlib.suppress(Exception):
+            member.close()

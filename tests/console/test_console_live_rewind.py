@@ -1,16 +1,23 @@
-"""A running group rewound from the console (sluice's live rewind, through the broker's admin API): its
-members re-read from the new offsets without being stopped."""
+"""The console with a sluice broker's admin API, in a real headless Chromium: a running group rewound live
+(its members re-read from the new offsets without being stopped), and share groups (KIP-932) made by
+confluent-kafka's ShareConsumer, shown with their members and, per share-partition, start offset, lag and the
+records acquired, acknowledged and archived (a console without the admin API shows what Kafka's protocol
+gives). One broker for the module."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import AcknowledgeType, Consumer
 from console_helpers import ConsoleThread
 from test_console_pages import cell_texts, committed, produce
 
@@ -58,17 +65,19 @@ def wait_until(check: Any, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def test_a_running_group_is_rewound_live_from_the_console(page: Any, tmp_path: Path, shots: Path) -> None:
-    pytest.importorskip(
-        "sluice.server.admin", reason="the broker's admin API (live rewind) is not merged yet"
-    )
-    broker = BrokerProcess(tmp_path / "data", extra_args=["--admin-listen", "127.0.0.1:0"]).start()
-    wait_until(lambda: any("sluice admin listening on" in line for line in broker.output))
-    admin_url = next(
-        re.search(r"(http://\S+)", line).group(1) for line in broker.output if "admin listening" in line
-    )
+@pytest.fixture(scope="module")
+def admin_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = BrokerProcess(tmp_path_factory.mktemp("console-admin"), admin=True).start()
+    yield proc
+    proc.stop()
+
+
+def test_a_running_group_is_rewound_live_from_the_console(
+    page: Any, admin_broker: BrokerProcess, shots: Path
+) -> None:
+    broker = admin_broker
     console = ConsoleThread(
-        ConsoleConfig({"bootstrap.servers": broker.bootstrap}, port=free_port(), admin_url=admin_url)
+        ConsoleConfig({"bootstrap.servers": broker.bootstrap}, port=free_port(), admin_url=broker.admin_url)
     ).start()
     member = None
     try:
@@ -106,4 +115,78 @@ def test_a_running_group_is_rewound_live_from_the_console(page: Any, tmp_path: P
         if member is not None:
             member.stop()
         console.stop()
-        broker.stop()
+
+
+def hold_some(message: Any) -> AcknowledgeType | None:
+    """Partition 0: 0-1 and 8-9 held, 2-5 accepted, 6-7 rejected; partition 1: all accepted."""
+    if message.partition() == 1 or 2 <= message.offset() <= 5:
+        return AcknowledgeType.ACCEPT
+    if message.offset() in (6, 7):
+        return AcknowledgeType.REJECT
+    return None
+
+
+def test_share_groups_listed_and_shown_with_their_records(
+    admin_broker: BrokerProcess, page: Any, share_member: Any, shots: Path
+) -> None:
+    bootstrap = admin_broker.bootstrap
+    topic = create_topic(bootstrap, partitions=2, name="jobs")
+    produce(bootstrap, topic, [{"value": b"job%d" % i, "partition": p} for p in (0, 1) for i in range(10)])
+    member = share_member(bootstrap, "workers", [topic], client_id="console-worker")
+    member.take(20, hold_some)
+
+    with_admin = ConsoleThread(
+        ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port(), admin_url=admin_broker.admin_url)
+    ).start()
+    plain = ConsoleThread(ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port())).start()
+    nobody_home = f"http://127.0.0.1:{free_port()}"
+    unreachable = ConsoleThread(
+        ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port(), admin_url=nobody_home)
+    ).start()
+    try:
+        page.goto(with_admin.url + "/groups?q=workers")
+        rows = cell_texts(page, "#groups-table")
+        assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows] == [
+            ("workers", "Stable", "simple", "share", "1", "4")
+        ]
+        page.screenshot(path=shots / "sluice-share-groups.png", full_page=True)
+
+        page.click("text=workers")
+        page.wait_for_selector("#share-partitions-table")
+        [shown] = cell_texts(page, "#members-table")
+        assert shown[0] == "console-worker" and shown[2].endswith("127.0.0.1")
+        assert page.locator("#members-table .chip").all_inner_texts() == [f"{topic}-0", f"{topic}-1"]
+        # Partition 0: 0-1 and 8-9 held, 2-5 accepted, 6-7 archived, so nothing is done from offset 0 on.
+        assert [r[:8] for r in cell_texts(page, "#share-partitions-table")] == [
+            [topic, "0", "0", "4", "4", "4", "2", "console-worker"],
+            [topic, "1", "10", "0", "0", "0", "0", "console-worker"],
+        ]
+        assert page.inner_text("#total-lag") == "4"
+        page.screenshot(path=shots / "sluice-share-group.png", full_page=True)
+
+        # Without the admin API the page shows what Kafka's protocol gives, and says what it cannot.
+        page.goto(plain.url + "/groups/workers")
+        assert [r[:8] for r in cell_texts(page, "#share-partitions-table")] == [
+            [topic, "0", "0", "4", "—", "—", "—", "console-worker"],
+            [topic, "1", "10", "0", "—", "—", "—", "console-worker"],
+        ]
+        assert "admin API" in page.inner_text("#counts-note")
+        # An admin API that does not answer costs the counts, not the page.
+        page.goto(unreachable.url + "/groups/workers")
+        assert [r[4] for r in cell_texts(page, "#share-partitions-table")] == ["—", "—"]
+        assert f"cannot reach {nobody_home}" in page.inner_text("#counts-note")
+
+        # Gone, the member gives back what it held; the group can then be deleted from its page.
+        member.close()
+        page.goto(with_admin.url + "/groups/workers")
+        assert page.inner_text("#group-state") == "Empty"
+        assert [r[4] for r in cell_texts(page, "#share-partitions-table")] == ["0", "0"]
+        page.click("button:has-text('Delete group')")
+        page.wait_for_url(re.compile("/groups$"))
+        assert "workers" not in page.inner_text("#groups-table")
+        with pytest.raises(urllib.error.HTTPError) as gone:
+            urllib.request.urlopen(f"{admin_broker.admin_url}/v1/share-groups/workers", timeout=10)
+        assert gone.value.code == 404 and json.loads(gone.value.read())["error"] == "GROUP_ID_NOT_FOUND"
+    finally:
+        for running in (with_admin, plain, unreachable):
+            running.stop()

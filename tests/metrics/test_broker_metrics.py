@@ -11,19 +11,31 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import AcknowledgeType, Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from sluice.client.wire import WireClient
 from sluice.protocol.records import Record, encode_batch
 from sluice.testing import BrokerProcess, create_topic
 
+# Share-group locks of one second (the broker's floor lowered to allow it) and a delivery limit of 2, the
+# lowest Kafka allows: a lock runs out and a record reaches its limit within a test.
+SHARE_SETTINGS = """\
+group_share_min_record_lock_duration_ms: 1000
+group_share_record_lock_duration_ms: 1000
+group_share_delivery_count_limit: 2
+"""
+
 
 @pytest.fixture(scope="module")
 def admin_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    proc = BrokerProcess(tmp_path_factory.mktemp("metrics-data"), admin=True).start()
+    root = tmp_path_factory.mktemp("metrics-data")
+    config = root / "broker.yaml"
+    config.write_text(SHARE_SETTINGS)
+    proc = BrokerProcess(root / "data", config=config, admin=True).start()
     yield proc
     proc.stop()
 
@@ -201,3 +213,58 @@ def test_requests_that_arrive_together_share_one_fsync(admin_broker: BrokerProce
         values += [m.value() for m in consumer.consume(100, 5) if m.error() is None]
     consumer.close()
     assert values == [b"v%d" % n for n in range(20 * len(fsyncs_per_burst))]
+
+
+def test_share_metrics_count_what_members_do(admin_broker: BrokerProcess, share_member: Any) -> None:
+    """Share groups (KIP-932), while confluent-kafka's ShareConsumer works: records acquired, acknowledged by
+    type, redelivered after a lock ran out, archived at the delivery limit; and each share-partition's start
+    offset, in-flight and held records, and lag."""
+    url = admin_broker.admin_url
+    assert url is not None
+    topic = create_topic(admin_broker.bootstrap, prefix="share-metrics")
+    producer = Producer({"bootstrap.servers": admin_broker.bootstrap})
+    for i in range(10):
+        producer.produce(topic, b"%d" % i)
+    assert producer.flush(30) == 0
+    partition = (("group", "workers"), ("partition", "0"), ("topic", topic))
+
+    def acked(samples: dict[str, Any]) -> dict[str, float]:
+        return {labels[0][1]: v for labels, v in samples["sluice_share_records_acknowledged_total"].items()}
+
+    def gauges(samples: dict[str, Any]) -> tuple[float, ...]:
+        return tuple(
+            samples[f"sluice_share_partition_{name}"][partition]
+            for name in ("start_offset", "in_flight_records", "lag")
+        )
+
+    # 0-3 accepted, 4 released, 5 rejected, 6-9 held until their lock runs out.
+    first = share_member(admin_broker.bootstrap, "workers", [topic], client_id="first")
+    kinds = [AcknowledgeType.ACCEPT] * 4 + [AcknowledgeType.RELEASE, AcknowledgeType.REJECT] + [None] * 4
+    first.take(10, lambda m: kinds[m.offset()])
+    samples = scrape(url)
+    assert samples["sluice_share_records_acquired_total"][()] == 10
+    assert acked(samples) == {"accept": 4, "release": 1, "reject": 1, "gap": 0, "renew": 0}
+    # Offset 4 is available again, 5 archived, 6-9 held: 5 records of 4-9 are still to be done.
+    assert gauges(samples) == (4, 6, 5)
+    # Within the same scrape the four held records are either still held or counted as timed out.
+    held = samples["sluice_share_partition_acquired_records"][partition]
+    assert held + samples["sluice_share_records_lock_timeouts_total"][()] == 4
+
+    deadline = time.monotonic() + 15
+    while scrape(url)["sluice_share_records_lock_timeouts_total"][()] < 4:
+        assert time.monotonic() < deadline, "the locks did not run out"
+        time.sleep(0.1)
+    first.close()
+
+    # 4 and 6-9 come again, delivered for the second time; released at the limit, they are archived.
+    second = share_member(admin_broker.bootstrap, "workers", [topic], client_id="second")
+    again = second.take(5, lambda m: AcknowledgeType.RELEASE)
+    assert sorted((m.offset(), m.delivery_count()) for m in again) == [(o, 2) for o in (4, 6, 7, 8, 9)]
+    samples = scrape(url)
+    assert samples["sluice_share_records_acquired_total"][()] == 15
+    assert samples["sluice_share_records_redelivered_total"][()] == 5
+    assert samples["sluice_share_records_archived_at_limit_total"][()] == 5
+    assert samples["sluice_share_records_lock_timeouts_total"][()] == 4
+    assert acked(samples) == {"accept": 4, "release": 6, "reject": 1, "gap": 0, "renew": 0}
+    assert gauges(samples) == (10, 0, 0)
+    assert samples["sluice_share_partition_acquired_records"][partition] == 0

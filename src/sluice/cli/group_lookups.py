@@ -114,6 +114,16 @@ def _topic_partitions(admin: Any, topic: str) -> list[int]:
     return sorted(described.partitions)
 
 
+def _table(title: str, *columns: str) -> Any:
+    """A rich Table whose cells wrap long ids onto more lines (OVERFLOW) rather than cut them."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow=OVERFLOW)
+    return table
+
+
 def _dash(value: object) -> str:
     return "-" if value is None or value == "" else str(value)
 

@@ -27,7 +27,6 @@ from sluice.cli.common import (
     serving,
 )
 from sluice.cli.group_lookups import (
-    OVERFLOW,
     REQUEST_TIMEOUT_S,
     JsonOutput,
     _admin,
@@ -37,11 +36,14 @@ from sluice.cli.group_lookups import (
     _describe_group,
     _fail,
     _offsets_reader,
+    _table,
     _topic_partitions,
     _use,
     _watermarks,
     state_name,
 )
+from sluice.cli.share_groups import apply_reset, not_empty, share_admin, start_offsets
+from sluice.cli.share_groups import lookup as share_lookup
 from sluice.client.group_states import RESETTABLE_STATES
 
 
@@ -220,18 +222,23 @@ def plan_reset(
 
 
 def _selected_topics(
-    admin: Any, group: str, topics: list[str], all_topics: bool, partition: list[int] | None
+    admin: Any,
+    group: str,
+    topics: list[str],
+    all_topics: bool,
+    partition: list[int] | None,
+    committed: dict[tuple[str, int], int],
 ) -> dict[str, list[int]]:
-    """topic -> partitions the reset covers."""
+    """topic -> partitions the reset covers (--all-topics: those the group has offsets for)."""
     chosen: dict[str, list[int] | None] = {}
     for spec in topics:
         name, parts = parse_topic_spec(spec)
         chosen[name] = sorted(set(parts or []) | set(chosen.get(name) or [])) if parts else chosen.get(name)
     if all_topics:
-        for name, _ in _committed_offsets(admin, group):
+        for name, _ in committed:
             chosen.setdefault(name, None)
         if not chosen:
-            _fail(f"consumer group {group!r} has no committed offsets: --all-topics covers nothing")
+            _fail(f"group {group!r} has no offsets: --all-topics covers nothing")
     if not chosen:
         raise typer.BadParameter("give --topic (repeatable), --all-topics or --from-file")
     out: dict[str, list[int]] = {}
@@ -319,13 +326,23 @@ def reset_offsets(
         typer.Option("--live", help="Rewind a running group: its members resume from the new offsets."),
     ] = False,
     export: Annotated[bool, typer.Option("--export", help="Print the plan as CSV.")] = False,
+    share: Annotated[
+        bool,
+        typer.Option(
+            "--share",
+            help="GROUP is a share group: needed only while it does not exist (the reset creates it, as "
+            "kafka-share-groups does); an existing one is recognised.",
+        ),
+    ] = False,
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
     setting: Settings = None,
     admin: Admin = None,
     json_output: JsonOutput = False,
 ) -> None:
     """Move a group's committed offsets. Without --live the group must have no active members; with --live
-    the broker moves a running group's members to the new offsets (sluice's admin API)."""
+    the broker moves a running group's members to the new offsets (sluice's admin API).
+
+    A share group's start offsets move the same way (AlterShareGroupOffsets), only while it has no members."""
     _use(setting)
     chosen = [
         kind
@@ -358,6 +375,42 @@ def reset_offsets(
     value = to_offset if to_offset is not None else shift_by if shift_by is not None else 0
     file_offsets = read_plan_file(from_file) if from_file is not None else None
     client = _admin(bootstrap)
+    with share_admin(bootstrap) as shares:
+        shared = share_lookup(shares, group)
+        share = share or shared is not None
+        if share:
+            if live:
+                _fail("a share group has no live rewind: stop its consumers first")
+            if shared is not None and shared.members:
+                _fail(not_empty(group))
+            committed = start_offsets(shares, group) if shared is not None else {}
+        else:
+            committed = _consumer_group_offsets(client, group, live)
+        plans = _plans(
+            bootstrap,
+            client,
+            group,
+            committed,
+            kind,
+            value,
+            timestamp_ms,
+            file_offsets,
+            _selected_topics(client, group, topic or [], all_topics, partition, committed)
+            if file_offsets is None
+            else None,
+        )
+        if not dry_run:
+            if share:
+                apply_reset(shares, group, {(p.topic, p.partition): p.new for p in plans})
+            elif live:
+                plans = _apply_live(admin_address(admin, bootstrap), group, plans)
+            else:
+                _apply_offline(client, group, plans)
+    _print_plans(group, plans, dry_run, live, export, json_output)
+
+
+def _consumer_group_offsets(client: Any, group: str, live: bool) -> dict[tuple[str, int], int]:
+    """A consumer group's committed offsets, once it is sure it may be reset."""
     description = _describe_group(client, group)
     state = state_name(description.state) if description is not None else "Dead"
     if state not in RESETTABLE_STATES and not live:
@@ -365,7 +418,21 @@ def reset_offsets(
             f"offsets of consumer group {group!r} can only be reset while it is inactive, but it is {state} "
             f"with {len(description.members)} member(s); stop its consumers first, or rewind it --live"
         )
-    committed = _committed_offsets(client, group)
+    return _committed_offsets(client, group)
+
+
+def _plans(
+    bootstrap: str,
+    client: Any,
+    group: str,
+    committed: dict[tuple[str, int], int],
+    kind: ResetKind,
+    value: int,
+    timestamp_ms: int | None,
+    file_offsets: dict[tuple[str, int], int] | None,
+    selected: dict[str, list[int]] | None,
+) -> list[PartitionPlan]:
+    """The plan of every partition the reset covers: `selected` topics, or those of the file's offsets."""
     if file_offsets is not None:
         by_topic: dict[str, dict[int, int]] = {}
         for (name, p), offset in file_offsets.items():
@@ -375,8 +442,7 @@ def reset_offsets(
             if missing:
                 _fail(f"topic {name!r} has no partition {', '.join(map(str, missing))}")
         selected = {name: sorted(parts) for name, parts in by_topic.items()}
-    else:
-        selected = _selected_topics(client, group, topic or [], all_topics, partition)
+    assert selected is not None
     plans: list[PartitionPlan] = []
     for name, parts in selected.items():
         plans += plan_reset(
@@ -391,12 +457,7 @@ def reset_offsets(
             committed,
             values=by_topic[name] if file_offsets is not None else None,
         )
-    if not dry_run:
-        if live:
-            plans = _apply_live(admin_address(admin, bootstrap), group, plans)
-        else:
-            _apply_offline(client, group, plans)
-    _print_plans(group, plans, dry_run, live, export, json_output)
+    return plans
 
 
 def _print_plans(
@@ -421,11 +482,10 @@ def _print_plans(
         print(json.dumps({"group": group, "dry_run": dry_run, "live": live, "partitions": rows}))
         return
     mode = "dry run, nothing changed" if dry_run else "applied live" if live else "applied"
-    from rich.table import Table
 
-    table = Table(title=f"reset of {group} ({mode})")
-    for column in ("topic", "partition", "current offset", "requested offset", "new offset"):
-        table.add_column(column, overflow=OVERFLOW)
+    table = _table(
+        f"reset of {group} ({mode})", "topic", "partition", "current offset", "requested offset", "new offset"
+    )
     for p in plans:
         requested = p.requested if p.requested is not None else p.new
         table.add_row(p.topic, str(p.partition), _dash(p.current), str(requested), str(p.new))

@@ -1,9 +1,11 @@
-"""`sluice groups`: list, describe, delete and reset consumer groups on any Kafka, like kafka-consumer-groups.
+"""`sluice groups`: list, describe, delete and reset consumer groups on any Kafka, like kafka-consumer-groups,
+and share groups (KIP-932), like kafka-share-groups.
 
 list, describe, delete and offline reset-offsets go through confluent-kafka's AdminClient and a
-non-subscribing Consumer, so they work against sluice, Apache Kafka or Tansu alike. What Kafka has no API
-for (create, delete --force, reset-offsets --live) goes to a sluice broker's admin HTTP API (--admin).
-reset-offsets lives in :mod:`sluice.cli.group_offsets`.
+non-subscribing Consumer, so they work against sluice, Apache Kafka or Tansu alike; share groups through
+Kafka's share-group APIs (:mod:`sluice.cli.share_groups`). What Kafka has no API for (create, delete
+--force, reset-offsets --live) goes to a sluice broker's admin HTTP API (--admin). reset-offsets lives in
+:mod:`sluice.cli.group_offsets`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from sluice.cli.common import (
     serving,
 )
 from sluice.cli.group_lookups import (
-    OVERFLOW,
     REQUEST_TIMEOUT_S,
     JsonOutput,
     _admin,
@@ -36,6 +37,7 @@ from sluice.cli.group_lookups import (
     _fail,
     _kafka_error,
     _offsets_reader,
+    _table,
     _use,
     _watermarks,
     state_name,
@@ -47,9 +49,13 @@ from sluice.cli.group_offsets import (
     parse_duration_ms,
     reset_offsets,
 )
+from sluice.cli.share_groups import delete_offsets, share_admin, share_group_rows
+from sluice.cli.share_groups import describe_data as share_describe_data
+from sluice.cli.share_groups import lookup as share_lookup
+from sluice.cli.share_groups import print_description as print_share_description
 
 app = typer.Typer(
-    help="List, describe, delete consumer groups and reset their offsets.", no_args_is_help=True
+    help="List, describe, delete consumer and share groups and reset their offsets.", no_args_is_help=True
 )
 
 
@@ -60,7 +66,7 @@ app = typer.Typer(
 def list_groups(
     bootstrap: Bootstrap = DEFAULT_BOOTSTRAP, setting: Settings = None, json_output: JsonOutput = False
 ) -> None:
-    """List consumer groups with their state and type."""
+    """List consumer groups and share groups with their state and type."""
     _use(setting)
     admin = _admin(bootstrap)  # held until the future resolves: a collected client cancels its requests
     listed = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S)
@@ -70,25 +76,21 @@ def list_groups(
         _fail("could not list consumer groups: " + "; ".join(str(e) for e in result.errors))
     for error in result.errors:
         err_console.print(f"[yellow]warning:[/yellow] {error}")
-    rows = sorted(
-        (
-            {
-                "group": g.group_id,
-                "state": state_name(g.state),
-                "type": getattr(g.type, "name", str(g.type)).lower(),
-            }
-            for g in result.valid
-        ),
-        key=lambda row: row["group"],
-    )
+    listed = {
+        g.group_id: {
+            "group": g.group_id,
+            "state": state_name(g.state),
+            "type": getattr(g.type, "name", str(g.type)).lower(),
+        }
+        for g in result.valid
+    }
+    # librdkafka lists consumer and classic groups only; the share groups come from Kafka's share-group type.
+    listed |= {row["group"]: row for row in share_group_rows(bootstrap)}
+    rows = sorted(listed.values(), key=lambda row: row["group"])
     if json_output:
         print(json.dumps(rows))
         return
-    from rich.table import Table
-
-    table = Table(title="consumer groups")
-    for column in ("group", "state", "type"):
-        table.add_column(column, overflow=OVERFLOW)
+    table = _table("groups", "group", "state", "type")
     for row in rows:
         table.add_row(row["group"], row["state"], row["type"])
     console.print(table)
@@ -156,8 +158,19 @@ def describe_group(
     setting: Settings = None,
     json_output: JsonOutput = False,
 ) -> None:
-    """State, assignor, members with their partitions, and committed offsets with lag."""
+    """State, assignor, members with their partitions, and offsets with lag.
+
+    A consumer group's committed offsets; a share group's start offset of each share-partition."""
     _use(setting)
+    with share_admin(bootstrap) as admin:
+        shared = share_lookup(admin, group)
+        if shared is not None:
+            data = share_describe_data(admin, shared)
+            if json_output:
+                print(json.dumps(data))
+            else:
+                print_share_description(data)
+            return
     data = describe_data(bootstrap, group)
     if data is None:
         _fail(f"consumer group {group!r} does not exist")
@@ -165,15 +178,12 @@ def describe_group(
     if json_output:
         print(json.dumps(data))
         return
-    from rich.table import Table
 
     console.print(
         f"group [bold]{group}[/bold]  state {data['state']}  type {data['type']}  "
         f"assignor {_dash(data['assignor'])}  members {len(data['members'])}"
     )
-    members = Table(title="members")
-    for column in ("member id", "instance id", "client id", "host", "partitions"):
-        members.add_column(column, overflow=OVERFLOW)
+    members = _table("members", "member id", "instance id", "client id", "host", "partitions")
     for member in data["members"]:
         assigned = ", ".join(f"{a['topic']}-{a['partition']}" for a in member["assignment"])
         members.add_row(
@@ -184,9 +194,9 @@ def describe_group(
             _dash(assigned),
         )
     console.print(members)
-    offsets = Table(title="offsets")
-    for column in ("topic", "partition", "current offset", "log end offset", "lag", "member id", "host"):
-        offsets.add_column(column, overflow=OVERFLOW)
+    offsets = _table(
+        "offsets", "topic", "partition", "current offset", "log end offset", "lag", "member id", "host"
+    )
     for row in data["offsets"]:
         offsets.add_row(
             row["topic"],
@@ -245,7 +255,9 @@ def delete_group(
     setting: Settings = None,
     admin: Admin = None,
 ) -> None:
-    """Delete a group and its committed offsets; refused while it has members unless --force."""
+    """Delete a group and its offsets; refused while it has members unless --force.
+
+    A share group goes with its share-partitions' state."""
     from confluent_kafka import KafkaError, KafkaException
 
     _use(setting)
@@ -268,6 +280,9 @@ def delete_group(
         error = _kafka_error(exc)
         code = error.code() if error is not None else None
         if code == KafkaError.NON_EMPTY_GROUP:
+            with share_admin(bootstrap) as shares:
+                if share_lookup(shares, group) is not None:
+                    _fail(f"Share group '{group}' is not empty.")
             _fail(
                 f"consumer group {group!r} is not empty: it still has active members; stop them first "
                 "(or --force)"
@@ -275,10 +290,11 @@ def delete_group(
         if code == KafkaError.GROUP_ID_NOT_FOUND:
             _fail(f"consumer group {group!r} does not exist")
         _fail(f"could not delete consumer group {group!r}: {exc}")
-    console.print(f"deleted consumer group {group}")
+    console.print(f"deleted group {group}")
 
 
 # The reset lives in its own module; it is a command of this family all the same.
 app.command("reset-offsets")(reset_offsets)
+app.command("delete-offsets")(delete_offsets)
 
 __all__ = ["ResetKind", "app", "new_offset", "parse_datetime_ms", "parse_duration_ms", "reset_offsets"]

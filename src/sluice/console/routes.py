@@ -16,7 +16,7 @@ from aiohttp import web
 
 from sluice.console import groups as groups_api
 from sluice.console import messages as messages_api
-from sluice.console import schema_pages
+from sluice.console import schema_pages, share_groups
 from sluice.console.app import CONSOLE, MAX_SCAN_JOBS, Console
 from sluice.console.cluster import ClusterError
 from sluice.console.groups import ResetRow
@@ -361,6 +361,8 @@ async def groups(request: web.Request) -> web.Response:
     STARTED.set(time.perf_counter())
     console = console_of(request)
     rows = await console.run(groups_api.group_rows, console.cluster)
+    rows += await console.run(share_groups.share_group_rows, console.cluster)
+    rows.sort(key=lambda row: row.group_id)
     q = request.query.get("q", "").strip()
     shown = [r for r in rows if q.lower() in r.group_id.lower()]
     return page(request, "groups.html", page="groups", rows=shown, total=len(rows), q=q)
@@ -370,6 +372,10 @@ async def group(request: web.Request) -> web.Response:
     STARTED.set(time.perf_counter())
     console = console_of(request)
     name = request.match_info["name"]
+    shared = await console.run(share_groups.share_group_detail, console.cluster, name)
+    if shared is not None:
+        await share_groups.add_counts(shared, console.config.admin_url, console.config.timeout_s)
+        return page(request, "share_group.html", page="groups", group=shared)
     detail = await console.run(groups_api.group_detail, console.cluster, name)
     history = list(console.samples.lag.get(name, []))
     from sluice.console.render import lag_chart

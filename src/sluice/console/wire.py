@@ -125,8 +125,4 @@ class WireFacts:
 
 
 def _api_versions(client: WireClient) -> Protocol:
-    # Version 0 is the one every broker answers, whatever it speaks (newer ones need a known request).
-    response = client.call("ApiVersions", 0, client.request_class("ApiVersions")())
-    if response.error_code != 0:
-        raise ValueError(f"ApiVersions error {response.error_code}")
-    return Protocol({k.api_key: (k.min_version, k.max_version) for k in response.api_keys})
+    return Protocol(client.api_versions())

@@ -5,6 +5,8 @@
     POST /v1/groups                   create a group before any member joins (sluice extension)
     DELETE /v1/groups/{name}[?force=true]
     POST /v1/groups/{name}/rewind     set committed offsets, live or only on an inactive group
+    GET  /v1/share-groups[/{name}]    share groups' share-partitions: records acquired, acknowledged,
+                                      archived (what Kafka's protocol does not tell)
 
 With `admin_auth` every request (/metrics included: Prometheus sends basic or bearer credentials) must carry
 one of the configured credentials, and with `admin_tls` the listener speaks HTTPS with the broker's
@@ -25,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from sluice.coordinator.share.partition import RecordState, SharePartition
 from sluice.errors import ErrorCode, KafkaError
 from sluice.security.http_auth import http_middleware
 from sluice.server.clock import now_ms
-from sluice.server.metrics import broker_registry
+from sluice.server.metrics import broker_registry, share_partitions
 from sluice.server.tls import TlsContext
 
 if TYPE_CHECKING:
@@ -93,6 +96,8 @@ class AdminApp:
         self.app.router.add_post("/v1/groups", self.create_group)
         self.app.router.add_delete("/v1/groups/{name}", self.delete_group)
         self.app.router.add_post("/v1/groups/{name}/rewind", self.rewind)
+        self.app.router.add_get("/v1/share-groups", self.share_groups)
+        self.app.router.add_get("/v1/share-groups/{name}", self.share_group)
         self.runner: web.AppRunner | None = None
         self.address: tuple[str, int] | None = None
 
@@ -202,6 +207,40 @@ class AdminApp:
                 ],
             }
         )
+
+    # ----- share groups -----
+
+    async def share_groups(self, request: web.Request) -> web.Response:
+        by_group: dict[str, list[dict[str, Any]]] = {}
+        for group, *row in share_partitions(self.server.broker):
+            by_group.setdefault(group, []).append(self._share_partition(*row))
+        for group in self._share_group_ids():
+            by_group.setdefault(group, [])
+        return web.json_response(
+            {"groups": [{"group": g, "partitions": rows} for g, rows in sorted(by_group.items())]}
+        )
+
+    async def share_group(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        rows = [self._share_partition(*row) for _, *row in share_partitions(self.server.broker, name)]
+        if not rows and name not in self._share_group_ids():
+            return _error(404, ErrorCode.GROUP_ID_NOT_FOUND.name, f"no share group {name!r}")
+        return web.json_response({"group": name, "partitions": rows})
+
+    def _share_group_ids(self) -> list[str]:
+        service = self.server.broker.groups
+        return [] if service is None else list(service.coordinator.share.groups)
+
+    def _share_partition(self, topic: str, index: int, partition: SharePartition) -> dict[str, Any]:
+        state = self.server.broker.partitions.get((topic, index))
+        return {
+            "topic": topic,
+            "partition": index,
+            "start_offset": partition.start_offset,
+            "in_flight": partition.in_flight,
+            **{kind.name.lower(): partition.count(kind) for kind in RecordState},
+            "lag": None if state is None else partition.lag(state.high_watermark),
+        }
 
     def _clamp(self, key: tuple[str, int], offset: int) -> int:
         state = self.server.broker.partitions.get(key)

@@ -20,6 +20,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from sluice.broker.metrics import LATENCY_BUCKETS, Histogram
+from sluice.coordinator.share.partition import RecordState, SharePartition
 from sluice.protocol.messages import APIS_BY_KEY
 
 if TYPE_CHECKING:
@@ -89,12 +90,14 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "sluice_connections", "Open client connections", value=len(self.server.connections)
         )
-        accepted = CounterMetricFamily("sluice_connections_accepted", "Client connections accepted")
-        accepted.add_metric([], metrics.connections_accepted)
-        yield accepted
-        refused = CounterMetricFamily("sluice_connections_refused", "Connections refused at max_connections")
-        refused.add_metric([], metrics.connections_refused)
-        yield refused
+        yield _counter(
+            "sluice_connections_accepted", "Client connections accepted", metrics.connections_accepted
+        )
+        yield _counter(
+            "sluice_connections_refused",
+            "Connections refused at max_connections",
+            metrics.connections_refused,
+        )
 
         labels = ["topic", "partition"]
         size = GaugeMetricFamily(
@@ -136,6 +139,7 @@ class BrokerCollector(Collector):
                 lag.add_metric(label, max(state.high_watermark - offset, 0))
         yield from (committed, lag)
 
+        yield from _share_metrics(broker)
         yield from _cleaner_metrics(broker)
 
         data_dir = broker.config.data_dir
@@ -147,6 +151,82 @@ class BrokerCollector(Collector):
             yield GaugeMetricFamily(
                 "sluice_storage_free_bytes", "Free bytes on the data directory's file system", value=free
             )
+
+
+def _share_metrics(broker: Any) -> Iterator[Any]:
+    """Share groups (KIP-932): what happened to their records since the broker started, and each
+    share-partition's state now. Kafka has no broker metric for records acquired, redelivered or archived,
+    nor for a share-partition's lag (DescribeShareGroupOffsets v1 gives that); sluice counts them here."""
+    counters = broker.metrics.share
+    for name, help_, value in (
+        (
+            "acquired",
+            "Records handed to share-group members (first deliveries and redeliveries)",
+            counters.acquired,
+        ),
+        ("redelivered", "Records handed out again (a delivery count above 1)", counters.redelivered),
+        (
+            "archived_at_limit",
+            "Records archived at their group's share.delivery.count.limit",
+            counters.archived_at_limit,
+        ),
+        (
+            "lock_timeouts",
+            "Records whose acquisition lock ran out before they were acknowledged",
+            counters.lock_timeouts,
+        ),
+    ):
+        yield _counter(f"sluice_share_records_{name}", help_, value)
+    acknowledged = CounterMetricFamily(
+        "sluice_share_records_acknowledged",
+        "Records acknowledged by share-group members, by type (accept, release, reject, gap, renew)",
+        labels=["type"],
+    )
+    for kind, count in sorted(counters.acknowledged.items()):
+        acknowledged.add_metric([kind], count)
+    yield acknowledged
+
+    labels = ["group", "topic", "partition"]
+    start = GaugeMetricFamily(
+        "sluice_share_partition_start_offset", "First offset not yet delivered to completion", labels=labels
+    )
+    in_flight = GaugeMetricFamily(
+        "sluice_share_partition_in_flight_records",
+        "Records from the start offset to the next never-acquired one (Kafka's InFlightMessageCount)",
+        labels=labels,
+    )
+    acquired = GaugeMetricFamily(
+        "sluice_share_partition_acquired_records", "Records held by members under a lock now", labels=labels
+    )
+    lag = GaugeMetricFamily(
+        "sluice_share_partition_lag",
+        "Records up to the high watermark not yet acknowledged or archived (KIP-1226's lag)",
+        labels=labels,
+    )
+    for group, topic, index, partition in share_partitions(broker):
+        label = [group, topic, str(index)]
+        start.add_metric(label, partition.start_offset)
+        in_flight.add_metric(label, partition.in_flight)
+        acquired.add_metric(label, partition.count(RecordState.ACQUIRED))
+        state = broker.partitions.get((topic, index))
+        if state is not None:
+            lag.add_metric(label, partition.lag(state.high_watermark))
+    yield from (start, in_flight, acquired, lag)
+
+
+def share_partitions(broker: Any, group_id: str | None = None) -> list[tuple[str, str, int, SharePartition]]:
+    """(group, topic, partition, its state) of every share-partition the broker holds (of one group when
+    `group_id` is given), sorted; none while the share state is not loaded."""
+    shares = broker.shares
+    if shares is None or not shares.loaded:
+        return []
+    held = shares.states.partitions.items() if group_id is None else shares.states.of_group(group_id)
+    rows = []
+    for key, partition in list(held):
+        meta = broker.storage.topic_by_id(key.topic_id)
+        if meta is not None:  # else its topic is being deleted, and its state with it
+            rows.append((key.group_id, meta.name, key.partition, partition))
+    return sorted(rows, key=lambda row: row[:3])
 
 
 def _cleaner_metrics(broker: Any) -> Iterator[Any]:
@@ -163,9 +243,7 @@ def _cleaner_metrics(broker: Any) -> Iterator[Any]:
         ("records_removed", "Records (and markers) the cleaner removed", stats.records_removed),
         ("failures", "Cleaning passes that failed (logged)", stats.failures),
     ):
-        counter = CounterMetricFamily(f"sluice_log_cleaner_{name}", help_)
-        counter.add_metric([], value)
-        yield counter
+        yield _counter(f"sluice_log_cleaner_{name}", help_, value)
     yield GaugeMetricFamily(
         "sluice_log_cleaner_uncleanable_partitions",
         "Partitions the cleaner gave up on until restart (a batch failed its CRC)",
@@ -199,6 +277,12 @@ def _cleaner_metrics(broker: Any) -> Iterator[Any]:
         if log is not None:
             dirty.add_metric([topic, str(index)], cleaner.dirty_ratio(log))
     yield dirty
+
+
+def _counter(name: str, help_: str, value: int) -> CounterMetricFamily:
+    counter = CounterMetricFamily(name, help_)
+    counter.add_metric([], value)
+    return counter
 
 
 def broker_registry(server: KafkaServer) -> CollectorRegistry:
