@@ -136,6 +136,13 @@ def test_produce_errors_carry_kafka_codes_and_nothing_acknowledged_is_lost(boots
         assert b"first" in bytes(data.records) and b"second" in bytes(data.records)
 
 
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "__transaction_state", "__share_group_state"])
+def test_clients_cannot_write_the_brokers_own_state_topics(bootstrap: str, topic: str) -> None:
+    """As Kafka's ReplicaManager: INVALID_TOPIC_EXCEPTION, and nothing lands in the coordinators' logs."""
+    with WireClient.connect(bootstrap) as client:
+        assert produce(client, topic, batch([b"junk"]))[0] == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
 def test_invalid_acks_and_transactional_produce_are_refused(bootstrap: str, topic_name: str) -> None:
     with WireClient.connect(bootstrap) as client:
         create(client, topic_name)

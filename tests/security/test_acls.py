@@ -24,6 +24,8 @@ from confluent_kafka.admin import (
 from secure_broker import SecureBroker, start_secure_broker
 from wire_auth import connect, login
 
+from sluice.errors import ErrorCode
+
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 
@@ -338,3 +340,28 @@ def test_kill_during_acl_and_user_writes_loses_nothing_acknowledged(tmp_path) ->
             assert described[user].result(timeout=10).scram_credential_infos
     finally:
         broker.process.kill()
+
+
+def test_a_denied_fetch_answers_empty_records_not_null(secure_broker: SecureBroker, admin: AdminClient) -> None:
+    """Kafka answers a partition it may not be read from with empty records: librdkafka takes null records
+    for a protocol error and retries forever instead of reporting TOPIC_AUTHORIZATION_FAILED."""
+    user = make_user(admin)
+    topic = make_topic(admin)
+    allow(admin, user, ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.DESCRIBE)
+    with connect(secure_broker.address("SASL_PLAINTEXT")) as client:
+        assert login(client, user, "pw").error_code == 0
+        cls = client.request_class("Fetch")
+        fetch = cls(max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, topics=[cls.FetchTopic(
+            topic=topic, partitions=[cls.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])])
+        part = client.call("Fetch", 12, fetch).responses[0].partitions[0]
+    assert part.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert part.records is not None and bytes(part.records) == b""
+    consumer = Consumer({**secure_broker.sasl(user, "pw", tls=False), "group.id": f"g-{user}"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    deadline, error = time.monotonic() + 10, None
+    while error is None and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error():
+            error = message.error()
+    consumer.close()
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED

@@ -100,6 +100,8 @@ def _mirror(api_key: int, spec: Items, item: Any, code: ErrorCode) -> Any:
         index = part if spec.req_index is None else getattr(part, spec.req_index)
         entry = part_cls(**{spec.resp_index or "": index})
         set_error(entry, code, spec.resp_error)
+        if getattr(entry, "records", b"") is None:
+            entry.records = b""  # as Kafka answers a denied Fetch: empty records, which clients parse, not null
         parts.append(entry)
     setattr(out, spec.resp_parts or "", parts)
     return out

@@ -74,6 +74,7 @@ class ProduceRules(NamedTuple):
     max_batch_bytes: int  # max.message.bytes
     compacted: bool  # cleanup.policy has "compact": every record needs a key
     checks: RecordChecks  # message.timestamp.* bounds and the like (record_checks.py)
+    internal: bool = False  # a state topic: only the broker writes it (append_internal)
 
 
 def check_topic_name(name: str | None) -> str:
@@ -308,6 +309,8 @@ class Broker:
             if self.free_space is not None and (refusal := self.free_space.refusal(now_ms, len(records))):
                 raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, refusal)
             rules = self._rules_for(topic)
+            if rules.internal:  # Kafka's ReplicaManager: clients never write the coordinators' own logs
+                raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
             headers = validate_batches(records, max_batch_bytes=rules.max_batch_bytes)
             # KIP-467: every bad record of the batch is named, whichever check it failed.
             failed: list[RecordErrors] = []
@@ -341,7 +344,9 @@ class Broker:
             return cached[1]
         if meta is None:
             return ProduceRules(self.config.max_message_bytes, False, NO_CHECKS)
-        rules = ProduceRules(meta.config.max_message_bytes, meta.config.compacts, parse_checks(meta.configs))
+        rules = ProduceRules(
+            meta.config.max_message_bytes, meta.config.compacts, parse_checks(meta.configs), meta.internal
+        )
         self._produce_rules[topic] = (meta, rules)
         return rules
 
