@@ -49,6 +49,14 @@ def test_users_offline_store_salted_credentials_never_the_password(tmp_path) -> 
     assert json.loads(sluice_cli("users", "list", "--data-dir", str(tmp_path), "--json").stdout) == {}
 
 
+def test_an_explicit_data_dir_wins_over_a_bootstrap_from_the_environment(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("SLUICE_BOOTSTRAP", "127.0.0.1:1")  # what a shell set up for online commands has
+    sluice_cli("users", "create", "kim", "--password-stdin", "--data-dir", str(tmp_path), stdin="pw\n")
+    assert CredentialStore(tmp_path / "security" / "credentials.json").check_password("kim", "pw")
+    both = sluice_cli("users", "list", "--data-dir", str(tmp_path), "-b", "127.0.0.1:2", check=False)
+    assert both.returncode != 0 and "exactly one of" in both.stderr  # both given on the command line
+
+
 def test_the_credential_file_is_readable_by_its_owner_only(tmp_path) -> None:
     sluice_cli(
         "users", "create", "eve", "--password-stdin", "--data-dir", str(tmp_path), stdin="eves-password\n"

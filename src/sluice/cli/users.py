@@ -9,6 +9,7 @@ the client security options (cli.common), against sluice or any Kafka.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -75,9 +76,14 @@ def _store(data_dir: Path, *, create: bool = False) -> Any:
         raise  # unreachable: fail() exits
 
 
-def _check_target(data_dir: Path | None, bootstrap: str | None) -> None:
+def _target(data_dir: Path | None, bootstrap: str | None) -> str | None:
+    """The broker to ask, or None to work offline on `data_dir`: exactly one of them. A bootstrap that only
+    comes from SLUICE_BOOTSTRAP gives way to an explicit --data-dir."""
+    if data_dir is not None and bootstrap is not None and bootstrap == os.environ.get("SLUICE_BOOTSTRAP"):
+        bootstrap = None
     if (data_dir is None) == (bootstrap is None):
         fail("give exactly one of --data-dir (offline) or --bootstrap/-b (online)")
+    return bootstrap
 
 
 def _mechanism(name: str) -> Any:
@@ -107,7 +113,7 @@ def create(
     """Create a user, or give an existing one a new password for MECHANISM."""
     from sluice.security.authn import CredentialError, credential_from_password
 
-    _check_target(data_dir, bootstrap)
+    bootstrap = _target(data_dir, bootstrap)
     password = _read_password(password_stdin)
     if data_dir is not None:
         store = _store(data_dir, create=True)
@@ -142,7 +148,7 @@ def delete(
     """Delete a user's credentials (one mechanism or all)."""
     from sluice.security.authn import SCRAM_MECHANISMS
 
-    _check_target(data_dir, bootstrap)
+    bootstrap = _target(data_dir, bootstrap)
     if data_dir is not None:
         store = _store(data_dir)
         mechs = [mechanism] if mechanism else list(store.users.get(name, {}))
@@ -175,7 +181,7 @@ def list_users(
     setting: Settings = None,
 ) -> None:
     """Users and their mechanisms with iterations (never any secret)."""
-    _check_target(data_dir, bootstrap)
+    bootstrap = _target(data_dir, bootstrap)
     users: dict[str, dict[str, int]] = {}
     if data_dir is not None:
         store = _store(data_dir)
