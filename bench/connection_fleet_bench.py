@@ -42,10 +42,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Broker, SluiceBroker, TansuBroker, median, percentile, ratio
 from confluent_kafka import Producer
-from scale_bench import all_partitions, create_all, read_back, topic_names
+from scale_bench import all_partitions, create_all, produce_all, read_back, topic_names
 
 from sluice.client.wire import WireClient
-from sluice.protocol.records import Record, encode_batch
 from sluice.testing import with_open_files
 
 # Connections opened before their answers are read: below the smallest listen backlog (asyncio's and
@@ -241,41 +240,6 @@ class LimitedSluice(SluiceBroker):
         return with_open_files(self.open_files, super().command(data_arg))
 
 
-def produce_acks_all(client: WireClient, items: list[tuple[str, int]]) -> tuple[int, list[str]]:
-    """One record to each partition, acks=all, 1,000 partitions a request: (acknowledged, errors)."""
-    cls = client.request_class("Produce")
-    acknowledged = 0
-    errors: list[str] = []
-    now_ms = int(time.time() * 1000)
-    for start in range(0, len(items), 1000):
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in items[start : start + 1000]:
-            by_topic.setdefault(topic, []).append(partition)
-        data = [
-            cls.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    cls.PartitionProduceData(
-                        index=p,
-                        records=encode_batch(
-                            [Record(0, 0, None, f"{topic}/{p}".encode(), [])], base_timestamp=now_ms
-                        ),
-                    )
-                    for p in parts
-                ],
-            )
-            for topic, parts in by_topic.items()
-        ]
-        response = client.call("Produce", 8, cls(acks=-1, timeout_ms=60_000, topic_data=data))
-        for topic in response.responses:
-            for part in topic.partition_responses:
-                if part.error_code:
-                    errors.append(f"{topic.name}-{part.index}: {part.error_code} {part.error_message}")
-                else:
-                    acknowledged += 1
-    return acknowledged, errors
-
-
 def partitions_check(args: argparse.Namespace) -> dict[str, Any]:
     log_path = Path(tempfile.mkstemp(prefix="sluice-fleet-", suffix=".log")[1])
     broker = LimitedSluice(args.open_files, data_root=args.data_root, log_path=log_path)
@@ -292,9 +256,9 @@ def partitions_check(args: argparse.Namespace) -> dict[str, Any]:
         try:
             with WireClient.connect(broker.bootstrap, timeout=600) as client:
                 started = time.monotonic()
-                acknowledged, errors = produce_acks_all(client, items)
+                errors = produce_all(client, items, acks=-1)
                 result["produce_s"] = time.monotonic() - started
-                result["acknowledged"] = acknowledged
+                result["acknowledged"] = len(items) - len(errors)
                 result["produce_errors"] = len(errors)
                 result["first_produce_error"] = errors[0] if errors else None
                 started = time.monotonic()

@@ -85,6 +85,14 @@ def test_half_a_request_then_silence_is_cut_off(strict_broker: BrokerProcess) ->
     assert closed_within(sock, 5)
     assert 0.5 <= time.monotonic() - started < 4
     assert logged(strict_broker, "sent part of a request")
+    # Requests that claim 100 MB and send 4 KiB hold what they sent until they are cut off, not 100 MB.
+    before = strict_broker.rss_bytes()
+    stalled = [socket.create_connection(("127.0.0.1", strict_broker.port)) for _ in range(50)]
+    for n, sock in enumerate(stalled):
+        sock.sendall(struct.pack(">ihhi", 100 * 1024 * 1024, 0, 9, n) + b"x" * 4096)
+    time.sleep(0.3)
+    assert strict_broker.rss_bytes() - before < 30 * 1024 * 1024
+    assert all(closed_within(sock, 5) for sock in stalled)
 
 
 def test_idle_connections_cost_a_few_kib_each(strict_broker: BrokerProcess) -> None:
