@@ -68,6 +68,13 @@ class _ChildProcess:
                 self.kill()
             raise RuntimeError(f"{what} exited at start:\n" + "".join(self.output))
 
+    def logged(self, text: str, within: float = 5.0) -> bool:
+        """Whether the process wrote `text`, waiting up to `within` seconds: its output is read by a thread."""
+        deadline = time.monotonic() + within
+        while text not in "".join(self.output) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return text in "".join(self.output)
+
     def kill(self) -> None:
         """SIGKILL: no clean shutdown, exactly like a crash."""
         if self.proc is not None and self.proc.poll() is None:

@@ -101,7 +101,7 @@ def test_full_disk_unloads_the_group_coordinator_and_freed_space_loads_it_again(
                 assert time.monotonic() < deadline, "commits are still accepted on a full disk"
             assert error == ErrorCode.NOT_COORDINATOR
             assert find_coordinator(client) == ErrorCode.COORDINATOR_NOT_AVAILABLE
-        assert "coordinator unloads" in "".join(proc.output)
+        assert proc.logged("coordinator unloads")
         # DeleteTopics works on a full disk; the offsets' tombstones are written once the topic loads again.
         admin.delete_topics(["gone"])["gone"].result(30)
 
@@ -114,7 +114,7 @@ def test_full_disk_unloads_the_group_coordinator_and_freed_space_loads_it_again(
         assert committed_offsets(bootstrap, GROUP) == {("t", 0): 7}, "the deleted topic's offset came back"
         with WireClient.connect(bootstrap) as client:
             assert find_coordinator(client) == ErrorCode.NONE
-        assert "coordinator is loaded" in "".join(proc.output)
+        assert proc.logged("coordinator is loaded")
         proc.kill()
     finally:
         proc.stop()
