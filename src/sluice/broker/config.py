@@ -106,7 +106,8 @@ class BrokerConfig:
     # "host:count,host:count" string; a host name counts for every address it resolves to.
     max_connections_per_ip_overrides: dict[str, int] | str = field(default_factory=dict)
     # Descriptors no client connection and no cached segment file may take: index and checkpoint files
-    # opened for a moment, the metadata journal, the admin API's sockets, pipes, logs.
+    # opened for a moment, the metadata journal, the admin API's sockets, pipes, logs, and under `sluice
+    # serve` the gateway's and registry's own client connections. At most a quarter of the open-file limit.
     reserved_descriptors: int = 1024
     # connections.max.idle.ms: a connection with nothing received and nothing owed for this long is closed.
     connections_max_idle_ms: int = 600_000
