@@ -69,7 +69,8 @@ def chunks(items: list[tuple[str, int]]) -> list[dict[str, list[int]]]:
     return out
 
 
-def produce_all(client: WireClient, items: list[tuple[str, int]]) -> list[str]:
+def produce_all(client: WireClient, items: list[tuple[str, int]], acks: int = 1) -> list[str]:
+    """One record (its topic/partition) to each fresh partition; errors name the partitions it failed."""
     cls = client.request_class("Produce")
     errors = []
     now_ms = int(time.time() * 1000)
@@ -89,7 +90,7 @@ def produce_all(client: WireClient, items: list[tuple[str, int]]) -> list[str]:
             )
             for topic, parts in by_topic.items()
         ]
-        response = client.call("Produce", 8, cls(acks=1, timeout_ms=60_000, topic_data=data))
+        response = client.call("Produce", 8, cls(acks=acks, timeout_ms=60_000, topic_data=data))
         for topic in response.responses:
             for part in topic.partition_responses:
                 if part.error_code or part.base_offset != 0:

@@ -68,6 +68,13 @@ class _ChildProcess:
                 self.kill()
             raise RuntimeError(f"{what} exited at start:\n" + "".join(self.output))
 
+    def logged(self, text: str, within: float = 5.0) -> bool:
+        """Whether the process wrote `text`, waiting up to `within` seconds: its output is read by a thread."""
+        deadline = time.monotonic() + within
+        while text not in "".join(self.output) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return text in "".join(self.output)
+
     def kill(self) -> None:
         """SIGKILL: no clean shutdown, exactly like a crash."""
         if self.proc is not None and self.proc.poll() is None:
@@ -92,12 +99,22 @@ class _ChildProcess:
         self.kill()
 
 
+def with_open_files(limit: int, cmd: list[str]) -> list[str]:
+    """`cmd` run with an open-file limit (RLIMIT_NOFILE, soft and hard) of `limit`: lowering a limit needs
+    no privilege, and exec keeps the pid, so the command's process is the one started."""
+    setter = (
+        "import os, resource, sys; limit = int(sys.argv[1]); "
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)); os.execv(sys.argv[2], sys.argv[2:])"
+    )
+    return [sys.executable, "-c", setter, str(limit), *cmd]
+
+
 class BrokerProcess(_ChildProcess):
     """`sluice broker` on 127.0.0.1 on a port of `free_port`'s; `kill()` is a real SIGKILL."""
 
     def __init__(self, data_dir: Path | str | None, *, port: int = 0, config: Path | None = None,
                  extra_args: list[str] | None = None, min_free_bytes: int | None = 0,
-                 admin: bool = False) -> None:
+                 admin: bool = False, open_files: int | None = None) -> None:
         # Test brokers do not refuse produce for lack of free disk unless a test asks (None: the default).
         self.min_free_bytes = min_free_bytes
         self.data_dir = data_dir
@@ -108,6 +125,8 @@ class BrokerProcess(_ChildProcess):
         self._admin_port = 0
         self.config = config
         self.extra_args = extra_args or []
+        # The broker's open-file limit (RLIMIT_NOFILE, soft and hard), set in the child before it starts.
+        self.open_files = open_files
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
 
@@ -144,6 +163,8 @@ class BrokerProcess(_ChildProcess):
         # The admin listener is on by default (127.0.0.1:9644); test brokers take a port of free_port's or none.
         cmd += ["--admin-listen", f"127.0.0.1:{self._admin_port}" if self.admin else "off"]
         cmd += self.extra_args
+        if self.open_files is not None:
+            cmd = with_open_files(self.open_files, cmd)
 
         def on_line(line: str) -> bool:
             match = _READY.match(line)

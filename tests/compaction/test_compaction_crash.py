@@ -1,5 +1,6 @@
 """kill -9 in the middle of a cleaner swap: the broker comes back with either the old or the cleaned
-segments, and no acknowledged record is lost, moved or duplicated."""
+segments, and no acknowledged record is lost, moved or duplicated. A killed worker fails only its pass, and
+a killed broker leaves none of its processes behind."""
 
 from __future__ import annotations
 
@@ -95,5 +96,52 @@ def test_a_killed_cleaner_worker_fails_that_pass_only(tmp_path: Path, topic_name
         check_compacted(read_all(proc.bootstrap, topic_name), written)
         assert proc.proc.poll() is None
         assert "worker process died" in "".join(proc.output)
+    finally:
+        proc.stop()
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` (its children, theirs...), from /proc's per-thread children lists."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie has exited; only its parent's wait is missing
+
+
+def test_a_killed_broker_leaves_none_of_its_processes_behind(tmp_path: Path, topic_name: str) -> None:
+    """Issue #42: after kill -9 of a broker whose cleaner ran, its worker and multiprocessing's resource
+    tracker exit within seconds instead of living on under init."""
+    proc = BrokerProcess(tmp_path / "data", config=write_config(tmp_path)).start()
+    try:
+        create_compacted(proc.bootstrap, topic_name)
+        produce_updates(proc.bootstrap, topic_name, updates(10, 30))
+        wait_cleaned(proc.bootstrap, topic_name)
+        assert proc.proc is not None
+        started = descendants(proc.proc.pid)
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in started]
+        assert any(b"spawn_main" in c for c in commands), commands
+        assert any(b"resource_tracker" in c for c in commands), commands
+        proc.kill()
+        deadline = time.monotonic() + 5
+        while (left := [pid for pid in started if running(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not left, [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in left]
     finally:
         proc.stop()

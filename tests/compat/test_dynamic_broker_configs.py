@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,39 @@ def test_max_connections_is_enforced_at_once(node: BrokerProcess) -> None:
         for client in clients:
             client.close()
         assert _incremental(node.bootstrap, "1", (1, "max.connections", None)) == (0, None)
+
+
+def test_per_ip_connection_limits_are_enforced_at_once_and_checked_as_kafka_does(node: BrokerProcess) -> None:
+    """max.connections.per.ip.overrides, set dynamically, limits this address's connections at once; values
+    Kafka refuses are refused with its words."""
+    assert _incremental(node.bootstrap, "1", (0, "max.connections.per.ip", "0")) == (
+        ErrorCode.INVALID_REQUEST,
+        "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.",
+    )
+    assert _incremental(node.bootstrap, "1", (0, "max.connections.per.ip.overrides", "host#:5")) == (
+        ErrorCode.INVALID_REQUEST,
+        "max.connections.per.ip.overrides contains invalid addresses : host#",
+    )
+    clients = [WireClient.connect(node.bootstrap)]
+    try:
+        assert _incremental(node.bootstrap, "1", (0, "max.connections.per.ip.overrides", "127.0.0.1:3")) == (0, None)
+        _, configs = _describe(node.bootstrap, "1", ["max.connections.per.ip.overrides"])
+        assert configs["max.connections.per.ip.overrides"].value == "127.0.0.1:3"
+        time.sleep(0.3)  # the broker has seen the calls' own connections close
+        refused = 0
+        for _ in range(4):
+            try:
+                client = WireClient.connect(node.bootstrap)
+                clients.append(client)
+                client.call("ApiVersions", 0, client.request_class("ApiVersions")())
+            except (OSError, ConnectionError, EOFError):
+                refused += 1
+        assert len(clients) - refused == 3 and refused >= 1
+    finally:
+        for client in clients:
+            client.close()
+        time.sleep(0.3)
+        assert _incremental(node.bootstrap, "1", (1, "max.connections.per.ip.overrides", None)) == (0, None)
 
 
 def test_survives_restart_and_kill(tmp_path: Path) -> None:

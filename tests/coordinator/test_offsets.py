@@ -19,6 +19,7 @@ from sluice.coordinator.messages import (
     OffsetFetchResult,
     OffsetFetchTopic,
 )
+from sluice.coordinator.records import OffsetCommitKey, decode_key
 from sluice.errors import ErrorCode, KafkaError
 
 
@@ -208,13 +209,18 @@ def test_reset_offsets_of_an_empty_group_overwrites_them() -> None:
     assert {k: v[0] for k, v in fetch(driver, None).items()} == {("t", 0): 3, ("t", 1): 4}
 
 
-def test_offsets_of_an_abandoned_group_expire_after_retention_and_the_group_goes() -> None:
+def expiring_driver() -> Driver:
+    """Offsets kept 60 s, checked every 10 s."""
     config = CoordinatorConfig(
         group_initial_rebalance_delay_ms=0,
         offsets_retention_ms=60_000,
         offsets_retention_check_interval_ms=10_000,
     )
-    driver = Driver(config)
+    return Driver(config)
+
+
+def test_offsets_of_an_abandoned_group_expire_after_retention_and_the_group_goes() -> None:
+    driver = expiring_driver()
     commit(driver, {("t", 0): 1})
     driver.advance(50_000)
     assert driver.state() == "Empty"
@@ -224,13 +230,32 @@ def test_offsets_of_an_abandoned_group_expire_after_retention_and_the_group_goes
     assert len(tombstones) == 2, "one for the offset, one for the group"
 
 
+def test_deleting_a_topic_tombstones_its_offsets_in_every_group_and_an_emptied_group_goes_later() -> None:
+    driver = expiring_driver()
+    ids = driver.stable_group("a")
+    commit(driver, {("gone", 0): 5, ("gone", 1): 6, ("kept", 0): 7}, generation_id=1, member_id=ids["a"])
+    commit(driver, {("gone", 1): 8}, group_id="only-gone")
+    driver.records.clear()
+    outcome = driver.coordinator.topics_deleted(["gone"], driver.now)
+    tombstones = {decode_key(r.key) for r in outcome.records if r.value is None}
+    assert tombstones == {
+        OffsetCommitKey(GROUP, "gone", 0),
+        OffsetCommitKey(GROUP, "gone", 1),
+        OffsetCommitKey("only-gone", "gone", 1),
+    }
+    assert len(outcome.records) == 3 and not outcome.replies
+    assert {k: v[0] for k, v in fetch(driver, None).items()} == {("kept", 0): 7}
+    assert fetch(driver, None, group_id="only-gone") == {}
+    # As in Kafka, the group left Empty without offsets is not deleted with the topic, but at the next check.
+    assert driver.state("only-gone") == "Empty"
+    driver.advance(10_000)
+    assert driver.state("only-gone") is None
+    assert {k: v[0] for k, v in fetch(driver, None).items()} == {("kept", 0): 7}
+    assert not driver.coordinator.topics_deleted(["gone", "never-there"], driver.now).records
+
+
 def test_offsets_of_a_stable_group_do_not_expire_while_subscribed() -> None:
-    config = CoordinatorConfig(
-        group_initial_rebalance_delay_ms=0,
-        offsets_retention_ms=60_000,
-        offsets_retention_check_interval_ms=10_000,
-    )
-    driver = Driver(config)
+    driver = expiring_driver()
     ids = driver.stable_group("a")
     commit(driver, {("orders", 0): 1, ("gone", 0): 1}, generation_id=1, member_id=ids["a"])
     for _ in range(10):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,53 @@ SHARE_BOUNDED = (
 )
 
 
+# What Kafka's Utils.validHostPattern accepts as a host in max.connections.per.ip.overrides.
+_HOST = re.compile(r"^[a-zA-Z0-9_.:\-\[\]%]+$")
+
+
+def per_ip_overrides(value: dict[str, int] | str | None) -> dict[str, int]:
+    """max.connections.per.ip.overrides as host -> limit, from a mapping or Kafka's "host:count,..." string;
+    ValueError names what is wrong (Kafka's words for an address it cannot accept)."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        pairs = []
+        for item in value.split(","):
+            host, sep, count = item.strip().rpartition(":")
+            if not sep or not host:
+                raise ValueError(
+                    f"max.connections.per.ip.overrides: {item.strip()!r} is not host:count (e.g. 10.0.0.7:50)"
+                )
+            pairs.append((host, count))
+    elif isinstance(value, dict):
+        pairs = [(str(host), count) for host, count in value.items()]
+    else:
+        raise ValueError(
+            f"max.connections.per.ip.overrides must be a mapping or host:count,..., got {value!r}"
+        )
+    invalid = [host for host, _ in pairs if not _HOST.match(host)]
+    if invalid:
+        raise ValueError(f"max.connections.per.ip.overrides contains invalid addresses : {','.join(invalid)}")
+    limits = {}
+    for host, count in pairs:
+        try:
+            limits[host] = int(count)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"max.connections.per.ip.overrides: the limit of {host} is not a number: {count!r}"
+            ) from None
+        if limits[host] < 0:
+            raise ValueError(f"max.connections.per.ip.overrides: the limit of {host} is negative: {count}")
+    return limits
+
+
+def overrides_text(value: dict[str, int] | str) -> str:
+    """max.connections.per.ip.overrides in Kafka's form, "host:count,host:count"."""
+    if isinstance(value, str):
+        return value
+    return ",".join(f"{host}:{count}" for host, count in value.items())
+
+
 @dataclass
 class BrokerConfig:
     node_id: int = 1
@@ -73,7 +121,19 @@ class BrokerConfig:
     fetch_max_bytes: int = 55 * 1024 * 1024
     # Requests decoded but not yet answered, per connection, before the broker stops reading from it.
     max_in_flight_per_connection: int = 64
-    max_connections: int = 1000
+    # max.connections: client connections open at once; None (Kafka's default, no number) leaves only the
+    # open-file bound: the soft RLIMIT_NOFILE less `reserved_descriptors` and a floor of segment files. At
+    # that bound the connection quiet the longest (owing nothing) is closed so a new client still gets in.
+    max_connections: int | None = None
+    # max.connections.per.ip: connections one client address may hold (None: no limit); more are refused.
+    max_connections_per_ip: int | None = None
+    # max.connections.per.ip.overrides: address or host name -> its own limit, as a mapping or Kafka's
+    # "host:count,host:count" string; a host name counts for every address it resolves to.
+    max_connections_per_ip_overrides: dict[str, int] | str = field(default_factory=dict)
+    # Descriptors no client connection and no cached segment file may take: index and checkpoint files
+    # opened for a moment, the metadata journal, the admin API's sockets, pipes, logs, and under `sluice
+    # serve` the gateway's and registry's own client connections. At most a quarter of the open-file limit.
+    reserved_descriptors: int = 1024
     # connections.max.idle.ms: a connection with nothing received and nothing owed for this long is closed.
     connections_max_idle_ms: int = 600_000
     # A client that sent part of a request and then nothing for this long is cut off.
@@ -88,9 +148,9 @@ class BrokerConfig:
     # this (Redpanda's storage_min_free_bytes); None means max(1 GiB, 5% of the filesystem), 0 disables it.
     # Fetch, metadata, DeleteRecords, DeleteTopics and retention keep working, so space can be freed.
     min_free_bytes: int | None = None
-    # Segment files held open at once (closed least recently used, opened again on demand); None means
-    # half of what the open-file limit leaves after 1,024 for connections and the rest. The soft limit is
-    # raised to the hard one at start.
+    # Segment files held open at once (closed least recently used, opened again on demand); None means what
+    # the open-file limit leaves after reserved_descriptors and the open client connections (so they yield
+    # descriptors as connections come). The soft limit is raised to the hard one at start.
     open_segment_files: int | None = None
     # Group coordinator
     group_initial_rebalance_delay_ms: int = 300
@@ -228,6 +288,18 @@ class BrokerConfig:
             raise ValueError(f"fsync_on_loop_below_ms must be 0 to 1000, got {self.fsync_on_loop_below_ms}")
         if self.admin_tls and not (self.ssl_certfile and self.ssl_keyfile):
             raise ValueError("admin_tls needs ssl_certfile and ssl_keyfile")
+        for name in ("max_connections", "max_connections_per_ip"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be a whole number of connections, 0 or more, got {value!r}")
+        if self.reserved_descriptors < 0:
+            raise ValueError(f"reserved_descriptors must be 0 or more, got {self.reserved_descriptors}")
+        overrides = per_ip_overrides(self.max_connections_per_ip_overrides)
+        if self.max_connections_per_ip == 0 and not overrides:
+            # Kafka's KafkaConfig rule and words.
+            raise ValueError(
+                "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
+            )
         self._validate_share_settings()
 
     def _validate_share_settings(self) -> None:

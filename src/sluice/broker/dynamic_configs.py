@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sluice.broker.config import BrokerConfig
+from sluice.broker.config import BrokerConfig, per_ip_overrides
 from sluice.broker.config_defs import TOPIC_CONFIGS, value_problem
 from sluice.broker.dynamic_config_defs import (
     CLUSTER_LEVEL_LISTENER_CONFIGS,
@@ -58,6 +58,18 @@ def _set_max_connections(config: BrokerConfig, value: str | None, static: Broker
     config.max_connections = int(value) if value is not None else static.max_connections
 
 
+def _set_max_connections_per_ip(config: BrokerConfig, value: str | None, static: BrokerConfig) -> None:
+    config.max_connections_per_ip = int(value) if value is not None else static.max_connections_per_ip
+
+
+def _set_max_connections_per_ip_overrides(
+    config: BrokerConfig, value: str | None, static: BrokerConfig
+) -> None:
+    config.max_connections_per_ip_overrides = (
+        value if value is not None else static.max_connections_per_ip_overrides
+    )
+
+
 def _set_message_max_bytes(config: BrokerConfig, value: str | None, static: BrokerConfig) -> None:
     config.max_message_bytes = int(value) if value is not None else static.max_message_bytes
 
@@ -66,6 +78,8 @@ def _set_message_max_bytes(config: BrokerConfig, value: str | None, static: Brok
 # to the static setting). The broker names of topic configs also become the defaults of topics created next.
 HONOURED: dict[str, Callable[[BrokerConfig, str | None, BrokerConfig], None]] = {
     "max.connections": _set_max_connections,
+    "max.connections.per.ip": _set_max_connections_per_ip,
+    "max.connections.per.ip.overrides": _set_max_connections_per_ip_overrides,
     "message.max.bytes": _set_message_max_bytes,
 }
 # min.insync.replicas is reported, never copied into new topics: it refuses no write here (Kafka caps it at
@@ -117,6 +131,7 @@ def check_broker_configs(
             problem = value_problem(d, name, by_base[name])
             if problem:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, problem)
+    _check_per_ip_limits(props, current)
     if not per_broker:
         only_per_broker = [
             name
@@ -136,6 +151,22 @@ def check_broker_configs(
     for name in sorted(THREAD_POOL_CONFIGS & props.keys()):
         old = current(name) or DYNAMIC_BROKER_CONFIGS[name].default or "1"
         _check_thread_count(name, int(props[name].strip()), int(old))
+
+
+def _check_per_ip_limits(props: Mapping[str, str], current: Callable[[str], str | None]) -> None:
+    """Kafka's KafkaConfig rules for max.connections.per.ip and its overrides, with its words."""
+    per_ip_name, overrides_name = "max.connections.per.ip", "max.connections.per.ip.overrides"
+    overrides = props[overrides_name] if overrides_name in props else current(overrides_name)
+    try:
+        parsed = per_ip_overrides(overrides)
+    except ValueError as exc:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    per_ip = props[per_ip_name] if per_ip_name in props else current(per_ip_name)
+    if per_ip is not None and per_ip.strip() == "0" and not parsed:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            f"{per_ip_name} can be set to zero only if {overrides_name} property is set.",
+        )
 
 
 def _check_thread_count(name: str, new: int, old: int) -> None:

@@ -46,6 +46,9 @@ class GroupService(StateTopicService[GroupCoordinator]):
         # result into the Kafka response the request expects.
         self.pending: dict[Hashable, tuple[str, Any, Converter]] = {}
         self.durable_key = (OFFSETS_TOPIC, 0)
+        # Deleted topics whose offsets could not be forgotten yet (the topic could not be written): done at
+        # the next load, before the coordinator answers anything.
+        self.owed_deletions: set[str] = set()
 
     def call(self, method: str, request: Any, now_ms: int, token: Hashable, convert: Converter) -> None:
         self.pending[token] = (method, request, convert)
@@ -81,6 +84,32 @@ class GroupService(StateTopicService[GroupCoordinator]):
         for group_id in configs.groups:
             self.coordinator.consumer.group_overrides[group_id] = configs.coordinator_overrides(group_id)
             self.coordinator.share.group_overrides[group_id] = configs.share_overrides(group_id)
+        if self.owed_deletions:
+            self._forget_owed_deletions(now_ms)
+
+    def topics_deleted(self, topics: list[str], now_ms: int) -> bool:
+        """DeleteTopics removed `topics`: every group's offsets on them go, as tombstones in the topic
+        (Kafka's onPartitionsDeleted), so a topic made again under the same name starts with no offsets.
+        True when records were appended: the DeleteTopics answer then waits until they are durable."""
+        self.owed_deletions.update(topics)
+        if not self.ensure_loaded(now_ms):
+            return False  # owed: written once the topic can be written and the state is loaded again
+        if refusal := self.refusal(now_ms):
+            # Keeping the offsets in memory would answer OffsetFetch with offsets of a topic that is gone.
+            self.unload(f"forgetting the offsets of deleted topics refused: {refusal}")
+            return False
+        return self._forget_owed_deletions(now_ms)
+
+    def _forget_owed_deletions(self, now_ms: int) -> bool:
+        topics, self.owed_deletions = self.owed_deletions, set()
+        outcome = self.coordinator.topics_deleted(topics, now_ms)
+        self.apply(outcome, now_ms)
+        if not self.loaded:  # the append failed: the offsets come back at the next load, and go again then
+            self.owed_deletions |= topics
+            return False
+        if outcome.records:
+            log.info("forgot %d committed offsets of deleted topics %s", len(outcome.records), sorted(topics))
+        return bool(outcome.records)
 
     def on_unloaded(self) -> None:
         """Every parked call hears NOT_COORDINATOR; the state is gone until the topic is replayed again."""

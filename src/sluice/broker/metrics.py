@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass, field
 
 # Seconds; Prometheus' default buckets minus the coarse top, plus finer ones at the bottom, where a
@@ -63,7 +64,10 @@ class BrokerMetrics:
     requests: dict[int, Histogram] = field(default_factory=dict)  # API key -> latency
     fsync: Histogram = field(default_factory=Histogram)
     connections_accepted: int = 0
-    connections_refused: int = 0
+    # By the bound that refused them: max_connections_per_ip, max_connections, open_files.
+    connections_refused: Counter[str] = field(default_factory=Counter)
+    # Idle connections closed to let a new one in at the open-file bound.
+    connections_closed_for_room: int = 0
     share: ShareCounters = field(default_factory=ShareCounters)
 
     def topic(self, name: str) -> TopicCounters:

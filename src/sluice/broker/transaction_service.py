@@ -151,9 +151,14 @@ class TransactionService(StateTopicService[TransactionCoordinator]):
         for group_id, offsets in markers.offsets.items():
             by_topic: dict[str, list[OffsetCommitPartition]] = {}
             for (topic, index), pending in sorted(offsets.items()):
+                meta = self.broker.storage.topic(topic)
+                if meta is None or index >= meta.partitions:
+                    continue  # deleted while the transaction was open: its offsets went with it (Kafka too)
                 by_topic.setdefault(topic, []).append(
                     OffsetCommitPartition(index, pending.offset, pending.leader_epoch, pending.metadata)
                 )
+            if not by_topic:
+                continue
             request = OffsetCommit(group_id, [OffsetCommitTopic(t, p) for t, p in by_topic.items()])
             records = self.broker.groups.coordinator.write_txn_offsets(request, now_ms)
             self.broker.groups.persist([(r.key, r.value) for r in records], now_ms)

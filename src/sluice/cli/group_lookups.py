@@ -105,6 +105,17 @@ def _watermarks(consumer: Any, topic: str, partition: int) -> tuple[int, int]:
     return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S)
 
 
+def _existing_partitions(admin: Any) -> set[tuple[str, int]]:
+    """Every partition the cluster has now (one Metadata request for all topics, which creates none)."""
+    metadata = metadata_serving(admin, REQUEST_TIMEOUT_S)
+    return {
+        (name, partition)
+        for name, topic in metadata.topics.items()
+        if topic.error is None
+        for partition in topic.partitions
+    }
+
+
 def _topic_partitions(admin: Any, topic: str) -> list[int]:
     # All topics, not list_topics(topic=...): asking for one by name lets the broker auto-create it.
     metadata = metadata_serving(admin, REQUEST_TIMEOUT_S)

@@ -34,6 +34,7 @@ from sluice.cli.group_lookups import (
     _committed_offsets,
     _dash,
     _describe_group,
+    _existing_partitions,
     _fail,
     _kafka_error,
     _offsets_reader,
@@ -121,9 +122,14 @@ def describe_data(bootstrap: str, group: str) -> dict[str, Any] | None:
         for key in assigned:
             owner[key] = entry
     offsets = []
+    existing = _existing_partitions(admin)
     with _offsets_reader(bootstrap) as reader:
         for topic, partition in sorted(set(committed) | set(owner)):
-            _, log_end = _watermarks(reader, topic, partition)
+            # An offset of a partition that does not exist (its topic deleted, or made again with fewer
+            # partitions, on a cluster that kept the offset) has no log end: kafka-consumer-groups shows it
+            # with "-" for both, and so do we, instead of failing the whole describe.
+            found = (topic, partition) in existing
+            log_end = _watermarks(reader, topic, partition)[1] if found else None
             current = committed.get((topic, partition))
             member = owner.get((topic, partition))
             offsets.append(
@@ -133,7 +139,7 @@ def describe_data(bootstrap: str, group: str) -> dict[str, Any] | None:
                     "current_offset": current,
                     "log_end_offset": log_end,
                     # No commit yet: the lag is undefined, as kafka-consumer-groups prints it ("-").
-                    "lag": None if current is None else max(log_end - current, 0),
+                    "lag": None if current is None or log_end is None else max(log_end - current, 0),
                     "member_id": member["member_id"] if member else None,
                     "client_id": member["client_id"] if member else None,
                     "host": member["host"] if member else None,
@@ -202,7 +208,7 @@ def describe_group(
             row["topic"],
             str(row["partition"]),
             _dash(row["current_offset"]),
-            str(row["log_end_offset"]),
+            _dash(row["log_end_offset"]),
             _dash(row["lag"]),
             _dash(row["member_id"]),
             _dash(row["host"]),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections import ChainMap
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 
 from sluice.coordinator import admin, offsets
 from sluice.coordinator.classic import ClassicMembership
@@ -338,6 +338,12 @@ class GroupCoordinator(ClassicMembership, GroupManagement, ShareGroupCalls):
             if result.error_code is ErrorCode.NONE:
                 records += self._forget_group(result.group_id)
         return Outcome([(reply_to, DeleteGroupsResult(results))], records)
+
+    def topics_deleted(self, topics: Collection[str], now_ms: int) -> Outcome:
+        """DeleteTopics removed `topics`: tombstones for the offsets every group committed on them."""
+        self._arm_offsets_check(now_ms)  # a group left Empty without offsets goes at that check
+        every_group = [*self.groups.values(), *self.consumer.groups.values()]
+        return Outcome(records=offsets.forget_topics(every_group, frozenset(topics)))
 
     def reset_offsets(
         self, group_id: str, new_offsets: Mapping[tuple[str, int], int], now_ms: int

@@ -7,7 +7,7 @@ coordinator's ``groups`` table and returns the records to persist; none of them 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from sluice.coordinator.consumer_group import ConsumerGroup
@@ -165,6 +165,18 @@ def remove_offsets(group: HasOffsets, keys: list[tuple[str, int]]) -> list[Persi
     for topic, partition in keys:
         if group.offsets.pop((topic, partition), None) is not None:
             records.append(offset_commit_record(OffsetCommitKey(group.group_id, topic, partition), None))
+    return records
+
+
+def forget_topics(groups: Iterable[HasOffsets], topics: Collection[str]) -> list[PersistRecord]:
+    """Tombstones for every offset any group committed on `topics`, which were deleted: Kafka's
+    OffsetMetadataManager.onPartitionsDeleted. The groups stay; one left Empty with no offsets goes at
+    the next expiry check, as in Kafka."""
+    records: list[PersistRecord] = []
+    for group in groups:
+        gone = [key for key in group.offsets if key[0] in topics]
+        if gone:
+            records += remove_offsets(group, gone)
     return records
 
 

@@ -16,7 +16,7 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 MIN_READ_BYTES = 64 * 1024
 # A new or quiet connection reads into this much; each read that fills the room doubles it, up to
 # MIN_READ_BYTES, so thousands of mostly idle connections cost a few KiB each, busy ones 64 KiB.
-FIRST_READ_BYTES = 2 * 1024
+FIRST_READ_BYTES = 512
 _SIZE = struct.Struct(">i")
 
 
@@ -31,6 +31,8 @@ class FrameBuffer:
     frames now complete, as memoryviews valid until the next `writable()` call (which may move the bytes of
     an incomplete frame). Callers copy whatever they keep longer.
     """
+
+    __slots__ = ("_buf", "_end", "_needed", "_read_size", "_room", "_start", "max_frame_bytes")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes

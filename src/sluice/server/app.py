@@ -40,7 +40,7 @@ def open_storage(config: BrokerConfig) -> Storage:
     from sluice.storage.file_cache import SEGMENT_FILES, default_capacity, raise_open_file_limit
 
     soft_limit, _ = raise_open_file_limit()
-    SEGMENT_FILES.resize(config.open_segment_files or default_capacity(soft_limit))
+    SEGMENT_FILES.resize(config.open_segment_files or default_capacity(soft_limit, config.reserved_descriptors))
     config.data_dir.mkdir(parents=True, exist_ok=True)
     return DiskStorage(config.data_dir)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import OrderedDict
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -48,14 +48,24 @@ class ConnectionOwner(Protocol):
 
     broker: Broker
     dispatcher: Dispatcher
-    connections: set[KafkaConnection]
+    # Open connections, the one that received nothing for the longest first (moved to the end at each read).
+    connections: OrderedDict[KafkaConnection, None]
+    # Connections holding a receive buffer: the sweep gives it back once they are quiet, or cuts them off
+    # when they stall in the middle of a request.
+    holding: set[KafkaConnection]
     group_commit: GroupCommit
+
+    def admit(self, connection: KafkaConnection) -> bool:
+        """Keep the new connection (True), or refuse it at a connection bound (logged)."""
+        ...
+
+    def forget(self, connection: KafkaConnection) -> None:
+        """The connection closed: drop it and its long polls."""
+        ...
 
     def long_poll(self, slot: ResponseSlot, outcome: RespondWhenData) -> None: ...
 
     def deliver_ready_replies(self, timers_touched: bool = True) -> None: ...
-
-    def forget_connection(self, connection: KafkaConnection) -> None: ...
 
 
 class ResponseSlot:
@@ -113,6 +123,33 @@ class ResponseSlot:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
+    # Slots, not a __dict__: a broker holding ten thousand idle connections pays for each one.
+    __slots__ = (
+        "auth",
+        "closed",
+        "corked",
+        "counted",
+        "durable_released_at",
+        "durable_window",
+        "flush_wanted",
+        "frames",
+        "held",
+        "holding",
+        "last_received",
+        "listener",
+        "metrics",
+        "muted",
+        "peer_host",
+        "pending",
+        "reading_paused",
+        "repeated_fetch",
+        "server",
+        "session",
+        "tls",
+        "transport",
+        "writing_paused",
+    )
+
     def __init__(self, server: ConnectionOwner, listener: str = PLAINTEXT) -> None:
         self.server = server
         self.metrics = server.broker.metrics
@@ -127,7 +164,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # What the group commit learnt of this connection's pipelining (sluice.server.group_commit).
         self.durable_window = 1
         self.durable_released_at = 0.0
-        self.pending: deque[ResponseSlot] = deque()
+        # Requests in flight, in request order (at most max_in_flight_per_connection): a list, not a deque,
+        # which would cost an idle connection 760 bytes.
+        self.pending: list[ResponseSlot] = []
         self.transport: asyncio.Transport | None = None
         self.peer_host = ""
         self.closed = False
@@ -136,8 +175,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_received = time.monotonic()
         # A client over its quota: no request is read until the throttle time has passed (KIP-219).
         self.muted = False
-        # Over its IP's connection_creation_rate: held unserved until closed (KIP-612).
+        # Over its IP's connection_creation_rate: held unserved until closed (KIP-612); or refused.
         self.held = False
+        self.counted = False  # admitted: counted in the listener's connections and their address's
+        self.holding = False  # in the listener's `holding` set
         self.tls = False  # set in connection_made: responses then go out through coalesce()
         # The last sessionless Fetch, kept by the dispatcher (sluice.broker.dispatch._decode_fetch).
         self.repeated_fetch: tuple[int, FetchShape, Any] | None = None
@@ -150,17 +191,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer_host = peer[0] if peer else ""
         self.tls = transport.get_extra_info("ssl_object") is not None
-        if len(self.server.connections) >= self.server.broker.config.max_connections:
-            log.warning(
-                "refusing connection from %s: %d connections open",
-                self.peer_host,
-                len(self.server.connections),
-            )
-            self.server.broker.metrics.connections_refused += 1
+        if not self.server.admit(self):
+            self.held = self.closed = True
             transport.abort()
             return
         self.server.broker.metrics.connections_accepted += 1
-        self.server.connections.add(self)
         quotas = self.server.dispatcher.quotas
         if (
             quotas is not None
@@ -188,8 +223,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pending.clear()
-        self.server.connections.discard(self)
-        self.server.forget_connection(self)
+        self.server.forget(self)
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -204,13 +238,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.held:
-            return  # over the connection rate: nothing it sends is served before it is closed
+            return  # over the connection rate, or refused: nothing it sends is served before it is closed
+        server = self.server
         self.last_received = time.monotonic()
+        server.connections.move_to_end(self)
         try:
             frames = self.frames.commit(nbytes)
         except ProtocolError as exc:
             self.abort(str(exc))
             return
+        if not self.holding:
+            self.holding = True
+            server.holding.add(self)
         self.corked = True
         timers_touched = False  # by a request other than Produce (API key 0) and Fetch (1)
         now = now_ms()  # the requests of one read arrived together: one clock read for all of them
@@ -222,7 +261,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     timers_touched = True
                 self.handle_frame(body, now)
             # Once per read, not per request: answers of parked requests that became ready, and the timer.
-            self.server.deliver_ready_replies(timers_touched)
+            server.deliver_ready_replies(timers_touched)
         finally:
             self.corked = False
         self.flush_responses()
@@ -295,8 +334,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         pending = self.pending
         out: list[bytes | bytearray | memoryview] = []
-        while pending and pending[0].parts is not None:
-            out += pending.popleft().parts or ()
+        ready = 0
+        for slot in pending:
+            if slot.parts is None:
+                break
+            out += slot.parts
+            ready += 1
+        if ready:
+            del pending[:ready]
         if out:
             # TLS: one write of joined small parts, see framing.coalesce (a TLS record per part otherwise).
             self.transport.writelines(coalesce(out) if self.tls else out)

@@ -8,18 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import time
+from collections import OrderedDict
+from itertools import islice
 
 from sluice.broker.api import RespondWhenData
 from sluice.broker.broker import Broker
 from sluice.broker.dispatch import Dispatcher, build_dispatcher
 from sluice.security.session import uses_tls
+from sluice.server.admission import DESCRIPTORS, Admission
 from sluice.server.clock import now_ms
 from sluice.server.connection import KafkaConnection, ResponseSlot
 from sluice.server.group_commit import GroupCommit
 from sluice.server.tls import TlsContext
+from sluice.storage.file_cache import SEGMENT_FILES
 
 log = logging.getLogger("sluice.kafka")
+# At the open-file bound, a new connection closes the quietest idle one among this many of the quietest:
+# when they are all busy, the new one is refused rather than the walk going over every connection.
+ROOM_CANDIDATES = 64
 
 
 class LongPoll:
@@ -36,7 +44,14 @@ class KafkaServer:
     def __init__(self, broker: Broker, dispatcher: Dispatcher | None = None) -> None:
         self.broker = broker
         self.dispatcher = dispatcher if dispatcher is not None else build_dispatcher(broker)
-        self.connections: set[KafkaConnection] = set()
+        # Open connections, the one that received nothing for the longest first: the idle sweep and a
+        # new connection at the open-file bound look at that end only.
+        self.connections: OrderedDict[KafkaConnection, None] = OrderedDict()
+        self.holding: set[KafkaConnection] = set()
+        self._making_room: set[KafkaConnection] = set()  # closed to let a new one in, not yet gone
+        self.admission = Admission(
+            broker.config, resource.getrlimit(resource.RLIMIT_NOFILE)[0], SEGMENT_FILES
+        )
         self.group_commit = GroupCommit(broker)
         self.watchers: dict[tuple[str, int], set[LongPoll]] = {}
         self.server: asyncio.Server | None = None
@@ -82,7 +97,58 @@ class KafkaServer:
         """SIGHUP: load the certificate files again; open connections keep theirs."""
         return self.tls.reload() if self.tls is not None else False
 
-    # ----- idle and stalled connections -----
+    # ----- admission, idle and stalled connections -----
+
+    def admit(self, connection: KafkaConnection) -> bool:
+        """Keep a new connection unless it exceeds a bound (sluice.server.admission); at the open-file
+        bound the quietest idle connection makes room for it."""
+        admission = self.admission
+        host = connection.peer_host
+        refused = admission.refusal(host, len(self.connections) - len(self._making_room))
+        if refused is not None and refused[0] == DESCRIPTORS and self._make_room(host):
+            refused = None
+        if refused is not None:
+            bound, why = refused
+            self.broker.metrics.connections_refused[bound] += 1
+            admission.log.warn(bound, time.monotonic(), "refusing connection from %s: %s", host, why)
+            return False
+        connection.counted = True
+        self.connections[connection] = None
+        admission.opened(host, len(self.connections))
+        return True
+
+    def _make_room(self, host: str) -> bool:
+        """Close the connection quiet the longest that owes nothing and is in no request, for one from
+        `host`; False when the quietest ones are all busy."""
+        now = time.monotonic()
+        for candidate in islice(self.connections, ROOM_CANDIDATES + len(self._making_room)):
+            if candidate.closed or candidate.pending or candidate.frames.buffered:
+                continue
+            quiet = now - candidate.last_received
+            self.admission.log.warn(
+                "make-room",
+                now,
+                "closing the connection from %s, quiet for %.1f s, to let one from %s in: the open-file "
+                "limit leaves room for %d connections",
+                candidate.peer_host,
+                quiet,
+                host,
+                self.admission.descriptor_bound,
+            )
+            self.broker.metrics.connections_closed_for_room += 1
+            candidate.abort(f"closed for a new connection at the open-file bound, quiet for {quiet:.1f} s")
+            self._making_room.add(candidate)  # its descriptor goes when the loop runs its connection_lost
+            return True
+        return False
+
+    def forget(self, connection: KafkaConnection) -> None:
+        if connection.counted:
+            connection.counted = False
+            del self.connections[connection]
+            self._making_room.discard(connection)
+            self.admission.closed(connection.peer_host, len(self.connections))
+        self.holding.discard(connection)
+        self.forget_connection(connection)
 
     def _sweep_interval(self) -> float:
         config = self.broker.config
@@ -94,17 +160,31 @@ class KafkaServer:
         )
 
     def _sweep_connections(self) -> None:
-        """Close idle connections and ones stalled mid-request; give quiet ones' receive buffers back."""
+        """Close idle connections and ones stalled mid-request; give quiet ones' receive buffers back. Looks
+        only at the connections that read lately and at the quietest end: an idle fleet costs nothing."""
         config = self.broker.config
         now = time.monotonic()
-        for connection in list(self.connections):
+        interval = self._sweep_interval()
+        for connection in list(self.holding):
             quiet = now - connection.last_received
-            if connection.frames.buffered and quiet * 1000 > config.partial_request_timeout_ms:
-                connection.abort(f"sent part of a request, then nothing for {quiet:.1f} s")
-            elif not connection.pending and quiet * 1000 > config.connections_max_idle_ms:
-                connection.abort(f"idle for {quiet:.1f} s (connections_max_idle_ms)")
-            elif quiet >= self._sweep_interval():
+            if connection.closed:
+                self.holding.discard(connection)
+            elif connection.frames.buffered:
+                if quiet * 1000 > config.partial_request_timeout_ms:
+                    connection.abort(f"sent part of a request, then nothing for {quiet:.1f} s")
+            elif quiet >= interval:
                 connection.frames.release()
+                connection.holding = False
+                self.holding.discard(connection)
+        idle: list[KafkaConnection] = []
+        for connection in self.connections:
+            quiet = now - connection.last_received
+            if quiet * 1000 <= config.connections_max_idle_ms:
+                break
+            if not connection.pending and not connection.closed:
+                idle.append(connection)
+        for connection in idle:
+            connection.abort(f"idle for {now - connection.last_received:.1f} s (connections_max_idle_ms)")
         self._schedule_sweep()
 
     async def stop(self) -> None:

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from sluice.broker.metrics import LATENCY_BUCKETS, Histogram
 from sluice.coordinator.share.partition import RecordState, SharePartition
 from sluice.protocol.messages import APIS_BY_KEY
+from sluice.server.admission import DESCRIPTORS, MAX_CONNECTIONS, PER_IP
 
 if TYPE_CHECKING:
     from sluice.server.kafka import KafkaServer
@@ -90,14 +91,21 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "sluice_connections", "Open client connections", value=len(self.server.connections)
         )
-        yield _counter(
-            "sluice_connections_accepted", "Client connections accepted", metrics.connections_accepted
+        accepted = CounterMetricFamily("sluice_connections_accepted", "Client connections accepted")
+        accepted.add_metric([], metrics.connections_accepted)
+        yield accepted
+        refused = CounterMetricFamily(
+            "sluice_connections_refused", "Connections refused at a connection bound", labels=["limit"]
         )
-        yield _counter(
-            "sluice_connections_refused",
-            "Connections refused at max_connections",
-            metrics.connections_refused,
+        for limit in (PER_IP, MAX_CONNECTIONS, DESCRIPTORS):
+            refused.add_metric([limit], metrics.connections_refused[limit])
+        yield refused
+        made_room = CounterMetricFamily(
+            "sluice_connections_closed_for_room",
+            "Idle connections closed to let a new one in at the open-file bound",
         )
+        made_room.add_metric([], metrics.connections_closed_for_room)
+        yield made_room
 
         labels = ["topic", "partition"]
         size = GaugeMetricFamily(

@@ -27,9 +27,10 @@ from pathlib import Path
 from sluice.errors import ErrorCode, KafkaError
 
 _log = logging.getLogger("sluice.storage")
-# Descriptors kept free of the cache for sockets, index and checkpoint files, the metadata file, logs.
-RESERVED_DESCRIPTORS = 1024
 MIN_CAPACITY = 1
+# However many client connections there are, the cache may keep this many segment files open: the broker's
+# share of the open-file limit that connections never take (sluice.server.admission).
+MIN_SEGMENT_FILES = 64
 
 
 class TooManyOpenFiles(KafkaError):
@@ -45,7 +46,8 @@ def open_file_limit_hint() -> str:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return (
         f"too many open files (the open-file limit RLIMIT_NOFILE is {soft}, hard limit {hard}); raise the "
-        "limit (`ulimit -n`, systemd LimitNOFILE=) or lower open_segment_files in the broker config"
+        "limit (`ulimit -n`, systemd LimitNOFILE=), or lower open_segment_files or max_connections in the "
+        "broker config"
     )
 
 
@@ -178,13 +180,20 @@ def raise_open_file_limit() -> tuple[int, int]:
     return soft, hard
 
 
-def default_capacity(soft_limit: int) -> int:
-    """Half of what the open-file limit leaves after a reserve for everything else."""
-    return max(MIN_CAPACITY, (soft_limit - RESERVED_DESCRIPTORS) // 2)
+def reserved_for(soft_limit: int, reserved: int) -> int:
+    """The descriptors kept free of segment files and client connections: `reserved` (the broker's
+    reserved_descriptors), but at most a quarter of a small limit, so the rest still gets three quarters."""
+    return min(reserved, soft_limit // 4)
 
 
-# One cache per process: the limit it shares is per process too.
-SEGMENT_FILES = FileCache(default_capacity(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+def default_capacity(soft_limit: int, reserved: int, connections: int = 0) -> int:
+    """What the open-file limit leaves for segment files after the reserve and the client connections."""
+    return max(MIN_SEGMENT_FILES, soft_limit - reserved_for(soft_limit, reserved) - connections)
+
+
+# One cache per process: the limit it shares is per process too. Sized at start (sluice.server.app) and
+# as client connections come and go (sluice.server.admission).
+SEGMENT_FILES = FileCache(default_capacity(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1024))
 
 
 class Pinned:

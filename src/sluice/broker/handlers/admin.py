@@ -6,7 +6,14 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from sluice.broker.api import RequestContext, Respond, errors_into, handles, response_class
+from sluice.broker.api import (
+    RequestContext,
+    Respond,
+    RespondWhenDurable,
+    errors_into,
+    handles,
+    response_class,
+)
 from sluice.broker.broker import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Broker, check_topic_name
 from sluice.broker.config_defs import topic_config_problem
 from sluice.broker.handlers.configs import topic_config_view
@@ -219,7 +226,7 @@ def create_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
 
 
 @handles("DeleteTopics", "1-6")
-def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond | RespondWhenDurable:
     R = DeleteTopicsResponse
     wanted = (
         [(t.name, t.topic_id) for t in request.topics]
@@ -240,6 +247,7 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
         for i in sorted(twice_ids, key=str)
     ]
     quota = mutation_quota(ctx, strict=ctx.api_version >= 5)
+    deleted: list[str] = []
     for name, topic_id in wanted:
         if name in twice or (name is None and topic_id in twice_ids):
             continue
@@ -259,11 +267,16 @@ def delete_topics(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
                 )
             _charge(quota, meta.partitions, validate_only=False)
             broker.delete_topic(meta.name)
+            deleted.append(meta.name)
             if broker.shares is not None:
                 # Share groups' state of the topic goes with it; a topic made again under the name is new.
                 broker.shares.drop_topic(meta.topic_id, ctx.now_ms)
         results.append(result)
-    return Respond(R(responses=results, throttle_time_ms=quota.throttle_ms()))
+    response = R(responses=results, throttle_time_ms=quota.throttle_ms())
+    if deleted and broker.groups is not None and broker.groups.topics_deleted(deleted, ctx.now_ms):
+        # The offsets' tombstones are durable before the answer: a crash cannot bring them back.
+        return RespondWhenDurable(response)
+    return Respond(response)
 
 
 @handles("CreatePartitions")

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from sluice.broker.broker import Broker
-from sluice.broker.config import BrokerConfig
+from sluice.broker.config import BrokerConfig, overrides_text
 from sluice.broker.config_defs import (
     BROKER_CONFIG_TYPES,
     BROKER_DEFAULT_SYNONYMS,
@@ -16,7 +16,7 @@ from sluice.broker.config_defs import (
     TOPIC_CONFIGS,
     list_operation,
 )
-from sluice.broker.dynamic_config_defs import DYNAMIC_BROKER_CONFIGS
+from sluice.broker.dynamic_config_defs import DYNAMIC_BROKER_CONFIGS, INT_MAX
 from sluice.broker.dynamic_configs import (
     DEFAULT_CONFIG,
     apply,
@@ -88,7 +88,18 @@ def static_settings(broker: Broker, c: BrokerConfig) -> dict[str, tuple[str | No
             c.max_request_bytes != default.max_request_bytes,
         ),
         "fetch.max.bytes": (str(c.fetch_max_bytes), c.fetch_max_bytes != default.fetch_max_bytes),
-        "max.connections": (str(c.max_connections), c.max_connections != default.max_connections),
+        "max.connections": (
+            str(c.max_connections if c.max_connections is not None else INT_MAX),
+            c.max_connections is not None,
+        ),
+        "max.connections.per.ip": (
+            str(c.max_connections_per_ip if c.max_connections_per_ip is not None else INT_MAX),
+            c.max_connections_per_ip is not None,
+        ),
+        "max.connections.per.ip.overrides": (
+            overrides_text(c.max_connections_per_ip_overrides),
+            bool(c.max_connections_per_ip_overrides),
+        ),
         "log.retention.check.interval.ms": (
             str(c.retention_check_interval_ms),
             c.retention_check_interval_ms != default.retention_check_interval_ms,
@@ -144,6 +155,8 @@ def _tiers(broker: Broker) -> tuple[dict[str, str | None], dict[str, str | None]
     before = replace(
         broker.config,
         max_connections=start.max_connections,
+        max_connections_per_ip=start.max_connections_per_ip,
+        max_connections_per_ip_overrides=start.max_connections_per_ip_overrides,
         max_message_bytes=start.max_message_bytes,
         topic_defaults=start.topic_defaults,
     )
