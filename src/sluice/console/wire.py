@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from sluice.client.api_versions import api_versions
 from sluice.client.secure import connect_secure, supported
 from sluice.client.wire import WireClient
 from sluice.protocol.messages import APIS_BY_KEY, APIS_BY_NAME
@@ -125,8 +126,4 @@ class WireFacts:
 
 
 def _api_versions(client: WireClient) -> Protocol:
-    # Version 0 is the one every broker answers, whatever it speaks (newer ones need a known request).
-    response = client.call("ApiVersions", 0, client.request_class("ApiVersions")())
-    if response.error_code != 0:
-        raise ValueError(f"ApiVersions error {response.error_code}")
-    return Protocol({k.api_key: (k.min_version, k.max_version) for k in response.api_keys})
+    return Protocol(api_versions(client).versions)
