@@ -140,6 +140,9 @@ async def test_consume_and_ack_through_a_share_group(
         params = {"group": group, "noAck": ""}
         async with http.get(f"{gateway.http_url}/topics/{topic}/messages", params=params) as reply:
             assert reply.status == 408  # the long poll runs out
+        # A share group has no committed offsets: said so, with where to look instead.
+        async with http.get(f"{gateway.http_url}/topics/{topic}/offsets", params={"group": group}) as reply:
+            assert reply.status == 400 and "is a share group" in (await reply.json())["error"]
     assert len({(r.partition, r.offset) for r in got}) == 10
     seen = sorted([r.message for r in got] + [held.message] + [_value(m) for m in got_http])
     assert seen == sorted(values)
@@ -204,6 +207,25 @@ async def test_a_message_not_acked_comes_back_after_the_lock_duration(
         )
         assert "not handed out" in error.details()
     assert first.message == b"once"
+
+
+async def test_a_message_held_by_a_caller_gone_does_not_hold_up_the_others(
+    kafka: KafkaUnderTest, make_gateway: GatewayFactory
+) -> None:
+    topic, group = kafka.create_topic(1, "share-gone"), share_group()
+    set_group_configs(kafka.bootstrap, group, share_assignment_interval_ms="0")
+    gateway = await make_gateway(**SHARE)
+    async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
+        stub = pb_grpc.KafkaPixyStub(channel)
+        await produce_values(stub, topic, [b"lost"])
+        lost = await take_within(stub, topic, group, 10)  # its caller is gone: never acked
+        await produce_values(stub, topic, [f"next{i}".encode() for i in range(3)])
+        started = time.monotonic()
+        got = await drain(stub, topic, group, 3, within=10)
+        # Served within about a second (a new member fetches), not after the group's 30 s lock.
+        assert sorted(r.message for r in got) == [b"next0", b"next1", b"next2"]
+        assert time.monotonic() - started < 5
+    assert lost.message == b"lost"
 
 
 async def test_two_gateways_on_one_group_get_distinct_messages(

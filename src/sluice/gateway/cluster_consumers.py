@@ -103,6 +103,12 @@ class ClusterConsumers:
             )
         return support.served
 
+    async def serves_share(self, group: str) -> bool:
+        """Whether a share group serves `group` here (its setting says share, and the cluster serves them)."""
+        if self.cluster.consumer.backend_of(group) != SHARE_BACKEND:
+            return False
+        return (await self.share_support()).served
+
     async def share_support(self) -> ShareSupport:
         """Whether the cluster serves share groups, asked once (again after a failed attempt)."""
         async with self._probe_lock:

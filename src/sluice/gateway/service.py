@@ -259,7 +259,16 @@ class GatewayService:
         target = self._cluster(cluster)
         validate_topic(topic)
         validate_group(group)
+        await self._refuse_share_group(target, group, "its offsets are the share-partitions' start offsets")
         return await target.client.group_offsets(group, topic)
+
+    async def _refuse_share_group(self, target: _Cluster, group: str, why: str) -> None:
+        """The offset calls are a consumer group's: a share group keeps no committed offsets."""
+        if await target.consumers.serves_share(group):
+            raise invalid(
+                f"group {group} is a share group (consumer backend share): {why}, kept by the broker; "
+                "see kafka-share-groups.sh --describe / --reset-offsets"
+            )
 
     async def set_offsets(
         self, cluster: str, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]
@@ -269,6 +278,7 @@ class GatewayService:
         validate_group(group)
         if not offsets:
             raise invalid("no offsets given")
+        await self._refuse_share_group(target, group, "it has no committed offsets to set")
         # Our own member of the group would overwrite the new offsets with its
         # next commit (and Kafka refuses commits to an active group): leave first.
         await target.consumers.drop(group, topic)

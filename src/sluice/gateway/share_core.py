@@ -63,10 +63,16 @@ class Settlement(NamedTuple):
     kind: int  # ACCEPT, RELEASE or REJECT
 
 
-class _Ready(NamedTuple):
-    member: int
-    deadline: float
-    batch: Batch
+class _Ready:
+    """A fetched batch, handed out from `start` on (a cursor: cutting off what went would copy the rest)."""
+
+    __slots__ = ("batch", "deadline", "member", "start")
+
+    def __init__(self, member: int, deadline: float, batch: Batch) -> None:
+        self.member, self.deadline, self.batch, self.start = member, deadline, batch, 0
+
+    def offsets_left(self) -> list[int]:
+        return self.batch.offsets[self.start :]
 
 
 class _Held(NamedTuple):
@@ -125,20 +131,26 @@ class ShareDeliveries:
         budget = ByteBudget(max_bytes)
         ready, held = self._ready, self._held
         while ready and limit > 0 and not budget.exhausted:
-            member, deadline, batch = ready[0]
-            count = budget.fit(batch.cut(0, limit)) if len(batch.offsets) > limit else budget.fit(batch)
+            entry = ready[0]
+            start, end = entry.start, len(entry.batch.offsets)
+            part = (
+                entry.batch.cut(start, min(end, start + limit))
+                if start or end - start > limit
+                else entry.batch
+            )
+            count = budget.fit(part)
             if count == 0:
                 break
-            if count < len(batch.offsets):
-                ready[0] = _Ready(member, deadline, batch.cut(count, len(batch.offsets)))
-                batch = batch.cut(0, count)
-            else:
+            if count < len(part.offsets):
+                part = part.cut(0, count)
+            entry.start = start + count
+            if entry.start == end:
                 ready.popleft()
-            entry = _Held(member, deadline)
-            partition = batch.partition
-            for offset in batch.offsets:
-                held[(partition, offset)] = entry
-            taken.append(batch)
+            held_entry = _Held(entry.member, entry.deadline)
+            partition = part.partition
+            for offset in part.offsets:
+                held[(partition, offset)] = held_entry
+            taken.append(part)
             limit -= count
         return taken
 
@@ -178,10 +190,11 @@ class ShareDeliveries:
         if any(entry.deadline <= now for entry in self._ready):
             due_batches = [entry for entry in self._ready if entry.deadline <= now]
             self._ready = deque(entry for entry in self._ready if entry.deadline > now)
-            for member, _, batch in due_batches:
-                for offset in batch.offsets:
-                    self._settle(member, batch.partition, offset, RELEASE, ShareAck.LATE)
-                released += len(batch.offsets)
+            for entry in due_batches:
+                offsets = entry.offsets_left()
+                for offset in offsets:
+                    self._settle(entry.member, entry.batch.partition, offset, RELEASE, ShareAck.LATE)
+                released += len(offsets)
         for key in [key for key, entry in self._held.items() if entry.deadline <= now]:
             entry = self._held.pop(key)
             self._settle(entry.member, key[0], key[1], RELEASE, ShareAck.LATE)
@@ -236,7 +249,7 @@ class ShareDeliveries:
         return len(self._held) + len(self._parked)
 
     def ready_count(self) -> int:
-        return sum(len(entry.batch.offsets) for entry in self._ready)
+        return sum(len(entry.batch.offsets) - entry.start for entry in self._ready)
 
     # -- dead letters ----------------------------------------------------------
     def take_dead_letters(self) -> list[Message]:
