@@ -36,6 +36,16 @@ def share_group() -> str:
     return f"share-{uuid.uuid4().hex[:8]}"
 
 
+def topic_and_group(
+    kafka: KafkaUnderTest, prefix: str, partitions: int = 1, **configs: str
+) -> tuple[str, str]:
+    """A new topic, and a new share group's name with these group configs set."""
+    topic, group = kafka.create_topic(partitions, prefix), share_group()
+    if configs:
+        set_group_configs(kafka.bootstrap, group, **configs)
+    return topic, group
+
+
 def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
     """Group configs (share.record.lock.duration.ms, ...), through IncrementalAlterConfigs on the GROUP."""
     entries = [
@@ -120,7 +130,7 @@ async def drain(
 async def test_consume_and_ack_through_a_share_group(
     kafka: KafkaUnderTest, make_gateway: GatewayFactory
 ) -> None:
-    topic, group = kafka.create_topic(2, "share"), share_group()
+    topic, group = topic_and_group(kafka, "share", 2)
     gateway = await make_gateway(**SHARE)
     values = [f"m{i}".encode() for i in range(12)]
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
@@ -169,8 +179,7 @@ def _value(body: dict[str, Any]) -> bytes:
 async def test_a_message_not_acked_comes_back_after_the_lock_duration(
     kafka: KafkaUnderTest, make_gateway: GatewayFactory
 ) -> None:
-    topic, group = kafka.create_topic(1, "share-lock"), share_group()
-    set_group_configs(kafka.bootstrap, group, share_record_lock_duration_ms="1000")
+    topic, group = topic_and_group(kafka, "share-lock", 1, share_record_lock_duration_ms="1000")
     gateway = await make_gateway(**SHARE)
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
         stub = pb_grpc.KafkaPixyStub(channel)
@@ -212,8 +221,7 @@ async def test_a_message_not_acked_comes_back_after_the_lock_duration(
 async def test_a_message_held_by_a_caller_gone_does_not_hold_up_the_others(
     kafka: KafkaUnderTest, make_gateway: GatewayFactory
 ) -> None:
-    topic, group = kafka.create_topic(1, "share-gone"), share_group()
-    set_group_configs(kafka.bootstrap, group, share_assignment_interval_ms="0")
+    topic, group = topic_and_group(kafka, "share-gone", 1, share_assignment_interval_ms="0")
     gateway = await make_gateway(**SHARE)
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
         stub = pb_grpc.KafkaPixyStub(channel)
@@ -231,9 +239,8 @@ async def test_a_message_held_by_a_caller_gone_does_not_hold_up_the_others(
 async def test_two_gateways_on_one_group_get_distinct_messages(
     kafka: KafkaUnderTest, make_gateway: GatewayFactory
 ) -> None:
-    topic, group = kafka.create_topic(1, "share-two"), share_group()
     # A new member gets its share of the partition at once (Kafka recomputes assignments once a second).
-    set_group_configs(kafka.bootstrap, group, share_assignment_interval_ms="0")
+    topic, group = topic_and_group(kafka, "share-two", 1, share_assignment_interval_ms="0")
     gateways = [await make_gateway(share_max_poll_records=3, **SHARE) for _ in range(2)]
     values = [f"v{i}".encode() for i in range(30)]
     async with (
@@ -271,8 +278,7 @@ def _gateway_process(tmp_path: Path, bootstrap: str) -> tuple[subprocess.Popen[b
 async def test_a_gateway_killed_holding_messages_gives_them_to_the_other(
     kafka: KafkaUnderTest, make_gateway: GatewayFactory, tmp_path: Path
 ) -> None:
-    topic, group = kafka.create_topic(1, "share-kill"), share_group()
-    set_group_configs(kafka.bootstrap, group, share_assignment_interval_ms="0")
+    topic, group = topic_and_group(kafka, "share-kill", 1, share_assignment_interval_ms="0")
     values = [f"k{i}".encode() for i in range(10)]
     doomed, port = _gateway_process(tmp_path, kafka.bootstrap)
     try:
@@ -297,8 +303,7 @@ async def test_a_gateway_killed_holding_messages_gives_them_to_the_other(
 async def test_a_consumer_group_id_configured_for_share_is_refused_clearly(
     kafka: KafkaUnderTest, make_gateway: GatewayFactory
 ) -> None:
-    topic = kafka.create_topic(1, "share-clash")
-    group = share_group()
+    topic, group = topic_and_group(kafka, "share-clash")
     gateway = await make_gateway()  # the tracker: a consumer group of that id, with a committed offset
     async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
         stub = pb_grpc.KafkaPixyStub(channel)

@@ -198,6 +198,10 @@ class ShareTopicConsumer(TopicConsumer):
         try:
             while active is not None and not self._stopping.is_set():
                 active = self._turn(active)
+        except Exception as exc:  # a consumer whose thread died would leave its callers waiting forever
+            log.exception("share group %s topic %s: consumer thread failed", self.group, self.topic)
+            self.fail(f"share group {self.group} topic {self.topic}: consumer failed: {exc}")
+            self._signal_from_thread()
         finally:
             self._close_all()
 

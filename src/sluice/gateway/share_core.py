@@ -34,7 +34,7 @@ from .batches import Batch, ByteBudget, Message
 # Kafka's acknowledge types (ShareAcknowledge's AcknowledgeTypes), as confluent-kafka's AcknowledgeType.
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 # Settled records remembered for their late or repeated acks.
-_SETTLED_MEMORY = 100_000
+_SETTLED_MEMORY = 50_000
 # The margin between a record's deadline here and its lock's end at the broker: a tenth of the lock, within
 # these bounds. It must cover the ack's trip to the broker after the deadline check (the flush interval is
 # kept to a third of it) and the fetch's answer travelling to the gateway.
