@@ -724,35 +724,31 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
         Path(args.json_out).write_text(json.dumps(document, indent=2))
 
 
+def paired_ratio(pairs: list[tuple[Result, Result]], value: Callable[[Result], float]) -> float:
+    return statistics.median(value(a) / value(b) for a, b in pairs if value(b))
+
+
 def report_share(results: list[Result]) -> None:
-    """ConsumeNAck on a share group against the tracker, per number of callers: medians over the rounds."""
-    by_backend: dict[tuple[bool, int], list[Result]] = {}
+    """ConsumeNAck on a share group against the tracker, per number of callers: the median over the rounds of
+    each round's ratio (the two ran one right after the other; the same scenario swings by half between
+    minutes on a shared machine, so ratios of medians taken minutes apart drift)."""
+    runs: dict[tuple[bool, int], list[Result]] = {}
     for r in results:
         if r.scenario.startswith(NACK_SCENARIO):
-            by_backend.setdefault((r.scenario.endswith(SHARE_SUFFIX), r.callers), []).append(r)
-    for (share, callers), shared in sorted(by_backend.items()):
-        tracked = by_backend.get((False, callers))
+            runs.setdefault((r.scenario.endswith(SHARE_SUFFIX), r.callers), []).append(r)
+    for (share, callers), shared in sorted(runs.items()):
+        tracked = runs.get((False, callers))
         if not share or not tracked:
             continue
-
-        def median(rows: list[Result], value: Callable[[Result], float | None]) -> float:
-            return statistics.median(v for v in map(value, rows) if v is not None)
-
-        rate_ratio = median(shared, lambda r: r.rate) / median(tracked, lambda r: r.rate)
-        per_msg = {
-            name: (
-                median(shared, lambda r, c=cpu: r.us_per_msg(c(r))),
-                median(tracked, lambda r, c=cpu: r.us_per_msg(c(r))),
-            )
-            for name, cpu in (("gateway", lambda r: r.gateway_cpu), ("broker", lambda r: r.broker_cpu))
-        }
-        cpu = ", ".join(
-            f"{name} {a:.0f} vs {b:.0f} us/msg ({a / b:.2f}x)" for name, (a, b) in per_msg.items()
-        )
+        pairs = list(zip(shared, tracked, strict=False))
+        rate = paired_ratio(pairs, lambda r: r.rate)
+        gateway = paired_ratio(pairs, lambda r: r.gateway_cpu / max(r.messages, 1))
+        broker = paired_ratio(pairs, lambda r: r.broker_cpu / max(r.messages, 1))
         print(
-            f"  ConsumeNAck on a share group >= the tracker's msg/s, {callers} callers: median of {len(shared)}"
-            f" {median(shared, lambda r: r.rate):,.0f} vs {median(tracked, lambda r: r.rate):,.0f} msg/s ="
-            f" {rate_ratio:.2f}x -> {'met' if rate_ratio >= 1.0 else 'MISSED'}; CPU {cpu}"
+            f"  ConsumeNAck on a share group >= the tracker's msg/s, {callers} callers: median of {len(pairs)}"
+            f" paired rounds {rate:.2f}x -> {'met' if rate >= 1.0 else 'MISSED'}"
+            f" (rounds: {', '.join(f'{a.rate:,.0f}/{b.rate:,.0f}' for a, b in pairs)} msg/s);"
+            f" CPU per message: gateway {gateway:.2f}x, broker {broker:.2f}x"
         )
 
 
