@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaError, KafkaException, ShareConsumer, TopicPartition
+from confluent_kafka import IllegalStateException, KafkaError, KafkaException, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from .batches import Batch, Message
@@ -63,6 +63,12 @@ class _Member:
     # Acks given to the handle and not yet sent to the broker, since when.
     unsent_since: float | None = None
     handed_over: bool = False
+    # Its share session is gone (the broker restarted, say): what it holds is the broker's again.
+    session_lost: bool = False
+
+
+# Acks refused for these mean the member's share session is gone, and with it every record it acquired.
+_SESSION_LOST = frozenset({KafkaError.INVALID_SHARE_SESSION_EPOCH, KafkaError.SHARE_SESSION_NOT_FOUND})
 
 
 class ShareTopicConsumer(TopicConsumer):
@@ -221,6 +227,16 @@ class ShareTopicConsumer(TopicConsumer):
             self._loop.call_soon_threadsafe(self._park_share_letters, letters)
         self._send(settlements, active, now)
         self._close_settled()
+        if active.session_lost:
+            # What it fetched the broker has given back to the group: handing it out now would deliver it
+            # twice. A new member starts over; callers' acks of what it handed out are late.
+            log.warning(
+                "share group %s topic %s: member %d lost its share session, replaced",
+                self.group,
+                self.topic,
+                active.number,
+            )
+            return self._hand_over(active, now, close=True)
         demand = self.waiters > 0
         if open_records == 0 and (demand or active.fetch_pending):
             return self._poll(active)
@@ -256,17 +272,20 @@ class ShareTopicConsumer(TopicConsumer):
                 self.group,
                 ", ".join(refused),
             )
+        number = self._numbers + 1
         try:
             handle = ShareConsumer(config)
-            handle.set_acknowledgement_commit_callback(self._on_acks_sent)
+            handle.set_acknowledgement_commit_callback(
+                lambda offsets, error: self._on_acks_sent(number, offsets, error)
+            )
             handle.subscribe([self.topic])
         except (KafkaException, ValueError, RuntimeError) as exc:
             self.fail(f"cannot start a share consumer for group {self.group} topic {self.topic}: {exc}")
             self._signal_from_thread()
             return None
-        self._numbers += 1
-        member = _Member(self._numbers, handle)
-        self._members[member.number] = member
+        self._numbers = number
+        member = _Member(number, handle)
+        self._members[number] = member
         return member
 
     def _poll(self, member: _Member) -> _Member | None:
@@ -276,6 +295,8 @@ class ShareTopicConsumer(TopicConsumer):
         acquired_at = member.last_poll_end if member.fetch_pending else started
         try:
             records = list(member.handle.poll(_POLL_SECONDS))
+        except IllegalStateException as exc:
+            return self._out_of_step(member, exc)
         except KafkaException as exc:
             return self._poll_failed(member, exc)
         member.last_poll_end = time.monotonic()
@@ -314,18 +335,25 @@ class ShareTopicConsumer(TopicConsumer):
         elif error.fatal():
             self.fail(f"share group {self.group} topic {self.topic}: {error.str()}")
         elif error.code() == KafkaError._STATE:
-            # Its records and ours disagree (never expected): a new member starts clean, and the broker
-            # releases what this one held once it closes.
-            log.error(
-                "share group %s topic %s: member out of step (%s), replaced", self.group, self.topic, error
-            )
-            return self._hand_over(member, time.monotonic(), close=True)
+            return self._out_of_step(member, exc)
         else:
             log.warning("share group %s topic %s: poll failed: %s", self.group, self.topic, error.str())
             self._stopping.wait(_POLL_SECONDS)
             return member
         self._signal_from_thread()
         return None
+
+    def _out_of_step(self, member: _Member, exc: Exception) -> _Member | None:
+        """librdkafka says records of the member's last poll are unsettled where this core has none (never
+        expected): a new member starts clean, and the broker releases what this one held once it closes."""
+        log.error(
+            "share group %s topic %s: member %d out of step (%s), replaced",
+            self.group,
+            self.topic,
+            member.number,
+            exc,
+        )
+        return self._hand_over(member, time.monotonic(), close=True)
 
     def _hand_over(self, member: _Member, now: float, close: bool = False) -> _Member | None:
         """A new member fetches from now on; `member` only waits for the acks of what callers hold."""
@@ -343,7 +371,7 @@ class ShareTopicConsumer(TopicConsumer):
             )
             try:
                 member.handle.unsubscribe()  # its partitions go to the group's other members
-            except KafkaException as exc:
+            except (KafkaException, RuntimeError) as exc:
                 log.warning(
                     "share group %s: unsubscribing member %d failed: %s", self.group, member.number, exc
                 )
@@ -362,7 +390,8 @@ class ShareTopicConsumer(TopicConsumer):
             for partition, offset, kind in items:
                 try:
                     acknowledge(topic, partition, offset, kind)
-                except KafkaException as exc:  # not in flight any more: nothing left to settle
+                except (KafkaException, IllegalStateException) as exc:
+                    # Not in flight any more (its share session was reset, say): nothing left to settle.
                     log.warning(
                         "share group %s topic %s: acknowledging %d/%d failed: %s",
                         self.group,
@@ -380,12 +409,18 @@ class ShareTopicConsumer(TopicConsumer):
         member.unsent_since = None
         try:
             member.handle.commit_async()
-        except KafkaException as exc:
+        except (KafkaException, RuntimeError) as exc:
             log.warning("share group %s topic %s: sending acks failed: %s", self.group, self.topic, exc)
 
-    def _on_acks_sent(self, offsets: dict[TopicPartition, set[int]], error: KafkaException | None) -> None:
+    def _on_acks_sent(
+        self, number: int, offsets: dict[TopicPartition, set[int]], error: KafkaException | None
+    ) -> None:
+        """Run on this thread, inside the member's poll, commit or close."""
         if error is None:
             return
+        member = self._members.get(number)
+        if member is not None and error.args[0].code() in _SESSION_LOST:
+            member.session_lost = True
         count = sum(len(acked) for acked in offsets.values())
         self._refused_metric.inc(count)
         where = ", ".join(f"{tp.topic}/{tp.partition}" for tp in offsets)
@@ -400,7 +435,7 @@ class ShareTopicConsumer(TopicConsumer):
     def _close_settled(self) -> None:
         for member in [m for m in self._members.values() if m.handed_over]:
             with self._lock:
-                done = self.core.open_count(member.number) == 0
+                done = member.session_lost or self.core.open_count(member.number) == 0
             if done:
                 self._close(member)
 
