@@ -26,7 +26,7 @@ from sluice.client.wire import WireClient
 from sluice.gateway.proto import kafkapixy_pb2 as pb
 from sluice.gateway.proto import kafkapixy_pb2_grpc as pb_grpc
 from sluice.gateway.share_groups import share_support_of
-from sluice.testing import BrokerProcess, free_port
+from sluice.testing import free_port
 
 # Groups named share-* are served by share groups; every other group by the offset tracker.
 SHARE = {"group_backends": {"share-*": "share"}, "long_polling_timeout": "500ms"}
@@ -298,29 +298,6 @@ async def test_a_gateway_killed_holding_messages_gives_them_to_the_other(
     # lock could run out (the broker released them when the connection dropped).
     assert sorted(r.message for r in got) == sorted(values)
     assert time.monotonic() - killed < 15
-
-
-async def test_the_gateway_goes_on_after_the_broker_is_killed_and_restarted(
-    make_gateway: GatewayFactory, tmp_path: Path
-) -> None:
-    with BrokerProcess(tmp_path / "data") as broker:
-        broker_under_test = KafkaUnderTest(broker.bootstrap)
-        topic, group = topic_and_group(broker_under_test, "share-crash", 2)
-        gateway = await make_gateway({"default": broker_under_test}, **SHARE)
-        async with grpc.aio.insecure_channel(gateway.grpc_address) as channel:
-            stub = pb_grpc.KafkaPixyStub(channel)
-            before = [f"b{i}".encode() for i in range(10)]
-            await produce_values(stub, topic, before)
-            seen = [r.message for r in await drain(stub, topic, group, 5)]
-            broker.kill()
-            broker.start()
-            after = [f"a{i}".encode() for i in range(5)]
-            await produce_values(stub, topic, after)
-            # Every message comes (again, for those whose acks the crash took): none is lost.
-            deadline = time.monotonic() + 30
-            while not set(before + after) <= set(seen) and time.monotonic() < deadline:
-                seen += [r.message for r in await drain(stub, topic, group, 1, within=5)]
-    assert set(seen) == set(before + after)
 
 
 async def test_a_consumer_group_id_configured_for_share_is_refused_clearly(
