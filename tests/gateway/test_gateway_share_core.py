@@ -104,3 +104,14 @@ def test_a_closed_member_leaves_nothing_behind() -> None:
     core.forget(1)
     assert core.take(0.0, 10) == [] and core.held_count() == 0 and core.open_count(1) == 0
     assert core.ack(0, 0, 1.0) is ShareAck.LATE  # the broker released it when the member left
+
+
+def test_ranges_ack_what_was_handed_out_and_wide_ones_are_not_walked_offset_by_offset() -> None:
+    core = ShareDeliveries(LOCK)
+    core.add_fetched(1, [batch(0, 10, 5)], acquired_at=0.0)
+    core.take(0.0, 3)  # 10, 11, 12
+    assert core.ack_ranges([(0, 10, 12)], 1.0) == (2, 0, None)
+    # 11 again, 12 now, 13 never handed out
+    assert core.ack_ranges([(0, 11, 14), (0, 12, 13)], 1.0) == (1, 0, (0, 11))
+    wide = [(0, 0, 2**62)] * 10_000  # looked up, at once
+    assert core.ack_ranges(wide, 1.0) == (0, 0, (0, 0))

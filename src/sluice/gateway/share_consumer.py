@@ -114,14 +114,11 @@ class ShareTopicConsumer(TopicConsumer):
         offset this gateway never handed out is reported as INVALID_ARGUMENT. An ack after the message's
         lock ran out is accepted but late: the message is delivered again."""
         self.last_used = now = time.monotonic()
-        pairs = list(acks)
-        for partition, begin, end in ranges:
-            pairs.extend((partition, offset) for offset in range(begin, end))
         acked = late = 0
         bad: tuple[int, int] | None = None
         with self._lock:
             core = self.core
-            for partition, offset in pairs:
+            for partition, offset in acks:
                 outcome = core.ack(partition, offset, now)
                 if outcome is ShareAck.ACKED:
                     acked += 1
@@ -129,6 +126,9 @@ class ShareTopicConsumer(TopicConsumer):
                     late += 1
                 elif outcome is ShareAck.NOT_HANDED_OUT and bad is None:
                     bad = (partition, offset)
+            if ranges:
+                newly, too_late, bad_range = core.ack_ranges(ranges, now)
+                acked, late, bad = acked + newly, late + too_late, bad or bad_range
             freed = core.take_freed()
         if freed:
             self._wake.set()  # a member may fetch again, or close

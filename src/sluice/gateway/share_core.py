@@ -24,7 +24,9 @@ settlements and wakes waiting callers.
 
 from __future__ import annotations
 
+import bisect
 import enum
+import itertools
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -169,6 +171,39 @@ class ShareDeliveries:
         del self._held[key]
         self._settle(held.member, partition, offset, ACCEPT, ShareAck.DUPLICATE)
         return ShareAck.ACKED
+
+    def ack_ranges(
+        self, ranges: Iterable[tuple[int, int, int]], now: float
+    ) -> tuple[int, int, tuple[int, int] | None]:
+        """Acks of (partition, begin, end) ranges [begin, end): (acked, late, the first range holding an
+        offset never handed out, as (partition, begin)). A range wider than what is held and remembered is
+        looked up in those, not walked offset by offset (a client names the range)."""
+        acked = late = 0
+        bad: tuple[int, int] | None = None
+        known: dict[int, list[int]] | None = None
+        for partition, begin, end in ranges:
+            span = end - begin
+            if span <= len(self._held) + len(self._settled):
+                offsets: Iterable[int] = range(begin, end)
+            else:
+                if known is None:  # once per call, however many wide ranges it names
+                    known = {}
+                    for p, o in sorted(set(itertools.chain(self._held, self._settled))):
+                        known.setdefault(p, []).append(o)
+                of_partition = known.get(partition, [])
+                offsets = of_partition[
+                    bisect.bisect_left(of_partition, begin) : bisect.bisect_left(of_partition, end)
+                ]
+            found = 0
+            for offset in offsets:
+                outcome = self.ack(partition, offset, now)
+                if outcome is not ShareAck.NOT_HANDED_OUT:
+                    found += 1
+                    acked += outcome is ShareAck.ACKED
+                    late += outcome is ShareAck.LATE
+            if found < span and bad is None:
+                bad = (partition, begin)
+        return acked, late, bad
 
     def _settle(self, member: int, partition: int, offset: int, kind: int, later: ShareAck) -> None:
         self._settlements.setdefault(member, []).append(Settlement(partition, offset, kind))
