@@ -5,7 +5,10 @@ in child processes on 127.0.0.1, pre-fills a topic with confluent-kafka, then ti
 
 * direct consume: a confluent-kafka Consumer (`assign`, from offset 0) reading the whole topic: the ceiling;
 * gRPC Produce (sync, one message per call) with 1 and 16 concurrent callers;
-* gRPC ConsumeNAck (one message per call, acking the previous one) with 1 and 16 callers;
+* gRPC ConsumeNAck (one message per call, acking the previous one) with 1 and 16 callers, on each backend
+  (`--backends`): the offset tracker over a consumer group, and a Kafka share group (groups named share-*,
+  consumer.group_backends), side by side in turns; the report gives the share/tracker ratio of msg/s and of
+  CPU per message;
 * the same ConsumeNAck calls against grpc_floor.py, a grpc.aio servicer that does nothing: the most any
   one-message-per-call gRPC service in Python can answer on this machine;
 * gRPC ConsumeBatch (`--batch` messages per call, acking the previous batch as offset ranges) with 1 and 16
@@ -61,6 +64,10 @@ TARGET_NACK_MSGS = 10_000.0
 TARGET_BATCH_RATIO = 0.5
 TARGET_ADDED_P99_MS = 5.0
 FLOOR_SCENARIO = "gRPC floor: do-nothing ConsumeNAck servicer"
+NACK_SCENARIO = "gRPC ConsumeNAck (1 msg/call, ack prev)"
+# Groups named so are served by share groups (the gateway's consumer.group_backends); the rest by the tracker.
+SHARE_GROUP_PREFIX = "share-"
+SHARE_SUFFIX = " [share group]"
 
 
 # --- processes ----------------------------------------------------------------------------------------
@@ -301,8 +308,11 @@ async def ack_one(address: str, topic: str, group: str, partition: int, offset: 
         )
 
 
-async def nack_scenario(address: str, topic: str, callers: int, seconds: float, total: int) -> Result:
-    group = f"nack-{uuid.uuid4().hex[:8]}"
+async def nack_scenario(
+    address: str, topic: str, callers: int, seconds: float, total: int, backend: str = "tracker"
+) -> Result:
+    share = backend == "share"
+    group = f"{SHARE_GROUP_PREFIX if share else ''}nack-{uuid.uuid4().hex[:8]}"
     first = await warm_group(address, topic, group)
     await ack_one(address, topic, group, *first)
     budget = ConsumeBudget(total - 1)
@@ -332,7 +342,7 @@ async def nack_scenario(address: str, topic: str, callers: int, seconds: float, 
 
     counts, started, ended = await run_callers(address, callers, work, seconds)
     elapsed = budget.elapsed(started, ended)
-    return Result("gRPC ConsumeNAck (1 msg/call, ack prev)", callers, sum(counts), elapsed)
+    return Result(NACK_SCENARIO + (SHARE_SUFFIX if share else ""), callers, sum(counts), elapsed)
 
 
 async def floor_scenario(callers: int, seconds: float, size: int, broker_pid: int) -> Result:
@@ -654,7 +664,7 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
         )
     print()
     print("targets:")
-    nack = max((r.rate for r in results if r.scenario.startswith("gRPC ConsumeNAck")), default=0.0)
+    nack = max((r.rate for r in results if r.scenario == NACK_SCENARIO), default=0.0)
     floor = max((r.rate for r in results if r.scenario == FLOOR_SCENARIO), default=0.0)
     ratios: dict[tuple[str, int], list[float]] = {}
     for r in results:
@@ -665,6 +675,7 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
         f" -> {'met' if nack >= TARGET_NACK_MSGS else 'MISSED'}"
         f" (a do-nothing grpc.aio servicer, called the same way, answers {floor:,.0f} calls/s here)"
     )
+    report_share(results)
     if ratios:
         (scenario, callers), best = max(ratios.items(), key=lambda item: statistics.median(item[1]))
         rel = statistics.median(best)
@@ -713,6 +724,34 @@ def report(results: list[Result], latencies: list[Latency], direct: Result, args
         Path(args.json_out).write_text(json.dumps(document, indent=2))
 
 
+def paired_ratio(pairs: list[tuple[Result, Result]], value: Callable[[Result], float]) -> float:
+    return statistics.median(value(a) / value(b) for a, b in pairs if value(b))
+
+
+def report_share(results: list[Result]) -> None:
+    """ConsumeNAck on a share group against the tracker, per number of callers: the median over the rounds of
+    each round's ratio (the two ran one right after the other; the same scenario swings by half between
+    minutes on a shared machine, so ratios of medians taken minutes apart drift)."""
+    runs: dict[tuple[bool, int], list[Result]] = {}
+    for r in results:
+        if r.scenario.startswith(NACK_SCENARIO):
+            runs.setdefault((r.scenario.endswith(SHARE_SUFFIX), r.callers), []).append(r)
+    for (share, callers), shared in sorted(runs.items()):
+        tracked = runs.get((False, callers))
+        if not share or not tracked:
+            continue
+        pairs = list(zip(shared, tracked, strict=False))
+        rate = paired_ratio(pairs, lambda r: r.rate)
+        gateway = paired_ratio(pairs, lambda r: r.gateway_cpu / max(r.messages, 1))
+        broker = paired_ratio(pairs, lambda r: r.broker_cpu / max(r.messages, 1))
+        print(
+            f"  ConsumeNAck on a share group >= the tracker's msg/s, {callers} callers: median of {len(pairs)}"
+            f" paired rounds {rate:.2f}x -> {'met' if rate >= 1.0 else 'MISSED'}"
+            f" (rounds: {', '.join(f'{a.rate:,.0f}/{b.rate:,.0f}' for a, b in pairs)} msg/s);"
+            f" CPU per message: gateway {gateway:.2f}x, broker {broker:.2f}x"
+        )
+
+
 # --- main ---------------------------------------------------------------------------------------------
 
 
@@ -751,9 +790,12 @@ async def run(args: argparse.Namespace, broker: SluiceBroker, gateway: GatewayPr
     for callers in callers_list if "produce" in wanted else []:
         m = meter()
         keep(m.fill(await produce_scenario(address, produce_topic, callers, args.seconds, args.size)))
-    for callers in callers_list if "nack" in wanted else []:
-        m = meter()
-        keep(m.fill(await nack_scenario(address, topic, callers, args.seconds, total)))
+    backends = args.backends.split(",")
+    for _ in range(args.nack_rounds if "nack" in wanted else 0):
+        for callers in callers_list:
+            for backend in backends:  # side by side: each backend right after the other
+                m = meter()
+                keep(m.fill(await nack_scenario(address, topic, callers, args.seconds, total, backend)))
     for callers in callers_list if "floor" in wanted else []:
         keep(await floor_scenario(callers, min(args.seconds, 5.0), args.size, broker.pid))
     shapes = [as_runs for as_runs, name in ((False, "messages"), (True, "runs")) if name in args.shapes]
@@ -806,6 +848,12 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="batch/stream scenarios: rounds, each after its own direct read"
     )
+    parser.add_argument(
+        "--backends", default="tracker,share", help="ConsumeNAck backends: tracker and/or share"
+    )
+    parser.add_argument(
+        "--nack-rounds", type=int, default=1, help="ConsumeNAck rounds (each backend in turn)"
+    )
     parser.add_argument("--json-out", default="")
     parser.add_argument(
         "--shapes",
@@ -819,7 +867,11 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    consumer = {"long_polling_timeout": "1s", "offsets_commit_interval": "500ms"}
+    consumer = {
+        "long_polling_timeout": "1s",
+        "offsets_commit_interval": "500ms",
+        "group_backends": {f"{SHARE_GROUP_PREFIX}*": "share"},
+    }
     with tempfile.TemporaryDirectory(prefix="gwbench-") as workdir, SluiceBroker() as broker:
         gateway = GatewayProcess(broker.bootstrap, consumer, Path(workdir)).start()
         try:

@@ -38,12 +38,16 @@ class KafkaUnderTest:
 
 @contextlib.contextmanager
 def start_kafka(*, auto_create_topics: bool = True) -> Iterator[KafkaUnderTest]:
-    """Start a throwaway sluice broker (durable, in a temp dir) on loopback and stop it afterwards."""
+    """Start a throwaway sluice broker (durable, in a temp dir) on loopback and stop it afterwards.
+
+    Share groups may set their lock duration down to 1 s (Kafka's bound is 15 s), as librdkafka's CI does, so
+    that lock expiry is tested in about a second."""
     with tempfile.TemporaryDirectory() as data_dir, tempfile.TemporaryDirectory() as config_dir:
-        config: Path | None = None
-        if not auto_create_topics:
-            config = Path(config_dir) / "broker.yaml"
-            config.write_text("auto_create_topics: false\n")
+        config = Path(config_dir) / "broker.yaml"
+        config.write_text(
+            "group_share_min_record_lock_duration_ms: 1000\n"
+            + ("" if auto_create_topics else "auto_create_topics: false\n")
+        )
         with BrokerProcess(Path(data_dir), config=config) as broker:
             yield KafkaUnderTest(broker.bootstrap, frozenset())
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import trustme
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, ShareConsumer
 
 from sluice.gateway.config import ConfigError, parse_duration
 from sluice.gateway.config_file import config_from_dict, load_config
@@ -316,6 +316,14 @@ def _cluster(**sections: object) -> dict:
         (_cluster(consumer={"fetch_max_wait": "10m"}), "fetch_max_wait"),
         (_cluster(consumer={"retry_backoff": "soon"}), "duration"),
         (_cluster(consumer={"fetch_max_bytes": True}), "integer"),
+        (_cluster(consumer={"backend": "queue"}), "consumer.backend: expected tracker or share"),
+        (
+            _cluster(consumer={"group_backends": {"g": "kafka"}}),
+            "group_backends.g: expected tracker or share",
+        ),
+        (_cluster(consumer={"group_backends": ["g"]}), "group_backends: expected a mapping"),
+        (_cluster(consumer={"share_members": 0}), "share_members: expected 1..16"),
+        (_cluster(consumer={"share_max_poll_records": 0}), "share_max_poll_records"),
     ],
 )
 def test_bad_kafka_pixy_settings_are_explained(document: dict, complaint: str) -> None:
@@ -353,3 +361,34 @@ def test_tls_files_that_are_not_a_certificate_and_key_fail_with_their_paths(
                 "tls": {"grpc": {"certificate_path": str(certificate), "key_path": str(not_a_key)}},
             }
         )
+
+
+def test_the_backend_of_a_group_is_its_exact_name_then_the_first_matching_pattern_then_the_clusters() -> None:
+    consumer = {
+        "backend": "share",
+        "group_backends": {"jobs-*": "tracker", "jobs-urgent": "share", "*": "tracker"},
+    }
+    settings = config_from_dict(_cluster(consumer=consumer)).cluster("a").consumer
+    assert [settings.backend_of(g) for g in ("jobs-urgent", "jobs-1", "other")] == [
+        "share",
+        "tracker",
+        "tracker",
+    ]
+    assert config_from_dict(_cluster()).cluster("a").consumer.backend_of("any") == "tracker"
+
+
+def test_a_share_consumer_is_given_explicit_acks_and_none_of_the_settings_it_refuses() -> None:
+    passthrough = {"partition.assignment.strategy": "cooperative-sticky", "isolation.level": "read_committed"}
+    document = _cluster(consumer={"fetch_max_wait": "50ms", "share_max_poll_records": 100})
+    document["proxies"]["a"]["kafka"]["librdkafka"] = {**passthrough, "socket.keepalive.enable": True}
+    cluster = config_from_dict(document).cluster("a")
+    config, refused = cluster.share_consumer_config("billing", "gw-1")
+    assert refused == sorted(passthrough)
+    assert not set(passthrough) & set(config)
+    assert config["share.acknowledgement.mode"] == "explicit" and config["max.poll.records"] == 100
+    assert (config["group.id"], config["fetch.wait.max.ms"], config["socket.keepalive.enable"]) == (
+        "billing",
+        50,
+        True,
+    )
+    ShareConsumer({**config, "bootstrap.servers": "127.0.0.1:1"}).close()  # librdkafka accepts all of it

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from sluice.client.api_versions import api_versions
 from sluice.client.secure import SecureConnectError, connect_secure
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode, KafkaError
@@ -171,7 +172,7 @@ class ShareAdmin:
                 client = connect_secure(host, port, self.settings, self.timeout_s, client_id=self.client_id)
             except SecureConnectError as exc:
                 raise ConnectionError(f"{host}:{port}: {exc}") from None
-            link = _Link(client, client.api_versions())
+            link = _Link(client, api_versions(client).versions)
             self._links[(host, port)] = link
         return link
 

@@ -73,14 +73,6 @@ class WireClient:
             chunks += chunk
         return bytes(chunks)
 
-    def api_versions(self) -> dict[int, tuple[int, int]]:
-        """The broker's ApiVersions: api key -> (min, max). Asked at version 0, which every broker answers
-        whatever it speaks (newer versions need a request the broker knows)."""
-        response = self.call("ApiVersions", 0, self.request_class("ApiVersions")())
-        if response.error_code != 0:
-            raise ProtocolError(f"ApiVersions error {response.error_code}")
-        return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-
     def call(self, api: str, version: int, request: Any, *, response_version: int | None = None) -> Any:
         """Send one request and decode its response (the header's correlation id is checked)."""
         spec = APIS_BY_NAME[api]

@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from sluice.client.api_versions import api_versions
 from sluice.client.secure import connect_secure, supported
 from sluice.client.wire import WireClient
 from sluice.protocol.messages import APIS_BY_KEY, APIS_BY_NAME
@@ -125,4 +126,4 @@ class WireFacts:
 
 
 def _api_versions(client: WireClient) -> Protocol:
-    return Protocol(client.api_versions())
+    return Protocol(api_versions(client).versions)

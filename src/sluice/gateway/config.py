@@ -4,6 +4,7 @@ sluice.gateway.config_file."""
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import re
 import ssl
@@ -21,6 +22,10 @@ DEFAULT_LINGER_MS = 0
 DEFAULT_FETCH_MAX_WAIT_SECONDS = 0.1
 
 PARTITIONERS = ("hash", "murmur2", "random", "roundrobin")
+# How ConsumeNAck/Ack (and ConsumeBatch/ConsumeStream) of a group are served: the gateway's own offset tracker
+# over a classic consumer group, or a Kafka share group (KIP-932) whose broker keeps the acks.
+TRACKER_BACKEND, SHARE_BACKEND = "tracker", "share"
+BACKENDS = (TRACKER_BACKEND, SHARE_BACKEND)
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 REQUIRED_ACKS = {"no_response": 0, "wait_for_local": 1, "wait_for_all": -1}
 
@@ -78,6 +83,32 @@ def _fixed_retry_backoff(seconds: float, where: str) -> dict[str, int]:
 # With librdkafka's default (1 s) a consumer whose local queue fills up (queued.min.messages) stops fetching
 # for a whole second: fast readers then stall once they have drained it, not just until there is room again.
 FETCH_QUEUE_BACKOFF_MS = 10
+# librdkafka properties a share consumer refuses at creation (librdkafka 2.15's rd_kafka_conf_finalize): the
+# share group's own configs (share.auto.offset.reset, share.isolation.level, its session) take their place.
+SHARE_CONSUMER_REFUSED = frozenset(
+    {
+        "allow.auto.create.topics",
+        "auto.offset.reset",
+        "consume.callback.max.messages",
+        "enable.auto.commit",
+        "enable.partition.eof",
+        "fetch.error.backoff.ms",
+        "fetch.queue.backoff.ms",
+        "group.instance.id",
+        "group.protocol",
+        "group.protocol.type",
+        "group.remote.assignor",
+        "heartbeat.interval.ms",
+        "isolation.level",
+        "message.copy.max.bytes",
+        "partition.assignment.strategy",
+        "queued.max.messages.kbytes",
+        "queued.min.messages",
+        "session.timeout.ms",
+        "socket.max.fails",
+        "topic.blacklist",
+    }
+)
 
 
 @dataclass
@@ -143,6 +174,25 @@ class ConsumerSettings:
     # None: the key was absent, so librdkafka's default applies.
     fetch_max_bytes: int | None = None
     retry_backoff: float | None = None
+    # The backend of every group of the cluster, and per group (exact names first, then fnmatch patterns in
+    # the order given). A share backend needs a cluster that serves share groups; elsewhere the tracker serves.
+    backend: str = TRACKER_BACKEND
+    group_backends: dict[str, str] = field(default_factory=dict)
+    # Share backend: the records one share fetch acquires (librdkafka's max.poll.records, a soft bound: the
+    # broker hands out whole record batches), and the share-group members one gateway runs per group and
+    # topic (one fetches; the others only wait for the acks of messages handed out before it took over).
+    share_max_poll_records: int = 500
+    share_members: int = 4
+
+    def backend_of(self, group: str) -> str:
+        """The backend configured for `group` (whether the cluster can serve it is decided elsewhere)."""
+        exact = self.group_backends.get(group)
+        if exact is not None:
+            return exact
+        for pattern, backend in self.group_backends.items():
+            if fnmatch.fnmatchcase(group, pattern):
+                return backend
+        return self.backend
 
     def librdkafka(self, where: str = "consumer") -> dict[str, Any]:
         """The librdkafka consumer properties these settings map to (group membership and fetching)."""
@@ -271,6 +321,26 @@ class ClusterConfig:
             "enable.auto.offset.store": False,
             "enable.partition.eof": False,
         }
+
+    def share_consumer_config(self, group: str, client_id: str) -> tuple[dict[str, Any], list[str]]:
+        """What a share-group member (confluent-kafka's ShareConsumer) is created with, and the passthrough
+        keys left out because a share consumer refuses them (its group's share.* configs rule instead)."""
+        passthrough = {k: v for k, v in self.passthrough.items() if k not in SHARE_CONSUMER_REFUSED}
+        config = {
+            **{k: v for k, v in self.client_config().items() if k not in SHARE_CONSUMER_REFUSED},
+            "fetch.wait.max.ms": _check_range(
+                _milliseconds(self.consumer.fetch_max_wait),
+                _FETCH_WAIT_MS_RANGE,
+                f"proxies.{self.name}.consumer.fetch_max_wait",
+            ),
+            **passthrough,
+            "group.id": group,
+            "client.id": client_id,
+            # Acks are the callers': every record a poll returns is acknowledged one by one.
+            "share.acknowledgement.mode": "explicit",
+            "max.poll.records": self.consumer.share_max_poll_records,
+        }
+        return config, sorted(set(self.passthrough) - set(passthrough))
 
 
 @dataclass

@@ -74,6 +74,16 @@ except at least one cluster; "ignored" keys are accepted, have no effect and are
           dead_letter_topic: ""       # "{topic}"/"{group}" replaced; empty drops dead letters
                                       # (acked at once); otherwise a dead letter stays uncommitted
                                       # until the topic has it, failed produces retried (1s..30s)
+          backend: tracker            # how groups consume-and-ack: tracker (the gateway's offset
+                                      # tracker on a consumer group) | share (a Kafka share group,
+                                      # KIP-932: acks kept by the broker; needs Kafka 4.2+ or sluice,
+                                      # elsewhere the tracker serves and says why in the log)
+          group_backends:             # per group, by exact name, else the first fnmatch pattern
+            billing: share
+            "jobs-*": share
+          share_max_poll_records: 500 # share backend: records one share fetch acquires (soft bound)
+          share_members: 4            # share backend: members per group/topic in this gateway (one
+                                      # fetches, the others wait for acks of what they handed out)
 
 The properties of compression, flush_bytes, retry_max, the retry_backoffs, fetch_max_bytes and `net` are
 only set when their key is present, so that an absent key keeps librdkafka's default; the other mapped
@@ -102,6 +112,7 @@ import yaml
 from .auth import client_auth_from
 from .config import (
     _INT32_MAX,
+    BACKENDS,
     COMPRESSIONS,
     DEFAULT_MAX_REQUEST_BYTES,
     PARTITIONERS,
@@ -122,6 +133,8 @@ _IGNORED_KAFKA_KEYS = frozenset({"version"})
 _IGNORED_PRODUCER_KEYS = frozenset({"channel_buffer_size"})
 _ZOO_KEEPER_KEYS = frozenset({"seed_peers", "chroot", "session_timeout"})
 _TLS_FILE_KEYS = ("certificate_path", "key_path")
+# Each member is a librdkafka handle with threads and connections of its own.
+_MAX_SHARE_MEMBERS = 16
 
 
 def _mapping(section: Any, where: str) -> dict[str, Any]:
@@ -262,6 +275,7 @@ def _cluster_from(name: str, section: Any, ignored: list[str]) -> ClusterConfig:
     # Out-of-range mapped values fail the load rather than the first client created much later.
     cluster.producer_config(client_id="")
     cluster.consumer_config(group="", client_id="")
+    cluster.share_consumer_config(group="", client_id="")
     return cluster
 
 
@@ -302,6 +316,18 @@ def _check_consumer(consumer: ConsumerSettings, where: str) -> None:
         raise ConfigError(
             f"{where}: max_pending_messages, max_pending_batch_messages and channel_buffer_size must be >= 1"
         )
+    choices = " or ".join(BACKENDS)
+    if consumer.backend not in BACKENDS:
+        raise ConfigError(f"{where}.backend: expected {choices}, got {consumer.backend!r}")
+    group_backends = _mapping(consumer.group_backends, f"{where}.group_backends")
+    for group, backend in group_backends.items():
+        if backend not in BACKENDS:
+            raise ConfigError(f"{where}.group_backends.{group}: expected {choices}, got {backend!r}")
+    consumer.group_backends = {str(group): str(backend) for group, backend in group_backends.items()}
+    if not 1 <= consumer.share_max_poll_records <= _INT32_MAX:
+        raise ConfigError(f"{where}.share_max_poll_records: expected 1..{_INT32_MAX}")
+    if not 1 <= consumer.share_members <= _MAX_SHARE_MEMBERS:
+        raise ConfigError(f"{where}.share_members: expected 1..{_MAX_SHARE_MEMBERS}")
 
 
 def _listener_tls(section: Any, where: str) -> ListenerTLS | None:

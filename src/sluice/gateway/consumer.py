@@ -15,23 +15,22 @@ nobody acknowledged; failed produces are retried (the core says when).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import operator
 import threading
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as Record
 
-from .batches import Batch, Message, count_messages
+from .batches import Batch, Message
 from .config import ClusterConfig
+from .consumer_base import DeadLetterSink, TopicConsumer
 from .core import GroupTopicCore
-from .errors import Failure, GatewayError
+from .errors import GatewayError, not_handed_out
 from .fetched import UnreadablePartitions, batches_of
 from .flow import FlowControl, buffer_high_water
 from .metrics import GatewayMetrics
@@ -47,24 +46,12 @@ _POLL_SECONDS = 0.1
 _PAUSED_POLL_SECONDS = 0.005
 _HOLD_POLL_SECONDS = 0.002
 _KAFKA_TIMEOUT_SECONDS = 10.0
-# Produces one dead letter (group, topic, message); returns once Kafka acknowledged it, raises if it did not.
-DeadLetterSink = Callable[[str, str, Message], Awaitable[object]]
-# How long `stop` waits for dead-letter produces under way, so that those confirmed make the final commit.
-_DEAD_LETTER_SETTLE_SECONDS = 5.0
 
 
 _error = Record.error
 
 
-def long_poll_timeout() -> GatewayError:
-    return GatewayError(Failure.LONG_POLL_TIMEOUT, "long polling timeout")
-
-
-def shutting_down() -> GatewayError:
-    return GatewayError(Failure.UNAVAILABLE, "service is shutting down")
-
-
-class GroupTopicConsumer:
+class GroupTopicConsumer(TopicConsumer):
     def __init__(
         self,
         cluster: ClusterConfig,
@@ -74,12 +61,7 @@ class GroupTopicConsumer:
         metrics: GatewayMetrics,
         dead_letter_sink: DeadLetterSink | None = None,
     ) -> None:
-        self.cluster = cluster
-        self.group = group
-        self.topic = topic
-        self.client_id = client_id
-        self.metrics = metrics
-        self.settings = cluster.consumer
+        super().__init__(cluster, group, topic, client_id, metrics, dead_letter_sink)
         self.core = GroupTopicCore(
             TrackerSettings(
                 ack_timeout=self.settings.ack_timeout,
@@ -89,27 +71,9 @@ class GroupTopicConsumer:
                 hold_dead_letters=dead_letter_sink is not None,
             )
         )
-        # Bound once: looking up labelled children costs microseconds per call on the hot path.
-        labels = (cluster.name, group, topic)
-        self._acked_metric = metrics.acked.labels(*labels)
-        self._handed_out_metric = metrics.handed_out.labels(*labels, "false")
-        self._redelivered_metric = metrics.handed_out.labels(*labels, "true")
         self.member_id = ""
-        self.last_used = time.monotonic()
-        self.waiters = 0
-        self._dead_letter_sink = dead_letter_sink
-        self._dead_letter_metric = metrics.dead_lettered.labels(*labels)
-        self._pauses_metric = metrics.partition_pauses.labels(*labels)
-        self._dead_letter_tasks: set[asyncio.Task[None]] = set()
-        self._lock = threading.Lock()
-        self._loop = asyncio.get_running_loop()
-        # Callers waiting for messages, first come first served: a change wakes one of them, and a
-        # caller that leaves something ready behind wakes the next. Waking all of them on every fetch
-        # cost each stream a wasted turn per fetch.
-        self._wakeups: deque[asyncio.Future[int]] = deque()
+        self._pauses_metric = metrics.partition_pauses.labels(cluster.name, group, topic)
         self._stopping = threading.Event()
-        self._closing = False
-        self._failure: str | None = None
         self._unreadable = UnreadablePartitions(topic)
         # Running estimate of one buffered message's size, from one sample per fetch (measuring every
         # message would cost more than the estimate is worth).
@@ -127,22 +91,18 @@ class GroupTopicConsumer:
         with self._lock:
             return sorted(self.core.trackers)
 
-    @property
-    def failed(self) -> bool:
-        return self._failure is not None
+    def _pending_count(self) -> int:
+        # Held dead letters count too: their confirmation should reach the commit before we leave.
+        return self.core.pending_count() + self.core.parked_count()
 
-    def is_idle(self, now: float) -> bool:
-        """Unused for subscription_timeout, and no caller still holds an un-acked message."""
-        if self.waiters:
-            return False
-        quiet = now - self.last_used
-        with self._lock:
-            # Held dead letters count too: their confirmation should reach the commit before we leave.
-            pending = self.core.pending_count() + self.core.parked_count()
-        if pending:
-            # Leaving now would turn the holders' upcoming acks into errors.
-            return quiet > max(self.settings.subscription_timeout, self.settings.ack_timeout)
-        return quiet > self.settings.subscription_timeout
+    def _ack_timeout(self) -> float:
+        return self.settings.ack_timeout
+
+    def _next_wake(self) -> float | None:
+        return self.core.next_deadline()  # the next redelivery
+
+    def _empty_failure(self) -> GatewayError | None:
+        return self._unreadable.failure()
 
     def ack_many(self, acks: Sequence[tuple[int, int]], ranges: Sequence[tuple[int, int, int]] = ()) -> None:
         """Acknowledge single offsets (partition, offset) and ranges (partition, begin, end).
@@ -169,80 +129,11 @@ class GroupTopicConsumer:
             self._acked_metric.inc(acked)
             self._signal()
         if bad is not None:
-            raise GatewayError(
-                Failure.INVALID_ARGUMENT,
-                f"ack of a message this gateway has not handed out: group={self.group} topic={self.topic} "
-                f"partition={bad[0]} offset={bad[1]}" + (" (or a range starting there)" if ranges else ""),
-            )
-
-    async def consume_many(
-        self,
-        max_messages: int,
-        timeout: float,
-        *,
-        auto_ack: bool = False,
-        max_pending: int | None = None,
-        max_bytes: int | None = None,
-    ) -> list[Batch]:
-        """Wait up to `timeout` for the first message, then take what else is ready (up to max_messages).
-
-        `max_pending` replaces max_pending_messages as the per-partition limit of un-acked messages;
-        `max_bytes` bounds the reply (its first message always goes).
-        """
-        self._check_usable()
-        if self.waiters >= self.settings.channel_buffer_size:
-            raise GatewayError(
-                Failure.TOO_MANY_REQUESTS,
-                "too many requests: consider increasing consumer.channel_buffer_size "
-                f"({self.settings.channel_buffer_size})",
-            )
-        self.waiters += 1
-        self.last_used = time.monotonic()
-        deadline = time.monotonic() + timeout
-        try:
-            hops: int | None = None  # set when woken: how many callers this wakeup has passed through
-            while True:
-                batches, more_waiting = self._take(max_messages, auto_ack, max_pending, max_bytes)
-                if batches:
-                    if more_waiting:
-                        self._signal()  # more is ready: the next caller takes it
-                    return batches
-                if hops is not None and hops < len(self._wakeups) and more_waiting:
-                    # Nothing this caller may take (its pending limit, say): the next one may. Each
-                    # caller passes it on once at most, so a wakeup nobody can use dies out.
-                    self._signal(hops + 1)
-                now = time.monotonic()
-                if now >= deadline:
-                    raise self._unreadable.failure() or long_poll_timeout()
-                wait = deadline - now
-                with self._lock:
-                    next_redelivery = self.core.next_deadline()
-                if next_redelivery is not None:
-                    wait = min(wait, max(next_redelivery - now, 0.005))
-                # Queued before any await: a change from now on finds this caller.
-                wakeup: asyncio.Future[int] = self._loop.create_future()
-                self._wakeups.append(wakeup)
-                hops = None
-                try:
-                    hops = await asyncio.wait_for(wakeup, wait)
-                except TimeoutError:
-                    pass
-                except asyncio.CancelledError:
-                    if wakeup.done() and not wakeup.cancelled():
-                        self._signal(wakeup.result())  # woken, then cancelled: pass the wakeup on
-                    raise
-                finally:
-                    with contextlib.suppress(ValueError):
-                        self._wakeups.remove(wakeup)
-                self._check_usable()
-        finally:
-            self.waiters -= 1
-            self.last_used = time.monotonic()
+            raise not_handed_out(self.group, self.topic, bad, bool(ranges))
 
     def _take(
         self, max_messages: int, auto_ack: bool, max_pending: int | None, max_bytes: int | None
     ) -> tuple[list[Batch], bool]:
-        """What this caller may take now, and whether another waiting caller may find more."""
         now = time.monotonic()
         with self._lock:
             batches = self.core.take_batches(now, max_messages, max_pending, max_bytes)
@@ -254,46 +145,17 @@ class GroupTopicConsumer:
                         self.core.ack(batch.partition, offset)
             dead_letters = self.core.take_dead_letters()
         if batches:
-            redelivered = count_messages(batch for batch in batches if batch.attempt)
-            if redelivered:
-                self._redelivered_metric.inc(redelivered)
-            fresh = count_messages(batches) - redelivered
-            if fresh:
-                self._handed_out_metric.inc(fresh)
+            self._count_handed_out(batches)
         if dead_letters:
             self._park_dead_letters(dead_letters)
         return batches, more_waiting
 
-    def _check_usable(self) -> None:
-        if self._closing:
-            raise shutting_down()
-        if self._failure is not None:
-            raise GatewayError(Failure.INTERNAL, self._failure)
-
-    def _signal(self, hops: int = 0) -> None:
-        """Wake the longest-waiting caller (it wakes the next if it leaves messages ready)."""
-        wakeups = self._wakeups
-        while wakeups:
-            wakeup = wakeups.popleft()
-            if not wakeup.done():
-                wakeup.set_result(hops)
-                return
-
-    def _signal_all(self) -> None:
-        wakeups, self._wakeups = self._wakeups, deque()
-        for wakeup in wakeups:
-            if not wakeup.done():
-                wakeup.set_result(0)
-
-    def _signal_from_thread(self) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._signal)
-        except RuntimeError:
-            pass  # the loop is gone: nobody is waiting any more
-
-    def release_waiters(self) -> None:
-        self._closing = True
-        self._signal_all()
+    def _dead_letter_settled(self, message: Message, confirmed: bool) -> None:
+        with self._lock:
+            if confirmed:
+                self.core.dead_letter_confirmed(message.partition, message.offset)
+            else:
+                self.core.dead_letter_failed(message.partition, message.offset, time.monotonic())
 
     async def stop(self) -> None:
         self.release_waiters()
@@ -313,8 +175,7 @@ class GroupTopicConsumer:
                 [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
             )
         except KafkaException as exc:
-            self._failure = f"cannot start consumer for group {self.group}: {exc}"
-            log.error(self._failure)
+            self.fail(f"cannot start consumer for group {self.group}: {exc}")
             self._signal_from_thread()
             return
         flow = FlowControl()
@@ -401,57 +262,6 @@ class GroupTopicConsumer:
                         len(letters),
                     )
 
-    def _park_dead_letters(self, letters: list[Message], retries: Sequence[Message] = ()) -> None:
-        """Hand newly given-up messages (counted here, once) and due retries to the dead-letter sink."""
-        if letters:
-            self._dead_letter_metric.inc(len(letters))
-        sink = self._dead_letter_sink
-        if sink is None:
-            if letters:
-                log.warning(
-                    "group %s topic %s: dropped %d messages after max_retries (no dead_letter_topic)",
-                    self.group,
-                    self.topic,
-                    len(letters),
-                )
-            return
-        if self._closing:
-            # Started now, a produce could finish after the final commit and be produced again after a
-            # restart; left alone, the messages are simply uncommitted and given up again then.
-            log.info(
-                "group %s topic %s: %d dead letters left uncommitted at shutdown",
-                self.group,
-                self.topic,
-                len(letters) + len(retries),
-            )
-            return
-        for message in (*letters, *retries):
-            task = asyncio.ensure_future(self._produce_dead_letter(sink, message))
-            self._dead_letter_tasks.add(task)
-            task.add_done_callback(self._dead_letter_tasks.discard)
-
-    async def _produce_dead_letter(self, sink: DeadLetterSink, message: Message) -> None:
-        try:
-            await sink(self.group, self.topic, message)
-        except Exception:  # whatever went wrong, the message must stay un-acked and be tried again
-            # The sink logged the target topic and the error; the core schedules the retry.
-            with self._lock:
-                self.core.dead_letter_failed(message.partition, message.offset, time.monotonic())
-            return
-        with self._lock:
-            self.core.dead_letter_confirmed(message.partition, message.offset)
-
-    async def _settle_dead_letters(self) -> None:
-        tasks = set(self._dead_letter_tasks)
-        if not tasks:
-            return
-        _, unfinished = await asyncio.wait(tasks, timeout=_DEAD_LETTER_SETTLE_SECONDS)
-        for task in unfinished:
-            # Still un-acked, so uncommitted: nothing is lost, at worst the message is parked twice.
-            task.cancel()
-        if unfinished:
-            await asyncio.wait(unfinished)
-
     def _apply_backpressure(self, consumer: Consumer, flow: FlowControl) -> None:
         with self._lock:
             buffered = self.core.buffered_counts()
@@ -531,7 +341,7 @@ class GroupTopicConsumer:
                 )
                 time.sleep(0.2)
         else:
-            self._failure = f"group {self.group} topic {self.topic}: cannot read committed offsets"
+            self.fail(f"group {self.group} topic {self.topic}: cannot read committed offsets")
         with self._lock:
             for partition, start, metadata in starts:
                 self.core.assign(partition, start, metadata)

@@ -64,3 +64,11 @@ def record_too_large(limit: int) -> GatewayError:
 
 def partition_not_found(topic: str, partition: int) -> GatewayError:
     return GatewayError(Failure.NOT_FOUND, f"Partition {partition} of {topic} not found")
+
+
+def not_handed_out(group: str, topic: str, at: tuple[int, int], in_ranges: bool = False) -> GatewayError:
+    """An ack of (partition, offset) that this gateway never handed out for the group and topic."""
+    return invalid(
+        f"ack of a message this gateway has not handed out: group={group} topic={topic} "
+        f"partition={at[0]} offset={at[1]}" + (" (or a range starting there)" if in_ranges else "")
+    )

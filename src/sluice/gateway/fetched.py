@@ -22,8 +22,10 @@ _key, _value, _headers, _timestamp = Record.key, Record.value, Record.headers, R
 _second = operator.itemgetter(1)
 
 
-def batches_of(records: list[Record]) -> list[Batch]:
-    """librdkafka's messages as one `Batch` per run of one partition, column by column.
+def batches_of(records: list[Record], attempts: list[int] | None = None) -> list[Batch]:
+    """librdkafka's messages as one `Batch` per run of one partition, column by column; with `attempts`
+    (each message's redeliveries so far, a share group's delivery count less one), per run of one partition
+    and attempt.
 
     Mapping the accessors over the list runs the loops in C: about a third of the cost of building one
     tuple per message, which is what the stream path's rate is made of.
@@ -39,11 +41,16 @@ def batches_of(records: list[Record]) -> list[Batch]:
         headers: list[Headers] = [()] * count
     else:
         headers = [tuple((name, value or b"") for name, value in h) if h else () for h in raw_headers]
-    if partitions.count(partitions[0]) == count:
-        return [Batch(partitions[0], offsets, keys, values, headers, timestamps)]
-    bounds = [0, *(i for i in range(1, count) if partitions[i] != partitions[i - 1]), count]
+    if attempts is None:
+        attempts = [0] * count
+    if partitions.count(partitions[0]) == count and attempts.count(attempts[0]) == count:
+        return [Batch(partitions[0], offsets, keys, values, headers, timestamps, attempts[0])]
+    changes = (
+        i for i in range(1, count) if partitions[i] != partitions[i - 1] or attempts[i] != attempts[i - 1]
+    )
+    bounds = [0, *changes, count]
     return [
-        Batch(partitions[a], offsets[a:b], keys[a:b], values[a:b], headers[a:b], timestamps[a:b])
+        Batch(partitions[a], offsets[a:b], keys[a:b], values[a:b], headers[a:b], timestamps[a:b], attempts[a])
         for a, b in itertools.pairwise(bounds)
     ]
 

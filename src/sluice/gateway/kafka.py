@@ -137,6 +137,10 @@ class ClusterClient:
             )
             self._poller.start()
 
+    @property
+    def admin(self) -> AdminClient:
+        return self._admin
+
     def _on_client_error(self, error: KafkaError) -> None:
         if error.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
             self._security_error = (error, time.monotonic())

@@ -36,6 +36,18 @@ class GatewayMetrics:
             ["cluster", "group", "topic"],
             registry=self.registry,
         )
+        self.late_acks = Counter(
+            "sluice_gateway_late_acks",
+            "Acks that came after the message's share-group lock ran out (it is delivered again)",
+            ["cluster", "group", "topic"],
+            registry=self.registry,
+        )
+        self.refused_acks = Counter(
+            "sluice_gateway_refused_acks",
+            "Share-group acks the broker refused (those messages are delivered again)",
+            ["cluster", "group", "topic"],
+            registry=self.registry,
+        )
         self.dead_lettered = Counter(
             "sluice_gateway_dead_lettered_messages",
             "Messages given up after max_retries",

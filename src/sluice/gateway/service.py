@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from .batches import Batch, Delivery, Message
 from .cluster_consumers import ClusterConsumers
 from .config import ClusterConfig, GatewayConfig
-from .consumer import DeadLetterSink, shutting_down
-from .errors import Failure, GatewayError, invalid, validate_group, validate_topic
+from .consumer_base import DeadLetterSink, shutting_down
+from .errors import Failure, GatewayError, invalid, not_handed_out, validate_group, validate_topic
 from .kafka import ClusterClient, PartitionOffsets, TopicInfo
 from .metrics import GatewayMetrics
 
@@ -59,7 +59,7 @@ class _Cluster:
         self.config = config
         self.client = ClusterClient(config, metrics)
         self.consumers = ClusterConsumers(
-            config, self.client.client_id, metrics, service.dead_letter_sink(self)
+            config, self.client.client_id, metrics, service.dead_letter_sink(self), self.client.admin
         )
 
 
@@ -209,7 +209,7 @@ class GatewayService:
             raise invalid(f"max_messages must be >= 1, got {max_messages}")
         if acks or ack_ranges:
             self._ack_all(target, group, topic, acks, ack_ranges)
-        consumer = target.consumers.get(group, topic)
+        consumer = await target.consumers.get(group, topic)
         settings = target.config.consumer
         wait = settings.long_polling_timeout if timeout is None else timeout
         max_pending = settings.max_pending_batch_messages if batch else None
@@ -251,11 +251,7 @@ class GatewayService:
                 raise invalid(f"bad ack range: partition={partition} begin={begin} end={end}")
         consumer = target.consumers.existing(group, topic)
         if consumer is None:
-            partition, offset = acks[0] if acks else ack_ranges[0][:2]
-            raise invalid(
-                f"ack of a message this gateway has not handed out: group={group} topic={topic} "
-                f"partition={partition} offset={offset}"
-            )
+            raise not_handed_out(group, topic, acks[0] if acks else ack_ranges[0][:2])
         consumer.ack_many(acks, ack_ranges)
 
     # -- admin -----------------------------------------------------------------
@@ -263,7 +259,16 @@ class GatewayService:
         target = self._cluster(cluster)
         validate_topic(topic)
         validate_group(group)
+        await self._refuse_share_group(target, group, "its offsets are the share-partitions' start offsets")
         return await target.client.group_offsets(group, topic)
+
+    async def _refuse_share_group(self, target: _Cluster, group: str, why: str) -> None:
+        """The offset calls are a consumer group's: a share group keeps no committed offsets."""
+        if await target.consumers.serves_share(group):
+            raise invalid(
+                f"group {group} is a share group (consumer backend share): {why}, kept by the broker; "
+                "see kafka-share-groups.sh --describe / --reset-offsets"
+            )
 
     async def set_offsets(
         self, cluster: str, group: str, topic: str, offsets: Sequence[tuple[int, int, str]]
@@ -273,6 +278,7 @@ class GatewayService:
         validate_group(group)
         if not offsets:
             raise invalid("no offsets given")
+        await self._refuse_share_group(target, group, "it has no committed offsets to set")
         # Our own member of the group would overwrite the new offsets with its
         # next commit (and Kafka refuses commits to an active group): leave first.
         await target.consumers.drop(group, topic)
