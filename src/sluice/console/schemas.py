@@ -119,7 +119,8 @@ class SchemaBrowser:
             message = self.connection.masked(message)
             if status == 404:
                 raise ClusterError("NOT_FOUND", f"{what}: {message} (error {code})") from None
-            if isinstance(status, int) and 400 <= status < 500:  # the registry refused what was asked: 400
+            if isinstance(status, int) and 400 <= status < 500 and status not in (401, 403):
+                # The registry refused what the caller asked: 400. (401/403 are the console's own credentials.)
                 raise ClusterError("INVALID_REQUEST", f"{what}: {message} (HTTP {status}, error {code})") from None
             raise ClusterError(
                 "REGISTRY_UNREACHABLE" if status is None else "REGISTRY_ERROR",
