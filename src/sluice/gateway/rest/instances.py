@@ -59,6 +59,10 @@ MAX_INSTANCES = 1_000
 FETCH_BATCH = 5_000
 POLL_SLICE_SECONDS = 0.5
 CLOSE_TIMEOUT_SECONDS = 10.0
+# How long GET .../subscription waits for the topic list a pattern subscription is matched against.
+MATCH_TIMEOUT_SECONDS = 10.0
+# What a pattern never matches (the Java consumer's exclude.internal.topics=true).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _SUBSCRIPTION_CONFLICT = 40903
 
@@ -364,6 +368,19 @@ class ConsumerInstances:
             instance.topics, instance.pattern = list(topics), pattern
 
         await self.run(instance, subscribe, "subscribe")
+
+    async def subscription(self, instance: ConsumerInstance) -> list[str]:
+        """The subscribed topics: those named, or (as Java's KafkaConsumer.subscription() after a pattern
+        subscribe) the topics the pattern now matches whole, internal ones left out."""
+        if not instance.pattern:
+            return list(instance.topics)
+        pattern = re.compile(instance.pattern)
+
+        def matched() -> list[str]:
+            topics = instance.consumer.list_topics(timeout=MATCH_TIMEOUT_SECONDS).topics
+            return sorted(t for t in topics if pattern.fullmatch(t) and t not in INTERNAL_TOPICS)
+
+        return await self.run(instance, matched, "subscription")
 
     async def unsubscribe(self, instance: ConsumerInstance) -> None:
         def unsubscribe() -> None:

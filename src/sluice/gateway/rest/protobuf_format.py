@@ -2,7 +2,8 @@
 
 The message class comes from the registered .proto text and the texts it imports (its references, fetched from
 the registry), compiled by the registry's own schema code; a record is the first message of the schema (message
-index [0]), given and returned as protobuf's JSON mapping with the field names of the .proto file.
+index [0]), given in protobuf's JSON mapping (either field name) and returned as Confluent's consumers print it:
+JSON names, fields at their default value included.
 """
 
 from __future__ import annotations
@@ -88,4 +89,6 @@ class ProtobufCodec:
         indexes, position = message_indexes(data, 5)
         message = protobuf_message_class(self._schema(schema_id), indexes)()
         message.ParseFromString(data[position:])
-        return json_format.MessageToDict(message, preserving_proto_field_name=True)
+        # As Confluent's consumers print a record (ProtobufSchemaUtils.toJson): fields at their default value
+        # included, by their JSON names (lowerCamelCase).
+        return json_format.MessageToDict(message, always_print_fields_with_no_presence=True)

@@ -14,6 +14,7 @@ from aiohttp import web
 from ..query import bounded_int
 from .context import context_of
 from .errors import (
+    ANY_EMBEDDED,
     NOT_ACCEPTABLE,
     V2_JSON,
     RestError,
@@ -38,9 +39,13 @@ def _no_content() -> web.Response:
     return web.Response(status=_NO_CONTENT)
 
 
+def _check_accept(request: web.Request) -> None:
+    check_accept(request, ANY_EMBEDDED)
+
+
 async def _body(request: web.Request, *, required: bool = True) -> dict[str, Any] | None:
-    check_v2_content_type(request)
-    check_accept(request)
+    check_v2_content_type(request, embedded=True)
+    _check_accept(request)
     document = await read_json(request, required=required)
     return None if document is None else require_object(document)
 
@@ -92,7 +97,7 @@ async def create(request: web.Request) -> web.StreamResponse:
 
 
 async def delete(request: web.Request) -> web.StreamResponse:
-    check_accept(request)
+    _check_accept(request)
     await context_of(request).instances.delete(request.match_info["group"], request.match_info["instance"])
     return _no_content()
 
@@ -120,13 +125,13 @@ async def subscribe(request: web.Request) -> web.StreamResponse:
 
 
 async def subscription(request: web.Request) -> web.StreamResponse:
-    check_accept(request)
-    instance = _instance(request)
-    return json_response({"topics": list(instance.topics)})
+    _check_accept(request)
+    topics = await context_of(request).instances.subscription(_instance(request))
+    return json_response({"topics": topics})
 
 
 async def unsubscribe(request: web.Request) -> web.StreamResponse:
-    check_accept(request)
+    _check_accept(request)
     await context_of(request).instances.unsubscribe(_instance(request))
     return _no_content()
 
@@ -140,7 +145,7 @@ async def assign(request: web.Request) -> web.StreamResponse:
 
 
 async def assignments(request: web.Request) -> web.StreamResponse:
-    check_accept(request)
+    _check_accept(request)
     held = await context_of(request).instances.assignment(_instance(request))
     return json_response({"partitions": [{"topic": t, "partition": p} for t, p in held]})
 
@@ -302,7 +307,8 @@ async def commit(request: web.Request) -> web.StreamResponse:
     body = await _body(request, required=False)
     offsets = _offsets(body) if body else None
     await context_of(request).instances.commit(instance, offsets)
-    return web.Response(status=200)
+    # Confluent's answer: its CommitOffsetsResponse, a list it never fills.
+    return json_response([])
 
 
 async def committed(request: web.Request) -> web.StreamResponse:
