@@ -23,17 +23,44 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
+from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
 from sluice.registry.formats import InvalidSchemaError
 from sluice.registry.formats.parsed import MAX_REFERENCES
 
+from . import avro_json
 from .errors import KEY_SCHEMA_MISSING, RECORD_CONVERSION_FAILED, VALUE_SCHEMA_MISSING, RestError, kafka_error
 from .protobuf_format import ProtobufCodec, registered_imports
 
 SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
 INVALID_SCHEMA = 42205
 Encoder = Callable[[Any], bytes | None]
+
+
+def schema_id_of(given: Any, name: str) -> int:
+    """A schema id as Confluent's REST Proxy reads one (Jackson's Integer): a JSON integer, or a string
+    holding one ("1")."""
+    if (
+        isinstance(given, str)
+        and given.strip().lstrip("+-").isascii()
+        and given.strip().lstrip("+-").isdigit()
+    ):
+        given = int(given)
+    if not isinstance(given, int) or isinstance(given, bool) or not 0 < given < 2**31:
+        raise RestError(422, 422, f"{name} must be a positive integer (an int32)")
+    return given
+
+
+class RecordMismatch(ValueError):
+    """A record that is not its schema's JSON encoding; the message says where and why."""
+
+
+def _reason(exc: Exception) -> str:
+    """Why a record could not be serialized, in the serializer's words where they are about the data; a
+    Python error from inside a library (AttributeError, KeyError, ...) says nothing to the caller."""
+    if isinstance(exc, (ValueError, SerializationError)) and str(exc):
+        return str(exc)
+    return "it is not in the JSON form its schema needs"
 
 
 def registry_error(exc: Exception, what: str) -> RestError:
@@ -64,6 +91,7 @@ class SchemaFormats:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         self._encoders: dict[tuple[str, str, int], Encoder] = {}
         self._avro_schemas: dict[int, Any] = {}
+        self._avro_named: dict[int, dict[str, Any]] = {}
         self._protobuf = ProtobufCodec(self._schema_text)
         self._decoders: dict[str, Callable[[bytes, SerializationContext], Any]] = {}
 
@@ -71,9 +99,7 @@ class SchemaFormats:
     def _schema_id(self, fmt: str, topic: str, field: str, body: dict[str, Any]) -> int | None:
         text, given_id = body.get(f"{field}_schema"), body.get(f"{field}_schema_id")
         if given_id is not None:
-            if not isinstance(given_id, int) or isinstance(given_id, bool) or given_id <= 0:
-                raise RestError(422, 422, f"{field}_schema_id must be a positive integer")
-            return given_id
+            return schema_id_of(given_id, f"{field}_schema_id")
         if text is None:
             return None
         if not isinstance(text, str):
@@ -160,8 +186,12 @@ class SchemaFormats:
                 )
             # Records arrive in Avro's JSON encoding (a union value is {"type": value}), as Confluent's take them.
             parsed = self._avro_schema(schema_id)
+            named = self._avro_named[schema_id]
 
             def from_avro_json(value: Any, _: SerializationContext) -> Any:
+                problem = avro_json.mismatch(parsed, value, named)
+                if problem is not None:
+                    raise RecordMismatch(problem)
                 return next(fastavro.json_reader(io.StringIO(json.dumps(value)), parsed))
 
             serializer = AvroSerializer(self.client, schema, to_dict=from_avro_json, conf=conf)
@@ -197,11 +227,11 @@ class SchemaFormats:
                     continue
                 try:
                     pair.append(encoder(value))
-                except Exception as exc:  # fastavro / jsonschema say why the record does not fit
+                except Exception as exc:  # fastavro / jsonschema / protobuf say why the record does not fit
                     raise RestError(
                         422,
                         RECORD_CONVERSION_FAILED,
-                        f"records[{index}].{field} does not match its schema: {exc}",
+                        f"records[{index}].{field} does not match its schema: {_reason(exc)}",
                     ) from None
             encoded.append((pair[0], pair[1]))
         return encoded, ids["key"], ids["value"]
@@ -216,8 +246,9 @@ class SchemaFormats:
         parsed = self._avro_schemas.get(schema_id)
         if parsed is None:
             text = self.client.get_schema(schema_id).schema_str
-            parsed = fastavro.parse_schema(json.loads(text))
-            self._avro_schemas[schema_id] = parsed
+            named: dict[str, Any] = {}
+            parsed = fastavro.parse_schema(json.loads(text), named_schemas=named)
+            self._avro_schemas[schema_id], self._avro_named[schema_id] = parsed, named
         return parsed
 
     # -- consuming -------------------------------------------------------------
