@@ -1,0 +1,284 @@
+"""REST v2 as Confluent's REST Proxy behaves where Karapace's integration suite found sluice apart from it
+(kafka-rest's ConsumersResource, KafkaConsumerState, ProduceRequest, rest-utils' Jackson provider), through a
+real gateway, registry and broker."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+from confluent_kafka import Consumer, TopicPartition
+from rest_helpers import V2, RestGateway, create_topic, new_consumer, read_formatted, unique
+
+from sluice.testing import BrokerProcess
+
+FORMATS = ("binary", "json", "avro", "protobuf", "jsonschema")
+AVRO = "application/vnd.kafka.avro.v2+json"
+BINARY = "application/vnd.kafka.binary.v2+json"
+
+
+def embedded(fmt: str) -> str:
+    return f"application/vnd.kafka.{fmt}.v2+json"
+
+
+@pytest.fixture(scope="module")
+def rest(rest_with_registry: RestGateway) -> RestGateway:
+    return rest_with_registry
+
+
+@pytest.fixture(scope="module")
+def topic(rest: RestGateway) -> str:
+    name = unique("v2-confluent")
+    create_topic(rest.url, name)
+    return name
+
+
+def test_consumer_calls_take_every_embedded_content_type(rest: RestGateway, topic: str) -> None:
+    """Confluent's consumer resource consumes and produces application/vnd.kafka.<format>.v2+json for every
+    call, so a client may send its format's type throughout (sluice answered 415)."""
+    partition = {"topic": topic, "partition": 0}
+    for fmt in FORMATS:
+        headers = {"Content-Type": embedded(fmt), "Accept": embedded(fmt)}
+        group = unique(f"ct-{fmt}")
+        created = requests.post(
+            f"{rest.url}/consumers/{group}", json={"format": fmt}, headers=headers, timeout=30
+        )
+        assert created.status_code == 200, (fmt, created.text)
+        base = created.json()["base_uri"]
+        for path, body in [
+            ("subscription", {"topics": [topic]}),
+            ("subscription", None),
+            ("assignments", {"partitions": [partition]}),
+            ("positions", {"offsets": [{**partition, "offset": 0}]}),
+            ("positions/beginning", {"partitions": [partition]}),
+            ("offsets", {"offsets": [{**partition, "offset": 0}]}),
+        ]:
+            if body is None:
+                reply = requests.delete(f"{base}/{path}", headers=headers, timeout=30)
+            else:
+                reply = requests.post(f"{base}/{path}", json=body, headers=headers, timeout=30)
+            assert reply.status_code in (200, 204), (fmt, path, reply.status_code, reply.text)
+        assert requests.get(f"{base}/assignments", headers=headers, timeout=30).json() == {
+            "partitions": [partition]
+        }
+        assert requests.delete(base, headers=headers, timeout=30).status_code == 204
+    # An unsupported type is still refused, and v2 produce keeps its own rules.
+    refused = requests.post(
+        f"{rest.url}/consumers/{unique('ct')}", data="{}", headers={"Content-Type": "text/plain"}, timeout=30
+    )
+    assert (refused.status_code, refused.json()["error_code"]) == (415, 415)
+
+
+def test_paths_with_a_trailing_slash_are_the_same_calls(rest: RestGateway, topic: str) -> None:
+    """Jersey matches Confluent's paths with a trailing slash too: the same call, not a 404 or a redirect."""
+    produced = requests.post(
+        f"{rest.url}/topics/{topic}/", json={"records": [{"value": "c2xhc2g="}]}, headers={"Content-Type": BINARY},
+        timeout=30, allow_redirects=False,
+    )  # fmt: skip
+    assert produced.status_code == 200, produced.text
+    offset = produced.json()["offsets"][0]["offset"]
+    group = unique("slash")
+    created = requests.post(
+        f"{rest.url}/consumers/{group}/", json={}, headers={"Content-Type": V2}, timeout=30
+    )
+    assert created.status_code == 200, created.text
+    base = created.json()["base_uri"]
+    partition = {"topic": topic, "partition": 0}
+    for path, body in [
+        ("assignments/", {"partitions": [partition]}),
+        ("positions/", {"offsets": [{**partition, "offset": offset}]}),
+    ]:
+        reply = requests.post(f"{base}/{path}", json=body, headers={"Content-Type": V2}, timeout=30)
+        assert reply.status_code == 204, (path, reply.text)
+    records = requests.get(
+        f"{base}/records/", params={"timeout": 5000}, headers={"Accept": BINARY}, timeout=30
+    )
+    assert records.status_code == 200 and records.json()[0]["value"] == "c2xhc2g=", records.text
+    assert requests.get(f"{rest.url}/topics/{topic}/", timeout=30).json()["name"] == topic
+    assert requests.delete(f"{base}/", timeout=30).status_code == 204
+
+
+def test_subscription_after_a_pattern_lists_the_matched_topics(rest: RestGateway) -> None:
+    """GET .../subscription answers what Java's KafkaConsumer.subscription() does after a pattern subscribe:
+    the topics the pattern matches whole (sluice answered [])."""
+    prefix = unique("pattern").replace("-", "_")
+    matched = [f"{prefix}_{n}" for n in (1, 2)]
+    for name in [*matched, f"x{prefix}_3"]:
+        create_topic(rest.url, name)
+    base = new_consumer(rest.url, unique("pattern"))
+    reply = requests.post(
+        f"{base}/subscription",
+        json={"topic_pattern": f"{prefix}_.*"},
+        headers={"Content-Type": V2},
+        timeout=30,
+    )
+    assert reply.status_code == 204, reply.text
+    assert requests.get(f"{base}/subscription", timeout=30).json() == {"topics": matched}
+    requests.delete(base, timeout=30)
+
+
+def test_an_offset_commit_answers_as_confluent_does(
+    rest: RestGateway, topic: str, broker: BrokerProcess
+) -> None:
+    """200 with Confluent's CommitOffsetsResponse, an empty list (sluice answered an empty body); Kafka gets
+    the last consumed offset + 1."""
+    group = unique("commit")
+    base = new_consumer(rest.url, group)
+    partition = {"topic": topic, "partition": 0}
+    requests.post(
+        f"{base}/assignments", json={"partitions": [partition]}, headers={"Content-Type": V2}, timeout=30
+    )
+    reply = requests.post(
+        f"{base}/offsets",
+        json={"offsets": [{**partition, "offset": 4}]},
+        headers={"Content-Type": V2},
+        timeout=30,
+    )
+    assert (reply.status_code, reply.headers["Content-Type"], reply.json()) == (200, V2, [])
+    requests.delete(base, timeout=30)
+    reader = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        (committed,) = reader.committed([TopicPartition(topic, 0)], timeout=10)
+    finally:
+        reader.close()
+    assert committed.offset == 5
+
+
+def test_protobuf_records_include_fields_at_their_defaults(rest: RestGateway) -> None:
+    """Confluent's consumers print a protobuf record with JsonFormat's includingDefaultValueFields and JSON
+    names: fields at 0, "" or empty are there (sluice left them out)."""
+    topic = unique("proto-defaults")
+    create_topic(rest.url, topic)
+    schema = (
+        'syntax = "proto3";\nmessage Reading {\n  int32 sensor_id = 1;\n  string label = 2;\n'
+        "  repeated double samples = 3;\n  bool ok = 4;\n}\n"
+    )
+    reply = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema": schema, "records": [{"value": {"sensor_id": 7}}, {"value": {}}]},
+        headers={"Content-Type": embedded("protobuf")},
+        timeout=30,
+    )
+    assert reply.status_code == 200, reply.text
+    values = [r["value"] for r in read_formatted(rest.url, topic, "protobuf", 2)]
+    assert values == [
+        {"sensorId": 7, "label": "", "samples": [], "ok": False},
+        {"sensorId": 0, "label": "", "samples": [], "ok": False},
+    ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"records": [{"valur": {"foo": "bar"}}]},
+        {"records": [{"value": "YQ==", "valur": "YQ=="}]},
+        {"records": [{"value": "YQ=="}], "foo": "bar"},
+    ],
+)
+@pytest.mark.parametrize("content_type", [BINARY, embedded("json")])
+def test_a_misspelled_field_is_refused_not_produced(
+    rest: RestGateway, broker: BrokerProcess, body: dict, content_type: str
+) -> None:
+    """rest-utils turns Jackson's unrecognized property into 422 (error_code 422, "Unrecognized field: ...");
+    sluice produced a record with a null value."""
+    topic = unique("misspelled")
+    create_topic(rest.url, topic)
+    reply = requests.post(
+        f"{rest.url}/topics/{topic}", json=body, headers={"Content-Type": content_type}, timeout=30
+    )
+    assert (reply.status_code, reply.json()["error_code"]) == (422, 422), reply.text
+    assert reply.json()["message"].startswith("Unrecognized field: ")
+    probe = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("probe")})
+    try:
+        assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 0)
+    finally:
+        probe.close()
+
+
+def test_a_schema_id_given_as_a_string_is_read_as_a_number(rest: RestGateway) -> None:
+    """Jackson reads "1" into ProduceRequest's Integer value_schema_id; sluice refused it."""
+    topic = unique("string-id")
+    create_topic(rest.url, topic)
+    schema = json.dumps({"type": "record", "name": "Tick", "fields": [{"name": "n", "type": "int"}]})
+    first = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema": schema, "records": [{"value": {"n": 1}}]},
+        headers={"Content-Type": AVRO},
+        timeout=30,
+    )
+    assert first.status_code == 200, first.text
+    schema_id = first.json()["value_schema_id"]
+    by_text = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema_id": str(schema_id), "records": [{"value": {"n": 2}}]},
+        headers={"Content-Type": AVRO},
+        timeout=30,
+    )
+    assert (by_text.status_code, by_text.json()["value_schema_id"]) == (200, schema_id), by_text.text
+    assert [r["value"] for r in read_formatted(rest.url, topic, "avro", 2)] == [{"n": 1}, {"n": 2}]
+    bad = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema_id": "one", "records": [{"value": {"n": 3}}]},
+        headers={"Content-Type": AVRO},
+        timeout=30,
+    )
+    assert bad.status_code == 422 and "value_schema_id" in bad.json()["message"]
+
+
+UNION_SCHEMA = json.dumps(
+    {
+        "type": "record",
+        "name": "Attrs",
+        "namespace": "shop",
+        "fields": [
+            {
+                "name": "attrs",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "Attr",
+                        "fields": [{"name": "v", "type": ["null", "string", "long"]}],
+                    },
+                },
+            },
+            {"name": "props", "type": {"type": "map", "values": ["null", "string"]}},
+        ],
+    }
+)
+
+
+def test_a_union_value_outside_avro_json_gets_a_clear_422(rest: RestGateway) -> None:
+    """Confluent reads records with Avro's JsonDecoder, where a union value names its branch; a bare one is
+    refused, with where and why, never with Python's own words ('str' object has no attribute 'popitem')."""
+    topic = unique("union")
+    create_topic(rest.url, topic)
+
+    def produce(value: dict) -> requests.Response:
+        body = {
+            "value_schema": UNION_SCHEMA,
+            "records": [{"value": {"attrs": [], "props": {}}}, {"value": value}],
+        }
+        return requests.post(
+            f"{rest.url}/topics/{topic}", json=body, headers={"Content-Type": AVRO}, timeout=30
+        )
+
+    bare = produce({"attrs": [{"v": None}, {"v": "text"}], "props": {}})
+    assert (bare.status_code, bare.json()["error_code"]) == (422, 42203), bare.text
+    message = bare.json()["message"]
+    assert "records[1].value" in message and "attrs[1].v" in message and '{"string": ...}' in message
+    assert "attribute" not in message and "popitem" not in message
+    in_map = produce({"attrs": [], "props": {"k": "v"}})
+    assert in_map.status_code == 422 and 'props["k"]' in in_map.json()["message"]
+    wrapped = produce(
+        {"attrs": [{"v": {"string": "text"}}, {"v": {"long": 5}}], "props": {"k": {"string": "v"}}}
+    )
+    assert wrapped.status_code == 200, wrapped.text
+    values = [
+        r["value"]
+        for r in read_formatted(rest.url, topic, "avro", 1, offset=wrapped.json()["offsets"][1]["offset"])
+    ]
+    assert values == [
+        {"attrs": [{"v": {"string": "text"}}, {"v": {"long": 5}}], "props": {"k": {"string": "v"}}}
+    ]
