@@ -8,17 +8,15 @@ JSON names, fields at their default value included.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.protobuf import json_format
 
 from sluice.registry.formats import parse_schema, protobuf_message_class
+from sluice.registry.formats.protobuf import imports_of, is_bundled
 
 MAGIC = b"\x00"
-# The imports of a .proto text; the well-known types (google/protobuf/...) come with protobuf itself.
-_IMPORT = re.compile(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', re.MULTILINE)
 # Confluent's message-index array for the first message: a count of zero, meaning [0].
 FIRST_MESSAGE = b"\x00"
 
@@ -54,8 +52,9 @@ def message_indexes(data: bytes, position: int) -> tuple[list[int], int]:
 
 
 def registered_imports(text: str) -> list[str]:
-    """The files a .proto text imports that must come from the registry (as references), in order."""
-    return [name for name in dict.fromkeys(_IMPORT.findall(text)) if not name.startswith("google/protobuf/")]
+    """The files a .proto text imports that must come from the registry (as references), in order: all but
+    the well-known types and the google/type files the registry bundles, as Confluent's does."""
+    return [name for name in imports_of(text) if not is_bundled(name)]
 
 
 class ProtobufCodec:
