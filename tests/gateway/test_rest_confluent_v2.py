@@ -34,36 +34,42 @@ def topic(rest: RestGateway) -> str:
     return name
 
 
+def create(rest: RestGateway, group: str, fmt: str, headers: dict[str, str]) -> str:
+    reply = requests.post(f"{rest.url}/consumers/{group}", json={"format": fmt}, headers=headers, timeout=30)
+    assert reply.status_code == 200, (fmt, reply.text)
+    return str(reply.json()["base_uri"])
+
+
 def test_consumer_calls_take_every_embedded_content_type(rest: RestGateway, topic: str) -> None:
     """Confluent's consumer resource consumes and produces application/vnd.kafka.<format>.v2+json for every
     call, so a client may send its format's type throughout (sluice answered 415)."""
     partition = {"topic": topic, "partition": 0}
     for fmt in FORMATS:
         headers = {"Content-Type": embedded(fmt), "Accept": embedded(fmt)}
-        group = unique(f"ct-{fmt}")
-        created = requests.post(
-            f"{rest.url}/consumers/{group}", json={"format": fmt}, headers=headers, timeout=30
+
+        # One instance subscribes (a group member), another is assigned: a commit of the first could meet
+        # a rebalance under way.
+        subscriber, assigned = (
+            create(rest, unique(f"{role}-{fmt}"), fmt, headers) for role in ("sub", "assign")
         )
-        assert created.status_code == 200, (fmt, created.text)
-        base = created.json()["base_uri"]
-        for path, body in [
-            ("subscription", {"topics": [topic]}),
-            ("subscription", None),
-            ("assignments", {"partitions": [partition]}),
-            ("positions", {"offsets": [{**partition, "offset": 0}]}),
-            ("positions/beginning", {"partitions": [partition]}),
-            ("offsets", {"offsets": [{**partition, "offset": 0}]}),
+        for base, path, body in [
+            (subscriber, "subscription", {"topics": [topic]}),
+            (subscriber, "subscription", None),
+            (assigned, "assignments", {"partitions": [partition]}),
+            (assigned, "positions", {"offsets": [{**partition, "offset": 0}]}),
+            (assigned, "positions/beginning", {"partitions": [partition]}),
+            (assigned, "offsets", {"offsets": [{**partition, "offset": 0}]}),
         ]:
             if body is None:
                 reply = requests.delete(f"{base}/{path}", headers=headers, timeout=30)
             else:
                 reply = requests.post(f"{base}/{path}", json=body, headers=headers, timeout=30)
             assert reply.status_code in (200, 204), (fmt, path, reply.status_code, reply.text)
-        assert requests.get(f"{base}/assignments", headers=headers, timeout=30).json() == {
-            "partitions": [partition]
-        }
-        assert requests.delete(base, headers=headers, timeout=30).status_code == 204
-    # An unsupported type is still refused, and v2 produce keeps its own rules.
+        reply = requests.get(f"{assigned}/assignments", headers=headers, timeout=30)
+        assert reply.json() == {"partitions": [partition]}
+        for base in (subscriber, assigned):
+            assert requests.delete(base, headers=headers, timeout=30).status_code == 204
+    # An unsupported type is still refused.
     refused = requests.post(
         f"{rest.url}/consumers/{unique('ct')}", data="{}", headers={"Content-Type": "text/plain"}, timeout=30
     )
@@ -282,3 +288,34 @@ def test_a_union_value_outside_avro_json_gets_a_clear_422(rest: RestGateway) -> 
     assert values == [
         {"attrs": [{"v": {"string": "text"}}, {"v": {"long": 5}}], "props": {"k": {"string": "v"}}}
     ]
+
+
+def test_a_schema_id_of_another_type_than_the_format_is_a_clear_4xx(rest: RestGateway, registry: str) -> None:
+    """Avro records with a protobuf schema's id: Confluent's proxy casts the schema and fails with a 500;
+    sluice failed with 500 "JSONDecodeError". A 422 naming both types says what is wrong."""
+    topic = unique("wrong-type")
+    create_topic(rest.url, topic)
+    text = 'syntax = "proto3";\nmessage Example { string name = 1; }\n'
+    registered = requests.post(
+        f"{registry}/subjects/{topic}-value/versions",
+        json={"schemaType": "PROTOBUF", "schema": text},
+        timeout=30,
+    )
+    assert registered.status_code == 200, registered.text
+    schema_id = registered.json()["id"]
+    for fmt in ("avro", "jsonschema"):
+        reply = requests.post(
+            f"{rest.url}/topics/{topic}",
+            json={"value_schema_id": schema_id, "records": [{"value": {"name": "x"}}]},
+            headers={"Content-Type": embedded(fmt)},
+            timeout=30,
+        )
+        assert (reply.status_code, reply.json()["error_code"]) == (422, 42205), reply.text
+        assert "PROTOBUF" in reply.json()["message"]
+    right = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"value_schema_id": schema_id, "records": [{"value": {"name": "x"}}]},
+        headers={"Content-Type": embedded("protobuf")},
+        timeout=30,
+    )
+    assert right.status_code == 200, right.text

@@ -159,6 +159,19 @@ class SchemaFormats:
         cached = self._encoders.get((fmt, subject, schema_id))
         if cached is not None:
             return cached
+        try:
+            schema = self.client.get_schema(schema_id)
+        except Exception as exc:
+            raise registry_error(exc, f"{field}_schema_id {schema_id}") from None
+        registered_type = schema.schema_type or "AVRO"
+        if registered_type != SCHEMA_TYPES[fmt]:
+            # Confluent's proxy casts the schema to the format's and fails with a 500; a 4xx says what is wrong.
+            raise RestError(
+                422,
+                INVALID_SCHEMA,
+                f"{field}_schema_id {schema_id} is a {registered_type} schema: the {fmt} format needs a "
+                f"{SCHEMA_TYPES[fmt]} one",
+            )
         if fmt == "protobuf":
             try:
                 encode_protobuf = self._protobuf.encoder(schema_id)
@@ -168,10 +181,6 @@ class SchemaFormats:
                 raise registry_error(exc, f"{field}_schema_id {schema_id}") from None
             self._encoders[(fmt, subject, schema_id)] = encode_protobuf
             return encode_protobuf
-        try:
-            schema = self.client.get_schema(schema_id)
-        except Exception as exc:
-            raise registry_error(exc, f"{field}_schema_id {schema_id}") from None
         conf = {
             "auto.register.schemas": False,
             "use.schema.id": schema_id,
