@@ -237,3 +237,36 @@ def test_confluent_clients_still_talk_to_it(registry: str) -> None:
         subject("client-at"), Schema(text, "PROTOBUF", [SchemaReference("p.proto", place, -1)])
     )
     assert client.get_schema(schema_id).references[0].version == 1
+
+
+def test_schema_text_comes_back_as_confluent_stores_it(registry: str) -> None:
+    """Confluent stores every registered schema's canonicalString(): Avro as Avro's Java Schema.toString(),
+    JSON Schema as compact JSON in the given key order (sluice kept the text as sent)."""
+    avro_text = json.dumps(
+        {
+            "fields": [{"type": {"type": "string"}, "name": "a", "default": "x"}],
+            "name": "n.R",
+            "type": "record",
+        },
+        indent=2,
+    )
+    name = subject("canonical-avro")
+    schema_id = post(registry, f"/subjects/{name}/versions", {"schema": avro_text}).json()["id"]
+    expected = (
+        '{"type":"record","name":"R","namespace":"n","fields":[{"name":"a","type":"string","default":"x"}]}'
+    )
+    assert requests.get(f"{registry}/schemas/ids/{schema_id}", timeout=30).json()["schema"] == expected
+    assert requests.get(f"{registry}/subjects/{name}/versions/1/schema", timeout=30).text == expected
+    # The same schema written otherwise is found as that one.
+    again = post(registry, f"/subjects/{name}", {"schema": json.dumps(json.loads(avro_text))})
+    assert (again.json()["id"], again.json()["schema"]) == (schema_id, expected)
+    json_text = (
+        '{\n  "type": "object",\n  "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}\n}'
+    )
+    name = subject("canonical-json")
+    schema_id = post(
+        registry, f"/subjects/{name}/versions", {"schemaType": "JSON", "schema": json_text}
+    ).json()["id"]
+    assert requests.get(f"{registry}/schemas/ids/{schema_id}", timeout=30).json()["schema"] == (
+        '{"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}}'
+    )
