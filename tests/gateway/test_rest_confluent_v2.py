@@ -22,6 +22,12 @@ def embedded(fmt: str) -> str:
     return f"application/vnd.kafka.{fmt}.v2+json"
 
 
+def produce(rest: RestGateway, topic: str, body: dict, content_type: str) -> requests.Response:
+    return requests.post(
+        f"{rest.url}/topics/{topic}", json=body, headers={"Content-Type": content_type}, timeout=30
+    )
+
+
 @pytest.fixture(scope="module")
 def rest(rest_with_registry: RestGateway) -> RestGateway:
     return rest_with_registry
@@ -160,11 +166,11 @@ def test_protobuf_records_include_fields_at_their_defaults(rest: RestGateway) ->
         'syntax = "proto3";\nmessage Reading {\n  int32 sensor_id = 1;\n  string label = 2;\n'
         "  repeated double samples = 3;\n  bool ok = 4;\n}\n"
     )
-    reply = requests.post(
-        f"{rest.url}/topics/{topic}",
-        json={"value_schema": schema, "records": [{"value": {"sensor_id": 7}}, {"value": {}}]},
-        headers={"Content-Type": embedded("protobuf")},
-        timeout=30,
+    reply = produce(
+        rest,
+        topic,
+        {"value_schema": schema, "records": [{"value": {"sensor_id": 7}}, {"value": {}}]},
+        embedded("protobuf"),
     )
     assert reply.status_code == 200, reply.text
     values = [r["value"] for r in read_formatted(rest.url, topic, "protobuf", 2)]
@@ -207,28 +213,15 @@ def test_a_schema_id_given_as_a_string_is_read_as_a_number(rest: RestGateway) ->
     topic = unique("string-id")
     create_topic(rest.url, topic)
     schema = json.dumps({"type": "record", "name": "Tick", "fields": [{"name": "n", "type": "int"}]})
-    first = requests.post(
-        f"{rest.url}/topics/{topic}",
-        json={"value_schema": schema, "records": [{"value": {"n": 1}}]},
-        headers={"Content-Type": AVRO},
-        timeout=30,
-    )
+    first = produce(rest, topic, {"value_schema": schema, "records": [{"value": {"n": 1}}]}, AVRO)
     assert first.status_code == 200, first.text
     schema_id = first.json()["value_schema_id"]
-    by_text = requests.post(
-        f"{rest.url}/topics/{topic}",
-        json={"value_schema_id": str(schema_id), "records": [{"value": {"n": 2}}]},
-        headers={"Content-Type": AVRO},
-        timeout=30,
+    by_text = produce(
+        rest, topic, {"value_schema_id": str(schema_id), "records": [{"value": {"n": 2}}]}, AVRO
     )
     assert (by_text.status_code, by_text.json()["value_schema_id"]) == (200, schema_id), by_text.text
     assert [r["value"] for r in read_formatted(rest.url, topic, "avro", 2)] == [{"n": 1}, {"n": 2}]
-    bad = requests.post(
-        f"{rest.url}/topics/{topic}",
-        json={"value_schema_id": "one", "records": [{"value": {"n": 3}}]},
-        headers={"Content-Type": AVRO},
-        timeout=30,
-    )
+    bad = produce(rest, topic, {"value_schema_id": "one", "records": [{"value": {"n": 3}}]}, AVRO)
     assert bad.status_code == 422 and "value_schema_id" in bad.json()["message"]
 
 
@@ -261,23 +254,18 @@ def test_a_union_value_outside_avro_json_gets_a_clear_422(rest: RestGateway) -> 
     topic = unique("union")
     create_topic(rest.url, topic)
 
-    def produce(value: dict) -> requests.Response:
-        body = {
-            "value_schema": UNION_SCHEMA,
-            "records": [{"value": {"attrs": [], "props": {}}}, {"value": value}],
-        }
-        return requests.post(
-            f"{rest.url}/topics/{topic}", json=body, headers={"Content-Type": AVRO}, timeout=30
-        )
+    def second_record(value: dict) -> requests.Response:
+        records = [{"value": {"attrs": [], "props": {}}}, {"value": value}]
+        return produce(rest, topic, {"value_schema": UNION_SCHEMA, "records": records}, AVRO)
 
-    bare = produce({"attrs": [{"v": None}, {"v": "text"}], "props": {}})
+    bare = second_record({"attrs": [{"v": None}, {"v": "text"}], "props": {}})
     assert (bare.status_code, bare.json()["error_code"]) == (422, 42203), bare.text
     message = bare.json()["message"]
     assert "records[1].value" in message and "attrs[1].v" in message and '{"string": ...}' in message
     assert "attribute" not in message and "popitem" not in message
-    in_map = produce({"attrs": [], "props": {"k": "v"}})
+    in_map = second_record({"attrs": [], "props": {"k": "v"}})
     assert in_map.status_code == 422 and 'props["k"]' in in_map.json()["message"]
-    wrapped = produce(
+    wrapped = second_record(
         {"attrs": [{"v": {"string": "text"}}, {"v": {"long": 5}}], "props": {"k": {"string": "v"}}}
     )
     assert wrapped.status_code == 200, wrapped.text
@@ -304,18 +292,15 @@ def test_a_schema_id_of_another_type_than_the_format_is_a_clear_4xx(rest: RestGa
     assert registered.status_code == 200, registered.text
     schema_id = registered.json()["id"]
     for fmt in ("avro", "jsonschema"):
-        reply = requests.post(
-            f"{rest.url}/topics/{topic}",
-            json={"value_schema_id": schema_id, "records": [{"value": {"name": "x"}}]},
-            headers={"Content-Type": embedded(fmt)},
-            timeout=30,
+        reply = produce(
+            rest, topic, {"value_schema_id": schema_id, "records": [{"value": {"name": "x"}}]}, embedded(fmt)
         )
         assert (reply.status_code, reply.json()["error_code"]) == (422, 42205), reply.text
         assert "PROTOBUF" in reply.json()["message"]
-    right = requests.post(
-        f"{rest.url}/topics/{topic}",
-        json={"value_schema_id": schema_id, "records": [{"value": {"name": "x"}}]},
-        headers={"Content-Type": embedded("protobuf")},
-        timeout=30,
+    right = produce(
+        rest,
+        topic,
+        {"value_schema_id": schema_id, "records": [{"value": {"name": "x"}}]},
+        embedded("protobuf"),
     )
     assert right.status_code == 200, right.text
