@@ -34,6 +34,7 @@ from .protobuf_format import ProtobufCodec, registered_imports
 
 SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
 INVALID_SCHEMA = 42205
+SCHEMA_LOOKUP_FAILED = 42207
 Encoder = Callable[[Any], bytes | None]
 
 
@@ -49,6 +50,16 @@ def schema_id_of(given: Any, name: str) -> int:
     if not isinstance(given, int) or isinstance(given, bool) or not 0 < given < 2**31:
         raise RestError(422, 422, f"{name} must be a positive integer (an int32)")
     return given
+
+
+def _lookup_failed(exc: SchemaRegistryError, what: str, subject: str) -> RestError:
+    """The registry refused the serializer's look-up of the schema under its subject: 42207, as Confluent's
+    proxy answers "Error when fetching schema version" (a schema id registered under another subject)."""
+    if exc.http_status_code >= 500:
+        return kafka_error(f"{what}: schema registry answered {exc.http_status_code}: {exc.error_message}")
+    return RestError(
+        422, SCHEMA_LOOKUP_FAILED, f"{what}: not found under subject {subject!r}: {exc.error_message}"
+    )
 
 
 class RecordMismatch(ValueError):
@@ -236,6 +247,8 @@ class SchemaFormats:
                     continue
                 try:
                     pair.append(encoder(value))
+                except SchemaRegistryError as exc:  # the serializer's own look-up of the schema's version
+                    raise _lookup_failed(exc, f"{field}_schema_id {ids[field]}", f"{topic}-{field}") from None
                 except Exception as exc:  # fastavro / jsonschema / protobuf say why the record does not fit
                     raise RestError(
                         422,
