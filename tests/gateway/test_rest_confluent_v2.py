@@ -304,3 +304,43 @@ def test_a_schema_id_of_another_type_than_the_format_is_a_clear_4xx(rest: RestGa
         embedded("protobuf"),
     )
     assert right.status_code == 200, right.text
+
+
+def test_a_schema_id_registered_under_another_subject_is_42207(rest: RestGateway, registry: str) -> None:
+    """Confluent's proxy looks the id's schema up under the topic's subject and answers 422/42207 ("Error when
+    fetching schema version") when it is not there; sluice answered 42203 as if the record did not fit."""
+    topic = unique("other-subject")
+    create_topic(rest.url, topic)
+    schema = json.dumps(
+        {"type": "record", "name": "Reading", "fields": [{"name": "temperature", "type": "int"}]}
+    )
+    elsewhere = requests.post(
+        f"{registry}/subjects/{unique('elsewhere')}/versions", json={"schema": schema}, timeout=30
+    )
+    assert elsewhere.status_code == 200, elsewhere.text
+    body = {"value_schema_id": elsewhere.json()["id"], "records": [{"value": {"temperature": 25}}]}
+    reply = produce(rest, topic, body, AVRO)
+    assert (reply.status_code, reply.json()["error_code"]) == (422, 42207), reply.text
+    assert f"{topic}-value" in reply.json()["message"]
+
+
+def test_switching_between_topics_and_a_pattern_is_409(rest: RestGateway, topic: str) -> None:
+    """The Java consumer under Confluent's proxy refuses to change how it subscribes (IllegalStateException:
+    409, 40903); a body naming both topics and a pattern subscribes the topics (sluice answered 422)."""
+    base = new_consumer(rest.url, unique("switch"))
+
+    def subscribe(body: dict) -> requests.Response:
+        return requests.post(f"{base}/subscription", json=body, headers={"Content-Type": V2}, timeout=30)
+
+    assert subscribe({"topics": [topic], "topic_pattern": "ignored.*"}).status_code == 204
+    assert requests.get(f"{base}/subscription", timeout=30).json() == {"topics": [topic]}
+    refused = subscribe({"topic_pattern": "other.*"})
+    assert (refused.status_code, refused.json()["error_code"]) == (409, 40903), refused.text
+    assert "mutually exclusive" in refused.json()["message"]
+    assert subscribe({"topics": [topic]}).status_code == 204  # the same way again: a new subscription
+    requests.delete(f"{base}/subscription", timeout=30)
+    assert subscribe({"topic_pattern": "other.*"}).status_code == 204
+    assert (subscribe({"topics": [topic]}).status_code, requests.delete(base, timeout=30).status_code) == (
+        409,
+        204,
+    )

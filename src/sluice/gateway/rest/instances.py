@@ -65,6 +65,9 @@ MATCH_TIMEOUT_SECONDS = 10.0
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _SUBSCRIPTION_CONFLICT = 40903
+# What Confluent's proxy answers (40903, "Illegal state: " and the Java consumer's IllegalStateException) when a
+# consumer subscribed or assigned one way is asked to take its partitions another way.
+_MIXED_SUBSCRIPTION = "Illegal state: Subscription to topics, partitions and pattern are mutually exclusive"
 
 
 @dataclass
@@ -350,10 +353,8 @@ class ConsumerInstances:
                 instance.last_used = time.monotonic()
 
     async def subscribe(self, instance: ConsumerInstance, topics: list[str], pattern: str) -> None:
-        if instance.assigned:
-            raise RestError(
-                409, _SUBSCRIPTION_CONFLICT, "the instance has manual assignments: unassign first"
-            )
+        if instance.assigned or (instance.pattern and topics) or (instance.topics and pattern):
+            raise RestError(409, _SUBSCRIPTION_CONFLICT, _MIXED_SUBSCRIPTION)
 
         def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
             instance.drop_buffered({(p.topic, p.partition) for p in partitions})
@@ -392,7 +393,7 @@ class ConsumerInstances:
 
     async def assign(self, instance: ConsumerInstance, partitions: list[tuple[str, int]]) -> None:
         if instance.topics or instance.pattern:
-            raise RestError(409, _SUBSCRIPTION_CONFLICT, "the instance is subscribed: unsubscribe first")
+            raise RestError(409, _SUBSCRIPTION_CONFLICT, _MIXED_SUBSCRIPTION)
 
         def assign() -> None:
             instance.drop_buffered()

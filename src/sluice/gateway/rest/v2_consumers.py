@@ -107,8 +107,10 @@ async def subscribe(request: web.Request) -> web.StreamResponse:
     body = await _body(request)
     assert body is not None
     topics, pattern = body.get("topics"), body.get("topic_pattern")
-    if (topics is None) == (pattern is None):
-        raise unprocessable("give exactly one of topics and topic_pattern")
+    if topics is None and pattern is None:
+        raise unprocessable("give topics or topic_pattern")
+    if topics is not None:
+        pattern = None  # as Confluent's KafkaConsumerState: topics, when given, are what is subscribed
     if topics is not None and (
         not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics)
     ):
