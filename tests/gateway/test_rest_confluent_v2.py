@@ -108,6 +108,11 @@ def test_paths_with_a_trailing_slash_are_the_same_calls(rest: RestGateway, topic
     )
     assert records.status_code == 200 and records.json()[0]["value"] == "c2xhc2g=", records.text
     assert requests.get(f"{rest.url}/topics/{topic}/", timeout=30).json()["name"] == topic
+    # A seek on a partition the instance does not hold: the Java consumer's IllegalStateException, 409/40903.
+    elsewhere = {"offsets": [{"topic": topic, "partition": 7, "offset": 0}]}
+    refused = requests.post(f"{base}/positions/", json=elsewhere, headers={"Content-Type": V2}, timeout=30)
+    assert (refused.status_code, refused.json()["error_code"]) == (409, 40903), refused.text
+    assert refused.json()["message"] == f"Illegal state: No current assignment for partition {topic}-7"
     assert requests.delete(f"{base}/", timeout=30).status_code == 204
 
 

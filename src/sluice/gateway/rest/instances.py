@@ -416,10 +416,13 @@ class ConsumerInstances:
             held = {(tp.topic, tp.partition) for tp in instance.consumer.assignment()}
             missing = [(t, p) for t, p, _ in positions if (t, p) not in held]
             if missing:
+                # Java's consumer.seek() on a partition it does not hold: IllegalStateException, which
+                # Confluent's proxy answers 409/40903 in the consumer's words.
+                topic, partition = missing[0]
                 raise RestError(
                     409,
-                    40904,
-                    f"partitions not assigned to this instance: {', '.join(f'{t}-{p}' for t, p in missing)}",
+                    _SUBSCRIPTION_CONFLICT,
+                    f"Illegal state: No current assignment for partition {topic}-{partition}",
                 )
             instance.drop_buffered({(t, p) for t, p, _ in positions})
             if instance.assigned:
