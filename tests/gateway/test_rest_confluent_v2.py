@@ -349,3 +349,23 @@ def test_switching_between_topics_and_a_pattern_is_409(rest: RestGateway, topic:
         409,
         204,
     )
+
+
+def test_a_value_schema_the_registry_refuses_as_incompatible_is_42207(rest: RestGateway) -> None:
+    """Registering `value_schema` fails with the registry's 409: Confluent's proxy answers 422/42207 (its
+    failed registry call); sluice answered 42205 as for a schema that does not parse."""
+    topic = unique("incompatible")
+    create_topic(rest.url, topic)
+
+    def schema(field_type: str) -> str:
+        return json.dumps(
+            {"type": "record", "name": "Reading", "fields": [{"name": "v", "type": field_type}]}
+        )
+
+    first = produce(rest, topic, {"value_schema": schema("int"), "records": [{"value": {"v": 1}}]}, AVRO)
+    assert first.status_code == 200, first.text
+    refused = produce(
+        rest, topic, {"value_schema": schema("string"), "records": [{"value": {"v": "x"}}]}, AVRO
+    )
+    assert (refused.status_code, refused.json()["error_code"]) == (422, 42207), refused.text
+    assert "value_schema" in refused.json()["message"]

@@ -75,9 +75,13 @@ def _reason(exc: Exception) -> str:
 
 
 def registry_error(exc: Exception, what: str) -> RestError:
+    """A registry failure: a schema it calls invalid is 42205 (Confluent's invalidSchemaException); any other
+    refusal (an unknown id or subject, an incompatible schema) 42207, as Confluent's proxy answers a failed
+    registry call (Errors.messageSerializationException); no answer, or a 5xx, is 500/50002."""
     if isinstance(exc, SchemaRegistryError):
         if 400 <= exc.http_status_code < 500:
-            return RestError(422, INVALID_SCHEMA, f"{what}: {exc.error_message}")
+            code = INVALID_SCHEMA if exc.http_status_code == 422 else SCHEMA_LOOKUP_FAILED
+            return RestError(422, code, f"{what}: {exc.error_message}")
         return kafka_error(f"{what}: schema registry answered {exc.http_status_code}: {exc.error_message}")
     return kafka_error(f"{what}: schema registry unreachable: {exc}")
 
