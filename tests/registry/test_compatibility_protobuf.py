@@ -77,12 +77,28 @@ RULES = [
         ["FIELD_KIND_CHANGED"],
         ["FIELD_KIND_CHANGED", "MESSAGE_REMOVED"],
     ),
+    # An enum is a varint: Confluent's ScalarKind puts it with int32 & co (GENERAL_NUMBER), whatever enum it is.
+    ("int32-to-enum", A, proto("message A { E x = 1; string s = 2; } enum E { Z = 0; }"), [], []),
     (
-        "scalar-to-enum",
+        "enum-type-changed",
+        proto("message A { E e = 1; } enum E { Z = 0; } enum F { Y = 0; }"),
+        proto("message A { F e = 1; } enum E { Z = 0; } enum F { Y = 0; }"),
+        [],
+        [],
+    ),
+    (
+        "string-to-enum",
         A,
-        proto("message A { E x = 1; string s = 2; } enum E { Z = 0; }"),
-        ["FIELD_KIND_CHANGED"],
-        ["FIELD_KIND_CHANGED"],
+        proto("message A { int32 x = 1; E s = 2; } enum E { Z = 0; }"),
+        ["FIELD_SCALAR_KIND_CHANGED"],
+        ["FIELD_SCALAR_KIND_CHANGED"],
+    ),
+    (
+        "sint32-to-enum",
+        proto("message A { sint32 x = 1; }"),
+        proto("message A { E x = 1; } enum E { Z = 0; }"),
+        ["FIELD_SCALAR_KIND_CHANGED"],
+        ["FIELD_SCALAR_KIND_CHANGED"],
     ),
     (
         "message-type-changed",
@@ -189,6 +205,24 @@ def test_message_names_the_field_path() -> None:
         [parse_schema("PROTOBUF", proto("message A { message N { int32 v = 1; } }"))],
     )
     assert "#/p.A.N/v" in message and "new schema" in message
+
+
+def test_a_message_type_from_a_referenced_file_is_compared_field_by_field() -> None:
+    """Confluent's FieldSchemaDiff compares a message type a reference defines, not only its name: a field
+    there turning string -> int32 breaks, int32 -> int64 does not."""
+
+    def parsed(dependency: str) -> Any:
+        main = 'syntax = "proto3"; package a1; import "dep.proto"; message M { a1.dep.D d = 1; int32 x = 2; }'
+        return parse_schema("PROTOBUF", main, {"dep.proto": dependency})
+
+    dep = 'syntax = "proto3"; package a1.dep; message D { string s = 1; int32 n = 2; }'
+    string_to_int = parsed(dep.replace("string s", "int32 s"))
+    widened = parsed(dep.replace("int32 n", "int64 n"))
+    broken = check_compatibility("BACKWARD", string_to_int, [parsed(dep)])
+    assert error_types(broken) == ["FIELD_SCALAR_KIND_CHANGED", "FIELD_NAMED_TYPE_CHANGED"]
+    assert "#/a1.dep.D/s" in broken[0]
+    assert check_compatibility("BACKWARD", widened, [parsed(dep)]) == []
+    assert check_compatibility("FULL", parsed(dep), [parsed(dep)]) == []
 
 
 def test_transitive_levels_see_a_field_number_reused_with_another_type() -> None:

@@ -35,9 +35,39 @@ def test_supported_types_lists_all_three_confluent_names() -> None:
     assert set(supported_types()) >= {"AVRO"}
 
 
-def test_text_is_kept_as_given_unless_normalized() -> None:
+def test_text_is_printed_as_confluent_stores_it_and_normalized_on_request() -> None:
+    """Confluent's registry stores Avro's Java Schema.toString(): compact, Avro's key order, a namespace only
+    where it changes, a primitive without properties by its name, a named type by name after its first use."""
     text = json.dumps(USER, indent=2)
-    assert parse_schema("AVRO", text).text == text
+    assert parse_schema("AVRO", text).text == (
+        '{"type":"record","name":"User","namespace":"com.example","doc":"a user","fields":['
+        '{"name":"id","type":"long"},{"name":"name","type":"string"},'
+        '{"name":"tags","type":{"type":"array","items":"string"},"default":[]},'
+        '{"name":"friend","type":["null","User"],"default":null}]}'
+    )
+    shuffled = {
+        "fields": [{"type": "int", "order": "ignore", "name": "n", "doc": "d", "x-prop": 1}],
+        "aliases": ["Old", "other.Older"],
+        "name": "a.R",
+        "type": "record",
+        "x-record": True,
+    }
+    assert avro(shuffled).text == (
+        '{"type":"record","name":"R","namespace":"a","fields":[{"name":"n","type":"int","doc":"d",'
+        '"order":"ignore","x-prop":1}],"x-record":true,"aliases":["Old","other.Older"]}'
+    )
+    nested = {"type": "record", "name": "a.R", "fields": [
+        {"name": "e", "type": {"type": "enum", "name": "E", "namespace": "b", "symbols": ["X"], "default": "X"}},
+        {"name": "f", "type": {"type": "fixed", "name": "F", "namespace": "", "size": 2}},
+        {"name": "again", "type": "b.E"},
+        {"name": "date", "type": {"type": "int", "logicalType": "date"}},
+    ]}  # fmt: skip
+    assert avro(nested).text == (
+        '{"type":"record","name":"R","namespace":"a","fields":['
+        '{"name":"e","type":{"type":"enum","name":"E","namespace":"b","symbols":["X"],"default":"X"}},'
+        '{"name":"f","type":{"type":"fixed","name":"F","namespace":"","size":2}},'
+        '{"name":"again","type":"b.E"},{"name":"date","type":{"type":"int","logicalType":"date"}}]}'
+    )
     assert parse_schema(None, text).schema_type == "AVRO"
     normalized = parse_schema("AVRO", text, normalize=True).text
     assert json.loads(normalized) == {

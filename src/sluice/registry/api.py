@@ -85,7 +85,11 @@ def _subject(request: web.Request) -> str:
 async def _body(request: web.Request) -> dict[str, Any]:
     raw = await request.read()
     try:
-        body = json.loads(raw) if raw.strip() else None
+        # In the charset the Content-Type names (utf-16, say); without one json finds UTF-8, -16 or -32 itself.
+        text = raw.decode(request.charset) if request.charset else raw
+        body = json.loads(text) if text.strip() else None
+    except LookupError:
+        raise errors.RegistryError(415, 415, f"unknown charset {request.charset!r}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"the request body is not JSON: {exc}") from None
     if not isinstance(body, dict):
@@ -265,7 +269,7 @@ async def list_subjects(request: web.Request) -> web.Response:
     return reply([n for n in names if prefix is None or n.startswith(prefix)])
 
 
-@routes.get("/subjects/{subject}/versions")
+@routes.get("/subjects/{subject:[^/]+}/versions")
 async def list_versions(request: web.Request) -> web.Response:
     subject = _subject(request)
     found = _service(request).state.versions(subject, deleted=_flag(request, "deleted"))
@@ -274,7 +278,7 @@ async def list_versions(request: web.Request) -> web.Response:
     return reply([v.version for v in found])
 
 
-@routes.post("/subjects/{subject}/versions")
+@routes.post("/subjects/{subject:[^/]+}/versions")
 @write_route
 async def register(request: web.Request) -> web.Response:
     subject = _subject(request)
@@ -290,24 +294,24 @@ def _version(request: web.Request) -> SchemaValue:
     return commands.resolve(state, subject, request.match_info["version"], deleted=_flag(request, "deleted"))
 
 
-@routes.get("/subjects/{subject}/versions/{version}")
+@routes.get("/subjects/{subject:[^/]+}/versions/{version}")
 async def get_version(request: web.Request) -> web.Response:
     return reply(commands.schema_answer(_version(request)))
 
 
-@routes.get("/subjects/{subject}/versions/{version}/schema")
+@routes.get("/subjects/{subject:[^/]+}/versions/{version}/schema")
 async def get_version_text(request: web.Request) -> web.Response:
     return web.Response(text=_version(request).schema, content_type=CONTENT_TYPE)
 
 
-@routes.get("/subjects/{subject}/versions/{version}/referencedby")
+@routes.get("/subjects/{subject:[^/]+}/versions/{version}/referencedby")
 async def referenced_by(request: web.Request) -> web.Response:
     state = _service(request).state
     value = commands.resolve(state, _subject(request), request.match_info["version"], deleted=True)
     return reply(state.referenced_by(value.subject, value.version))
 
 
-@routes.delete("/subjects/{subject}/versions/{version}")
+@routes.delete("/subjects/{subject:[^/]+}/versions/{version}")
 @write_route
 async def delete_version(request: web.Request) -> web.Response:
     subject, version, permanent = (
@@ -322,7 +326,7 @@ async def delete_version(request: web.Request) -> web.Response:
     return reply(answer)
 
 
-@routes.post("/subjects/{subject}")
+@routes.post("/subjects/{subject:[^/]+}")
 async def lookup(request: web.Request) -> web.Response:
     subject = _subject(request)
     wanted = await _schema_request(request)
@@ -333,7 +337,7 @@ async def lookup(request: web.Request) -> web.Response:
     return reply(commands.schema_answer(found))
 
 
-@routes.delete("/subjects/{subject}")
+@routes.delete("/subjects/{subject:[^/]+}")
 @write_route
 async def delete_subject(request: web.Request) -> web.Response:
     subject, permanent = _subject(request), _flag(request, "permanent")
@@ -426,7 +430,7 @@ def _subject_setting(
     raise missing
 
 
-@routes.get("/config/{subject}")
+@routes.get("/config/{subject:[^/]+}")
 async def get_subject_config(request: web.Request) -> web.Response:
     state = _service(request).state
     missing = errors.no_subject_config(_subject(request))
@@ -445,7 +449,7 @@ async def put_global_config(request: web.Request) -> web.Response:
     return reply(await service.write(lambda: commands.set_config(service.state, None, level)))
 
 
-@routes.put("/config/{subject}")
+@routes.put("/config/{subject:[^/]+}")
 @write_route
 async def put_subject_config(request: web.Request) -> web.Response:
     subject, level, service = _subject(request), await _level_from(request), _service(request)
@@ -459,7 +463,7 @@ async def delete_global_config(request: web.Request) -> web.Response:
     return reply(await service.write(lambda: commands.delete_config(service.state, None)))
 
 
-@routes.delete("/config/{subject}")
+@routes.delete("/config/{subject:[^/]+}")
 @write_route
 async def delete_subject_config(request: web.Request) -> web.Response:
     subject, service = _subject(request), _service(request)
@@ -474,7 +478,7 @@ async def get_global_mode(request: web.Request) -> web.Response:
     return reply({"mode": _service(request).state.mode_of(None)})
 
 
-@routes.get("/mode/{subject}")
+@routes.get("/mode/{subject:[^/]+}")
 async def get_subject_mode(request: web.Request) -> web.Response:
     state = _service(request).state
     return _subject_setting(
@@ -489,7 +493,7 @@ async def put_global_mode(request: web.Request) -> web.Response:
     return reply(await service.write(lambda: commands.set_mode(service.state, None, mode, force=force)))
 
 
-@routes.put("/mode/{subject}")
+@routes.put("/mode/{subject:[^/]+}")
 @write_route
 async def put_subject_mode(request: web.Request) -> web.Response:
     subject, service = _subject(request), _service(request)
@@ -497,7 +501,7 @@ async def put_subject_mode(request: web.Request) -> web.Response:
     return reply(await service.write(lambda: commands.set_mode(service.state, subject, mode, force=force)))
 
 
-@routes.delete("/mode/{subject}")
+@routes.delete("/mode/{subject:[^/]+}")
 @write_route
 async def delete_subject_mode(request: web.Request) -> web.Response:
     subject, service = _subject(request), _service(request)
@@ -518,11 +522,11 @@ async def _compatibility(request: web.Request, version: str | None) -> web.Respo
     return reply(answer)
 
 
-@routes.post("/compatibility/subjects/{subject}/versions/{version}")
+@routes.post("/compatibility/subjects/{subject:[^/]+}/versions/{version}")
 async def compatibility_with_version(request: web.Request) -> web.Response:
     return await _compatibility(request, request.match_info["version"])
 
 
-@routes.post("/compatibility/subjects/{subject}/versions")
+@routes.post("/compatibility/subjects/{subject:[^/]+}/versions")
 async def compatibility_with_subject(request: web.Request) -> web.Response:
     return await _compatibility(request, None)

@@ -8,7 +8,7 @@ again on the newer state.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sluice.registry import errors, records
@@ -75,8 +75,30 @@ def schema_answer(value: SchemaValue) -> dict[str, Any]:
     return _answer(value)
 
 
+LATEST_REFERENCE = -1
+
+
+def with_latest_references(state: RegistryState, request: RegisterRequest) -> RegisterRequest:
+    """The request with each reference of version -1 naming its subject's latest version, as Confluent's
+    registry resolves (and stores) them; a subject with no live version is 42201."""
+    if all(ref.version != LATEST_REFERENCE for ref in request.references):
+        return request
+    resolved = []
+    for ref in request.references:
+        if ref.version == LATEST_REFERENCE:
+            latest = state.latest(ref.subject)
+            if latest is None:
+                raise errors.invalid_schema(
+                    f"reference {ref.name!r} names the latest version of subject '{ref.subject}', which has none"
+                )
+            ref = Reference(ref.name, ref.subject, latest.version)
+        resolved.append(ref)
+    return replace(request, references=tuple(resolved))
+
+
 def register(state: RegistryState, catalog: Catalog, subject: str, request: RegisterRequest) -> Plan:
     mode = _writable(state, subject)
+    request = with_latest_references(state, request)
     importing = mode == "IMPORT"
     if request.schema_id is not None and not importing:
         raise errors.not_permitted(f"Subject '{subject}' is not in import mode: a schema id cannot be given")
@@ -145,6 +167,7 @@ def lookup(
 ) -> SchemaValue:
     if not state.versions(subject, deleted=deleted):
         raise errors.subject_not_found(subject)
+    request = with_latest_references(state, request)
     parsed = catalog.parse_request(request.schema_type, request.schema, request.references, request.normalize)
     found = catalog.find_in_subject(subject, parsed.fingerprint, normalize=request.normalize, deleted=deleted)
     if found is None:
@@ -307,10 +330,29 @@ def check(
     state: RegistryState, catalog: Catalog, subject: str, version: str | None, request: RegisterRequest
 ) -> list[str]:
     """Problems registering `request` in `subject` would meet: against one version, or (None) the level's set."""
+    request = with_latest_references(state, request)
     parsed = catalog.parse_request(request.schema_type, request.schema, request.references, request.normalize)
     level = state.level(subject)
-    existing = state.versions(subject) if version is None else [resolve(state, subject, version)]
-    return check_compatibility(level, parsed, catalog.parsed_versions(existing))
+    return check_compatibility(
+        level, parsed, catalog.parsed_versions(_checked_against(state, subject, version))
+    )
+
+
+def _checked_against(state: RegistryState, subject: str, version: str | None) -> list[SchemaValue]:
+    """What a compatibility check compares with, as Confluent's CompatibilityResource finds it: the live
+    versions (none for a missing subject), or the one named: "latest" of a missing subject is none (the
+    check passes), a numbered version missing or soft-deleted is 40402 whether or not the subject exists."""
+    if version is None:
+        return state.versions(subject)
+    wanted = parse_version(version)
+    if wanted == "latest":
+        latest = state.latest(subject)
+        return [] if latest is None else [latest]
+    assert isinstance(wanted, int)
+    found = state.version(subject, wanted)
+    if found is None or found.deleted:
+        raise errors.version_not_found(wanted)
+    return [found]
 
 
 def list_schemas(

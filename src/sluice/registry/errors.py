@@ -104,10 +104,11 @@ def not_permitted(message: str) -> RegistryError:
 
 
 def reference_exists(subject: str, version: int) -> RegistryError:
+    """Confluent's words (RestReferenceExistsException, naming the SchemaKey as Java prints it)."""
     return RegistryError(
         422,
         42206,
-        f"Subject '{subject}' version {version} is referenced by other schemas; delete those first",
+        f"One or more references exist to the schema {{magic=1,keytype=SCHEMA,subject={subject},version={version}}}.",
     )
 
 

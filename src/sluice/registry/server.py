@@ -14,6 +14,7 @@ from pathlib import Path
 from aiohttp import web
 
 from sluice.registry.api import SERVICE, SESSION, error_middleware, error_reply, forwarding_session, routes
+from sluice.registry.media import negotiation
 from sluice.registry.service import RegistryService, RegistrySettings
 from sluice.security.http_auth import ClientAuth, client_auth_from
 
@@ -126,8 +127,10 @@ async def start_registry(
     tls = security.ssl_context()
     service = RegistryService(settings)
     middlewares = [error_middleware]
-    if security.auth is not None and security.auth.enabled:
+    authenticated = security.auth is not None and security.auth.enabled
+    if authenticated:
         middlewares.append(auth_middleware(security.auth))
+    middlewares.append(negotiation(error_reply))
     app = web.Application(client_max_size=settings.max_request_bytes, middlewares=middlewares)
     app.add_routes(routes)
     app[SERVICE] = service
@@ -146,7 +149,7 @@ async def start_registry(
         await runner.cleanup()
         raise
     bound = _bound_port(site) or port
-    if host not in ("127.0.0.1", "::1", "localhost") and not middlewares[1:]:
+    if host not in ("127.0.0.1", "::1", "localhost") and not authenticated:
         log.warning(
             "the registry listens on %s without credentials: anyone who reaches it can change schemas", host
         )

@@ -92,6 +92,10 @@ def create_rest_app(
         ("GET", _INSTANCE + "/records", v2_consumers.records),
         ("POST", _INSTANCE + "/offsets", v2_consumers.commit),
         ("GET", _INSTANCE + "/offsets", v2_consumers.committed),
+    ]
+    # Confluent's (Jersey's) v2 paths match with a trailing slash too: the same call, no redirect.
+    routes += [(method, path + "/", handler) for method, path, handler in routes]
+    routes += [
         *v3_configs.ROUTES,  # first: its topics/-/configs and brokers/-/configs are no topic or broker
         *v3_topics.ROUTES,
         *v3_partitions.ROUTES,

@@ -178,17 +178,22 @@ def produce_format(request: web.Request) -> str:
     return found
 
 
-def check_v2_content_type(request: web.Request) -> None:
-    """Bodies of the consumer and metadata calls are application/vnd.kafka.v2+json (or plain JSON)."""
+# Confluent's consumer resource takes and answers every embedded format's type besides the plain v2 one
+# (its @Consumes/@Produces), so a client may send one content type with all its calls.
+EMBEDDED_TYPES = frozenset(f"application/vnd.kafka.{fmt}.v2+json" for fmt in EMBEDDED_FORMATS)
+ANY_EMBEDDED = "*"
+_V2_BODY_TYPES = frozenset(
+    {V2_JSON, "application/vnd.kafka+json", "application/json", "application/octet-stream"}
+)
+
+
+def check_v2_content_type(request: web.Request, *, embedded: bool = False) -> None:
+    """Bodies of the consumer and metadata calls are application/vnd.kafka.v2+json (or plain JSON); the
+    consumer calls (`embedded`) also take application/vnd.kafka.<format>.v2+json, as Confluent's do."""
     if not request.body_exists:
         return
     content_type = request.content_type.lower()
-    if content_type not in (
-        V2_JSON,
-        "application/vnd.kafka+json",
-        "application/json",
-        "application/octet-stream",
-    ):
+    if content_type not in _V2_BODY_TYPES and not (embedded and content_type in EMBEDDED_TYPES):
         raise RestError(415, 415, f"unsupported Content-Type {content_type!r}: expected {V2_JSON}")
 
 
@@ -198,10 +203,13 @@ _ALWAYS_ACCEPTABLE = frozenset(
 
 
 def acceptable(header: str, embedded: str | None = None) -> bool:
-    """Whether an Accept header allows the answer (a v2 JSON type, or the embedded one asked for)."""
+    """Whether an Accept header allows the answer (a v2 JSON type, or the embedded one asked for; any
+    embedded format's for ANY_EMBEDDED)."""
     types = _media_types(header)
     if not types.isdisjoint(_ALWAYS_ACCEPTABLE):
         return True
+    if embedded == ANY_EMBEDDED:
+        return not types.isdisjoint(EMBEDDED_TYPES)
     return embedded is not None and f"application/vnd.kafka.{embedded}.v2+json" in types
 
 

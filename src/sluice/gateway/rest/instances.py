@@ -59,8 +59,15 @@ MAX_INSTANCES = 1_000
 FETCH_BATCH = 5_000
 POLL_SLICE_SECONDS = 0.5
 CLOSE_TIMEOUT_SECONDS = 10.0
+# How long GET .../subscription waits for the topic list a pattern subscription is matched against.
+MATCH_TIMEOUT_SECONDS = 10.0
+# What a pattern never matches (the Java consumer's exclude.internal.topics=true).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 _SUBSCRIPTION_CONFLICT = 40903
+# What Confluent's proxy answers (40903, "Illegal state: " and the Java consumer's IllegalStateException) when a
+# consumer subscribed or assigned one way is asked to take its partitions another way.
+_MIXED_SUBSCRIPTION = "Illegal state: Subscription to topics, partitions and pattern are mutually exclusive"
 
 
 @dataclass
@@ -346,10 +353,8 @@ class ConsumerInstances:
                 instance.last_used = time.monotonic()
 
     async def subscribe(self, instance: ConsumerInstance, topics: list[str], pattern: str) -> None:
-        if instance.assigned:
-            raise RestError(
-                409, _SUBSCRIPTION_CONFLICT, "the instance has manual assignments: unassign first"
-            )
+        if instance.assigned or (instance.pattern and topics) or (instance.topics and pattern):
+            raise RestError(409, _SUBSCRIPTION_CONFLICT, _MIXED_SUBSCRIPTION)
 
         def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
             instance.drop_buffered({(p.topic, p.partition) for p in partitions})
@@ -365,6 +370,19 @@ class ConsumerInstances:
 
         await self.run(instance, subscribe, "subscribe")
 
+    async def subscription(self, instance: ConsumerInstance) -> list[str]:
+        """The subscribed topics: those named, or (as Java's KafkaConsumer.subscription() after a pattern
+        subscribe) the topics the pattern now matches whole, internal ones left out."""
+        if not instance.pattern:
+            return list(instance.topics)
+        pattern = re.compile(instance.pattern)
+
+        def matched() -> list[str]:
+            topics = instance.consumer.list_topics(timeout=MATCH_TIMEOUT_SECONDS).topics
+            return sorted(t for t in topics if pattern.fullmatch(t) and t not in INTERNAL_TOPICS)
+
+        return await self.run(instance, matched, "subscription")
+
     async def unsubscribe(self, instance: ConsumerInstance) -> None:
         def unsubscribe() -> None:
             instance.consumer.unsubscribe()
@@ -375,7 +393,7 @@ class ConsumerInstances:
 
     async def assign(self, instance: ConsumerInstance, partitions: list[tuple[str, int]]) -> None:
         if instance.topics or instance.pattern:
-            raise RestError(409, _SUBSCRIPTION_CONFLICT, "the instance is subscribed: unsubscribe first")
+            raise RestError(409, _SUBSCRIPTION_CONFLICT, _MIXED_SUBSCRIPTION)
 
         def assign() -> None:
             instance.drop_buffered()
@@ -398,10 +416,13 @@ class ConsumerInstances:
             held = {(tp.topic, tp.partition) for tp in instance.consumer.assignment()}
             missing = [(t, p) for t, p, _ in positions if (t, p) not in held]
             if missing:
+                # Java's consumer.seek() on a partition it does not hold: IllegalStateException, which
+                # Confluent's proxy answers 409/40903 in the consumer's words.
+                topic, partition = missing[0]
                 raise RestError(
                     409,
-                    40904,
-                    f"partitions not assigned to this instance: {', '.join(f'{t}-{p}' for t, p in missing)}",
+                    _SUBSCRIPTION_CONFLICT,
+                    f"Illegal state: No current assignment for partition {topic}-{partition}",
                 )
             instance.drop_buffered({(t, p) for t, p, _ in positions})
             if instance.assigned:

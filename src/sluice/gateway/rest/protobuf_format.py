@@ -2,22 +2,21 @@
 
 The message class comes from the registered .proto text and the texts it imports (its references, fetched from
 the registry), compiled by the registry's own schema code; a record is the first message of the schema (message
-index [0]), given and returned as protobuf's JSON mapping with the field names of the .proto file.
+index [0]), given in protobuf's JSON mapping (either field name) and returned as Confluent's consumers print it:
+JSON names, fields at their default value included.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.protobuf import json_format
 
 from sluice.registry.formats import parse_schema, protobuf_message_class
+from sluice.registry.formats.protobuf import imports_of, is_bundled
 
 MAGIC = b"\x00"
-# The imports of a .proto text; the well-known types (google/protobuf/...) come with protobuf itself.
-_IMPORT = re.compile(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', re.MULTILINE)
 # Confluent's message-index array for the first message: a count of zero, meaning [0].
 FIRST_MESSAGE = b"\x00"
 
@@ -53,8 +52,9 @@ def message_indexes(data: bytes, position: int) -> tuple[list[int], int]:
 
 
 def registered_imports(text: str) -> list[str]:
-    """The files a .proto text imports that must come from the registry (as references), in order."""
-    return [name for name in dict.fromkeys(_IMPORT.findall(text)) if not name.startswith("google/protobuf/")]
+    """The files a .proto text imports that must come from the registry (as references), in order: all but
+    the well-known types and the google/type files the registry bundles, as Confluent's does."""
+    return [name for name in imports_of(text) if not is_bundled(name)]
 
 
 class ProtobufCodec:
@@ -88,4 +88,6 @@ class ProtobufCodec:
         indexes, position = message_indexes(data, 5)
         message = protobuf_message_class(self._schema(schema_id), indexes)()
         message.ParseFromString(data[position:])
-        return json_format.MessageToDict(message, preserving_proto_field_name=True)
+        # As Confluent's consumers print a record (ProtobufSchemaUtils.toJson): fields at their default value
+        # included, by their JSON names (lowerCamelCase).
+        return json_format.MessageToDict(message, always_print_fields_with_no_presence=True)

@@ -23,23 +23,65 @@ from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegis
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
+from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
 from sluice.registry.formats import InvalidSchemaError
 from sluice.registry.formats.parsed import MAX_REFERENCES
 
+from . import avro_json
 from .errors import KEY_SCHEMA_MISSING, RECORD_CONVERSION_FAILED, VALUE_SCHEMA_MISSING, RestError, kafka_error
 from .protobuf_format import ProtobufCodec, registered_imports
 
 SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
 INVALID_SCHEMA = 42205
+SCHEMA_LOOKUP_FAILED = 42207
 Encoder = Callable[[Any], bytes | None]
 
 
+def schema_id_of(given: Any, name: str) -> int:
+    """A schema id as Confluent's REST Proxy reads one (Jackson's Integer): a JSON integer, or a string
+    holding one ("1")."""
+    if (
+        isinstance(given, str)
+        and given.strip().lstrip("+-").isascii()
+        and given.strip().lstrip("+-").isdigit()
+    ):
+        given = int(given)
+    if not isinstance(given, int) or isinstance(given, bool) or not 0 < given < 2**31:
+        raise RestError(422, 422, f"{name} must be a positive integer (an int32)")
+    return given
+
+
+def _lookup_failed(exc: SchemaRegistryError, what: str, subject: str) -> RestError:
+    """The registry refused the serializer's look-up of the schema under its subject: 42207, as Confluent's
+    proxy answers "Error when fetching schema version" (a schema id registered under another subject)."""
+    if exc.http_status_code >= 500:
+        return kafka_error(f"{what}: schema registry answered {exc.http_status_code}: {exc.error_message}")
+    return RestError(
+        422, SCHEMA_LOOKUP_FAILED, f"{what}: not found under subject {subject!r}: {exc.error_message}"
+    )
+
+
+class RecordMismatch(ValueError):
+    """A record that is not its schema's JSON encoding; the message says where and why."""
+
+
+def _reason(exc: Exception) -> str:
+    """Why a record could not be serialized, in the serializer's words where they are about the data; a
+    Python error from inside a library (AttributeError, KeyError, ...) says nothing to the caller."""
+    if isinstance(exc, (ValueError, SerializationError)) and str(exc):
+        return str(exc)
+    return "it is not in the JSON form its schema needs"
+
+
 def registry_error(exc: Exception, what: str) -> RestError:
+    """A registry failure: a schema it calls invalid is 42205 (Confluent's invalidSchemaException); any other
+    refusal (an unknown id or subject, an incompatible schema) 42207, as Confluent's proxy answers a failed
+    registry call (Errors.messageSerializationException); no answer, or a 5xx, is 500/50002."""
     if isinstance(exc, SchemaRegistryError):
         if 400 <= exc.http_status_code < 500:
-            return RestError(422, INVALID_SCHEMA, f"{what}: {exc.error_message}")
+            code = INVALID_SCHEMA if exc.http_status_code == 422 else SCHEMA_LOOKUP_FAILED
+            return RestError(422, code, f"{what}: {exc.error_message}")
         return kafka_error(f"{what}: schema registry answered {exc.http_status_code}: {exc.error_message}")
     return kafka_error(f"{what}: schema registry unreachable: {exc}")
 
@@ -64,6 +106,7 @@ class SchemaFormats:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         self._encoders: dict[tuple[str, str, int], Encoder] = {}
         self._avro_schemas: dict[int, Any] = {}
+        self._avro_named: dict[int, dict[str, Any]] = {}
         self._protobuf = ProtobufCodec(self._schema_text)
         self._decoders: dict[str, Callable[[bytes, SerializationContext], Any]] = {}
 
@@ -71,9 +114,7 @@ class SchemaFormats:
     def _schema_id(self, fmt: str, topic: str, field: str, body: dict[str, Any]) -> int | None:
         text, given_id = body.get(f"{field}_schema"), body.get(f"{field}_schema_id")
         if given_id is not None:
-            if not isinstance(given_id, int) or isinstance(given_id, bool) or given_id <= 0:
-                raise RestError(422, 422, f"{field}_schema_id must be a positive integer")
-            return given_id
+            return schema_id_of(given_id, f"{field}_schema_id")
         if text is None:
             return None
         if not isinstance(text, str):
@@ -133,6 +174,19 @@ class SchemaFormats:
         cached = self._encoders.get((fmt, subject, schema_id))
         if cached is not None:
             return cached
+        try:
+            schema = self.client.get_schema(schema_id)
+        except Exception as exc:
+            raise registry_error(exc, f"{field}_schema_id {schema_id}") from None
+        registered_type = schema.schema_type or "AVRO"
+        if registered_type != SCHEMA_TYPES[fmt]:
+            # Confluent's proxy casts the schema to the format's and fails with a 500; a 4xx says what is wrong.
+            raise RestError(
+                422,
+                INVALID_SCHEMA,
+                f"{field}_schema_id {schema_id} is a {registered_type} schema: the {fmt} format needs a "
+                f"{SCHEMA_TYPES[fmt]} one",
+            )
         if fmt == "protobuf":
             try:
                 encode_protobuf = self._protobuf.encoder(schema_id)
@@ -142,10 +196,6 @@ class SchemaFormats:
                 raise registry_error(exc, f"{field}_schema_id {schema_id}") from None
             self._encoders[(fmt, subject, schema_id)] = encode_protobuf
             return encode_protobuf
-        try:
-            schema = self.client.get_schema(schema_id)
-        except Exception as exc:
-            raise registry_error(exc, f"{field}_schema_id {schema_id}") from None
         conf = {
             "auto.register.schemas": False,
             "use.schema.id": schema_id,
@@ -160,8 +210,12 @@ class SchemaFormats:
                 )
             # Records arrive in Avro's JSON encoding (a union value is {"type": value}), as Confluent's take them.
             parsed = self._avro_schema(schema_id)
+            named = self._avro_named[schema_id]
 
             def from_avro_json(value: Any, _: SerializationContext) -> Any:
+                problem = avro_json.mismatch(parsed, value, named)
+                if problem is not None:
+                    raise RecordMismatch(problem)
                 return next(fastavro.json_reader(io.StringIO(json.dumps(value)), parsed))
 
             serializer = AvroSerializer(self.client, schema, to_dict=from_avro_json, conf=conf)
@@ -197,11 +251,13 @@ class SchemaFormats:
                     continue
                 try:
                     pair.append(encoder(value))
-                except Exception as exc:  # fastavro / jsonschema say why the record does not fit
+                except SchemaRegistryError as exc:  # the serializer's own look-up of the schema's version
+                    raise _lookup_failed(exc, f"{field}_schema_id {ids[field]}", f"{topic}-{field}") from None
+                except Exception as exc:  # fastavro / jsonschema / protobuf say why the record does not fit
                     raise RestError(
                         422,
                         RECORD_CONVERSION_FAILED,
-                        f"records[{index}].{field} does not match its schema: {exc}",
+                        f"records[{index}].{field} does not match its schema: {_reason(exc)}",
                     ) from None
             encoded.append((pair[0], pair[1]))
         return encoded, ids["key"], ids["value"]
@@ -216,8 +272,9 @@ class SchemaFormats:
         parsed = self._avro_schemas.get(schema_id)
         if parsed is None:
             text = self.client.get_schema(schema_id).schema_str
-            parsed = fastavro.parse_schema(json.loads(text))
-            self._avro_schemas[schema_id] = parsed
+            named: dict[str, Any] = {}
+            parsed = fastavro.parse_schema(json.loads(text), named_schemas=named)
+            self._avro_schemas[schema_id], self._avro_named[schema_id] = parsed, named
         return parsed
 
     # -- consuming -------------------------------------------------------------

@@ -14,6 +14,7 @@ from aiohttp import web
 from ..query import bounded_int
 from .context import context_of
 from .errors import (
+    ANY_EMBEDDED,
     NOT_ACCEPTABLE,
     V2_JSON,
     RestError,
@@ -38,9 +39,13 @@ def _no_content() -> web.Response:
     return web.Response(status=_NO_CONTENT)
 
 
+def _check_accept(request: web.Request) -> None:
+    check_accept(request, ANY_EMBEDDED)
+
+
 async def _body(request: web.Request, *, required: bool = True) -> dict[str, Any] | None:
-    check_v2_content_type(request)
-    check_accept(request)
+    check_v2_content_type(request, embedded=True)
+    _check_accept(request)
     document = await read_json(request, required=required)
     return None if document is None else require_object(document)
 
@@ -92,7 +97,7 @@ async def create(request: web.Request) -> web.StreamResponse:
 
 
 async def delete(request: web.Request) -> web.StreamResponse:
-    check_accept(request)
+    _check_accept(request)
     await context_of(request).instances.delete(request.match_info["group"], request.match_info["instance"])
     return _no_content()
 
@@ -102,8 +107,10 @@ async def subscribe(request: web.Request) -> web.StreamResponse:
     body = await _body(request)
     assert body is not None
     topics, pattern = body.get("topics"), body.get("topic_pattern")
-    if (topics is None) == (pattern is None):
-        raise unprocessable("give exactly one of topics and topic_pattern")
+    if topics is None and pattern is None:
+        raise unprocessable("give topics or topic_pattern")
+    if topics is not None:
+        pattern = None  # as Confluent's KafkaConsumerState: topics, when given, are what is subscribed
     if topics is not None and (
         not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics)
     ):
@@ -120,13 +127,13 @@ async def subscribe(request: web.Request) -> web.StreamResponse:
 
 
 async def subscription(request: web.Request) -> web.StreamResponse:
-    check_accept(request)
-    instance = _instance(request)
-    return json_response({"topics": list(instance.topics)})
+    _check_accept(request)
+    topics = await context_of(request).instances.subscription(_instance(request))
+    return json_response({"topics": topics})
 
 
 async def unsubscribe(request: web.Request) -> web.StreamResponse:
-    check_accept(request)
+    _check_accept(request)
     await context_of(request).instances.unsubscribe(_instance(request))
     return _no_content()
 
@@ -140,7 +147,7 @@ async def assign(request: web.Request) -> web.StreamResponse:
 
 
 async def assignments(request: web.Request) -> web.StreamResponse:
-    check_accept(request)
+    _check_accept(request)
     held = await context_of(request).instances.assignment(_instance(request))
     return json_response({"partitions": [{"topic": t, "partition": p} for t, p in held]})
 
@@ -302,7 +309,8 @@ async def commit(request: web.Request) -> web.StreamResponse:
     body = await _body(request, required=False)
     offsets = _offsets(body) if body else None
     await context_of(request).instances.commit(instance, offsets)
-    return web.Response(status=200)
+    # Confluent's answer: its CommitOffsetsResponse, a list it never fills.
+    return json_response([])
 
 
 async def committed(request: web.Request) -> web.StreamResponse:

@@ -40,10 +40,23 @@ MAX_PARTITION = 2**31 - 1
 _NO_HEADERS: tuple[tuple[str, bytes], ...] = ()
 
 
+# The fields of Confluent's ProduceRequest and of its records: any other is refused by name (422, as Jackson's
+# unrecognized property is there), never read as a record without a key or value.
+BODY_FIELDS = frozenset({"records", "key_schema", "key_schema_id", "value_schema", "value_schema_id"})
+RECORD_FIELDS = frozenset({"key", "value", "partition"})
+
+
+def check_fields(document: dict[str, Any], known: frozenset[str]) -> None:
+    for name in document:
+        if name not in known:
+            raise unprocessable(f"Unrecognized field: {name}")
+
+
 def parse_records(
     document: Any, fmt: str, fixed_partition: int | None, *, encode: bool = True
 ) -> list[Record]:
     body = require_object(document)
+    check_fields(body, BODY_FIELDS)
     records = body.get("records")
     if not isinstance(records, list) or not records:
         raise unprocessable("records must be a non-empty list")
@@ -53,6 +66,7 @@ def parse_records(
     for index, record in enumerate(records):
         if not isinstance(record, dict):
             raise unprocessable(f"records[{index}] must be an object")
+        check_fields(record, RECORD_FIELDS)
         partition = record.get("partition", fixed_partition) if fixed_partition is None else fixed_partition
         if not _valid_partition(partition):
             raise unprocessable(f"records[{index}].partition must be an integer from 0 to {MAX_PARTITION}")
@@ -63,13 +77,13 @@ def parse_records(
     return parsed
 
 
-class _BinaryRecord(msgspec.Struct):
+class _BinaryRecord(msgspec.Struct, forbid_unknown_fields=True):
     key: bytes | None = None
     value: bytes | None = None
     partition: Annotated[int, msgspec.Meta(ge=0, le=MAX_PARTITION)] | None = None
 
 
-class _BinaryBody(msgspec.Struct):
+class _BinaryBody(msgspec.Struct, forbid_unknown_fields=True):
     records: list[_BinaryRecord]
 
 
@@ -85,7 +99,7 @@ class _BinaryValue(msgspec.Struct, forbid_unknown_fields=True):
     value: bytes
 
 
-class _BinaryValuesBody(msgspec.Struct):
+class _BinaryValuesBody(msgspec.Struct, forbid_unknown_fields=True):
     records: list[_BinaryValue]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
 
+from .avro_text import java_text
 from .parsed import InvalidSchemaError, Parsed, compact_json, load_json
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -52,7 +53,11 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
     except Exception as error:  # fastavro raises many types; the input was already accepted once above
         raise InvalidSchemaError(f"Invalid Avro schema: {error}") from None
     return Parsed(
-        normalized=canonical, identity=canonical, raw=raw, model=AvroModel(root=root, named=model_named)
+        normalized=canonical,
+        identity=canonical,
+        raw=raw,
+        model=AvroModel(root=root, named=model_named),
+        text=java_text(value, referenced),
     )
 
 

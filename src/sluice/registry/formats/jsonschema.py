@@ -93,7 +93,8 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
         for base, ref in _refs(contents, _resource(contents, draft).id() or name, draft):
             model.lookup(model.resolver(base), ref)
     canonical = compact_json(root, sort_keys=True)
-    return Parsed(normalized=canonical, identity=canonical, raw=root, model=model)
+    # Stored as Confluent's JsonSchema.canonicalString writes it: compact, keys in the order given.
+    return Parsed(normalized=canonical, identity=canonical, raw=root, model=model, text=compact_json(root))
 
 
 def draft_of(schema: Any, what: str, default: type[Validator] = DEFAULT_DRAFT) -> type[Validator]:

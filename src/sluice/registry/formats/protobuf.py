@@ -6,8 +6,10 @@ process's stderr, it returns them, so they become the 42201 message. protoc's Py
 generator embeds each file's serialized FileDescriptorProto in the code it returns; we read that literal
 (never execute the code) and load the files, dependencies first, into a DescriptorPool of our own, so two
 schemas defining the same names never meet. The well-known types (google/protobuf/*.proto) come from the
-include directory grpcio-tools ships; a reference of the same name wins over it. A base64 serialized
-FileDescriptorProto (confluent-kafka's ProtobufSerializer registers that) is printed to .proto text first.
+include directory grpcio-tools ships, and the google/type/*.proto files Confluent's ProtobufSchema bundles
+(its KNOWN_DEPENDENCIES) from googleapis-common-protos, which ships them beside its modules; a reference of
+the same name wins over either. A base64 serialized FileDescriptorProto (confluent-kafka's ProtobufSerializer
+registers that) is printed to .proto text first.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import google.type.date_pb2
 import grpc_tools
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FileDescriptor
@@ -35,6 +38,17 @@ from .protobuf_text import has_custom_options, render_file
 
 MAIN_FILE = "schema.proto"
 _WELL_KNOWN_INCLUDE = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+# The google/type files Confluent's registry resolves without a reference (ProtobufSchema.KNOWN_DEPENDENCIES;
+# googleapis-common-protos has more, such as localized_text.proto, which Confluent does not bundle).
+BUNDLED_GOOGLE_TYPES = frozenset(
+    f"google/type/{name}.proto"
+    for name in (
+        "calendar_period", "color", "date", "datetime", "dayofweek", "decimal", "expr", "fraction",
+        "interval", "latlng", "money", "month", "phone_number", "postal_address", "quaternion", "timeofday",
+    )
+)  # fmt: skip
+_GOOGLE_TYPE_DIR = Path(google.type.date_pb2.__file__).parent
+_IMPORT = re.compile(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', re.MULTILINE)
 # protoc's compiler keeps global state (its error collector and source tree) per call: one at a time.
 _COMPILER_LOCK = threading.Lock()
 
@@ -119,11 +133,32 @@ def _check_import_path(name: str) -> None:
         raise InvalidSchemaError(f"Invalid Protobuf schema: {name!r} is not usable as an import path")
 
 
+def imports_of(text: str) -> list[str]:
+    """The files a .proto text imports, in order, each once."""
+    return list(dict.fromkeys(_IMPORT.findall(text)))
+
+
+def is_bundled(name: str) -> bool:
+    """Whether an import resolves without a reference, as in Confluent's registry: the well-known types
+    (google/protobuf/...) and the google/type files it bundles."""
+    return name.startswith("google/protobuf/") or name in BUNDLED_GOOGLE_TYPES
+
+
+def _bundled_types(texts: Mapping[str, str]) -> dict[str, str]:
+    """The bundled google/type files the texts import and do not bring as references, by import name."""
+    wanted = {name for text in texts.values() for name in imports_of(text) if name in BUNDLED_GOOGLE_TYPES}
+    return {
+        name: (_GOOGLE_TYPE_DIR / PurePosixPath(name).name).read_text(encoding="utf-8")
+        for name in sorted(wanted - set(texts))
+    }
+
+
 def _compile(text: str, references: Mapping[str, str]) -> dict[str, descriptor_pb2.FileDescriptorProto]:
     """Schema text -> every FileDescriptorProto it needs, dependencies first, the schema's own last."""
     with tempfile.TemporaryDirectory(prefix="sluice-proto-") as workdir:
         root = Path(workdir)
-        for name, ref_text in {**references, MAIN_FILE: text}.items():
+        texts = {**references, MAIN_FILE: text}
+        for name, ref_text in {**_bundled_types(texts), **texts}.items():
             target = root / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(ref_text, encoding="utf-8")

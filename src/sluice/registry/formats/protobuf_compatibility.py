@@ -4,8 +4,11 @@ Fields match by number. A field either side lacks is skipped by the reader (its 
 so adding and removing optional fields pass both ways; what breaks:
 - a message type of the writer's file missing from the reader's (data framed with its index cannot be read);
 - the package changing (every full name changes);
-- a field's kind changing between scalar, enum and message, or its message/enum type being another one;
-- a scalar type changing outside its wire-compatible group: {int32, uint32, int64, uint64, bool},
+- a field's kind changing between scalar and message, or its message type being another one (by its name
+  within its package); a message type both sides take from a referenced file is compared field by field too,
+  as Confluent's FieldSchemaDiff does (a change there that breaks is reported with FIELD_NAMED_TYPE_CHANGED);
+- a scalar type changing outside its wire-compatible group: {int32, uint32, int64, uint64, bool, any enum}
+  (an enum is a varint, so int32 -> enum and one enum -> another pass, as in Confluent's ScalarKind),
   {sint32, sint64}, {fixed32, sfixed32}, {fixed64, sfixed64}; a string read as bytes (not the reverse: a
   proto3 string must be UTF-8, bytes need not be); float and double stand alone;
 - a numeric field turning repeated or back (packed data is one length-delimited record; string, bytes and
@@ -28,8 +31,9 @@ from .protobuf_text import scalar_name
 
 _Field = descriptor_pb2.FieldDescriptorProto
 _Message = descriptor_pb2.DescriptorProto
+_ENUM = "enum"
 _WIRE_GROUPS = [
-    {"int32", "uint32", "int64", "uint64", "bool"},
+    {"int32", "uint32", "int64", "uint64", "bool", _ENUM},
     {"sint32", "sint64"},
     {"fixed32", "sfixed32"},
     {"fixed64", "sfixed64"},
@@ -51,11 +55,37 @@ def _messages(prefix: str, messages: list[_Message]) -> Iterator[tuple[str, _Mes
 
 
 def _kind(field: _Field) -> str:
-    if field.type in (_Field.TYPE_MESSAGE, _Field.TYPE_GROUP):
-        return "message"
-    if field.type == _Field.TYPE_ENUM:
-        return "enum"
-    return "scalar"
+    return "message" if field.type in (_Field.TYPE_MESSAGE, _Field.TYPE_GROUP) else "scalar"
+
+
+def _scalar(field: _Field) -> str:
+    return _ENUM if field.type == _Field.TYPE_ENUM else scalar_name(field.type) or ""
+
+
+class _Types:
+    """The message types of a schema and of every file it imports: full name ('.pkg.Outer.Inner') -> the
+    message and the package of the file defining it."""
+
+    def __init__(self, model: ProtobufModel) -> None:
+        self.main = model.file.name
+        self.found: dict[str, tuple[_Message, str, str]] = {}
+        for file in model.files.values():
+            for name, message in _messages(file.package, list(file.message_type)):
+                self.found[f".{name}"] = (message, file.package, file.name)
+
+    def local_name(self, type_name: str) -> str:
+        """The name within its package, as Confluent compares field types (the package is checked apart)."""
+        found = self.found.get(type_name)
+        package = found[1] if found else ""
+        if package and type_name.startswith(f".{package}."):
+            return type_name[len(package) + 2 :]
+        return type_name.lstrip(".")
+
+    def imported(self, type_name: str) -> _Message | None:
+        """The message behind a type name when a referenced file defines it (the main file's are compared
+        on their own)."""
+        found = self.found.get(type_name)
+        return found[0] if found is not None and found[2] != self.main else None
 
 
 def _real_oneof(message: _Message, field: _Field) -> str | None:
@@ -68,6 +98,7 @@ class _Checker:
     def __init__(self, roles: Roles) -> None:
         self.roles = roles
         self.found: list[Problem] = []
+        self.compared: set[tuple[str, str]] = set()  # imported message types compared already (or under way)
 
     def report(self, error_type: str, path: str, description: str) -> None:
         self.found.append(Problem(error_type, path, description, path))
@@ -81,6 +112,7 @@ class _Checker:
                 f"'{writer.file.package}' in the {self.roles.writer} schema",
             )
             return self.found
+        self.reader_types, self.writer_types = _Types(reader), _Types(writer)
         reader_messages = dict(_messages(reader.file.package, list(reader.file.message_type)))
         for name, message in _messages(writer.file.package, list(writer.file.message_type)):
             counterpart = reader_messages.get(name)
@@ -137,7 +169,7 @@ class _Checker:
             )
             return
         if r_kind == "scalar":
-            r_type, w_type = scalar_name(reader.type) or "", scalar_name(writer.type) or ""
+            r_type, w_type = _scalar(reader), _scalar(writer)
             same_group = any(r_type in group and w_type in group for group in _WIRE_GROUPS)
             if r_type != w_type and not same_group and (w_type, r_type) not in _ONE_WAY:
                 self.report(
@@ -147,14 +179,11 @@ class _Checker:
                     f"{self.roles.reader} schema, which do not share a wire encoding",
                 )
                 return
-        elif reader.type_name != writer.type_name:
-            self.report(
-                "FIELD_NAMED_TYPE_CHANGED",
-                path,
-                f"Field {writer.number} is of type '{writer.type_name.lstrip('.')}' in the {self.roles.writer} "
-                f"schema and '{reader.type_name.lstrip('.')}' in the {self.roles.reader} schema",
-            )
+        elif self.reader_types.local_name(reader.type_name) != self.writer_types.local_name(writer.type_name):
+            self._named_type_changed(path, reader, writer)
             return
+        else:
+            self._imported_message(path, reader, writer)
         repeated = (reader.label == _Field.LABEL_REPEATED, writer.label == _Field.LABEL_REPEATED)
         delimited = r_kind == "message" or (scalar_name(reader.type) in _LENGTH_DELIMITED)
         if repeated[0] != repeated[1] and not delimited:
@@ -165,6 +194,33 @@ class _Checker:
                 f"{self.roles.writer} schema and {'repeated' if repeated[0] else 'singular'} in the "
                 f"{self.roles.reader} schema",
             )
+
+    def _named_type_changed(self, path: str, reader: _Field, writer: _Field) -> None:
+        self.report(
+            "FIELD_NAMED_TYPE_CHANGED",
+            path,
+            f"Field {writer.number} is of type '{writer.type_name.lstrip('.')}' in the {self.roles.writer} "
+            f"schema and '{reader.type_name.lstrip('.')}' in the {self.roles.reader} schema",
+        )
+
+    def _imported_message(self, path: str, reader: _Field, writer: _Field) -> None:
+        """A message type of the same name that a referenced file defines (on either side): its fields
+        must be compatible too."""
+        r_message = self.reader_types.found.get(reader.type_name)
+        w_message = self.writer_types.found.get(writer.type_name)
+        if r_message is None or w_message is None:
+            return
+        imported = self.reader_types.imported(reader.type_name) or self.writer_types.imported(
+            writer.type_name
+        )
+        pair = (reader.type_name, writer.type_name)
+        if imported is None or pair in self.compared:
+            return
+        self.compared.add(pair)
+        before = len(self.found)
+        self._message(writer.type_name.lstrip("."), r_message[0], w_message[0])
+        if len(self.found) > before:
+            self._named_type_changed(path, reader, writer)
 
     def _oneofs(
         self,
