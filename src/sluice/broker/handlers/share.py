@@ -219,6 +219,7 @@ def _fetch(
             answer.errors[tp] = DENIED
             continue
         key = SharePartitionKey(request.group_id, topic_id, index)
+        starting = shares.states.get(key) is None
         try:
             data, got = shares.acquire(
                 request.member_id, key, broker.partition(meta.name, index), max_records=records_left,
@@ -233,6 +234,11 @@ def _fetch(
             answer.fetched[tp] = (data, got)
             records_left -= got.count
             bytes_left -= len(data)
+            if starting:
+                # As Kafka's first fetch of a group's partitions: each share-partition starts (loads its
+                # state) on its own, and the fetch answers with the first that has records; the others
+                # start at the member's next fetch. Clients and their tests see that order.
+                break
 
 
 def _lock_ms(broker: Broker, request: Any) -> int:
