@@ -179,3 +179,12 @@ def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
     found = admin.describe_topics(TopicCollection([topic]))[topic].result(30).topic_id
     high, low = found.get_most_significant_bits(), found.get_least_significant_bits()
     return uuid.UUID(int=((high & (2**64 - 1)) << 64) | (low & (2**64 - 1)))
+
+
+def start_offset(bootstrap: str, group: str, topic: str, partition: int = 0) -> int:
+    """The share-partition's start offset as DescribeShareGroupOffsets reports it (-1: not started yet)."""
+    with WireClient.connect(bootstrap) as client:
+        cls = client.request_class("DescribeShareGroupOffsets")
+        response = client.call("DescribeShareGroupOffsets", 1, cls(groups=[cls.DescribeShareGroupOffsetsRequestGroup(
+            group_id=group, topics=[cls.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[partition])])]))
+    return response.groups[0].topics[0].partitions[0].start_offset

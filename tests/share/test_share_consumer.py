@@ -8,7 +8,7 @@ import time
 from collections import Counter
 
 from confluent_kafka import AcknowledgeType
-from share_helpers import drain, produce, quiet_for, set_group_configs, share_consumer
+from share_helpers import drain, produce, quiet_for, set_group_configs, share_consumer, start_offset
 
 from sluice.testing import BrokerProcess
 
@@ -29,7 +29,7 @@ def test_implicit_mode_delivers_every_record_once(share_broker: BrokerProcess, t
     # Accepted (by each next poll, then the commit): a new member of the group gets nothing.
     later = share_consumer(bootstrap, "implicit-g")
     later.subscribe([topic_name])
-    assert quiet_for(later, 1.5) == []
+    assert quiet_for(later, 2.5) == []  # past its first assignment (an interval after it joins) and fetches
     later.close()
 
 
@@ -39,7 +39,12 @@ def test_latest_is_the_default_start(share_broker: BrokerProcess, topic_name: st
     produce(bootstrap, topic_name, 20, prefix="before")
     consumer = share_consumer(bootstrap, "latest-g")
     consumer.subscribe([topic_name])
-    assert quiet_for(consumer, 1.0) == []  # the group starts at the end it saw first
+    got: list[object] = []
+    deadline = time.monotonic() + 15
+    while start_offset(bootstrap, "latest-g", topic_name) != 20:  # its first fetch starts it at the end
+        assert time.monotonic() < deadline, "the share-partition never started"
+        got += list(consumer.poll(0.2))
+    assert got == []
     after = produce(bootstrap, topic_name, 7, prefix="after")
     assert sorted(m.value() for m in drain(consumer, 7)) == sorted(after)
     consumer.close()
