@@ -5,6 +5,7 @@ broker's bounds, group ids of another kind, the in-flight cap, RENEW and the rec
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -208,3 +209,29 @@ def test_list_offsets_v11_has_no_pending_upload_offset(share_broker: BrokerProce
         old = client.call("ListOffsets", 10, cls(replica_id=-1, topics=[cls.ListOffsetsTopic(
             name=topic_name, partitions=[cls.ListOffsetsPartition(partition_index=0, timestamp=-6)])]))
         assert old.topics[0].partitions[0].error_code == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(share_broker: BrokerProcess, topic_name: str) -> None:
+    """KIP-848's v10: topics by id; an id no topic has is UNKNOWN_TOPIC_ID, per partition."""
+    share_broker.create_topic(topic_name)
+    tid = topic_id(share_broker.bootstrap, topic_name)
+    nobody = uuid.UUID(int=12345)
+    group = f"{topic_name}-v10"
+    with WireClient.connect(share_broker.bootstrap) as client:
+        commit_cls = client.request_class("OffsetCommit")
+        commit = client.call("OffsetCommit", 10, commit_cls(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            topics=[commit_cls.OffsetCommitRequestTopic(topic_id=t, partitions=[
+                commit_cls.OffsetCommitRequestPartition(partition_index=0, committed_offset=7)]) for t in (tid, nobody)]))
+        answers = {t.topic_id: t.partitions[0].error_code for t in commit.topics}
+        assert answers == {tid: ErrorCode.NONE, nobody: ErrorCode.UNKNOWN_TOPIC_ID}
+        fetch_cls = client.request_class("OffsetFetch")
+        fetch = client.call("OffsetFetch", 10, fetch_cls(groups=[fetch_cls.OffsetFetchRequestGroup(
+            group_id=group, topics=[fetch_cls.OffsetFetchRequestTopics(topic_id=t, partition_indexes=[0])
+                                    for t in (tid, nobody)])]))
+        got = {t.topic_id: (t.partitions[0].committed_offset, t.partitions[0].error_code)
+               for t in fetch.groups[0].topics}
+        assert got == {tid: (7, ErrorCode.NONE), nobody: (-1, ErrorCode.UNKNOWN_TOPIC_ID)}
+        everything = client.call("OffsetFetch", 10, fetch_cls(groups=[fetch_cls.OffsetFetchRequestGroup(
+            group_id=group, topics=None)]))
+        assert [(t.topic_id, t.partitions[0].committed_offset) for t in everything.groups[0].topics] == [(tid, 7)]
