@@ -264,6 +264,7 @@ class ShareMember:
     def __init__(self, bootstrap: str, group: str, topics: list[str], client_id: str) -> None:
         from confluent_kafka import ShareConsumer
 
+        self.bootstrap, self.group = bootstrap, group
         self.consumer = ShareConsumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -291,6 +292,23 @@ class ShareMember:
         results = self.consumer.commit_sync()
         assert all(error is None for error in results.values()), results
         return taken
+
+    def started(self, topic: str, partitions: int, timeout: float = 15.0) -> None:
+        """Poll (an empty topic) until the group's share-partitions of `topic` have started: their start
+        offsets show in DescribeShareGroupOffsets."""
+        from sluice.client.wire import WireClient
+
+        deadline = time.monotonic() + timeout
+        while True:
+            assert not list(self.consumer.poll(0.2)), "records came before the share-partitions started"
+            with WireClient.connect(self.bootstrap) as client:
+                cls = client.request_class("DescribeShareGroupOffsets")
+                topics = [cls.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=list(range(partitions)))]
+                answer = client.call("DescribeShareGroupOffsets", 1, cls(
+                    groups=[cls.DescribeShareGroupOffsetsRequestGroup(group_id=self.group, topics=topics)]))
+            if all(p.start_offset >= 0 for t in answer.groups[0].topics for p in t.partitions):
+                return
+            assert time.monotonic() < deadline, "the share-partitions never started"
 
     def close(self) -> None:
         self.consumer.close()

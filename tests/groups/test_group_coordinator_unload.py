@@ -15,7 +15,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from group_helpers import committed_offsets
+from tests.groups.group_helpers import committed_offsets
 from tests.transactions.test_txn_faults import fill_below
 
 from sluice.client.wire import WireClient

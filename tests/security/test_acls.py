@@ -348,6 +348,7 @@ def test_a_denied_fetch_answers_empty_records_not_null(secure_broker: SecureBrok
     user = make_user(admin)
     topic = make_topic(admin)
     allow(admin, user, ResourceType.TOPIC, topic, AclOperation.WRITE, AclOperation.DESCRIBE)
+    allow(admin, user, ResourceType.GROUP, f"g-{user}", AclOperation.READ)  # only the topic is denied
     with connect(secure_broker.address("SASL_PLAINTEXT")) as client:
         assert login(client, user, "pw").error_code == 0
         cls = client.request_class("Fetch")

@@ -29,7 +29,9 @@ class _LazyConsole:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(stderr=self._stderr)
+            # soft_wrap: a line naming a group or topic stays one line at any terminal width (scripts grep
+            # it); tables still fit the width.
+            self._console = Console(stderr=self._stderr, soft_wrap=True)
         return getattr(self._console, name)
 
 

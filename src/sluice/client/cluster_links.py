@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from sluice.client.broker_link import BrokerLink, LinkLost
+from sluice.client.secure import SecureConnectError
 from sluice.errors import ErrorCode
 from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codecs
 
@@ -153,7 +154,10 @@ class ClusterLinks:
             link = await BrokerLink.open(
                 *address, self.security, timeout, self.client_id, self.request_timeout
             )
-        except Exception as exc:  # refused, unreachable, or the SASL exchange failed: nothing was sent
+        except SecureConnectError as exc:  # the broker refused the login: trying again changes nothing
+            reason = f"cannot log in to {address[0]}:{address[1]}: {exc}"
+            raise RequestFailed(ErrorCode.SASL_AUTHENTICATION_FAILED, reason, retriable=False) from exc
+        except Exception as exc:  # refused, unreachable: nothing was sent
             reason = f"cannot reach {address[0]}:{address[1]}: {exc or type(exc).__name__}"
             raise RequestFailed(ErrorCode.NETWORK_EXCEPTION, reason, retriable=True) from exc
         self._links[node] = link
