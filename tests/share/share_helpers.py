@@ -19,7 +19,10 @@ from sluice.errors import ErrorCode
 def share_config(directory: Path, **settings: object) -> Path:
     """A broker config file whose record locks may be as short as a second, plus `settings`."""
     path = directory / "broker.yaml"
-    lines = {"group_share_min_record_lock_duration_ms": 1000, "group_initial_rebalance_delay_ms": 0, **settings}
+    # A group's first assignment comes one assignment interval after its first member joins: a fifth of
+    # Kafka's second here, since nearly every test starts a group (tests/coordinator checks the interval).
+    lines = {"group_share_min_record_lock_duration_ms": 1000, "group_initial_rebalance_delay_ms": 0,
+             "group_share_assignment_interval_ms": 200, **settings}
     path.write_text("".join(f"{name}: {value}\n" for name, value in lines.items()))
     return path
 
