@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.storage.damage import DAMAGE_FILE, DamagedRange, read_damage, write_damage
-from sluice.storage.metadata import sync_directory, write_atomically
+from sluice.storage.files import sync_directory, write_atomically
 from sluice.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,

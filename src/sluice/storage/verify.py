@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.storage.damage import DAMAGE_FILE, Damaged, read_damage, scan_segment, write_damage
+from sluice.storage.files import sync_directory
 from sluice.storage.index import OffsetIndex, TimeIndex
-from sluice.storage.metadata import sync_directory
 from sluice.storage.segment import RESERVE_BYTES, FileSegment, reserved_tail, scan_limit
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
