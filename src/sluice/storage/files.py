@@ -15,8 +15,9 @@ except (OSError, AttributeError):
     _libc = None
 
 
-def write_file(path: Path, data: bytes | bytearray | memoryview, *, sync: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_file(path: Path, data: bytes | bytearray | memoryview, mode: int = 0o644, *, sync: bool) -> None:
+    """Write `data` as the whole content of `path` (created with `mode` if missing); fsync it with `sync`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
@@ -32,15 +33,7 @@ def write_atomically(path: Path, data: bytes, mode: int = 0o644, *, sync: bool =
     the caller makes it durable later (`sync_filesystem`), and until then a crash may leave either."""
     temporary = path.with_name(path.name + ".tmp")
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_file(temporary, data, mode, sync=sync)
         os.replace(temporary, path)
     except BaseException:
         # A half-written temporary (ENOSPC) would hold on to the space an operator is trying to free.
