@@ -7,6 +7,7 @@
 - The common one-partition Produce request (sluice.protocol.produce_request) is read in place as the
   generated decoder reads it, and every other shape or damaged body is left to that decoder.
 - An encoded body is framed (size prefix and response header) as `framing.frame` frames it.
+- The batch producer's Produce v3 request is written, and its answer read, as the generated codec does.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from sluice.protocol.framing import frame
 from sluice.protocol.headers import framed_response, read_header_tail, request_header, response_header
 from sluice.protocol.messages import request_codec, response_codec, response_codecs
 from sluice.protocol.primitives import DecodeError
-from sluice.protocol.produce_request import read_one_partition
+from sluice.protocol.produce_answer import read_one_topic_v3
+from sluice.protocol.produce_request import one_topic_v3, read_one_partition
 
 PRODUCE = 0
 RESPONSE = response_codecs(PRODUCE).cls
@@ -309,3 +311,48 @@ def test_a_framed_encoded_body_is_what_frame_writes(api_key: int, flexible: bool
     framed = framed_response(123456, api_key, flexible, body)
     assert b"".join(framed) == b"".join(frame([response_header(123456, api_key, flexible), body]))
     assert len(framed) == (1 if size <= 4096 else 2)  # small answers go out as one buffer
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    acks=st.sampled_from([-1, 1]),
+    timeout_ms=st.integers(0, 2**31 - 1),
+    topic=st.one_of(st.text(min_size=1, max_size=8), st.just("é" * 40)),
+    batches=st.lists(st.tuples(st.integers(0, 2**31 - 1), st.binary(max_size=40)), min_size=1, max_size=4),
+)
+def test_the_batch_producers_request_is_what_the_generated_encoder_writes(
+    acks: int, timeout_ms: int, topic: str, batches: list[tuple[int, bytes]]
+) -> None:
+    codec = request_codec(PRODUCE, 3)
+    Q = codec.cls
+    request = Q(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            Q.TopicProduceData(
+                name=topic, partition_data=[Q.PartitionProduceData(index=p, records=b) for p, b in batches]
+            )
+        ],
+    )
+    assert one_topic_v3(acks, timeout_ms, topic.encode(), batches) == codec.encode(request)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    topic=st.text(min_size=1, max_size=8),
+    answers=st.lists(st.tuples(int32, int16, int64, int64), max_size=4, unique_by=lambda answer: answer[0]),
+)
+def test_the_batch_producers_answer_is_read_as_the_generated_decoder_reads_it(
+    topic: str, answers: list[tuple[int, int, int, int]]
+) -> None:
+    codec = response_codec(PRODUCE, 3)
+    partitions = [
+        PARTITION(index=i, error_code=e, base_offset=b, log_append_time_ms=t) for i, e, b, t in answers
+    ]
+    body = codec.encode(RESPONSE(responses=[TOPIC(name=topic, partition_responses=partitions)]))
+    read = read_one_topic_v3(body, topic.encode(), len(answers))
+    assert read == {p.index: (p.error_code, p.base_offset) for p in partitions}
+    # Another shape (another topic, another partition count) is left to the generated decoder.
+    assert read_one_topic_v3(body, topic.encode() + b"x", len(answers)) is None
+    assert read_one_topic_v3(body, topic.encode(), len(answers) + 1) is None
