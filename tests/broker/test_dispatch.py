@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from sluice.broker.api import Encoded, NoResponse, Respond, RespondWhenDurable
+from sluice.broker.api import NoResponse, Respond, RespondWhenDurable
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dispatch import Close, Dispatched, Dispatcher, build_dispatcher
 from sluice.errors import ErrorCode
+from sluice.protocol.codec import Encoded
 from sluice.protocol.headers import request_header
 from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codec
 from sluice.protocol.records import Record, encode_batch

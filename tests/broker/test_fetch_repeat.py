@@ -16,11 +16,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sluice.broker.api import Preencoded, Respond
+from sluice.broker.api import Respond
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dispatch import Dispatched, build_dispatcher
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
+from sluice.protocol.codec import Preencoded
 from sluice.protocol.fetch_shape import fetch_shape
 from sluice.protocol.headers import request_header
 from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codecs

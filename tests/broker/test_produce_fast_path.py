@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from sluice.broker.api import Encoded, NoResponse, Respond, RespondEncoded, RespondWhenDurable
+from sluice.broker.api import NoResponse, Respond, RespondEncoded, RespondWhenDurable
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dispatch import Dispatched, Dispatcher, build_dispatcher
 from sluice.broker.handlers.produce import refuse_unflushed
 from sluice.errors import ErrorCode
+from sluice.protocol.codec import Encoded
 from sluice.protocol.headers import request_header
 from sluice.protocol.messages import request_codecs, response_codec
 from sluice.protocol.records import Record, encode_batch

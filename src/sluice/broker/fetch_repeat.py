@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sluice.broker.api import Preencoded
 from sluice.broker.fetch_sessions import FetchSession, FetchSessionCache, NameOf
+from sluice.protocol.codec import Preencoded
 
 # How many partitions all kept answers of one broker may name together.
 MAX_PARTITIONS = 50_000

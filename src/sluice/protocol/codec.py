@@ -7,6 +7,7 @@ every version's codec shares them, so handlers see the same attributes whatever 
 
 from __future__ import annotations
 
+import copy
 import operator
 import struct
 from collections.abc import Callable
@@ -157,3 +158,41 @@ class MessageCodecs:
                 raise KeyError(f"{self.message.name} has no version {version}")
             codec = self._versions[version] = VersionCodec(self.message, version, self.classes)
         return codec
+
+
+# ----- answers encoded ahead: bodies a fast path or a kept answer wrote before the shell frames them -----
+
+
+class Encoded:
+    """A response body a fast path encoded at the request's version without building the response, and
+    `build`, which builds that response after all: for what must rewrite an answer before it goes out (a
+    group commit whose fsync failed, sluice.broker.handlers.produce.refuse_unflushed)."""
+
+    __slots__ = ("body", "build")
+
+    def __init__(self, body: bytes, build: Callable[[], Any]) -> None:
+        self.body = body
+        self.build = build
+
+
+class Preencoded:
+    """A response already encoded at `api_version` (the same answer given again): the shell sends `parts`
+    as its body instead of encoding `message`. Setting a throttle time (a quota, KIP-219) gives up the
+    encoding: the shell then encodes a copy of `message` carrying it, and the kept answer stays as it was."""
+
+    __slots__ = ("api_version", "message", "parts")
+
+    def __init__(self, message: Any, api_version: int, parts: list[bytes]) -> None:
+        self.message = message
+        self.api_version = api_version
+        self.parts = parts
+
+    @property
+    def throttle_time_ms(self) -> int:
+        return int(self.message.throttle_time_ms)
+
+    @throttle_time_ms.setter
+    def throttle_time_ms(self, value: int) -> None:
+        self.message = copy.copy(self.message)
+        self.message.throttle_time_ms = value
+        self.parts = []

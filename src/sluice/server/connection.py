@@ -14,18 +14,10 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sluice.broker.api import (
-    Encoded,
-    NoResponse,
-    Parked,
-    Preencoded,
-    Respond,
-    RespondEncoded,
-    RespondWhenData,
-    RespondWhenDurable,
-)
+from sluice.broker.api import NoResponse, Parked, Respond, RespondEncoded, RespondWhenData, RespondWhenDurable
 from sluice.broker.dispatch import Close
 from sluice.errors import ProtocolError
+from sluice.protocol.codec import Encoded, Preencoded
 from sluice.protocol.fetch_shape import FetchShape
 from sluice.protocol.framing import FrameBuffer, coalesce, frame
 from sluice.protocol.headers import framed_response, response_header
