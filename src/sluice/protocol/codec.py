@@ -15,10 +15,21 @@ from typing import Any
 
 from sluice.protocol import primitives as p
 from sluice.protocol.codegen import Generator, natural_default, walk_structs
+from sluice.protocol.headers import API_VERSIONS_KEY, CONTROLLED_SHUTDOWN_KEY, HEADER_FIXED
 from sluice.protocol.produce_answer import produce_response_encoder
 from sluice.protocol.schema import MessageDef
 
 _MISSING_ARG: Any = object()
+Part = bytes | bytearray | memoryview
+# An answer up to this size is joined into one buffer with its size prefix: copying a few hundred bytes costs
+# less than handing the transport a dozen small parts. Bigger ones (fetch responses carrying record batches)
+# keep their parts, so the batches are never copied on the way out.
+JOIN_FRAME_BYTES = 4 * 1024
+_INT16 = struct.Struct(">h")
+_CORRELATION = struct.Struct(">i")
+# An answer's size prefix and header in one: size, correlation id (and no tagged fields, in header v1).
+_FRAME_HEAD = struct.Struct(">ii")
+_TAGGED_FRAME_HEAD = struct.Struct(">iiB")
 # Hand-written encoders for the commonest answers, by message: (version, generated encoder, classes) -> the
 # encoder to use, which hands every shape it does not special-case to the generated one.
 SPECIAL_ENCODERS = {"ProduceResponse": produce_response_encoder}
@@ -76,15 +87,18 @@ def build_classes(message: MessageDef) -> dict[str, type[Message]]:
 
 
 class VersionCodec:
-    """Encoder and decoder of one message at one version."""
+    """Encoder and decoder of one message at one version; for a request, how it is read with its header, and
+    for a response, how it is framed with its header (`read_request`, `frame`)."""
 
     __slots__ = (
+        "client_id_in_header",
         "cls",
         "decode_root",
         "encode_root",
         "flexible",
         "generated_encode_root",
         "message",
+        "tagged_header",
         "version",
     )
 
@@ -92,6 +106,12 @@ class VersionCodec:
         self.message = message
         self.version = version
         self.flexible = version in message.flexible
+        # Kafka's header versions (ApiMessageType.requestHeaderVersion, responseHeaderVersion): the headers of
+        # flexible versions end in tagged fields, except ApiVersions answers (header v0, so that a client can
+        # read the answer before it knows what the broker speaks); ControlledShutdown v0 has no client id.
+        answers_api_versions = message.api_key == API_VERSIONS_KEY and message.name.endswith("Response")
+        self.tagged_header = self.flexible and not answers_api_versions
+        self.client_id_in_header = not (message.api_key == CONTROLLED_SHUTDOWN_KEY and version == 0)
         self.cls = classes[message.root.name]
         gen = Generator(message, version)
         for struct_def in walk_structs(message.root, {}).values():
@@ -132,6 +152,71 @@ class VersionCodec:
             raise
         except (IndexError, struct.error, UnicodeDecodeError, ValueError, OverflowError) as exc:
             raise p.DecodeError(f"malformed {self.message.name} v{self.version}: {exc}") from exc
+
+    def read_header(self, frame: p.Buffer) -> tuple[str | None, int]:
+        """The rest of a request's header: its client id (None in header v0, or when the client sent none) and
+        where the body starts. The first fields (api key, version, correlation id: HEADER_FIXED) are read by
+        whoever chose this codec."""
+        pos = HEADER_FIXED.size
+        client_id = None
+        if not self.client_id_in_header:
+            return client_id, pos
+        try:
+            (length,) = _INT16.unpack_from(frame, pos)
+            end = pos + 2 + length
+            if length >= 0 and end <= len(frame):  # read_string, inline for the common client id
+                client_id, pos = str(frame[pos + 2 : end], "utf-8"), end
+            else:
+                client_id, pos = p.read_string(frame, pos)
+            if self.tagged_header:
+                if frame[pos] == 0:  # no tagged fields, as nearly always
+                    pos += 1
+                else:
+                    count, pos = p.read_uvarint(frame, pos)
+                    for _ in range(count):
+                        _, pos = p.read_uvarint(frame, pos)
+                        pos = p.skip_tagged_field(frame, pos)
+        except (IndexError, struct.error, UnicodeDecodeError) as exc:
+            raise p.DecodeError(f"malformed request header: {exc}") from exc
+        return client_id, pos
+
+    def frame(self, correlation_id: int, response: Any, throttle_ms: int = 0) -> tuple[list[Part], int]:
+        """An answer of this codec's message, framed for `transport.writelines` (size prefix, response header,
+        body), and the throttle time it carries. `response` is the message, a body encoded ahead (`Encoded`)
+        or a kept answer (`Preencoded`). A quota's `throttle_ms` longer than the response's own throttle time
+        is written into it, so that the client backs off too (KIP-219)."""
+        kind = type(response)
+        if kind is Encoded:
+            return self.frame_body(correlation_id, response.body), throttle_ms
+        throttle = getattr(response, "throttle_time_ms", 0)
+        if throttle_ms > throttle:
+            throttle = throttle_ms
+            if hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle
+        parts: list[Part] = [
+            _CORRELATION.pack(correlation_id) + b"\x00"
+            if self.tagged_header
+            else _CORRELATION.pack(correlation_id)
+        ]
+        if kind is Preencoded:
+            if response.parts and response.api_version == self.version:
+                parts.extend(response.parts)
+            else:
+                self.encode_root(response.message, parts)
+        else:
+            self.encode_root(response, parts)
+        size = sum(map(len, parts))
+        if size <= JOIN_FRAME_BYTES:
+            return [b"".join([size.to_bytes(4, "big"), *parts])], throttle
+        return [size.to_bytes(4, "big"), *parts], throttle
+
+    def frame_body(self, correlation_id: int, body: bytes) -> list[Part]:
+        """A body encoded ahead at this version, framed as `frame` frames the message (one struct call)."""
+        if self.tagged_header:
+            head = _TAGGED_FRAME_HEAD.pack(len(body) + 5, correlation_id, 0)
+        else:
+            head = _FRAME_HEAD.pack(len(body) + 4, correlation_id)
+        return [head + body] if len(body) <= JOIN_FRAME_BYTES else [head, body]
 
     def encode_into(self, obj: Any, out: list[Any]) -> None:
         self.encode_root(obj, out)
