@@ -38,13 +38,8 @@ from sluice.broker.record_checks import (
     parse_checks,
 )
 from sluice.errors import ErrorCode, KafkaError, RecordErrors
-from sluice.protocol.records import (
-    BatchHeader,
-    encode_end_txn_batch,
-    iter_batches,
-    parse_batch_header,
-    validate_batches,
-)
+from sluice.protocol.control_batches import encode_end_txn_batch
+from sluice.protocol.records import BatchHeader, iter_batches, parse_batch_header, validate_batches
 from sluice.security.acl import AclStore
 from sluice.security.authn import CredentialStore, FailedLoginThrottle
 from sluice.storage.api import Storage, TopicMeta

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sluice.errors import CorruptRecordError
-from sluice.protocol.records import ControlRecordType, decode_batch, decode_control_key, iter_batches
+from sluice.protocol.control_batches import ControlRecordType, decode_control_key
+from sluice.protocol.records import decode_batch, iter_batches
 from sluice.storage.api import PartitionLog
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.txn_index import AbortedTxn, TxnIndex
