@@ -16,6 +16,7 @@ The data directory, file by file with every byte layout, is mapped in docs/stora
     memory         the in-memory engine (tests, --data-dir :memory:)
     disk           the disk engine: a directory per partition, the data directory lock, the clean-stop marker
     segment        one segment on disk: <base>.log with its .index and .timeindex
+    reserve        the space an active segment reserves ahead of its last batch, told from torn data
     index          the sparse offset and time indexes of a segment
     file_cache     the bounded cache of open segment files (closed least recently used first)
     files          writing a whole file durably (fsync, atomic replace, directory and file-system sync)

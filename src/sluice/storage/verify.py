@@ -22,7 +22,8 @@ from pathlib import Path
 from sluice.storage.damage import DAMAGE_FILE, Damaged, read_damage, scan_segment, write_damage
 from sluice.storage.files import sync_directory, write_file
 from sluice.storage.index import OffsetIndex, TimeIndex
-from sluice.storage.segment import RESERVE_BYTES, FileSegment, reserved_tail, scan_limit
+from sluice.storage.reserve import RESERVE_BYTES, reserved_tail, scan_limit
+from sluice.storage.segment import FileSegment
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
