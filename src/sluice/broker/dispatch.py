@@ -9,14 +9,17 @@ four stages in this order:
             data, a coordinator, nothing at all)
 
 Each fast path is a case of one stage, beside the general case:
-- read: a bare SASL token (after SaslHandshake v0 the tokens come without Kafka headers, and go back the same
-  way), which the handle stage steps and the answer stage frames bare; an ApiVersions of a version no handler
-  serves, whose route reads no body and answers UNSUPPORTED_VERSION in v0 (the client then picks a version);
-- decode: the one-partition Produce read in place (sluice.protocol.produce_request); a sessionless Fetch that
-  asks what the connection's last one asked, handed over as that same request (sluice.protocol.fetch_shape),
-  so that its kept answer is found (sluice.broker.fetch_repeat);
-- handle: the one-partition Produce, whose answer is encoded as it is made (handlers/produce.produce_one);
-- answer: a body encoded ahead and a kept answer go out as they are (sluice.protocol.codec frames every answer).
+- read: a bare SASL token (after SaslHandshake v0 the tokens come without Kafka headers) takes the route of
+  SaslAuthenticate v0; an ApiVersions of a version no handler serves has a route that reads no body and
+  answers UNSUPPORTED_VERSION in v0 (the client then picks a version);
+- decode: the bare token becomes that SaslAuthenticate's token; the one-partition Produce is read in place
+  (sluice.protocol.produce_request); a sessionless Fetch that asks what the connection's last one asked is
+  handed over as that same request (sluice.protocol.fetch_shape), so that its kept answer is found
+  (sluice.broker.fetch_repeat);
+- handle: the one-partition Produce goes to its route's in-place handler, which encodes the answer as it
+  makes it (handlers/produce.produce_one);
+- answer: a body encoded ahead and a kept answer go out as they are (sluice.protocol.codec frames every
+  answer); the bare token's answer goes back bare, a failed login's late, before the connection closes.
 
 The stages are one function, so that a request goes down once (connection -> here -> codec -> handler) and its
 answer comes back once (codec -> connection); docs/architecture.md draws the walk. The server (sluice.server)
