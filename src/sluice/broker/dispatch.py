@@ -125,7 +125,7 @@ class Reply:
 
     def __init__(self, connection: RequestOrigin) -> None:
         self.connection = connection
-        self.api_key = -1  # -1: a bare SASL token, whose answer has no header
+        self.api_key = -1  # set, with the codec and the correlation id, by the pipeline's read stage
         self.codec: VersionCodec | None = None  # frames the answer
         self.correlation_id = 0
         self.parts: list[Part] | None = None

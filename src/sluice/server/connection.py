@@ -200,8 +200,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def answered(self, reply: Reply, throttle_ms: int) -> None:
         """`reply` has its bytes: they go out in their turn; a throttled client is then not read for a while."""
-        if reply.api_key >= 0:
-            self.metrics.request_done(reply.api_key, perf_counter() - reply.started)
+        self.metrics.request_done(reply.api_key, perf_counter() - reply.started)
         self.flush_responses()
         if throttle_ms:
             self.mute(throttle_ms)
