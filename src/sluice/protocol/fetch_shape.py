@@ -44,6 +44,7 @@ _LAYOUT = {
     17: (21, 33),
     18: (21, 33),
 }
+_SESSIONS_FROM = 7
 _FLEXIBLE_FROM = 12
 _TOPIC_IDS_FROM = 13
 _INT16 = struct.Struct(">h")
@@ -73,15 +74,26 @@ def read_fetch(codec: Decoder, frame: Any, pos: int, last: Kept | None) -> tuple
     not decoded a second time, and the same object, so its kept answer can be found. A request is never
     changed once decoded (only an authorizer takes items out, and with one this is not used)."""
     version = codec.version
-    shape = _shape(frame, pos, version) if last is not None and last[0] == version else None
-    if shape is not None and last is not None and last[1] == shape:
+    layout = _LAYOUT.get(version)
+    if layout is None or not _sessionless(frame, pos + layout[0], version):
+        request, _ = codec.decode(frame, pos)  # a session's fetch (or too old a version): never kept
+        return request, None
+    shape = _shape(frame, pos, version)
+    if shape is not None and last is not None and last[0] == version and last[1] == shape:
         return last[2], last
     request, _ = codec.decode(frame, pos)
-    if request.session_epoch != SESSIONLESS:  # a session's fetch: never kept, and its shape never read
-        return request, None
-    if shape is None:
-        shape = _shape(frame, pos, version)
     return request, (version, shape, request) if shape is not None else None
+
+
+def _sessionless(frame: Any, fixed_end: int, version: int) -> bool:
+    """Whether a Fetch is outside any fetch session: before v7, always; from v7 the session epoch, the last
+    of the fixed-width fields before the topic array, says so."""
+    if version < _SESSIONS_FROM:
+        return True
+    try:
+        return bool(_INT32.unpack_from(frame, fixed_end - 4)[0] == SESSIONLESS)
+    except struct.error:
+        return False  # cut short: the decoder says what is wrong with it
 
 
 def _shape(frame: Any, pos: int, version: int) -> FetchShape | None:
