@@ -15,18 +15,19 @@ from aiokafka import TopicPartition as AioPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.broker.without_sockets import Connection, dispatch
 
-from sluice.broker.api import Preencoded, Respond
+from sluice.broker.api import Respond
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dispatch import Dispatched, build_dispatcher
 from sluice.client.wire import WireClient
 from sluice.errors import ErrorCode
+from sluice.protocol.codec import Preencoded
 from sluice.protocol.fetch_shape import fetch_shape
 from sluice.protocol.headers import request_header
 from sluice.protocol.messages import APIS_BY_NAME, request_codecs, response_codecs
 from sluice.protocol.primitives import uvarint_bytes
 from sluice.protocol.records import Record, encode_batch
-from sluice.security.session import Session
 from sluice.server.app import build_broker
 
 FETCH = request_codecs(APIS_BY_NAME["Fetch"].key)
@@ -114,34 +115,16 @@ def test_equal_shapes_mean_the_same_partitions_with_the_same_offsets(
 # ----- the request pipeline, in process -----
 
 
-class _Origin:
-    listener, peer_host = "PLAINTEXT", "127.0.0.1"
-
-    def __init__(self) -> None:
-        self.session = Session.open("PLAINTEXT", "127.0.0.1")
-        self.replies = 0
-        self.repeated_fetch: Any = None
-
-    def admits(self, api_key: int) -> bool:
-        return True
-
-    def open_reply(self, api_key: int, api_version: int, correlation_id: int) -> int:
-        self.replies += 1
-        return self.replies
-
-
 @pytest.mark.parametrize("version", [9, 12])
 def test_the_same_fetch_again_waits_on_one_key_and_gets_the_kept_bytes_until_data_comes(version: int) -> None:
     broker = build_broker(BrokerConfig(data_dir=None, auto_create_topics=False, fsync_before_ack=False))
     broker.create_topic("t", 3, {})
-    dispatcher, origin = build_dispatcher(broker), _Origin()
+    dispatcher, connection = build_dispatcher(broker), Connection()
     parts = [("t", p, 0) for p in range(3)]
 
     def ask(order: list[Part]) -> Any:
-        body = request_header(APIS_BY_NAME["Fetch"].key, version, origin.replies, "repeat", version >= 12)
-        dispatched = dispatcher.dispatch(
-            memoryview(body + FETCH[version].encode(fetch_request(order))), origin, 1_000
-        )
+        body = request_header(APIS_BY_NAME["Fetch"].key, version, 1, "repeat", version >= 12)
+        dispatched, _ = dispatch(dispatcher, body + FETCH[version].encode(fetch_request(order)), connection, 1_000)
         assert isinstance(dispatched, Dispatched)
         return dispatched.outcome
 

@@ -7,40 +7,26 @@ fsyncs first); every other shape takes the general path."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.broker.without_sockets import Connection, dispatch, read_answer
 
-from sluice.broker.api import Encoded, NoResponse, Respond, RespondEncoded, RespondWhenDurable
+from sluice.broker.api import NoResponse, Respond, RespondEncoded, RespondWhenDurable
 from sluice.broker.config import BrokerConfig
 from sluice.broker.dispatch import Dispatched, Dispatcher, build_dispatcher
 from sluice.broker.handlers.produce import refuse_unflushed
 from sluice.errors import ErrorCode
+from sluice.protocol.codec import Encoded
 from sluice.protocol.headers import request_header
 from sluice.protocol.messages import request_codecs, response_codec
 from sluice.protocol.records import Record, encode_batch
-from sluice.security.session import Session
 from sluice.server.app import build_broker
 
 VERSION = 10
 NOW_MS = 1_700_000_000_000
 REQUEST = request_codecs(0).cls
-
-
-class Origin:
-    def __init__(self, principal: str = "User:ANONYMOUS") -> None:
-        self.listener = "PLAINTEXT"
-        self.session = Session.open("SASL_PLAINTEXT", "10.0.0.9")
-        self.session.principal, self.session.authenticated = principal, True
-        self.peer_host = "10.0.0.9"
-
-    def admits(self, api_key: int) -> bool:
-        return True
-
-    def open_reply(self, api_key: int, api_version: int, correlation_id: int) -> Hashable:
-        return correlation_id
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +54,7 @@ def respond(
     *,
     index: int = 0,
     acks: int = 1,
-    origin: Origin | None = None,
+    connection: Connection | None = None,
 ) -> Any:
     """The response to one Produce, after checking that both encoders write the same bytes for it."""
     partitions = [REQUEST.PartitionProduceData(index=index, records=records)]
@@ -79,8 +65,10 @@ def respond(
         topic_data=[REQUEST.TopicProduceData(name=topic, partition_data=partitions)],
     )
     frame = request_header(0, VERSION, 5, "fast-path-test", True) + request_codecs(0)[VERSION].encode(body)
-    result = dispatcher.dispatch(memoryview(frame), origin or Origin(), NOW_MS)
-    assert isinstance(result, Dispatched)
+    result, _ = dispatch(dispatcher, frame, connection, NOW_MS)
+    assert isinstance(result, Dispatched) and result.answer is not None
+    correlation_id, sent = read_answer(result.answer, "Produce", VERSION)
+    assert correlation_id == 5
     codec = response_codec(0, VERSION)
     if isinstance(result.outcome, RespondEncoded):
         # An accepted append's answer, encoded without building it: what the generated encoder writes for it.
@@ -89,6 +77,7 @@ def respond(
         general_bytes: list[Any] = []
         codec.generated_encode_root(response, general_bytes)
         assert b"".join(general_bytes) == result.outcome.body
+        assert sent == response
         return response
     assert isinstance(result.outcome, Respond)
     response = result.outcome.response
@@ -98,7 +87,7 @@ def respond(
     codec.generated_encode_root(response, general)
     assert b"".join(fast) == b"".join(general)
     decoded, _ = codec.decode(b"".join(fast))
-    assert decoded == response
+    assert decoded == response == sent
     return response
 
 
@@ -176,7 +165,7 @@ def test_an_unauthorized_topic(tmp_path: Path) -> None:
         BrokerConfig(data_dir=tmp_path, authorizer="acl", auto_create_topics=False, fsync_before_ack=False)
     )
     broker.create_topic("plain", 1, {})
-    answer = produce(build_dispatcher(broker), "plain", batch(), origin=Origin("User:nobody"))
+    answer = produce(build_dispatcher(broker), "plain", batch(), connection=Connection("User:nobody"))
     assert answer.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     assert broker.partition("plain", 0).log.log_end_offset == 0
 
@@ -198,7 +187,7 @@ def test_the_byte_rate_quota_still_throttles(dispatcher: Dispatcher) -> None:
 def dispatch_produce(dispatcher: Dispatcher, topic_data: list[Any], acks: int = 1) -> Any:
     body = REQUEST(transactional_id=None, acks=acks, timeout_ms=1000, topic_data=topic_data)
     frame = request_header(0, VERSION, 5, "fast-path-test", True) + request_codecs(0)[VERSION].encode(body)
-    result = dispatcher.dispatch(memoryview(frame), Origin(), NOW_MS)
+    result, _ = dispatch(dispatcher, frame, now_ms=NOW_MS)
     assert isinstance(result, Dispatched)
     return result.outcome
 

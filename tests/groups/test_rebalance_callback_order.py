@@ -18,13 +18,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.abc import ConsumerRebalanceListener
 from group_helpers import create_topic
+from tests.broker.without_sockets import Connection, dispatch, request_frame
 
 from sluice.broker.broker import OFFSETS_TOPIC
 from sluice.broker.config import BrokerConfig
-from sluice.broker.dispatch import Dispatched, build_dispatcher
-from sluice.protocol.headers import request_header
+from sluice.broker.dispatch import Dispatched, Reply, build_dispatcher
 from sluice.protocol.messages import APIS_BY_NAME, request_codecs
-from sluice.security.session import Session
 from sluice.server.app import build_broker
 
 
@@ -90,45 +89,25 @@ def test_second_consumer_starts_after_the_first_ran_its_rebalance_callbacks(
     asyncio.run(asyncio.wait_for(_second_consumer_joins(fast_bootstrap, topic_name, group_name, static), 60))
 
 
-class _Origin:
-    """One client connection as the request pipeline sees it."""
-
-    listener, peer_host = "PLAINTEXT", "127.0.0.1"
-
-    def __init__(self) -> None:
-        self.session = Session.open("PLAINTEXT", "127.0.0.1")
-        self.replies = 0
-
-    def admits(self, api_key: int) -> bool:
-        return True
-
-    def open_reply(self, api_key: int, api_version: int, correlation_id: int) -> int:
-        self.replies += 1
-        return self.replies
-
-
 def test_a_follower_syncing_after_its_leader_is_answered_once_the_assignment_is_durable() -> None:
     broker = build_broker(
         BrokerConfig(data_dir=None, auto_create_topics=False, group_initial_rebalance_delay_ms=0)
     )
-    dispatcher, origin = build_dispatcher(broker), _Origin()
+    dispatcher, connection = build_dispatcher(broker), Connection()
     join_cls = request_codecs(APIS_BY_NAME["JoinGroup"].key).cls
     sync_cls = request_codecs(APIS_BY_NAME["SyncGroup"].key).cls
 
-    def call(api: str, **fields: Any) -> int:
-        spec = APIS_BY_NAME[api]
-        body = request_header(spec.key, 3, origin.replies, "order-test", False)
-        body += request_codecs(spec.key)[3].encode(request_codecs(spec.key).cls(**fields))
-        dispatched = dispatcher.dispatch(memoryview(body), origin, 1_000)
+    def call(api: str, **fields: Any) -> Reply:
+        dispatched, reply = dispatch(dispatcher, request_frame(api, 3, **fields), connection, 1_000)
         assert isinstance(dispatched, Dispatched)
-        return int(dispatched.reply)
+        return reply
 
-    def join(member: str) -> int:
+    def join(member: str) -> Reply:
         protocol = join_cls.JoinGroupRequestProtocol(name="range", metadata=b"")
         return call("JoinGroup", group_id="g", session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
                     member_id=member, protocol_type="consumer", protocols=[protocol])  # fmt: skip
 
-    def sync(member: str, generation: int, assignments: dict[str, bytes]) -> int:
+    def sync(member: str, generation: int, assignments: dict[str, bytes]) -> Reply:
         return call("SyncGroup", group_id="g", member_id=member, generation_id=generation, assignments=[
             sync_cls.SyncGroupRequestAssignment(member_id=m, assignment=a) for m, a in assignments.items()])  # fmt: skip
 

@@ -6,7 +6,8 @@
   ones, null ones and ones that run past the end take the general reader.
 - The common one-partition Produce request (sluice.protocol.produce_request) is read in place as the
   generated decoder reads it, and every other shape or damaged body is left to that decoder.
-- An encoded body is framed (size prefix and response header) as `framing.frame` frames it.
+- A body encoded ahead is framed (size prefix and response header) as its message is.
+- The batch producer's Produce v3 request is written, and its answer read, as the generated codec does.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sluice.protocol.framing import frame
-from sluice.protocol.headers import framed_response, read_header_tail, request_header, response_header
+from sluice.protocol.headers import request_header
 from sluice.protocol.messages import request_codec, response_codec, response_codecs
 from sluice.protocol.primitives import DecodeError
-from sluice.protocol.produce_request import read_one_partition
+from sluice.protocol.produce_answer import read_one_topic_v3
+from sluice.protocol.produce_request import one_topic_v3, read_one_partition
 
 PRODUCE = 0
 RESPONSE = response_codecs(PRODUCE).cls
@@ -277,7 +278,7 @@ def test_the_one_partition_reader_leaves_header_tags_to_the_decoder() -> None:
     assert read_one_partition(memoryview(header + body)) is not None
     tagged = memoryview(header[:-1] + b"\x01\x05\x01x" + body)  # one tagged field: tag 5, one byte
     assert read_one_partition(tagged) is None
-    _, pos = read_header_tail(tagged, PRODUCE, 10, True)
+    _, pos = codec.read_header(tagged)
     assert codec.decode(tagged, pos)[0].topic_data[0].name == "ab"
 
 
@@ -288,7 +289,7 @@ def test_the_one_partition_reader_leaves_a_bad_client_id_to_the_header_reader(cl
     frame = memoryview(header[:8] + client_id + b"\x00" + codec.encode(produce_request(10, "t", b"r", None)))
     assert read_one_partition(frame) is None
     with pytest.raises(DecodeError):
-        read_header_tail(frame, PRODUCE, 10, True)
+        codec.read_header(frame)
 
 
 def test_the_one_partition_reader_leaves_a_name_that_is_not_utf8_to_the_decoder() -> None:
@@ -301,11 +302,64 @@ def test_the_one_partition_reader_leaves_a_name_that_is_not_utf8_to_the_decoder(
         codec.decode(memoryview(data))
 
 
-@pytest.mark.parametrize("api_key", [PRODUCE, 18])  # ApiVersions answers with header v0 even when flexible
-@pytest.mark.parametrize("flexible", [False, True])
-@pytest.mark.parametrize("size", [0, 60, 4096, 4097, 70000])
-def test_a_framed_encoded_body_is_what_frame_writes(api_key: int, flexible: bool, size: int) -> None:
-    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
-    framed = framed_response(123456, api_key, flexible, body)
-    assert b"".join(framed) == b"".join(frame([response_header(123456, api_key, flexible), body]))
-    assert len(framed) == (1 if size <= 4096 else 2)  # small answers go out as one buffer
+@pytest.mark.parametrize(("api_key", "version"), [(PRODUCE, 8), (PRODUCE, 9), (18, 3)])  # ApiVersions: header v0
+@pytest.mark.parametrize("name_bytes", [1, 4000, 4080, 20000])
+def test_a_body_encoded_ahead_is_framed_as_its_message_is(api_key: int, version: int, name_bytes: int) -> None:
+    codec = response_codec(api_key, version)
+    if api_key == PRODUCE:
+        message = RESPONSE(responses=[TOPIC(name="t" * name_bytes, partition_responses=[PARTITION(index=3)])])
+    else:
+        keys = [codec.cls.ApiVersion(api_key=k, min_version=0, max_version=1) for k in range(name_bytes // 7)]
+        message = codec.cls(error_code=0, api_keys=keys)
+    body = codec.encode(message)
+    framed = codec.frame_body(123456, body)
+    assert b"".join(framed) == b"".join(codec.frame(123456, message)[0])
+    assert len(framed) == (1 if len(body) <= 4096 else 2)  # small answers go out as one buffer
+    tagged_header = api_key == PRODUCE and version >= 9  # flexible, and not ApiVersions
+    assert int.from_bytes(framed[0][:4], "big") == 4 + tagged_header + len(body)
+    assert framed[0][4:8] == (123456).to_bytes(4, "big")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    acks=st.sampled_from([-1, 1]),
+    timeout_ms=st.integers(0, 2**31 - 1),
+    topic=st.one_of(st.text(min_size=1, max_size=8), st.just("é" * 40)),
+    batches=st.lists(st.tuples(st.integers(0, 2**31 - 1), st.binary(max_size=40)), min_size=1, max_size=4),
+)
+def test_the_batch_producers_request_is_what_the_generated_encoder_writes(
+    acks: int, timeout_ms: int, topic: str, batches: list[tuple[int, bytes]]
+) -> None:
+    codec = request_codec(PRODUCE, 3)
+    Q = codec.cls
+    request = Q(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            Q.TopicProduceData(
+                name=topic, partition_data=[Q.PartitionProduceData(index=p, records=b) for p, b in batches]
+            )
+        ],
+    )
+    assert one_topic_v3(acks, timeout_ms, topic.encode(), batches) == codec.encode(request)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    topic=st.text(min_size=1, max_size=8),
+    answers=st.lists(st.tuples(int32, int16, int64, int64), max_size=4, unique_by=lambda answer: answer[0]),
+)
+def test_the_batch_producers_answer_is_read_as_the_generated_decoder_reads_it(
+    topic: str, answers: list[tuple[int, int, int, int]]
+) -> None:
+    codec = response_codec(PRODUCE, 3)
+    partitions = [
+        PARTITION(index=i, error_code=e, base_offset=b, log_append_time_ms=t) for i, e, b, t in answers
+    ]
+    body = codec.encode(RESPONSE(responses=[TOPIC(name=topic, partition_responses=partitions)]))
+    read = read_one_topic_v3(body, topic.encode(), len(answers))
+    assert read == {p.index: (p.error_code, p.base_offset) for p in partitions}
+    # Another shape (another topic, another partition count) is left to the generated decoder.
+    assert read_one_topic_v3(body, topic.encode() + b"x", len(answers)) is None
+    assert read_one_topic_v3(body, topic.encode(), len(answers) + 1) is None

@@ -16,19 +16,21 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from sluice.errors import CorruptRecordError, ErrorCode, KafkaError
 from sluice.protocol import records as records_module
 from sluice.protocol.compression import Codec, compress
+from sluice.protocol.control_batches import (
+    ControlRecordType,
+    decode_control_key,
+    decode_end_txn_marker,
+    encode_control_key,
+    encode_end_txn_batch,
+)
 from sluice.protocol.records import (
     BATCH_HEADER_SIZE,
-    ControlRecordType,
     Record,
     assign_base_offset,
     decode_batch,
-    decode_control_key,
-    decode_end_txn_marker,
     decode_varint,
     decode_varlong,
     encode_batch,
-    encode_control_key,
-    encode_end_txn_batch,
     encode_varint,
     encode_varlong,
     iter_batches,

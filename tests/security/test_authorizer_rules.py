@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 from scramp import ScramClient
+from tests.broker.without_sockets import Connection, dispatch, request_frame
 
-from sluice.broker.api import RequestContext
 from sluice.broker.config import BrokerConfig
-from sluice.broker.dispatch import build_dispatcher
+from sluice.broker.dispatch import Dispatched, build_dispatcher
 from sluice.errors import ErrorCode
-from sluice.protocol.messages import APIS_BY_NAME, request_codecs
+from sluice.protocol.messages import request_codecs
 from sluice.security.acl import (
     AclBinding,
     AclFilter,
@@ -31,7 +31,6 @@ from sluice.security.authn import (
     ScramExchange,
     credential_from_password,
 )
-from sluice.security.session import Session
 from sluice.server.app import build_broker
 
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -196,13 +195,9 @@ def test_failed_logins_from_one_host_are_throttled_more_and_more() -> None:
 
 
 def call(broker, principal: str, api: str, version: int, **fields):
-    session = Session.open("SASL_PLAINTEXT", "10.0.0.1")
-    session.principal, session.authenticated = principal, True
-    key = APIS_BY_NAME[api].key
-    request = request_codecs(key).cls(**fields)
-    return build_dispatcher(broker).handle(
-        RequestContext(key, version, 1, "t", "10.0.0.1", 0, session=session), request
-    )
+    result, _ = dispatch(build_dispatcher(broker), request_frame(api, version, **fields), Connection(principal))
+    assert isinstance(result, Dispatched), result
+    return result.outcome
 
 
 @pytest.fixture

@@ -8,15 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from tests.broker.without_sockets import Connection, dispatch
 
-from sluice.broker.api import HANDLERS, NoResponse, RequestContext, Respond
+from sluice.broker.api import HANDLERS, NoResponse, Respond
 from sluice.broker.authz_rules import NO_CHECK, RULES, Items, Whole
 from sluice.broker.config import BrokerConfig
-from sluice.broker.dispatch import build_dispatcher
+from sluice.broker.dispatch import Dispatched, build_dispatcher
 from sluice.errors import ErrorCode
 from sluice.protocol.codec import Message
+from sluice.protocol.headers import request_header
 from sluice.protocol.messages import APIS_BY_KEY, request_codecs, response_codecs
-from sluice.security.session import Session
 from sluice.server.app import build_broker
 
 AUTHZ_CODES = {
@@ -48,7 +49,9 @@ def nested_class_with(cls: type, *attrs: str) -> type:
     raise AssertionError(f"{cls.__name__} has no nested struct with {attrs}")
 
 
-def fill_request(cls: type, rule: Any) -> Any:
+def fill_request(cls: type, rule: Any, topic_id: Any = None) -> Any:
+    """A request naming "x" wherever the rule looks for a resource; by `topic_id` too where the request can
+    name topics by id (a request over the wire names a topic by one or the other, by version)."""
     request = cls()
     if "acks" in cls._fields:
         request.acks = -1
@@ -63,6 +66,8 @@ def fill_request(cls: type, rule: Any) -> Any:
             else:
                 attrs = [check.req_name] + ([check.req_parts] if check.req_parts else [])
                 item = nested_class_with(cls, *attrs)(**{check.req_name: "x"})
+                if topic_id is not None and "topic_id" in item._fields:
+                    item.topic_id = topic_id
                 if check.config_resource:
                     item.resource_type = 2
                 if check.req_parts is not None:
@@ -93,18 +98,18 @@ def error_codes(obj: Any) -> set[int]:
 
 @pytest.fixture(scope="module")
 def broker():
-    return build_broker(BrokerConfig(data_dir=None, authorizer="acl", auto_create_topics=False))
+    broker = build_broker(BrokerConfig(data_dir=None, authorizer="acl", auto_create_topics=False))
+    broker.create_topic("x", 1, {})
+    return broker
 
 
 @pytest.mark.parametrize(("api", "version"), served_versions())
 def test_a_principal_without_acls_gets_an_encodable_denial(broker, api: str, version: int) -> None:
     key = next(k for k, a in APIS_BY_KEY.items() if a.name == api)
     rule = RULES[api]
-    request = fill_request(request_codecs(key).cls, rule)
-    session = Session.open("SASL_PLAINTEXT", "10.0.0.9")
-    session.principal, session.authenticated = "User:nobody", True
-    ctx = RequestContext(key, version, 7, "rules", "10.0.0.9", 0, session=session)
-    outcome = build_dispatcher(broker).handle(ctx, request)
+    topic = broker.storage.topic("x")
+    request = fill_request(request_codecs(key).cls, rule, topic.topic_id)
+    outcome = through_the_pipeline(broker, "User:nobody", key, version, request)
     applies = [c for c in rule.checks if c.versions is None or version in c.versions]
     if isinstance(outcome, NoResponse):
         return
@@ -120,13 +125,18 @@ def test_a_principal_without_acls_gets_an_encodable_denial(broker, api: str, ver
         assert error_codes(sent) & AUTHZ_CODES, f"{api} v{version}: the client reads {sent!r}"
 
 
+def through_the_pipeline(broker, principal: str, key: int, version: int, request: Any) -> Any:
+    """What the handler answered `request` (sent at `version`) for `principal`, past the authorizer."""
+    codec = request_codecs(key)[version]
+    frame = request_header(key, version, 7, "rules", codec.flexible) + codec.encode(request)
+    result, _ = dispatch(build_dispatcher(broker), frame, Connection(principal))
+    assert isinstance(result, Dispatched), result
+    return result.outcome
+
+
 def call(broker, principal: str, api: str, version: int, request: Any) -> Any:
     key = next(k for k, a in APIS_BY_KEY.items() if a.name == api)
-    session = Session.open("SASL_PLAINTEXT", "10.0.0.9")
-    session.principal, session.authenticated = principal, True
-    outcome = build_dispatcher(broker).handle(
-        RequestContext(key, version, 7, "rules", "10.0.0.9", 0, session=session), request
-    )
+    outcome = through_the_pipeline(broker, principal, key, version, request)
     codec = response_codecs(key)[version]
     return codec.decode(codec.encode(outcome.response))[0]
 

@@ -10,14 +10,8 @@ import pytest
 from cleaner_helpers import BASE_TS, all_records, append_keyed, compacted_log
 
 from sluice.errors import CorruptRecordError
-from sluice.protocol.records import (
-    Record,
-    decode_batch,
-    encode_batch,
-    encode_end_txn_batch,
-    iter_batches,
-    parse_batch_header,
-)
+from sluice.protocol.control_batches import encode_end_txn_batch
+from sluice.protocol.records import Record, decode_batch, encode_batch, iter_batches, parse_batch_header
 from sluice.storage.compaction.cleaner import clean_partition
 from sluice.storage.compaction.manager import CleanerSettings, LogCleanerManager
 from sluice.storage.compaction.offset_map import TxnFacts

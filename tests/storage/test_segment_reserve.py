@@ -16,7 +16,7 @@ from storage_batches import make_batch, values_of
 from sluice.storage import DiskStorage
 from sluice.storage.damage import DAMAGE_FILE
 from sluice.storage.disk import DiskPartitionLog
-from sluice.storage.segment import RESERVE_BYTES, trailing_hole
+from sluice.storage.reserve import RESERVE_BYTES, trailing_hole
 from sluice.storage.verify import verify_data_dir
 
 NOW = 1_700_000_000_000

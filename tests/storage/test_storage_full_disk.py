@@ -94,8 +94,9 @@ def test_space_taken_by_others_is_noticed_within_a_tenth_of_a_second_even_if_the
 
 @pytest.fixture
 def enospc(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """Makes writes of the topic metadata file fail with ENOSPC while `state["full"]` is true."""
-    import sluice.storage.metadata as metadata_module
+    """Makes file writes (sluice.storage.files, which writes the topic metadata) fail with ENOSPC while
+    `state["full"]` is true."""
+    import sluice.storage.files as files_module
 
     state = {"full": False}
     real_write = os.write
@@ -105,7 +106,7 @@ def enospc(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(fd, data)
 
-    monkeypatch.setattr(metadata_module.os, "write", write)
+    monkeypatch.setattr(files_module.os, "write", write)
     return state
 
 

@@ -17,7 +17,8 @@ from sluice.errors import KafkaError
 from sluice.storage import DiskStorage
 from sluice.storage import topic_journal as journal_module
 from sluice.storage.api import TopicMeta
-from sluice.storage.metadata import encode_metadata, write_atomically
+from sluice.storage.files import write_atomically
+from sluice.storage.metadata import encode_metadata
 from sluice.storage.topic_journal import JOURNAL_FILE, SNAPSHOT_FILE, MetadataDamaged
 
 CREATOR = """

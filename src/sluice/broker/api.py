@@ -9,7 +9,6 @@ those declarations.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,18 +64,6 @@ class RespondEncoded:
         self.body = body
 
 
-class Encoded:
-    """A response body a fast path encoded at the request's version without building the response, and
-    `build`, which builds that response after all: for what must rewrite an answer before it goes out (a
-    group commit whose fsync failed, sluice.broker.handlers.produce.refuse_unflushed)."""
-
-    __slots__ = ("body", "build")
-
-    def __init__(self, body: bytes, build: Callable[[], Any]) -> None:
-        self.body = body
-        self.build = build
-
-
 @dataclass(slots=True)
 class RespondWhenDurable:
     """Send this response once every append made so far is fsynced (group commit covers many at once)."""
@@ -102,29 +89,6 @@ class Parked:
 @dataclass(slots=True)
 class NoResponse:
     """Produce with acks=0: the client expects nothing back."""
-
-
-class Preencoded:
-    """A response already encoded at `api_version` (the same answer given again): the shell sends `parts`
-    as its body instead of encoding `message`. Setting a throttle time (a quota, KIP-219) gives up the
-    encoding: the shell then encodes a copy of `message` carrying it, and the kept answer stays as it was."""
-
-    __slots__ = ("api_version", "message", "parts")
-
-    def __init__(self, message: Any, api_version: int, parts: list[bytes]) -> None:
-        self.message = message
-        self.api_version = api_version
-        self.parts = parts
-
-    @property
-    def throttle_time_ms(self) -> int:
-        return int(self.message.throttle_time_ms)
-
-    @throttle_time_ms.setter
-    def throttle_time_ms(self, value: int) -> None:
-        self.message = copy.copy(self.message)
-        self.message.throttle_time_ms = value
-        self.parts = []
 
 
 Outcome = Respond | RespondEncoded | RespondWhenDurable | RespondWhenData | Parked | NoResponse

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,6 +22,12 @@ from sluice.broker.config import BrokerConfig
 from sluice.broker.dynamic_configs import DynamicBrokerConfigs
 from sluice.broker.group_configs import GroupConfigs
 from sluice.broker.metrics import BrokerMetrics
+from sluice.broker.partition_state import (
+    PartitionState,
+    load_partition_state,
+    rebuild_producer_state,
+    segment_base_of,
+)
 from sluice.broker.partition_table import PartitionTable
 from sluice.broker.record_checks import (
     NO_CHECKS,
@@ -31,33 +37,23 @@ from sluice.broker.record_checks import (
     merge_record_errors,
     parse_checks,
 )
-from sluice.errors import CorruptRecordError, ErrorCode, KafkaError, RecordErrors
-from sluice.protocol.records import (
-    BatchHeader,
-    ControlRecordType,
-    decode_batch,
-    decode_control_key,
-    encode_end_txn_batch,
-    iter_batches,
-    parse_batch_header,
-    validate_batches,
-)
+from sluice.errors import ErrorCode, KafkaError, RecordErrors
+from sluice.protocol.control_batches import encode_end_txn_batch
+from sluice.protocol.records import BatchHeader, iter_batches, parse_batch_header, validate_batches
 from sluice.security.acl import AclStore
 from sluice.security.authn import CredentialStore, FailedLoginThrottle
-from sluice.storage.api import PartitionLog, Storage, TopicMeta
+from sluice.storage.api import Storage, TopicMeta
 from sluice.storage.damage import DamagedOffsets
 from sluice.storage.log import DiskFull
 from sluice.storage.metadata import topic_name_problem
 from sluice.storage.producer_state import ProducerStateManager
 from sluice.storage.space import FreeSpaceGuard
-from sluice.storage.txn_index import AbortedTxn, TxnIndex
+from sluice.storage.txn_index import AbortedTxn
 
 _log = logging.getLogger("sluice.broker")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-# How far back the producer state is rebuilt from batch headers at startup.
-PRODUCER_STATE_SCAN_OFFSETS = 200_000
 # While writes are refused (a full disk), coordinator timers look again this often.
 TICK_RETRY_WHILE_REFUSING_MS = 500
 # Checks a transactional batch against the transaction coordinator: (producer id, epoch, topic, partition);
@@ -82,20 +78,6 @@ def check_topic_name(name: str | None) -> str:
     if problem:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
     return name or ""
-
-
-@dataclass(slots=True)
-class PartitionState:
-    topic: str
-    index: int
-    log: PartitionLog
-    high_watermark: int
-    producers: ProducerStateManager = field(default_factory=ProducerStateManager)
-    txn_index: TxnIndex = field(default_factory=lambda: TxnIndex(None))
-
-    @property
-    def last_stable_offset(self) -> int:
-        return self.producers.last_stable_offset(self.high_watermark)
 
 
 @dataclass(slots=True)
@@ -186,42 +168,10 @@ class Broker:
     def _load_partition(self, key: tuple[str, int]) -> PartitionState:
         """A partition's state from its log (which storage opens, and recovers after a crash, first)."""
         topic, index = key
-        log = self.storage.log(topic, index)
-        state = PartitionState(topic, index, log, log.log_end_offset)
-        state.txn_index = TxnIndex(getattr(log, "directory", None))
-        state.txn_index.load(_first_segment_base(log))
-        self._rebuild_producer_state(state)
+        state = load_partition_state(topic, index, self.storage.log(topic, index))
         self.partitions[key] = state
         self.on_partition_loaded(state)
         return state
-
-    def _rebuild_producer_state(self, state: PartitionState, start: int | None = None) -> None:
-        """Replay batch headers from `start` (default: a bounded window before the log end)."""
-        log = state.log
-        if start is None:
-            start = max(log.log_start_offset, log.log_end_offset - PRODUCER_STATE_SCAN_OFFSETS)
-        if start >= log.log_end_offset:
-            return
-        for header in list(log.iter_batch_headers(start)):
-            if header.producer_id < 0:
-                continue
-            if header.is_control:
-                kind = _control_kind(log, header.base_offset)
-                if kind is ControlRecordType.UNKNOWN:
-                    continue
-                aborted = kind is ControlRecordType.ABORT
-                done = state.producers.complete(
-                    header.producer_id, header.producer_epoch, header.base_offset, aborted=aborted
-                )
-                if done is not None and aborted:
-                    state.txn_index.add_if_missing(
-                        AbortedTxn(done.producer_id, done.first_offset, done.last_offset, done.first_offset),
-                        _segment_base_of(log, header.base_offset),
-                    )
-            else:
-                state.producers.remember(header, header.base_offset)
-        # Everything replayed is below the high watermark (it is the log end at start).
-        state.producers.on_high_watermark(state.high_watermark)
 
     def find_open_transaction(self, topic: str, index: int, producer_id: int) -> None:
         """The transaction coordinator says `producer_id` has an open transaction here but the bounded start
@@ -230,7 +180,7 @@ class Broker:
         if state is None or producer_id in state.producers.ongoing:
             return
         state.producers = ProducerStateManager()
-        self._rebuild_producer_state(state, state.log.log_start_offset)
+        rebuild_producer_state(state, state.log.log_start_offset)
 
     def create_topic(
         self, name: str, partitions: int, configs: dict[str, str], *, internal: bool = False
@@ -422,7 +372,7 @@ class Broker:
         done = state.producers.complete(producer_id, epoch, offset, aborted=not commit)
         if done is not None and not commit:
             state.txn_index.append(
-                AbortedTxn(producer_id, done.first_offset, offset, lso), _segment_base_of(state.log, offset)
+                AbortedTxn(producer_id, done.first_offset, offset, lso), segment_base_of(state.log, offset)
             )
         self._appended(state)
         return offset
@@ -548,32 +498,6 @@ class Broker:
 
     def close(self) -> None:
         self.storage.close(clean=True)
-
-
-def _first_segment_base(log: PartitionLog) -> int:
-    segments = getattr(log, "segments", None)
-    return segments[0].base_offset if segments else log.log_start_offset
-
-
-def _segment_base_of(log: PartitionLog, offset: int) -> int:
-    base = 0
-    for segment in getattr(log, "segments", None) or ():
-        if segment.base_offset > offset:
-            break
-        base = segment.base_offset
-    return base
-
-
-def _control_kind(log: PartitionLog, offset: int) -> ControlRecordType:
-    data = log.read(offset, 1)
-    for pos, header in iter_batches(data):
-        if header.base_offset == offset:
-            try:
-                _, records = decode_batch(data, pos)
-            except CorruptRecordError:
-                return ControlRecordType.UNKNOWN  # a damaged marker must not keep the broker from starting
-            return decode_control_key(records[0].key) if records else ControlRecordType.UNKNOWN
-    return ControlRecordType.UNKNOWN
 
 
 @dataclass(frozen=True, slots=True)

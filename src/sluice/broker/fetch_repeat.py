@@ -6,7 +6,8 @@ same empty answer each time. Building and encoding that answer for thousands of 
 such a consumer costs. So when a sessionless fetch found nothing when its wait ended, the broker keeps an
 `IdleAnswer`:
 - the request object: the dispatcher hands back that same object while the connection's next Fetch bytes
-  are the same (sluice.broker.dispatch._decode_fetch), which is how the answer is found again;
+  are the same (the request pipeline's Fetch case, sluice.protocol.fetch_shape.read_fetch), which is how
+  the answer is found again;
 - a hidden fetch session over its partitions (FetchSessionCache.open_hidden): it hears of every high-
   watermark move as a client's session does, and a waiting fetch waits on its one wake key instead of on
   each partition;
@@ -27,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sluice.broker.api import Preencoded
 from sluice.broker.fetch_sessions import FetchSession, FetchSessionCache, NameOf
+from sluice.protocol.codec import Preencoded
 
 # How many partitions all kept answers of one broker may name together.
 MAX_PARTITIONS = 50_000

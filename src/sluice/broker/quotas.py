@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sluice.errors import ErrorCode, KafkaError
-from sluice.storage.metadata import write_atomically
+from sluice.storage.files import write_atomically
 
 QUOTAS_FILE = "client-quotas.json"
 # The user of an unauthenticated connection, as Kafka names it.

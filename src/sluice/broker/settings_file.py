@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sluice.storage.metadata import storage_error, write_atomically
+from sluice.storage.files import write_atomically
+from sluice.storage.metadata import storage_error
 
 T = TypeVar("T")
 

@@ -4,7 +4,8 @@
 |---|---|
 | broker | broker, serve, gateway |
 | topics | topics create/list/describe/delete |
-| clients | produce, consume |
+| produce | produce |
+| consume | consume |
 | groups | groups list/describe/delete/reset-offsets |
 | pipeline | pipeline archive/replay/stats (pyspark imported only when a job runs) |
 | console | console (the web console) |
@@ -17,7 +18,7 @@
 
 from __future__ import annotations
 
-from sluice.cli import broker, clients, console, registry, storage, topics  # noqa: F401  (each registers its commands on `app`)
+from sluice.cli import broker, console, consume, produce, registry, storage, topics  # noqa: F401  (each registers its commands on `app`)
 from sluice.cli.acls import app as acls_app
 from sluice.cli.app import app
 from sluice.cli.common import err_console

@@ -156,9 +156,9 @@ def serve(
 ) -> None:
     """Run the broker, the gateway, the Schema Registry and the web console beside it, on loopback by default."""
     from sluice.cli.console import parse_basic_auth
+    from sluice.cli.serve_all import serve_all
     from sluice.eventloop import run_event_loop
     from sluice.security.acl import StoreDamaged
-    from sluice.server.serve import serve_all
 
     setup_logging(verbose)
     broker_config = _broker_config(kafka_listen, data_dir, None, config, admin_listen=admin_listen)

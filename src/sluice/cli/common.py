@@ -351,3 +351,8 @@ def admin_call(
             "(or SLUICE_ADMIN)"
         )
         raise  # unreachable: fail() exits
+
+
+def unescape(text: str) -> bytes:
+    """kcat's escapes in -f/-D/-K: \\n, \\t, \\r, \\\\, \\0 and \\xHH."""
+    return text.encode("utf-8").decode("unicode_escape").encode("latin-1")

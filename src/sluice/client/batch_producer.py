@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import functools
 import math
-import struct
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -49,6 +48,8 @@ from sluice.protocol.plain_batch import (
     encode_records,
     encode_values,
 )
+from sluice.protocol.produce_answer import read_one_topic_v3
+from sluice.protocol.produce_request import one_topic_v3
 
 PRODUCE_VERSION = 3
 # Answers that say the broker appended nothing: trying again cannot write a record twice.
@@ -69,13 +70,6 @@ _KEPT_BY_LIBRDKAFKA_ONLY = (
 _ACKS = {"all": -1, "-1": -1, "1": 1}
 _PRODUCE_KEY = APIS_BY_NAME["Produce"].key
 _PRODUCE_ANSWER = response_codecs(_PRODUCE_KEY)[PRODUCE_VERSION]
-# Produce v3 after the header: no transactional id, acks, timeout, one topic, its name's length.
-_PRODUCE_HEAD = struct.Struct(">hhiih")
-_PARTITION_HEAD = struct.Struct(">ii")  # partition index, then the record set's length
-_INT32 = struct.Struct(">i")
-_STRING_LENGTH = struct.Struct(">h")
-# A partition in a Produce v3 answer: index, error code, base offset, log append time.
-_ANSWERED_PARTITION = struct.Struct(">ihqq")
 
 
 class ProduceFailed(RequestFailed):
@@ -422,16 +416,9 @@ class BatchProducer:
                 return [(job, ProduceFailed.of(failure)) for job in jobs]
         name = topic.encode()
         timeout_ms = int(self.settings.request_timeout_s * 1000)
-        parts = [
-            _PRODUCE_HEAD.pack(-1, self.settings.acks, timeout_ms, 1, len(name)),
-            name,
-            _INT32.pack(len(jobs)),
-        ]
-        for job in jobs:
-            parts.append(_PARTITION_HEAD.pack(job.partition, len(job.batch)))
-            parts.append(job.batch)
+        request = one_topic_v3(self.settings.acks, timeout_ms, name, [(job.partition, job.batch) for job in jobs])
         try:
-            answer = link.send(_PRODUCE_KEY, PRODUCE_VERSION, b"".join(parts))
+            answer = link.send(_PRODUCE_KEY, PRODUCE_VERSION, request)
         except LinkLost as lost:
             failure = ProduceFailed(ErrorCode.NETWORK_EXCEPTION, f"broker {node}: {lost}", retriable=True)
             return [(job, failure) for job in jobs]
@@ -447,7 +434,7 @@ class BatchProducer:
     def _outcomes(
         self, topic: str, name: bytes, jobs: list[_Job], body: bytes
     ) -> list[tuple[_Job, int | ProduceFailed]]:
-        answered = read_produce_answer(body, name, len(jobs))
+        answered = read_one_topic_v3(body, name, len(jobs))
         if answered is None:  # not the answer's usual shape: the generated decoder reads (or refuses) it
             response, _ = _PRODUCE_ANSWER.decode(body, 0)
             answered = {
@@ -484,22 +471,3 @@ class BatchProducer:
             with contextlib.suppress(asyncio.CancelledError):
                 await delivery
         await self._cluster.close()
-
-
-def read_produce_answer(body: bytes, topic: bytes, partitions: int) -> dict[int, tuple[int, int]] | None:
-    """A Produce v3 answer (after its correlation id) of one topic, `topic`, and `partitions` partitions, read
-    with struct: partition -> (error code, base offset). None when it has another shape."""
-    expected = 4 + 2 + len(topic) + 4 + partitions * _ANSWERED_PARTITION.size + 4
-    if len(body) != expected or body[4 : 6 + len(topic)] != _STRING_LENGTH.pack(len(topic)) + topic:
-        return None
-    count, size = _INT32.unpack_from(body)[0], _INT32.unpack_from(body, 6 + len(topic))[0]
-    if count != 1 or size != partitions:
-        return None
-    read = _ANSWERED_PARTITION.unpack_from
-    at = 10 + len(topic)
-    return {
-        index: (error, base)
-        for index, error, base, _ in (
-            read(body, at + i * _ANSWERED_PARTITION.size) for i in range(partitions)
-        )
-    }

@@ -12,9 +12,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sluice.coordinator.consumer_group import (
-    ConsumerGroups,
-)
+from sluice.coordinator.consumer_group import ConsumerGroups
 from sluice.coordinator.group import (
     CAN_REBALANCE,
     HEARTBEAT_ERROR,

@@ -26,14 +26,8 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 
 from sluice.coordinator import admin, offsets
 from sluice.coordinator.classic import ClassicMembership
-from sluice.coordinator.consumer_group import (
-    CONSUMER_GROUP_TYPE,
-    JOIN_EPOCH,
-    ConsumerGroup,
-    ConsumerGroupConfig,
-    ConsumerGroups,
-    random_consumer_member_id,
-)
+from sluice.coordinator.consumer_group import ConsumerGroupConfig, ConsumerGroups, random_consumer_member_id
+from sluice.coordinator.consumer_group_state import CONSUMER_GROUP_TYPE, JOIN_EPOCH, ConsumerGroup
 from sluice.coordinator.group import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicGroup,

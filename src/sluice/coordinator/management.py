@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sluice.coordinator import offsets
-from sluice.coordinator.consumer_group import CONSUMER_GROUP_TYPE, ConsumerGroups
+from sluice.coordinator.consumer_group import ConsumerGroups
+from sluice.coordinator.consumer_group_state import CONSUMER_GROUP_TYPE
 from sluice.coordinator.group import ClassicGroup, GroupState, Member
 from sluice.coordinator.messages import (
     OffsetCommit,

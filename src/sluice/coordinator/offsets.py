@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
-from sluice.coordinator.consumer_group import ConsumerGroup
+from sluice.coordinator.consumer_group_state import ConsumerGroup
 from sluice.coordinator.group import COMMIT_ERROR, CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from sluice.coordinator.messages import (
     NO_MEMBER_ID,

@@ -103,6 +103,23 @@ def deliveries_of(batches: Iterable[Batch]) -> list[Delivery]:
     return [delivery for batch in batches for delivery in batch.deliveries()]
 
 
+class HandsOut:
+    """What hands messages out, a partition's tracker or every partition of a topic (gateway.core): its
+    `take_batches`, and the same as deliveries, one message at a time or up to `limit`."""
+
+    def take_batches(
+        self, now: float, limit: int, max_pending: int | None = None, max_bytes: int | None = None
+    ) -> list[Batch]:
+        raise NotImplementedError
+
+    def next_delivery(self, now: float) -> Delivery | None:
+        deliveries = self.take(now, 1)
+        return deliveries[0] if deliveries else None
+
+    def take(self, now: float, limit: int, max_pending: int | None = None) -> list[Delivery]:
+        return deliveries_of(self.take_batches(now, limit, max_pending))
+
+
 def count_messages(batches: Iterable[Batch]) -> int:
     return sum(len(batch.offsets) for batch in batches)
 

@@ -31,12 +31,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .batches import Batch, ByteBudget, Delivery, Message, RawMessage, count_messages, deliveries_of
+from .batches import Batch, ByteBudget, HandsOut, Message, RawMessage, count_messages
 from .tracker import AckOutcome, CommitPoint, PartitionTracker, TrackerSettings
 
 
 @dataclass
-class GroupTopicCore:
+class GroupTopicCore(HandsOut):
     """All partitions of one topic that this gateway holds for one group."""
 
     settings: TrackerSettings = field(default_factory=TrackerSettings)
@@ -85,14 +85,6 @@ class GroupTopicCore:
             tracker = self.trackers.get(batch.partition)
             if tracker is not None:
                 tracker.add_batch(batch)
-
-    def next_delivery(self, now: float) -> Delivery | None:
-        """Round-robin over partitions so one busy partition cannot starve the rest."""
-        deliveries = self.take(now, 1)
-        return deliveries[0] if deliveries else None
-
-    def take(self, now: float, limit: int, max_pending: int | None = None) -> list[Delivery]:
-        return deliveries_of(self.take_batches(now, limit, max_pending))
 
     def take_batches(
         self, now: float, limit: int, max_pending: int | None = None, max_bytes: int | None = None

@@ -10,7 +10,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .batches import Batch, ByteBudget, Delivery, Message, RawMessage, deliveries_of
+from .batches import Batch, ByteBudget, HandsOut, Message, RawMessage
 from .sparse_acks import SparseAcksError, decode_sparse_acks, encode_sparse_acks
 
 
@@ -73,7 +73,7 @@ class CommitPoint:
     metadata: str
 
 
-class PartitionTracker:
+class PartitionTracker(HandsOut):
     """Offers, acks and the commit point of one (group, topic, partition)."""
 
     def __init__(
@@ -281,14 +281,6 @@ class PartitionTracker:
             out.append(again)
             given += count
         return given
-
-    def next_delivery(self, now: float) -> Delivery | None:
-        """The message to hand out now: an expired offer first, then a fresh one."""
-        deliveries = self.take(now, 1)
-        return deliveries[0] if deliveries else None
-
-    def take(self, now: float, limit: int, max_pending: int | None = None) -> list[Delivery]:
-        return deliveries_of(self.take_batches(now, limit, max_pending))
 
     def take_batches(
         self, now: float, limit: int, max_pending: int | None = None, max_bytes: int | None = None

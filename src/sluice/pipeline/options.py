@@ -223,17 +223,19 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise PipelineOptionError(f"option {name} must be true or false, got {raw!r}")
 
 
+def _integer(raw: str, name: str, *, minimum: int = 1, expected: str = "a positive integer") -> int:
+    """Option `name`'s value `raw` as a decimal integer of at least `minimum`; else an error saying what
+    was `expected`."""
+    text = raw.strip()
+    value = int(text) if text.isdecimal() else minimum - 1
+    if value < minimum:
+        raise PipelineOptionError(f"option {name} must be {expected}, got {raw!r}")
+    return value
+
+
 def _positive_int(options: Mapping[str, str], name: str) -> int | None:
     raw = options.get(name.lower())
-    if raw is None:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise PipelineOptionError(f"option {name} must be a positive integer, got {raw!r}") from None
-    if value <= 0:
-        raise PipelineOptionError(f"option {name} must be a positive integer, got {raw!r}")
-    return value
+    return None if raw is None else _integer(raw, name)
 
 
 def _bootstrap(options: Mapping[str, str]) -> str:
@@ -326,12 +328,7 @@ def _timestamp_spec(options: Mapping[str, str], name: str) -> OffsetSpec | None:
     raw = options.get(name.lower())
     if raw is None:
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise PipelineOptionError(f"option {name} must be milliseconds since the epoch, got {raw!r}") from None
-    if value < 0:
-        raise PipelineOptionError(f"option {name} must be >= 0, got {raw!r}")
+    value = _integer(raw, name, minimum=0, expected="milliseconds since the epoch (>= 0)")
     return OffsetSpec("timestamp", timestamp_ms=value)
 
 
@@ -433,9 +430,7 @@ def parse_sink_options(raw_options: Mapping[str, str]) -> SinkOptions:
             "options transactionalIdPrefix and commitTopic only apply with deliveryGuarantee=exactly-once"
         )
     raw_timeout = kafka_config.pop("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
-    if not raw_timeout.isdigit() or int(raw_timeout) <= 0:
-        raise PipelineOptionError(f"option kafka.transaction.timeout.ms must be positive milliseconds, got {raw_timeout!r}")
-    timeout_ms = int(raw_timeout)
+    timeout_ms = _integer(raw_timeout, "kafka.transaction.timeout.ms", expected="positive milliseconds")
     commit_topic = options.get("committopic", DEFAULT_COMMIT_TOPIC).strip()
     if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", commit_topic):
         raise PipelineOptionError(f"option commitTopic is not a valid topic name: {commit_topic!r}")
@@ -523,9 +518,5 @@ def _column_format(options: Mapping[str, str], side: Literal["key", "value"], to
     raw_version = options.get(f"{side}schemaversion", "").strip().lower()
     version: int | None = None
     if raw_version and raw_version != "latest":
-        if not raw_version.isdigit() or int(raw_version) <= 0:
-            raise PipelineOptionError(
-                f"option {side}SchemaVersion must be latest or a version number, got {raw_version!r}"
-            )
-        version = int(raw_version)
+        version = _integer(raw_version, f"{side}SchemaVersion", expected="latest or a version number")
     return ColumnFormat(side, schema_type, subject, version, pinned=bool(raw_version))

@@ -1,25 +1,35 @@
-"""Compiles a message definition into straight-line Python encode/decode functions, one pair per version.
+"""The codec of a message at one version, compiled from its definition (the source is written by
+sluice.protocol.codegen): the generated classes, one decode and one encode function per version.
 
-Generated code is the fast path the broker runs for every request: consecutive fixed-width fields are read
-and written with a single precompiled `struct` call, arrays of fixed-width values in bulk, and record
-batches are passed through as views without copying. Classes are generated once per message; every
-version's codec shares them, so handlers see the same attributes whatever version a client speaks.
+Generated code is the fast path the broker runs for every request. Classes are generated once per message;
+every version's codec shares them, so handlers see the same attributes whatever version a client speaks.
 """
 
 from __future__ import annotations
 
+import copy
 import operator
 import struct
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from sluice.protocol import primitives as p
+from sluice.protocol.codegen import Generator, natural_default, walk_structs
+from sluice.protocol.headers import API_VERSIONS_KEY, CONTROLLED_SHUTDOWN_KEY, HEADER_FIXED
 from sluice.protocol.produce_answer import produce_response_encoder
-from sluice.protocol.schema import MISSING, NO_VERSIONS, PRIMITIVE_TYPES, FieldDef, MessageDef, StructDef
+from sluice.protocol.schema import MessageDef
 
 _MISSING_ARG: Any = object()
-# Structs nested deeper than this are decoded by a call (also what tagged fields pass to `_read`).
-_NO_INLINE = 8
+Part = bytes | bytearray | memoryview
+# An answer up to this size is joined into one buffer with its size prefix: copying a few hundred bytes costs
+# less than handing the transport a dozen small parts. Bigger ones (fetch responses carrying record batches)
+# keep their parts, so the batches are never copied on the way out.
+JOIN_FRAME_BYTES = 4 * 1024
+_INT16 = struct.Struct(">h")
+_CORRELATION = struct.Struct(">i")
+# An answer's size prefix and header in one: size, correlation id (and no tagged fields, in header v1).
+_FRAME_HEAD = struct.Struct(">ii")
+_TAGGED_FRAME_HEAD = struct.Struct(">iiB")
 # Hand-written encoders for the commonest answers, by message: (version, generated encoder, classes) -> the
 # encoder to use, which hands every shape it does not special-case to the generated one.
 SPECIAL_ENCODERS = {"ProduceResponse": produce_response_encoder}
@@ -46,43 +56,9 @@ class Message:
     __hash__ = None  # type: ignore[assignment]
 
 
-def _natural_default(f: FieldDef) -> str:
-    """Python expression for a field's default value (a fresh object where it is mutable)."""
-    if f.default is not MISSING:
-        return repr(f.default) if f.type != "uuid" or f.default is None else "_ZERO_UUID"
-    if f.is_array:
-        return "[]"
-    if f.type not in PRIMITIVE_TYPES:
-        return f"_cls_{f.type}()"
-    return {
-        "string": "''",
-        "bytes": "b''",
-        "records": "None",
-        "uuid": "_ZERO_UUID",
-        "bool": "False",
-        "float64": "0.0",
-    }.get(f.type, "0")
-
-
-def _default_to_compare(f: FieldDef) -> str:
-    """Like `_natural_default`, but a struct's default is one shared instance (`_DEFAULT_<name>` in the
-    codec's namespace), only ever compared with, so encoding allocates nothing for an absent tagged field."""
-    if f.default is MISSING and not f.is_array and f.type not in PRIMITIVE_TYPES:
-        return f"_DEFAULT_{f.type}"
-    return _natural_default(f)
-
-
-def _walk_structs(struct: StructDef, seen: dict[str, StructDef]) -> dict[str, StructDef]:
-    seen.setdefault(struct.name, struct)
-    for f in struct.fields:
-        if f.struct is not None and f.struct.name not in seen:
-            _walk_structs(f.struct, seen)
-    return seen
-
-
 def build_classes(message: MessageDef) -> dict[str, type[Message]]:
     """One class per struct of the message, the root class carrying the nested ones as attributes."""
-    structs = _walk_structs(message.root, {})
+    structs = walk_structs(message.root, {})
     namespace: dict[str, Any] = {"_M": _MISSING_ARG, "_ZERO_UUID": p.ZERO_UUID}
     classes: dict[str, type[Message]] = {}
     for name, struct_def in structs.items():
@@ -90,7 +66,7 @@ def build_classes(message: MessageDef) -> dict[str, type[Message]]:
         params = ", ".join(f"{a}=_M" for a in attrs)
         body = [f"def __init__(self{', *, ' + params if params else ''}):"]
         for f in struct_def.fields:
-            body.append(f"    self.{f.attr} = {_natural_default(f)} if {f.attr} is _M else {f.attr}")
+            body.append(f"    self.{f.attr} = {natural_default(f)} if {f.attr} is _M else {f.attr}")
         if not struct_def.fields:
             body.append("    pass")
         code: dict[str, Any] = {}
@@ -110,267 +86,19 @@ def build_classes(message: MessageDef) -> dict[str, type[Message]]:
     return classes
 
 
-def _is_fixed(f: FieldDef) -> bool:
-    return not f.is_array and f.type in p.FIXED_FORMATS
-
-
-def _field_runs(fields: Iterable[FieldDef]) -> Iterator[list[FieldDef] | FieldDef]:
-    """Consecutive fixed-width fields grouped into one list (one struct call); any other field alone."""
-    run: list[FieldDef] = []
-    for f in fields:
-        if _is_fixed(f):
-            run.append(f)
-            continue
-        if run:
-            yield run
-            run = []
-        yield f
-    if run:
-        yield run
-
-
-class _Generator:
-    """Writes the source of every struct's decode and encode function for one version."""
-
-    def __init__(self, message: MessageDef, version: int) -> None:
-        self.version = version
-        self.flexible = version in message.flexible
-        self.formats: dict[str, str] = {}
-        self.lines: list[str] = []
-        self.counter = 0
-
-    def fresh(self, stem: str) -> str:
-        self.counter += 1
-        return f"{stem}{self.counter}"
-
-    def fixed_struct(self, fmt: str) -> str:
-        name = self.formats.get(fmt)
-        if name is None:
-            name = self.formats[fmt] = f"_S_{len(self.formats)}"
-        return name
-
-    # ----- decoding -----
-
-    def decode_struct(self, struct_def: StructDef) -> None:
-        body = self._decode_body(struct_def, "o", "    ", 0)
-        self.lines.extend([f"def _dec_{struct_def.name}(buf, pos):", *body, "    return o, pos"])
-
-    def _decode_body(self, struct_def: StructDef, obj: str, ind: str, depth: int) -> list[str]:
-        """Lines that decode one `struct_def` into the local `obj`, advancing `pos`. Nested structs are decoded
-        inline (no call and tuple per element of an array), except inside tagged fields, whose loop keeps its
-        place in locals an inner loop would overwrite."""
-        fields = [f for f in struct_def.fields if self.version in f.versions]
-        absent = [f for f in struct_def.fields if self.version not in f.versions or (f.tag is not None)]
-        out = [f"{ind}{obj} = _new(_cls_{struct_def.name})"]
-        for f in absent:
-            out.append(f"{ind}{obj}.{f.attr} = {_natural_default(f)}")
-        for run in _field_runs(f for f in fields if f.tag is None):
-            if isinstance(run, list):
-                fmt = ">" + "".join(p.FIXED_FORMATS[f.type] for f in run)
-                targets = ", ".join(f"{obj}.{f.attr}" for f in run) + ","
-                out.append(f"{ind}{targets} = {self.fixed_struct(fmt)}.unpack_from(buf, pos)")
-                out.append(f"{ind}pos += {struct.calcsize(fmt)}")
-            else:
-                out.extend(self._read(run, f"{obj}.{run.attr}", ind, depth + 1))
-        if self.flexible:
-            tagged = sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag or 0)
-            count, end = self.fresh("n_tags"), self.fresh("end")
-            out.append(f"{ind}if buf[pos] == 0:")
-            out.append(f"{ind}    pos += 1")
-            out.append(f"{ind}else:")
-            out.append(f"{ind}    {count}, pos = read_uvarint(buf, pos)")
-            out.append(f"{ind}    for _ in range({count}):")
-            out.append(f"{ind}        tag, pos = read_uvarint(buf, pos)")
-            out.append(f"{ind}        size, pos = read_uvarint(buf, pos)")
-            out.append(f"{ind}        {end} = pos + size")
-            out.append(
-                f"{ind}        if {end} > len(buf): raise DecodeError('tagged field runs past the end')"
-            )
-            keyword = "if"
-            for f in tagged:
-                out.append(f"{ind}        {keyword} tag == {f.tag}:")
-                out.extend(self._read(f, f"{obj}.{f.attr}", ind + "            ", _NO_INLINE))
-                keyword = "elif"
-            out.append(f"{ind}        pos = {end}")
-        return out
-
-    def _read(self, f: FieldDef, target: str, ind: str, depth: int) -> list[str]:
-        nullable = self.version in f.nullable
-        flex = self.flexible
-        null_check = (
-            [] if nullable else [f"{ind}if {target} is None: raise DecodeError('{f.name} must not be null')"]
-        )
-        if f.is_array:
-            return self._read_array(f, target, ind, nullable, depth)
-        if f.type in p.FIXED_FORMATS:
-            fmt = ">" + p.FIXED_FORMATS[f.type]
-            return [
-                f"{ind}{target}, = {self.fixed_struct(fmt)}.unpack_from(buf, pos)",
-                f"{ind}pos += {struct.calcsize(fmt)}",
-            ]
-        if f.type in ("string", "bytes", "records"):
-            reader = f"read_{'compact_' if flex else ''}{f.type}"
-            if flex and f.type != "bytes":
-                inline = self._read_short_compact(f.type, target, reader, ind)
-                if nullable:  # null (a zero length byte), as the transactional id of most produce requests
-                    null = [f"{ind}if buf[pos] == 0:", f"{ind}    {target} = None", f"{ind}    pos += 1"]
-                    inline = [*null, f"{ind}else:", *("    " + line for line in inline)]
-                return [*inline, *null_check]
-            return [f"{ind}{target}, pos = {reader}(buf, pos)", *null_check]
-        if f.type == "uuid":
-            return [f"{ind}{target}, pos = read_uuid(buf, pos)"]
-        if nullable:
-            # A nullable struct is preceded by an int8 presence marker: -1 for null, 1 when present.
-            return [
-                f"{ind}if buf[pos] == 0xFF:",
-                f"{ind}    {target} = None",
-                f"{ind}    pos += 1",
-                f"{ind}else:",
-                f"{ind}    {target}, pos = _dec_{f.type}(buf, pos + 1)",
-            ]
-        if depth < _NO_INLINE and f.struct is not None:
-            local = self.fresh("s")
-            return [*self._decode_body(f.struct, local, ind, depth), f"{ind}{target} = {local}"]
-        return [f"{ind}{target}, pos = _dec_{f.type}(buf, pos)"]
-
-    def _read_short_compact(self, kind: str, target: str, reader: str, ind: str) -> list[str]:
-        """A compact string or records field whose length prefix takes one or two varint bytes (all but the
-        largest record sets) read inline, without the reader's calls; longer prefixes, null and anything that
-        does not fit go through the reader, which names the fault."""
-        # (`stop`, not `end`: the tagged-field loop keeps the end of the field it reads in `end`.)
-        value = "str(buf[start:stop], 'utf-8')" if kind == "string" else "memoryview(buf)[start:stop]"
-        return [
-            f"{ind}stop = buf[pos]",
-            f"{ind}if stop < 0x80:",
-            f"{ind}    start, stop = pos + 1, pos + stop",
-            f"{ind}elif buf[pos + 1] < 0x80:",
-            f"{ind}    start, stop = pos + 2, pos + 1 + ((stop & 0x7F) | (buf[pos + 1] << 7))",
-            f"{ind}else:",
-            f"{ind}    start = 0",
-            f"{ind}if 0 < start <= stop <= len(buf):",
-            f"{ind}    {target} = {value}",
-            f"{ind}    pos = stop",
-            f"{ind}else:",
-            f"{ind}    {target}, pos = {reader}(buf, pos)",
-        ]
-
-    def _read_array(self, f: FieldDef, target: str, ind: str, nullable: bool, depth: int) -> list[str]:
-        count = self.fresh("n")
-        if self.flexible:
-            # A one-byte length (under 127 elements) read inline: every request has a few arrays.
-            lines = [
-                f"{ind}{count} = buf[pos] - 1",
-                f"{ind}if {count} < 0x7F:",
-                f"{ind}    pos += 1",
-                f"{ind}else:",
-                f"{ind}    {count}, pos = read_compact_array_length(buf, pos)",
-            ]
-        else:
-            lines = [f"{ind}{count}, pos = read_array_length(buf, pos)"]
-        lines.append(f"{ind}if {count} < 0:")
-        if nullable:
-            lines.append(f"{ind}    {target} = None")
-        else:
-            lines.append(f"{ind}    raise DecodeError('{f.name} must not be null')")
-        lines.append(f"{ind}else:")
-        lines.append(f"{ind}    if {count} > len(buf) - pos: check_array_count(buf, pos, {count})")
-        if f.type in p.FIXED_FORMATS:
-            letter = p.FIXED_FORMATS[f.type]
-            size = struct.calcsize(">" + letter)
-            lines.append(f"{ind}    {target} = list(_unpack_from('>%d{letter}' % {count}, buf, pos))")
-            lines.append(f"{ind}    pos += {size} * {count}")
-            return lines
-        items = self.fresh("items")
-        item = self.fresh("item")
-        element = FieldDef(f.name, f.type, False, f.versions, NO_VERSIONS, None, MISSING, f.struct)
-        lines.append(f"{ind}    {items} = []")
-        lines.append(f"{ind}    for _ in range({count}):")
-        lines.extend(self._read(element, item, ind + "        ", depth))
-        lines.append(f"{ind}        {items}.append({item})")
-        lines.append(f"{ind}    {target} = {items}")
-        return lines
-
-    # ----- encoding -----
-
-    def encode_struct(self, struct_def: StructDef) -> None:
-        fields = [f for f in struct_def.fields if self.version in f.versions]
-        out = [f"def _enc_{struct_def.name}(o, out):"]
-        for run in _field_runs(f for f in fields if f.tag is None):
-            if isinstance(run, list):
-                fmt = ">" + "".join(p.FIXED_FORMATS[f.type] for f in run)
-                args = ", ".join(f"o.{f.attr}" for f in run)
-                out.append(f"    out.append({self.fixed_struct(fmt)}.pack({args}))")
-            else:
-                out.extend(self._write(run, f"o.{run.attr}", "out", "    "))
-        if self.flexible:
-            tagged = sorted((f for f in fields if f.tag is not None), key=lambda f: f.tag or 0)
-            if not tagged:
-                out.append("    out.append(b'\\x00')")
-            else:
-                out.append("    tagged = []")
-                for f in tagged:
-                    out.append(f"    if o.{f.attr} != {_default_to_compare(f)}:")
-                    out.append("        sub = []")
-                    out.extend(self._write(f, f"o.{f.attr}", "sub", "        "))
-                    out.append(f"        tagged.append(({f.tag}, b''.join(sub)))")
-                out.append("    if not tagged:")
-                out.append("        out.append(b'\\x00')")
-                out.append("        return")
-                out.append("    out.append(uvarint_bytes(len(tagged)))")
-                out.append("    for tag, data in tagged:")
-                out.append("        out.append(uvarint_bytes(tag))")
-                out.append("        out.append(uvarint_bytes(len(data)))")
-                out.append("        out.append(data)")
-        if len(out) == 1:
-            out.append("    pass")
-        self.lines.extend(out)
-
-    def _write(self, f: FieldDef, value: str, out: str, ind: str) -> list[str]:
-        flex = self.flexible
-        if f.is_array:
-            if flex:
-                length = f"(b'\\x00' if {value} is None else uvarint_bytes(len({value}) + 1))"
-                lines = [f"{ind}{out}.append{length}"]
-            else:
-                lines = [f"{ind}write_array_length({out}, {value})"]
-            if f.type in p.FIXED_FORMATS:
-                letter = p.FIXED_FORMATS[f.type]
-                lines.append(f"{ind}if {value}: {out}.append(_pack('>%d{letter}' % len({value}), *{value}))")
-                return lines
-            item = self.fresh("item")
-            element = FieldDef(f.name, f.type, False, f.versions, NO_VERSIONS, None, MISSING, f.struct)
-            lines.append(f"{ind}for {item} in {value} or ():")
-            lines.extend(self._write(element, item, out, ind + "    "))
-            return lines
-        if f.type in p.FIXED_FORMATS:
-            fmt = ">" + p.FIXED_FORMATS[f.type]
-            return [f"{ind}{out}.append({self.fixed_struct(fmt)}.pack({value}))"]
-        if f.type in ("string", "bytes", "records"):
-            kind = "bytes" if f.type == "records" else f.type
-            return [f"{ind}write_{'compact_' if flex else ''}{kind}({out}, {value})"]
-        if f.type == "uuid":
-            return [f"{ind}write_uuid({out}, {value})"]
-        if self.version in f.nullable:
-            return [
-                f"{ind}if {value} is None:",
-                f"{ind}    {out}.append(b'\\xff')",
-                f"{ind}else:",
-                f"{ind}    {out}.append(b'\\x01')",
-                f"{ind}    _enc_{f.type}({value}, {out})",
-            ]
-        return [f"{ind}_enc_{f.type}({value}, {out})"]
-
-
 class VersionCodec:
-    """Encoder and decoder of one message at one version."""
+    """Encoder and decoder of one message at one version; for a request, how it is read with its header, and
+    for a response, how it is framed with its header (`read_request`, `frame`)."""
 
     __slots__ = (
+        "client_id_in_header",
         "cls",
         "decode_root",
         "encode_root",
         "flexible",
         "generated_encode_root",
         "message",
+        "tagged_header",
         "version",
     )
 
@@ -378,9 +106,15 @@ class VersionCodec:
         self.message = message
         self.version = version
         self.flexible = version in message.flexible
+        # Kafka's header versions (ApiMessageType.requestHeaderVersion, responseHeaderVersion): the headers of
+        # flexible versions end in tagged fields, except ApiVersions answers (header v0, so that a client can
+        # read the answer before it knows what the broker speaks); ControlledShutdown v0 has no client id.
+        answers_api_versions = message.api_key == API_VERSIONS_KEY and message.name.endswith("Response")
+        self.tagged_header = self.flexible and not answers_api_versions
+        self.client_id_in_header = not (message.api_key == CONTROLLED_SHUTDOWN_KEY and version == 0)
         self.cls = classes[message.root.name]
-        gen = _Generator(message, version)
-        for struct_def in _walk_structs(message.root, {}).values():
+        gen = Generator(message, version)
+        for struct_def in walk_structs(message.root, {}).values():
             gen.decode_struct(struct_def)
             gen.encode_struct(struct_def)
         namespace: dict[str, Any] = {
@@ -419,6 +153,71 @@ class VersionCodec:
         except (IndexError, struct.error, UnicodeDecodeError, ValueError, OverflowError) as exc:
             raise p.DecodeError(f"malformed {self.message.name} v{self.version}: {exc}") from exc
 
+    def read_header(self, frame: p.Buffer) -> tuple[str | None, int]:
+        """The rest of a request's header: its client id (None in header v0, or when the client sent none) and
+        where the body starts. The first fields (api key, version, correlation id: HEADER_FIXED) are read by
+        whoever chose this codec."""
+        pos = HEADER_FIXED.size
+        client_id = None
+        if not self.client_id_in_header:
+            return client_id, pos
+        try:
+            (length,) = _INT16.unpack_from(frame, pos)
+            end = pos + 2 + length
+            if length >= 0 and end <= len(frame):  # read_string, inline for the common client id
+                client_id, pos = str(frame[pos + 2 : end], "utf-8"), end
+            else:
+                client_id, pos = p.read_string(frame, pos)
+            if self.tagged_header:
+                if frame[pos] == 0:  # no tagged fields, as nearly always
+                    pos += 1
+                else:
+                    count, pos = p.read_uvarint(frame, pos)
+                    for _ in range(count):
+                        _, pos = p.read_uvarint(frame, pos)
+                        pos = p.skip_tagged_field(frame, pos)
+        except (IndexError, struct.error, UnicodeDecodeError) as exc:
+            raise p.DecodeError(f"malformed request header: {exc}") from exc
+        return client_id, pos
+
+    def frame(self, correlation_id: int, response: Any, throttle_ms: int = 0) -> tuple[list[Part], int]:
+        """An answer of this codec's message, framed for `transport.writelines` (size prefix, response header,
+        body), and the throttle time it carries. `response` is the message, a body encoded ahead (`Encoded`)
+        or a kept answer (`Preencoded`). A quota's `throttle_ms` longer than the response's own throttle time
+        is written into it, so that the client backs off too (KIP-219)."""
+        kind = type(response)
+        if kind is Encoded:
+            return self.frame_body(correlation_id, response.body), throttle_ms
+        throttle = getattr(response, "throttle_time_ms", 0)
+        if throttle_ms > throttle:
+            throttle = throttle_ms
+            if hasattr(response, "throttle_time_ms"):
+                response.throttle_time_ms = throttle
+        parts: list[Part] = [
+            _CORRELATION.pack(correlation_id) + b"\x00"
+            if self.tagged_header
+            else _CORRELATION.pack(correlation_id)
+        ]
+        if kind is Preencoded:
+            if response.parts and response.api_version == self.version:
+                parts.extend(response.parts)
+            else:
+                self.encode_root(response.message, parts)
+        else:
+            self.encode_root(response, parts)
+        size = sum(map(len, parts))
+        if size <= JOIN_FRAME_BYTES:
+            return [b"".join([size.to_bytes(4, "big"), *parts])], throttle
+        return [size.to_bytes(4, "big"), *parts], throttle
+
+    def frame_body(self, correlation_id: int, body: bytes) -> list[Part]:
+        """A body encoded ahead at this version, framed as `frame` frames the message (one struct call)."""
+        if self.tagged_header:
+            head = _TAGGED_FRAME_HEAD.pack(len(body) + 5, correlation_id, 0)
+        else:
+            head = _FRAME_HEAD.pack(len(body) + 4, correlation_id)
+        return [head + body] if len(body) <= JOIN_FRAME_BYTES else [head, body]
+
     def encode_into(self, obj: Any, out: list[Any]) -> None:
         self.encode_root(obj, out)
 
@@ -444,3 +243,41 @@ class MessageCodecs:
                 raise KeyError(f"{self.message.name} has no version {version}")
             codec = self._versions[version] = VersionCodec(self.message, version, self.classes)
         return codec
+
+
+# ----- answers encoded ahead: bodies a fast path or a kept answer wrote before the shell frames them -----
+
+
+class Encoded:
+    """A response body a fast path encoded at the request's version without building the response, and
+    `build`, which builds that response after all: for what must rewrite an answer before it goes out (a
+    group commit whose fsync failed, sluice.broker.handlers.produce.refuse_unflushed)."""
+
+    __slots__ = ("body", "build")
+
+    def __init__(self, body: bytes, build: Callable[[], Any]) -> None:
+        self.body = body
+        self.build = build
+
+
+class Preencoded:
+    """A response already encoded at `api_version` (the same answer given again): the shell sends `parts`
+    as its body instead of encoding `message`. Setting a throttle time (a quota, KIP-219) gives up the
+    encoding: the shell then encodes a copy of `message` carrying it, and the kept answer stays as it was."""
+
+    __slots__ = ("api_version", "message", "parts")
+
+    def __init__(self, message: Any, api_version: int, parts: list[bytes]) -> None:
+        self.message = message
+        self.api_version = api_version
+        self.parts = parts
+
+    @property
+    def throttle_time_ms(self) -> int:
+        return int(self.message.throttle_time_ms)
+
+    @throttle_time_ms.setter
+    def throttle_time_ms(self, value: int) -> None:
+        self.message = copy.copy(self.message)
+        self.message.throttle_time_ms = value
+        self.parts = []

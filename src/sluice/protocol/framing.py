@@ -106,20 +106,6 @@ class FrameBuffer:
         return frames
 
 
-# A message up to this size is joined into one buffer with its size prefix: copying a few hundred bytes costs
-# less than handing the transport a dozen small parts. Bigger ones (fetch responses carrying record batches)
-# keep their parts, so the batches are never copied on the way out.
-JOIN_FRAME_BYTES = 4 * 1024
-
-
-def frame(parts: list[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
-    """Prefix an encoded message (a list of parts) with its size, ready for `transport.writelines`."""
-    size = sum(map(len, parts))
-    if size <= JOIN_FRAME_BYTES:
-        return [b"".join([size.to_bytes(4, "big"), *parts])]
-    return [size.to_bytes(4, "big"), *parts]
-
-
 # TLS seals each buffer handed to it as a record of its own (uvloop's and asyncio's SSL transports call
 # SSLObject.write once per `writelines` item), and a record costs a cipher call plus 22 bytes however small it
 # is. Small parts are therefore joined up to this size before a TLS write; bigger ones (record batches) go on

@@ -5,6 +5,9 @@ produce) gets the same shape of answer every time: one topic, one partition, no 
 message, no tagged fields. The generated encoder walks three nested structs and a dozen parts for it; this one
 packs the whole answer at once and hands every other shape to the generated encoder, so both always write the
 same bytes (tests/protocol/test_fast_paths.py holds them to that).
+
+The other way, `read_one_topic_v3` reads the answer to the batch producer's request (produce_request.one_topic_v3)
+in place; any other shape is left to the generated decoder.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ _LONGEST_ONE_BYTE_NAME = 0x7E  # the length prefix (length + 1) stays a one-byte
 _MAX_HEADS = 4096  # encoded topic names kept (emptied when full: a bound, not a cache policy)
 # Topic name -> the answer's bytes up to its partition (the same in every version that names topics).
 _heads: dict[str, bytes] = {}
+# A partition in a Produce v3 answer: index, error code, base offset, log append time.
+_ANSWERED_PARTITION = struct.Struct(">ihqq")
+_INT32 = struct.Struct(">i")
+_STRING_LENGTH = struct.Struct(">h")
 
 
 def _head(name: str) -> bytes | None:
@@ -104,3 +111,22 @@ def produce_response_encoder(version: int, general: Encoder, classes: dict[str, 
         general(o, out)
 
     return encode
+
+
+def read_one_topic_v3(body: bytes, topic: bytes, partitions: int) -> dict[int, tuple[int, int]] | None:
+    """A Produce v3 answer (after its correlation id) of one topic, `topic`, and `partitions` partitions, read
+    with struct: partition -> (error code, base offset). None when it has another shape."""
+    expected = 4 + 2 + len(topic) + 4 + partitions * _ANSWERED_PARTITION.size + 4
+    if len(body) != expected or body[4 : 6 + len(topic)] != _STRING_LENGTH.pack(len(topic)) + topic:
+        return None
+    count, size = _INT32.unpack_from(body)[0], _INT32.unpack_from(body, 6 + len(topic))[0]
+    if count != 1 or size != partitions:
+        return None
+    read = _ANSWERED_PARTITION.unpack_from
+    at = 10 + len(topic)
+    return {
+        index: (error, base)
+        for index, error, base, _ in (
+            read(body, at + i * _ANSWERED_PARTITION.size) for i in range(partitions)
+        )
+    }

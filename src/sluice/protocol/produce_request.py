@@ -6,6 +6,9 @@ tagged fields. This reads that shape, header included, with a few byte reads and
 shape, and every request that is not exactly that shape, gives None and goes through the generated decoder,
 which reads it (and names what is wrong with it). tests/protocol/test_fast_paths.py holds both to the same
 reading.
+
+The other way, `one_topic_v3` writes the request the batch producer (sluice.client.batch_producer) sends:
+Produce v3, which every Kafka from 0.11 to 4.x takes, one topic, one batch per partition.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ _AFTER_CLIENT_ID = struct.Struct(">BBhiBB")
 # After the name: the partition count, the partition index and the first byte of the records' length.
 _AFTER_NAME = struct.Struct(">BiB")
 _ONE = 2  # a compact array of one element
+
+# Produce v3 after the header: no transactional id, acks, timeout, one topic, its name's length.
+_PRODUCE_HEAD = struct.Struct(">hhiih")
+_PARTITION_HEAD = struct.Struct(">ii")  # partition index, then the record set's length
+_INT32 = struct.Struct(">i")
 
 # What the common request asks: (acks, topic, partition, records), a tuple (cheaper to make than an object).
 OnePartition = tuple[int, str, int, memoryview]
@@ -63,3 +71,13 @@ def read_one_partition(body: memoryview) -> OnePartition | None:
     except (IndexError, struct.error, UnicodeDecodeError):
         return None  # cut short or not UTF-8: the generated decoder names the fault
     return acks, topic, index, body[pos:end]
+
+
+def one_topic_v3(acks: int, timeout_ms: int, topic: bytes, batches: list[tuple[int, bytes]]) -> bytes:
+    """The body of a Produce v3 request (no transactional id) of one topic: one record batch per partition,
+    (partition, batch) in `batches`."""
+    parts = [_PRODUCE_HEAD.pack(-1, acks, timeout_ms, 1, len(topic)), topic, _INT32.pack(len(batches))]
+    for partition, batch in batches:
+        parts.append(_PARTITION_HEAD.pack(partition, len(batch)))
+        parts.append(batch)
+    return b"".join(parts)

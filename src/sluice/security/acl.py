@@ -264,7 +264,7 @@ class AclStore:
         self.version += 1
         if self.path is None:
             return
-        from sluice.storage.metadata import write_atomically
+        from sluice.storage.files import write_atomically
 
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data = {"version": 1, "bindings": [b.to_json() for b in self.bindings()]}

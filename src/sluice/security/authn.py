@@ -149,7 +149,7 @@ class CredentialStore:
     def save(self) -> None:
         if self.path is None:
             return
-        from sluice.storage.metadata import write_atomically
+        from sluice.storage.files import write_atomically
 
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         data = {

@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from sluice.broker.broker import Broker
+from sluice.broker.cleaner_view import compacted_logs, txn_facts
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
 from sluice.server.admin import AdminApp
 from sluice.server.clock import now_ms
 from sluice.server.kafka import KafkaServer
-from sluice.storage.api import CompactableLog, Storage
+from sluice.storage.api import Storage
 from sluice.storage.compaction.manager import CleanerSettings, LogCleanerManager
-from sluice.storage.compaction.offset_map import TxnFacts
-from sluice.storage.config import TopicConfig
 
 log = logging.getLogger("sluice")
 T = TypeVar("T")
@@ -93,39 +92,6 @@ class RunningBroker:
         self.broker.close()
 
 
-def _compacted_logs(broker: Broker) -> list[tuple[str, int, TopicConfig, CompactableLog]]:
-    """Runs on the loop: the partitions the cleaner should look at now (cleanup.policy read afresh).
-    None while writes are refused (free space below min_free_bytes, or a full disk): a pass needs room for
-    a cleaned copy of up to segment.bytes before it frees anything."""
-    found: list[tuple[str, int, TopicConfig, CompactableLog]] = []
-    if broker.write_refusal(now_ms()):
-        return found
-    storage = broker.storage
-    configs: dict[str, TopicConfig | None] = {}  # parsed once per topic, not once per partition
-    for topic, index in broker.partitions:
-        if topic not in configs:
-            meta = storage.topic(topic)
-            configs[topic] = meta.config if meta is not None else None
-        config = configs[topic]
-        if config is None:
-            continue
-        if config.compacts and (log := storage.compactable_log(topic, index)) is not None:
-            found.append((topic, index, config, log))
-    return found
-
-
-def _txn_facts(broker: Broker, topic: str, index: int) -> TxnFacts:
-    """Runs on the loop: what the cleaner may assume about the partition's transactions and producers."""
-    state = broker.partitions.get((topic, index))
-    if state is None:
-        return TxnFacts()
-    return TxnFacts(
-        state.last_stable_offset,
-        tuple((e.producer_id, e.first_offset, e.last_offset) for e in state.txn_index.entries),
-        frozenset(p.recent[-1].base_offset for p in state.producers.producers.values() if p.recent),
-    )
-
-
 def _crash_point_from_environment() -> Callable[[str], None]:
     """Fault injection for the kill -9 tests: SLUICE_CLEANER_CRASH_AT=<swap step> ends the process there."""
     step = os.environ.get("SLUICE_CLEANER_CRASH_AT")
@@ -166,11 +132,11 @@ def start_cleaner(broker: Broker, loop: asyncio.AbstractEventLoop) -> LogCleaner
     )
     cleaner = LogCleanerManager(
         settings,
-        lambda: _compacted_logs(broker),
+        lambda: compacted_logs(broker, now_ms()),
         run_on_loop,
         now_ms,
         crash_point=_crash_point_from_environment(),
-        facts=lambda topic, index: _txn_facts(broker, topic, index),
+        facts=lambda topic, index: txn_facts(broker, topic, index),
     )
     broker.cleaner = cleaner
     cleaner.start()

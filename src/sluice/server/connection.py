@@ -14,25 +14,13 @@ from collections import OrderedDict
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sluice.broker.api import (
-    Encoded,
-    NoResponse,
-    Parked,
-    Preencoded,
-    Respond,
-    RespondEncoded,
-    RespondWhenData,
-    RespondWhenDurable,
-)
-from sluice.broker.dispatch import Close
+from sluice.broker.api import NoResponse, RespondWhenData, RespondWhenDurable
+from sluice.broker.dispatch import Close, Reply
 from sluice.errors import ProtocolError
-from sluice.protocol.fetch_shape import FetchShape
-from sluice.protocol.framing import FrameBuffer, coalesce, frame
-from sluice.protocol.headers import framed_response, response_header
-from sluice.protocol.messages import response_codec
+from sluice.protocol.fetch_shape import Kept
+from sluice.protocol.framing import FrameBuffer, coalesce
 from sluice.security.session import PLAINTEXT, Session, uses_sasl
 from sluice.server.clock import now_ms
-from sluice.server.sasl_gate import AuthGate
 from sluice.server.tls import peer_principal
 
 if TYPE_CHECKING:
@@ -63,80 +51,28 @@ class ConnectionOwner(Protocol):
         """The connection closed: drop it and its long polls."""
         ...
 
-    def long_poll(self, slot: ResponseSlot, outcome: RespondWhenData) -> None: ...
+    def long_poll(self, reply: Reply, outcome: RespondWhenData) -> None: ...
 
     def deliver_ready_replies(self, timers_touched: bool = True) -> None: ...
-
-
-class ResponseSlot:
-    """A place in a connection's response order; filled now or later."""
-
-    __slots__ = ("api_key", "api_version", "connection", "correlation_id", "parts", "started", "throttle_ms")
-
-    def __init__(
-        self, connection: KafkaConnection, api_key: int, api_version: int, correlation_id: int
-    ) -> None:
-        self.connection = connection
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.parts: list[Any] | None = None
-        self.started = perf_counter()
-        self.throttle_ms = 0  # from the request_percentage quota, known once the handler returned
-
-    def fill(self, response: Any, version: int | None = None) -> None:
-        if type(response) is Encoded:
-            self.fill_encoded(response.body)
-            return
-        api_key = self.api_key
-        throttle = getattr(response, "throttle_time_ms", 0)
-        if self.throttle_ms > throttle:
-            throttle = self.throttle_ms
-            if hasattr(response, "throttle_time_ms"):
-                response.throttle_time_ms = throttle  # the client backs off too (KIP-219)
-        version = self.api_version if version is None else version
-        codec = response_codec(api_key, version)
-        parts: list[Any] = [response_header(self.correlation_id, api_key, codec.flexible)]
-        if type(response) is Preencoded:
-            if response.parts and response.api_version == version:
-                parts.extend(response.parts)
-            else:
-                codec.encode_root(response.message, parts)
-        else:
-            codec.encode_root(response, parts)
-        self.parts = frame(parts)
-        self._done(throttle)
-
-    def fill_encoded(self, body: bytes) -> None:
-        """Fill with a body already encoded at the request's version (sluice.broker.api.RespondEncoded)."""
-        api_key = self.api_key
-        flexible = response_codec(api_key, self.api_version).flexible
-        self.parts = framed_response(self.correlation_id, api_key, flexible, body)
-        self._done(self.throttle_ms)
-
-    def _done(self, throttle: int) -> None:
-        connection = self.connection
-        connection.metrics.request_done(self.api_key, perf_counter() - self.started)
-        connection.flush_responses()
-        if throttle:
-            connection.mute(throttle)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     # Slots, not a __dict__: a broker holding ten thousand idle connections pays for each one.
     __slots__ = (
-        "auth",
         "closed",
+        "closing",
         "corked",
         "counted",
         "durable_released_at",
         "durable_window",
         "flush_wanted",
         "frames",
+        "gated",
         "held",
         "holding",
         "last_received",
         "listener",
+        "max_request_bytes",
         "metrics",
         "muted",
         "peer_host",
@@ -155,8 +91,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.metrics = server.broker.metrics
         self.listener = listener
         self.session: Session | None = None
-        self.auth: AuthGate | None = None
+        self.gated = uses_sasl(listener)  # a SASL listener: the pipeline's gate applies, and the size cap
+        self.closing = False  # a failed login is being answered: nothing more is read
         self.frames = FrameBuffer(server.broker.config.max_request_bytes)
+        self.max_request_bytes = self.frames.max_frame_bytes
         # While corked (one read's requests being handled, or a group commit releasing its answers), ready
         # responses wait and then go out in one write: one send syscall instead of one per response.
         self.corked = False
@@ -166,7 +104,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.durable_released_at = 0.0
         # Requests in flight, in request order (at most max_in_flight_per_connection): a list, not a deque,
         # which would cost an idle connection 760 bytes.
-        self.pending: list[ResponseSlot] = []
+        self.pending: list[Reply] = []
         self.transport: asyncio.Transport | None = None
         self.peer_host = ""
         self.closed = False
@@ -180,8 +118,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.counted = False  # admitted: counted in the listener's connections and their address's
         self.holding = False  # in the listener's `holding` set
         self.tls = False  # set in connection_made: responses then go out through coalesce()
-        # The last sessionless Fetch, kept by the dispatcher (sluice.broker.dispatch._decode_fetch).
-        self.repeated_fetch: tuple[int, FetchShape, Any] | None = None
+        # The last sessionless Fetch, kept by the pipeline's decode stage (sluice.protocol.fetch_shape).
+        self.repeated_fetch: Kept | None = None
 
     # ----- asyncio callbacks -----
 
@@ -215,10 +153,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             loop.call_later(delay / 1000, self.abort, "over connection_creation_rate")
             return
         self.session = Session.open(self.listener, self.peer_host, peer_principal(transport))
-        if uses_sasl(self.listener):
-            self.auth = AuthGate(
-                self, self.session, self.server.broker
-            )  # other listeners have nothing to gate
+        self._cap_request_size()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -255,7 +190,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         now = now_ms()  # the requests of one read arrived together: one clock read for all of them
         try:
             for body in frames:
-                if self.closed:
+                if self.closed or self.closing:
                     break
                 if not timers_touched and (len(body) < 2 or body[0] or body[1] > 1):
                     timers_touched = True
@@ -276,44 +211,68 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.abort()
 
     def handle_frame(self, body: memoryview, now: int) -> None:
+        """One request: through the pipeline (sluice.broker.dispatch), and its answer sent in its turn, or
+        handed to what it waits for."""
         server = self.server
-        auth = self.auth
-        if auth is not None and auth.raw_token(body):
-            return
-        result = server.dispatcher.dispatch(body, self, now)
-        if isinstance(result, Close):
-            if result.reason is not None:
-                self.abort(result.reason)
-            return
-        slot: ResponseSlot = result.reply
-        slot.throttle_ms = result.throttle_ms
-        outcome = result.outcome
-        if auth is not None and auth.after_dispatch(slot, outcome):
-            pass
-        elif type(outcome) is RespondEncoded:
-            slot.fill_encoded(outcome.body)
-        elif isinstance(outcome, Respond):
-            slot.fill(outcome.response)
-        elif isinstance(outcome, RespondWhenDurable):
-            server.group_commit.wait(slot, outcome.response)
-        elif isinstance(outcome, RespondWhenData):
-            server.long_poll(slot, outcome)
-        elif isinstance(outcome, NoResponse):
-            self.pending.remove(slot)
-            self.flush_responses()
-            server.group_commit.kick_soon()
-        elif isinstance(outcome, Parked):
-            pass
+        reply = Reply(self)
+        self.pending.append(reply)
+        result = server.dispatcher.dispatch(body, self, reply, now)
+        if self.gated:
+            self._cap_request_size()
+        if type(result) is Close:
+            self.pending.remove(reply)
+            self.abort(result.reason)
+        elif result.close_after_ms is not None:
+            self._answer_then_close(reply, result.answer, result.close_after_ms)
+        elif result.answer is not None:
+            reply.parts = result.answer
+            self.answered(reply, result.throttle_ms)
+        else:
+            outcome = result.outcome
+            if isinstance(outcome, RespondWhenDurable):
+                server.group_commit.wait(reply, outcome.response)
+            elif isinstance(outcome, RespondWhenData):
+                server.long_poll(reply, outcome)
+            elif isinstance(outcome, NoResponse):
+                self.pending.remove(reply)
+                self.flush_responses()
+                server.group_commit.kick_soon()
+            # Parked: the coordinator answers later (KafkaServer.deliver_ready_replies)
 
-    # ----- what the dispatcher asks of the connection (sluice.broker.dispatch.RequestOrigin) -----
+    def answered(self, reply: Reply, throttle_ms: int) -> None:
+        """`reply` has its bytes: they go out in their turn; a throttled client is then not read for a while."""
+        self.metrics.request_done(reply.api_key, perf_counter() - reply.started)
+        self.flush_responses()
+        if throttle_ms:
+            self.mute(throttle_ms)
 
-    def admits(self, api_key: int) -> bool:
-        return self.auth is None or self.auth.admits(api_key)
+    def _cap_request_size(self) -> None:
+        """Before authentication a SASL listener takes small requests only (sluice.security.session)."""
+        cap = self.session.max_request_bytes if self.session is not None else None
+        usual = self.max_request_bytes
+        self.frames.max_frame_bytes = min(cap, usual) if cap else usual
 
-    def open_reply(self, api_key: int, api_version: int, correlation_id: int) -> ResponseSlot:
-        slot = ResponseSlot(self, api_key, api_version, correlation_id)
-        self.pending.append(slot)
-        return slot
+    def _answer_then_close(self, reply: Reply, answer: list[Any] | None, delay_ms: int) -> None:
+        """A failed login: nothing more is read, the answer (if any) goes out after the delay the login
+        throttle asks, then the connection closes."""
+        self.closing = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+            self.reading_paused = True
+
+        def answer_and_close() -> None:
+            if self.closed:
+                return
+            if answer is not None:
+                reply.parts = answer
+                self.flush_responses()
+            else:
+                self.pending.remove(reply)
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()  # after the answer is written
+
+        asyncio.get_running_loop().call_later(delay_ms / 1000, answer_and_close)
 
     def cork(self) -> None:
         """Hold ready responses back until `uncork` (which writes them in one go)."""

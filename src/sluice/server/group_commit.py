@@ -39,12 +39,12 @@ class _Connection(Protocol):
 
 
 class ResponseSlot(Protocol):
-    """A response waiting for durability (sluice.server.connection.ResponseSlot)."""
+    """An answer waiting for durability (sluice.broker.dispatch.Reply)."""
 
     @property
     def connection(self) -> _Connection: ...
 
-    def fill(self, response: Any, version: int | None = None) -> None: ...
+    def fill(self, response: Any) -> None: ...
 
 
 def flush_partitions(partitions: list[Any]) -> dict[tuple[str, int], str]:

@@ -15,11 +15,11 @@ from itertools import islice
 
 from sluice.broker.api import RespondWhenData
 from sluice.broker.broker import Broker
-from sluice.broker.dispatch import Dispatcher, build_dispatcher
+from sluice.broker.dispatch import Dispatcher, Reply, build_dispatcher
 from sluice.security.session import uses_tls
 from sluice.server.admission import DESCRIPTORS, Admission
 from sluice.server.clock import now_ms
-from sluice.server.connection import KafkaConnection, ResponseSlot
+from sluice.server.connection import KafkaConnection
 from sluice.server.group_commit import GroupCommit
 from sluice.server.tls import TlsContext
 from sluice.storage.file_cache import SEGMENT_FILES
@@ -31,10 +31,10 @@ ROOM_CANDIDATES = 64
 
 
 class LongPoll:
-    __slots__ = ("done", "outcome", "slot", "timer")
+    __slots__ = ("done", "outcome", "reply", "timer")
 
-    def __init__(self, slot: ResponseSlot, outcome: RespondWhenData) -> None:
-        self.slot = slot
+    def __init__(self, reply: Reply, outcome: RespondWhenData) -> None:
+        self.reply = reply
         self.outcome = outcome
         self.timer: asyncio.TimerHandle | None = None
         self.done = False
@@ -201,8 +201,8 @@ class KafkaServer:
 
     # ----- long polls -----
 
-    def long_poll(self, slot: ResponseSlot, outcome: RespondWhenData) -> None:
-        poll = LongPoll(slot, outcome)
+    def long_poll(self, reply: Reply, outcome: RespondWhenData) -> None:
+        poll = LongPoll(reply, outcome)
         loop = asyncio.get_running_loop()
         delay = max(0.0, (outcome.deadline_ms - now_ms()) / 1000)
         poll.timer = loop.call_later(delay, self._finish_poll, poll, True)
@@ -218,20 +218,20 @@ class KafkaServer:
             loop.call_soon(self._finish_poll, poll, False)
 
     def _finish_poll(self, poll: LongPoll, final: bool) -> None:
-        if poll.done or poll.slot.connection.closed:
+        if poll.done or poll.reply.connection.closed:
             self._drop_poll(poll)
             return
         try:
             response = poll.outcome.retry(now_ms(), final)
         except Exception:
             log.exception("long poll retry failed")
-            poll.slot.connection.abort("internal error")
+            poll.reply.connection.abort("internal error")
             self._drop_poll(poll)
             return
         if response is None:
             return
         self._drop_poll(poll)
-        poll.slot.fill(response)
+        poll.reply.fill(response)
 
     def _drop_poll(self, poll: LongPoll) -> None:
         poll.done = True
@@ -247,7 +247,7 @@ class KafkaServer:
     def forget_connection(self, connection: KafkaConnection) -> None:
         for key in list(self.watchers):
             for poll in list(self.watchers.get(key, ())):
-                if poll.slot.connection is connection:
+                if poll.reply.connection is connection:
                     self._drop_poll(poll)
         shares = self.broker.shares
         if shares is not None and connection.session is not None and shares.sessions.sessions:
@@ -264,14 +264,13 @@ class KafkaServer:
         only Produce and Fetch requests), so unless a parked answer went out the timer set stays right and
         the deadlines, a walk over every group and transaction, are not recomputed."""
         ready = self.dispatcher.take_ready_replies()
-        for token, response, after in ready:
-            slot = token
-            if not isinstance(slot, ResponseSlot) or slot.connection.closed:
+        for reply, response, after in ready:
+            if not isinstance(reply, Reply) or reply.connection.closed:
                 continue
             if after is not None:
-                self.group_commit.wait_for_partition(slot, response, after)
+                self.group_commit.wait_for_partition(reply, response, after)
             else:
-                slot.fill(response)
+                reply.fill(response)
         if ready or timers_touched:
             self.schedule_tick()
 

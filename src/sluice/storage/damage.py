@@ -25,7 +25,7 @@ from pathlib import Path
 from sluice.errors import ErrorCode, KafkaError
 from sluice.protocol.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, BatchHeader
 from sluice.storage.batches import MAGIC_V2, batch_length_at, intact_batch_header, plausible_length
-from sluice.storage.metadata import write_atomically
+from sluice.storage.files import write_atomically
 
 DAMAGE_FILE = "damaged.json"
 _CHUNK = 1024 * 1024

@@ -23,18 +23,12 @@ from sluice.errors import ErrorCode, KafkaError
 from sluice.storage.api import TopicMeta
 from sluice.storage.config import TopicConfig
 from sluice.storage.damage import write_damage
+from sluice.storage.files import sync_directory, sync_filesystem, write_atomically
 from sluice.storage.index import OffsetIndex, TimeIndex
 from sluice.storage.loader import SWAP_MANIFEST, Checkpoint, load_partition, write_checkpoint
 from sluice.storage.log import DISK_FULL_ERRNOS, SegmentedLog
 from sluice.storage.memory import MemoryStorage
-from sluice.storage.metadata import (
-    TopicStore,
-    new_cluster_id,
-    storage_error,
-    sync_directory,
-    sync_filesystem,
-    write_atomically,
-)
+from sluice.storage.metadata import TopicStore, new_cluster_id, storage_error
 from sluice.storage.segment import FileSegment
 from sluice.storage.topic_journal import TopicJournal
 

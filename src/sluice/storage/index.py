@@ -17,20 +17,10 @@ import struct
 from pathlib import Path
 from typing import Self
 
+from sluice.storage.files import write_file
+
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
-
-
-def _write_file(path: Path, data: bytes | bytearray | memoryview, *, sync: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _SparseIndex:
@@ -87,7 +77,7 @@ class _SparseIndex:
                     return
             except FileNotFoundError:
                 pass
-        _write_file(path, self._buffer, sync=sync)
+        write_file(path, self._buffer, sync=sync)
 
 
 class OffsetIndex(_SparseIndex):

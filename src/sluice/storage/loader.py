@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.storage.damage import DAMAGE_FILE, DamagedRange, read_damage, write_damage
-from sluice.storage.metadata import sync_directory, write_atomically
+from sluice.storage.files import sync_directory, write_atomically
 from sluice.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -170,6 +170,19 @@ def _entries(directory: Path) -> list[str]:
         return []
 
 
+def _reported(
+    segment: FileSegment, known: set[DamagedRange], truncated: int, found: list[DamagedRange]
+) -> int:
+    """Log what recovering `segment` did (a torn tail cut off, damage not recorded before); returns the bytes
+    truncated."""
+    if truncated:
+        _log.warning("truncated %d bytes of torn data from the end of %s", truncated, segment.log_path)
+    for damage in found:
+        if damage not in known:
+            _log.error("%s; every intact batch around it is kept", damage.describe(segment.log_path))
+    return truncated
+
+
 def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -> LoadedPartition:
     # One listing answers which of the partition's optional files exist: a first use of each of 50,000
     # partitions pays no failed open or stat for files that are normally absent.
@@ -207,27 +220,11 @@ def load_partition(directory: Path, index_interval_bytes: int, *, clean: bool) -
         if checked_prefix:
             # Only what was written after the last active-segment checkpoint can be torn.
             known = set(segment.damaged)
-            truncated, found = segment.recover_tail(checkpoint.active_position)
-            truncated_bytes += truncated
-            if truncated:
-                _log.warning(
-                    "truncated %d bytes of torn data from the end of %s", truncated, segment.log_path
-                )
-            for damage in found:
-                if damage not in known:
-                    _log.error("%s; every intact batch around it is kept", damage.describe(segment.log_path))
+            truncated_bytes += _reported(segment, known, *segment.recover_tail(checkpoint.active_position))
         elif not trusted:
             as_stopped = False
             known = set(segment.damaged)
-            truncated, found = segment.recover(expected_next)
-            truncated_bytes += truncated
-            if truncated:
-                _log.warning(
-                    "truncated %d bytes of torn data from the end of %s", truncated, segment.log_path
-                )
-            for damage in found:
-                if damage not in known:
-                    _log.error("%s; every intact batch around it is kept", damage.describe(segment.log_path))
+            truncated_bytes += _reported(segment, known, *segment.recover(expected_next))
             if not is_last:
                 # Rebuilt indexes of a segment that will stay sealed; written now so the next start trusts them.
                 segment.seal()

@@ -7,15 +7,11 @@ engine, and the atomic JSON snapshot the disk engine keeps them in (with a journ
 from __future__ import annotations
 
 import base64
-import ctypes
-import ctypes.util
 import errno
 import json
-import os
 import re
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from sluice.errors import ErrorCode, KafkaError
@@ -24,11 +20,6 @@ from sluice.storage.config import TopicConfig, validate_topic_configs
 from sluice.storage.file_cache import open_file_limit_hint
 from sluice.storage.log import DISK_FULL_ERRNOS, DiskFull, SegmentedLog
 
-try:
-    _libc: ctypes.CDLL | None = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    _libc.syncfs  # noqa: B018 - present on Linux only
-except (OSError, AttributeError):
-    _libc = None
 _LEGAL_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME_LENGTH = 249
 METADATA_VERSION = 1
@@ -48,29 +39,6 @@ def topic_name_problem(name: str) -> str | None:
     return f"Topic name is invalid: {reason}" if reason else None
 
 
-def write_atomically(path: Path, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new content. Without `sync`
-    the caller makes it durable later (`sync_filesystem`), and until then a crash may leave either."""
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except BaseException:
-        # A half-written temporary (ENOSPC) would hold on to the space an operator is trying to free.
-        temporary.unlink(missing_ok=True)
-        raise
-    if sync:
-        sync_directory(path.parent)
-
-
 def storage_error(what: str, error: OSError) -> KafkaError:
     """KAFKA_STORAGE_ERROR for a failed metadata write; DiskFull when it was the disk being full."""
     message = f"{what} failed: {error}"
@@ -79,31 +47,6 @@ def storage_error(what: str, error: OSError) -> KafkaError:
     if error.errno in DISK_FULL_ERRNOS:
         return DiskFull(message)
     return KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, message)
-
-
-def sync_filesystem(directory: Path) -> None:
-    """Make everything written to the file system holding `directory` durable: one syncfs(2) instead of
-    an fsync per file (a clean stop of tens of thousands of partitions). Raises OSError when writeback
-    failed (Linux 5.8+ reports it)."""
-    if _libc is None:
-        os.sync()
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        if _libc.syncfs(fd) != 0:
-            code = ctypes.get_errno()
-            raise OSError(code, os.strerror(code), str(directory))
-    finally:
-        os.close(fd)
-
-
-def sync_directory(directory: Path) -> None:
-    """Make created, renamed or removed names in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def meta_to_json(meta: TopicMeta) -> dict[str, Any]:

@@ -7,14 +7,13 @@ sparse offset index and a short header scan. Segment data is never held in memor
 The active segment's file is extended ahead of its last batch (RESERVE_BYTES at a time, sparse: no disk
 space until written), so an fdatasync after an append need not also write the file's size: on ext4 that
 is one I/O and one wait less per group commit. Sealing or closing the segment cuts the file back to its
-last batch; after a crash, recovery cuts the zero tail (`reserved_tail`).
+last batch; after a crash, recovery cuts the zero tail (storage/reserve.py tells it from torn data).
 
 The `.log` layout is in docs/storage.md.
 """
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from sluice.storage.batches import BASE_OFFSET, batch_length_at, plausible_lengt
 from sluice.storage.damage import Damaged, DamagedOffsets, DamagedRange, scan_segment
 from sluice.storage.file_cache import SEGMENT_FILES, CachedFile, FileCache
 from sluice.storage.index import OffsetIndex, TimeIndex
+from sluice.storage.reserve import RESERVE_BYTES, reserved_tail, scan_limit
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -34,53 +34,6 @@ TIME_INDEX_SUFFIX = ".timeindex"
 _SCAN_CHUNK = 16 * 1024
 _sync_data = getattr(os, "fdatasync", os.fsync)
 _sync_all = os.fsync
-# The active segment's file size runs ahead of its last batch by up to this much, in multiples of it.
-RESERVE_BYTES = 1 << 20
-_ZERO_SCAN_CHUNK = 64 * 1024
-
-
-def trailing_hole(fd: int, start: int, file_size: int) -> int:
-    """Where the hole the file ends in begins, at or after `start` (never-written space reads as zeros and
-    holds no batch, so scans stop there): `file_size` when the file ends in data, or when the file system
-    cannot tell (no SEEK_HOLE)."""
-    try:
-        hole = os.lseek(fd, start, os.SEEK_HOLE)
-        while hole < file_size:
-            try:
-                data = os.lseek(fd, hole, os.SEEK_DATA)
-            except OSError as error:
-                return hole if error.errno == errno.ENXIO else file_size  # ENXIO: no data after it
-            hole = os.lseek(fd, data, os.SEEK_HOLE)
-    except OSError:
-        pass
-    return file_size
-
-
-def scan_limit(fd: int, start: int, file_size: int) -> int:
-    """Where a scan of a `.log` file from `start` may stop: the start of a reserving file's trailing hole
-    (a size that is a multiple of RESERVE_BYTES), else the file's end."""
-    return trailing_hole(fd, start, file_size) if file_size % RESERVE_BYTES == 0 else file_size
-
-
-def reserved_tail(fd: int, start: int, file_size: int) -> int:
-    """How many bytes at the end of the file, after `start`, are space an active segment reserved: a
-    file whose size is a multiple of RESERVE_BYTES ending in zeros. The bytes before them are torn data.
-    Only the written part before the trailing hole is read (a crash leaves the reserve a hole)."""
-    if file_size % RESERVE_BYTES or file_size <= start:
-        return 0
-    end = trailing_hole(fd, start, file_size)
-    while end > start:
-        size = min(_ZERO_SCAN_CHUNK, end - start)
-        chunk = os.pread(fd, size, end - size)
-        if len(chunk) < size:
-            return 0  # the file shrank while read (verify beside a running broker): no tail to speak of
-        stripped = chunk.rstrip(b"\0")
-        if stripped:
-            return file_size - (end - size + len(stripped))
-        end -= size
-    return file_size - start
-
-
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 

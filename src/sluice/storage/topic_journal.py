@@ -34,14 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sluice.storage.api import TopicMeta
-from sluice.storage.metadata import (
-    decode_metadata,
-    encode_metadata,
-    meta_from_json,
-    meta_to_json,
-    sync_directory,
-    write_atomically,
-)
+from sluice.storage.files import sync_directory, write_atomically
+from sluice.storage.metadata import decode_metadata, encode_metadata, meta_from_json, meta_to_json
 
 SNAPSHOT_FILE = "metadata.json"
 JOURNAL_FILE = "metadata.log"

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sluice.storage.damage import DAMAGE_FILE, Damaged, read_damage, scan_segment, write_damage
+from sluice.storage.files import sync_directory, write_file
 from sluice.storage.index import OffsetIndex, TimeIndex
-from sluice.storage.metadata import sync_directory
-from sluice.storage.segment import RESERVE_BYTES, FileSegment, reserved_tail, scan_limit
+from sluice.storage.reserve import RESERVE_BYTES, reserved_tail, scan_limit
+from sluice.storage.segment import FileSegment
 
 _LOG_FILE = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -250,7 +251,7 @@ def _quarantine(path: Path, ranges: list[DamageReport], quarantine: Path) -> Non
     for damage in sorted(ranges, key=lambda r: r.start):
         kept += data[position : damage.start]
         name = f"{path.name}.{damage.start}-{damage.end}"
-        _write_synced(quarantine / name, data[damage.start : damage.end])
+        write_file(quarantine / name, data[damage.start : damage.end], sync=True)
         manifest.append(
             {
                 "file": name,
@@ -263,24 +264,13 @@ def _quarantine(path: Path, ranges: list[DamageReport], quarantine: Path) -> Non
         )
         position = damage.end
     kept += data[position:]
-    _write_synced(quarantine / "manifest.json", json.dumps(manifest, indent=1).encode())
+    write_file(quarantine / "manifest.json", json.dumps(manifest, indent=1).encode(), sync=True)
     sync_directory(quarantine)
     # The quarantined copies are durable before the log loses them.
     temporary = path.with_name(path.name + ".repair.tmp")
-    _write_synced(temporary, bytes(kept))
+    write_file(temporary, bytes(kept), sync=True)
     os.replace(temporary, path)
     sync_directory(path.parent)
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 __all__ = ["DAMAGE_FILE", "PartitionReport", "RepairReport", "repair_data_dir", "verify_data_dir"]

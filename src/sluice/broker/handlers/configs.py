@@ -271,26 +271,6 @@ def _apply(
     return ErrorCode.NONE, None
 
 
-def _alter_broker(
-    broker: Broker, resource: Any, incremental: bool, validate_only: bool
-) -> tuple[ErrorCode, str | None]:
-    try:
-        alter_broker(broker, resource, incremental, validate_only)
-    except KafkaError as exc:
-        return exc.code, exc.message
-    return ErrorCode.NONE, None
-
-
-def _alter_group(
-    broker: Broker, resource: Any, changes: dict[str, str | None], validate_only: bool
-) -> tuple[ErrorCode, str | None]:
-    try:
-        alter_group(broker, resource.resource_name, changes, validate_only)
-    except KafkaError as exc:
-        return exc.code, exc.message
-    return ErrorCode.NONE, None
-
-
 def _resource_response(response_cls: Any, resource: Any, code: ErrorCode, message: str | None) -> Any:
     return response_cls.AlterConfigsResourceResponse(
         error_code=code,
@@ -328,44 +308,60 @@ def _shape_problems(resources: list[Any], incremental: bool) -> dict[int, tuple[
 
 @handles("AlterConfigs")
 def alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    R = AlterConfigsResponse
-    responses = []
-    problems = _shape_problems(request.resources, incremental=False)
-    for i, resource in enumerate(request.resources):
-        if i in problems:
-            responses.append(_resource_response(R, resource, *problems[i]))
-            continue
-        if resource.resource_type == BROKER:
-            responses.append(
-                _resource_response(
-                    R, resource, *_alter_broker(broker, resource, False, request.validate_only)
-                )
-            )
-            continue
-        if resource.resource_type == GROUP:
-            # Kafka's controller takes the legacy request for a group too: the named configs become its whole set.
-            replaced = dict.fromkeys(broker.group_configs.configs(resource.resource_name))
-            responses.append(
-                _resource_response(
-                    R,
-                    resource,
-                    *_alter_group(
-                        broker,
-                        resource,
-                        replaced | {c.name: c.value for c in resource.configs},
-                        request.validate_only,
-                    ),
-                )
-            )
-            continue
-        meta = broker.storage.topic(resource.resource_name) if resource.resource_type == TOPIC else None
-        # AlterConfigs replaces the whole set: keys not named go back to their defaults.
-        changes: dict[str, str | None] = dict.fromkeys(meta.configs if meta else ())
-        changes.update({c.name: c.value for c in resource.configs})
-        responses.append(
-            _resource_response(R, resource, *_apply(broker, resource, changes, request.validate_only))
+    return _alter(broker, request, AlterConfigsResponse, incremental=False)
+
+
+@handles("IncrementalAlterConfigs")
+def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    return _alter(broker, request, IncrementalAlterConfigsResponse, incremental=True)
+
+
+def _alter(broker: Broker, request: Any, response_cls: Any, *, incremental: bool) -> Respond:
+    """AlterConfigs (each resource's whole set named) and IncrementalAlterConfigs (operations on keys): the
+    request's shape checked first, then each resource by its type."""
+    problems = _shape_problems(request.resources, incremental)
+    responses = [
+        _resource_response(
+            response_cls,
+            resource,
+            *(problems.get(i) or _alter_one(broker, resource, incremental, request.validate_only)),
         )
-    return Respond(R(responses=responses))
+        for i, resource in enumerate(request.resources)
+    ]
+    return Respond(response_cls(responses=responses))
+
+
+def _alter_one(
+    broker: Broker, resource: Any, incremental: bool, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    kind = resource.resource_type
+    try:
+        if kind == BROKER_LOGGER and incremental:
+            return _alter_loggers(broker, resource, validate_only)
+        if kind == BROKER:
+            alter_broker(broker, resource, incremental, validate_only)
+        elif kind == GROUP:
+            alter_group(broker, resource.resource_name, _changes(broker, resource, incremental), validate_only)
+        else:
+            return _apply(broker, resource, _changes(broker, resource, incremental), validate_only)
+    except KafkaError as exc:
+        return exc.code, exc.message
+    return ErrorCode.NONE, None
+
+
+def _changes(broker: Broker, resource: Any, incremental: bool) -> dict[str, str | None]:
+    """The configs a topic or group resource ends up with: IncrementalAlterConfigs changes the keys it names;
+    AlterConfigs replaces the whole set, so keys it does not name go back to their defaults (Kafka's
+    controller takes the legacy request for a group too)."""
+    kind = resource.resource_type
+    meta = broker.storage.topic(resource.resource_name) if kind == TOPIC else None
+    if incremental:
+        return _incremental_changes(dict(meta.configs) if meta else {}, resource.configs)
+    if kind == GROUP:
+        current: Any = broker.group_configs.configs(resource.resource_name)
+    else:
+        current = meta.configs if meta else ()
+    return dict.fromkeys(current) | {c.name: c.value for c in resource.configs}
 
 
 def _incremental_changes(current: dict[str, str], configs: list[Any]) -> dict[str, str | None]:
@@ -388,42 +384,6 @@ def _incremental_changes(current: dict[str, str], configs: list[Any]) -> dict[st
         else:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}")
     return changes
-
-
-@handles("IncrementalAlterConfigs")
-def incremental_alter_configs(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
-    R = IncrementalAlterConfigsResponse
-    responses = []
-    problems = _shape_problems(request.resources, incremental=True)
-    for i, resource in enumerate(request.resources):
-        if i in problems:
-            responses.append(_resource_response(R, resource, *problems[i]))
-            continue
-        if resource.resource_type == BROKER_LOGGER:
-            responses.append(
-                _resource_response(R, resource, *_alter_loggers(broker, resource, request.validate_only))
-            )
-            continue
-        if resource.resource_type == BROKER:
-            responses.append(
-                _resource_response(R, resource, *_alter_broker(broker, resource, True, request.validate_only))
-            )
-            continue
-        meta = broker.storage.topic(resource.resource_name) if resource.resource_type == TOPIC else None
-        try:
-            changes = _incremental_changes(dict(meta.configs) if meta else {}, resource.configs)
-            if resource.resource_type == GROUP:
-                responses.append(
-                    _resource_response(
-                        R, resource, *_alter_group(broker, resource, changes, request.validate_only)
-                    )
-                )
-                continue
-            code, message = _apply(broker, resource, changes, request.validate_only)
-        except KafkaError as exc:
-            code, message = exc.code, exc.message
-        responses.append(_resource_response(R, resource, code, message))
-    return Respond(R(responses=responses))
 
 
 def _alter_loggers(broker: Broker, resource: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:

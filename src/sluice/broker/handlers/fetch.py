@@ -5,20 +5,13 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from sluice.broker.api import (
-    Outcome,
-    Preencoded,
-    RequestContext,
-    Respond,
-    RespondWhenData,
-    handles,
-    response_class,
-)
+from sluice.broker.api import Outcome, RequestContext, Respond, RespondWhenData, handles, response_class
 from sluice.broker.broker import Broker, PartitionState
 from sluice.broker.fetch_repeat import IdleAnswer, Mark, RepeatedFetches
 from sluice.broker.fetch_sessions import FetchPlan, FetchSessionCache, NameOf, plan_fetch, wake_key
 from sluice.broker.quotas import CONSUMER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode, KafkaError
+from sluice.protocol.codec import Preencoded
 from sluice.protocol.messages import response_codec
 
 FetchResponse = response_class("Fetch")

@@ -13,7 +13,7 @@ from sluice.broker.api import Outcome, Parked, RequestContext, Respond, handles,
 from sluice.broker.authorized_ops import operations_if
 from sluice.broker.broker import Broker
 from sluice.coordinator import messages as m
-from sluice.coordinator.consumer_group import CONSUMER_MEMBER_TYPE, grouped_by_topic
+from sluice.coordinator.consumer_group_state import CONSUMER_MEMBER_TYPE, grouped_by_topic
 from sluice.errors import ErrorCode
 from sluice.security.acl import ResourceType
 

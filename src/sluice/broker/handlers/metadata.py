@@ -25,6 +25,12 @@ def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> Any:
     return ApiVersionsResponse(error_code=error, api_keys=keys)
 
 
+def unsupported_api_versions(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
+    """An ApiVersions of a version no handler serves: answered in v0 (sluice.broker.dispatch), so the client
+    can pick a version it shares with the broker."""
+    return Respond(api_versions_body(ErrorCode.UNSUPPORTED_VERSION))
+
+
 @handles("ApiVersions")
 def api_versions(broker: Broker, ctx: RequestContext, request: Any) -> Respond:
     return Respond(api_versions_body())

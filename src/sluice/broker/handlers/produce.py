@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from sluice.broker.api import (
-    Encoded,
     NoResponse,
     Outcome,
     RequestContext,
@@ -18,6 +17,7 @@ from sluice.broker.api import (
 from sluice.broker.broker import AppendResult, Broker
 from sluice.broker.quotas import PRODUCER_BYTE_RATE, throttled
 from sluice.errors import ErrorCode
+from sluice.protocol.codec import Encoded
 from sluice.protocol.produce_answer import accepted_answer
 from sluice.protocol.produce_request import OnePartition
 

@@ -13,42 +13,12 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from sluice.client.schema_framing import decode_message_index, frame, split_frame
 from sluice.registry.formats import parse_schema, protobuf_message_class
 from sluice.registry.formats.protobuf import imports_of, is_bundled
 
-MAGIC = b"\x00"
-# Confluent's message-index array for the first message: a count of zero, meaning [0].
-FIRST_MESSAGE = b"\x00"
-
-
-def _read_varint(data: bytes, position: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        if position >= len(data) or shift > 63:
-            raise ValueError("truncated message index")
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, position
-
-
-def _zigzag(value: int) -> int:
-    return (value >> 1) ^ -(value & 1)
-
-
-def message_indexes(data: bytes, position: int) -> tuple[list[int], int]:
-    """Confluent's message-index array (zigzag varints, a leading count; a lone 0 means [0])."""
-    count, position = _read_varint(data, position)
-    count = _zigzag(count)
-    if count == 0:
-        return [0], position
-    indexes = []
-    for _ in range(count):
-        value, position = _read_varint(data, position)
-        indexes.append(_zigzag(value))
-    return indexes, position
+# A record is the schema's first message: message index [0].
+FIRST_MESSAGE = (0,)
 
 
 def registered_imports(text: str) -> list[str]:
@@ -73,8 +43,8 @@ class ProtobufCodec:
         return parsed
 
     def encoder(self, schema_id: int) -> Callable[[Any], bytes]:
-        message_class = protobuf_message_class(self._schema(schema_id), (0,))
-        prefix = MAGIC + schema_id.to_bytes(4, "big") + FIRST_MESSAGE
+        message_class = protobuf_message_class(self._schema(schema_id), FIRST_MESSAGE)
+        prefix = frame(schema_id, b"", FIRST_MESSAGE)
 
         def encode(value: Any) -> bytes:
             return prefix + json_format.ParseDict(value, message_class()).SerializeToString()
@@ -82,12 +52,10 @@ class ProtobufCodec:
         return encode
 
     def decode(self, data: bytes) -> Any:
-        if len(data) < 6 or data[:1] != MAGIC:
-            raise ValueError("not in Confluent's framing (magic byte 0 and a schema id)")
-        schema_id = int.from_bytes(data[1:5], "big")
-        indexes, position = message_indexes(data, 5)
+        schema_id, framed = split_frame(data)
+        indexes, payload = decode_message_index(framed)
         message = protobuf_message_class(self._schema(schema_id), indexes)()
-        message.ParseFromString(data[position:])
+        message.ParseFromString(payload)
         # As Confluent's consumers print a record (ProtobufSchemaUtils.toJson): fields at their default value
         # included, by their JSON names (lowerCamelCase).
         return json_format.MessageToDict(message, always_print_fields_with_no_presence=True)

@@ -25,6 +25,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
+from sluice.client.schema_framing import split_frame
 from sluice.registry.formats import InvalidSchemaError
 from sluice.registry.formats.parsed import MAX_REFERENCES
 
@@ -280,10 +281,9 @@ class SchemaFormats:
     # -- consuming -------------------------------------------------------------
     def _decode_avro(self, data: bytes) -> Any:
         """Confluent framing (0, 4-byte schema id, payload) to the value in Avro's JSON encoding."""
-        if len(data) < 5 or data[0] != 0:
-            raise ValueError("not in Confluent's framing (magic byte 0 and a schema id)")
-        parsed = self._avro_schema(int.from_bytes(data[1:5], "big"))
-        datum = fastavro.schemaless_reader(io.BytesIO(data[5:]), parsed)
+        schema_id, payload = split_frame(data)
+        parsed = self._avro_schema(schema_id)
+        datum = fastavro.schemaless_reader(io.BytesIO(payload), parsed)
         out = io.StringIO()
         fastavro.json_writer(out, parsed, [datum])
         return json.loads(out.getvalue())

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sluice.storage.metadata import write_atomically
+from sluice.storage.files import write_atomically
 
 CHECKPOINT_FILE = "cleaner.checkpoint"
 _log = logging.getLogger("sluice.cleaner")

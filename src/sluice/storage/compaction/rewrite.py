@@ -7,15 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sluice.protocol.records import (
-    BatchHeader,
-    ControlRecordType,
-    Record,
-    decode_batch,
-    decode_control_key,
-    encode_batch,
-    parse_batch_header,
-)
+from sluice.protocol.control_batches import ControlRecordType, decode_control_key
+from sluice.protocol.records import BatchHeader, Record, decode_batch, encode_batch, parse_batch_header
 from sluice.storage.compaction.checkpoint import CleanerCheckpoint
 from sluice.storage.compaction.offset_map import (
     CLEAN,

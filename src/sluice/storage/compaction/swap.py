@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from sluice.storage.files import sync_directory, write_atomically
 from sluice.storage.loader import SWAP_MANIFEST
-from sluice.storage.metadata import sync_directory, write_atomically
 from sluice.storage.segment import FileSegment
 
 T = TypeVar("T")

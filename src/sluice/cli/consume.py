@@ -1,6 +1,6 @@
-"""`sluice produce` and `sluice consume`: messages in and out from a terminal, with kcat's flags.
+"""`sluice consume`: messages out to a terminal, with kcat's flags (-o offsets, -f formats, -J, -e).
 
-The consumer reads in batches (``Consumer.consume(num_messages=...)``) and writes bytes to a buffered
+It reads in batches (``Consumer.consume(num_messages=...)``) and writes bytes to a buffered
 binary stdout: per message only the formatter runs in Python, so a plain `-e` dump keeps up with kcat.
 """
 
@@ -11,10 +11,10 @@ import json
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, BinaryIO
+from typing import Annotated, Any
 
 import typer
 
@@ -28,129 +28,11 @@ from sluice.cli.common import (
     err_console,
     fail,
     metadata_serving,
+    unescape,
 )
 from sluice.client.stuck import stuck_at
 
 BATCH = 10_000  # messages per consume() call: large enough that the Python loop is not the bottleneck
-MAX_DELIMITER = 64
-
-
-def _unescape(text: str) -> bytes:
-    """kcat's escapes in -f/-D/-K: \\n, \\t, \\r, \\\\, \\0 and \\xHH."""
-    return text.encode("utf-8").decode("unicode_escape").encode("latin-1")
-
-
-def _parse_header(item: str) -> tuple[str, bytes]:
-    key, sep, value = item.partition("=")
-    if not sep or not key:
-        raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="-H/--header")
-    return key, value.encode()
-
-
-def _records(stream: BinaryIO, delimiter: bytes) -> Iterator[bytes]:
-    """Split a byte stream on `delimiter` without reading it all first; a trailing delimiter ends the last."""
-    pending = b""
-    while chunk := stream.read(1 << 16):
-        pending += chunk
-        *complete, pending = pending.split(delimiter)
-        yield from complete
-    if pending:
-        yield pending
-
-
-# ----- produce -----
-
-
-@app.command()
-def produce(
-    topic: str,
-    bootstrap: Bootstrap = DEFAULT_BOOTSTRAP,
-    setting: Settings = None,
-    key: Annotated[str | None, typer.Option("--key", "-k", help="Key of every message.")] = None,
-    key_separator: Annotated[
-        str | None,
-        typer.Option("--key-separator", "-K", help="Split each message into KEY<delim>VALUE (kcat -K)."),
-    ] = None,
-    delimiter: Annotated[
-        str, typer.Option("--delimiter", "-D", help="Message delimiter in the input (kcat -D).")
-    ] = "\\n",
-    header: Annotated[
-        list[str] | None, typer.Option("--header", "-H", help="KEY=VALUE record header, repeatable.")
-    ] = None,
-    partition: Annotated[
-        int | None, typer.Option("--partition", "-p", help="Partition (default: by key).")
-    ] = None,
-    value: Annotated[
-        str | None, typer.Option(help="Send this one message instead of reading standard input.")
-    ] = None,
-    acks: Annotated[str, typer.Option(help="0, 1 or all (-1)")] = "all",
-) -> None:
-    """Produce messages: one per line of standard input (or per -D delimiter, or --value).
-
-    Each message that fails is reported on stderr with its number and the Kafka error name; the exit
-    status is 1 if any failed.
-    """
-    from confluent_kafka import KafkaException, Producer
-
-    if acks not in {"0", "1", "all", "-1"}:
-        raise typer.BadParameter(f"expected 0, 1, all or -1, got {acks!r}", param_hint="--acks")
-    delim = _unescape(delimiter)
-    key_delim = _unescape(key_separator) if key_separator is not None else None
-    if not delim or len(delim) > MAX_DELIMITER or (key_delim is not None and not key_delim):
-        raise typer.BadParameter(f"delimiters must be 1 to {MAX_DELIMITER} bytes")
-    headers = [_parse_header(h) for h in header or []]
-    idempotent = acks in {"all", "-1"}
-    try:
-        producer = Producer(
-            client_config(bootstrap, setting, acks=acks, enable_idempotence=idempotent, linger_ms=5)
-        )
-    except KafkaException as exc:
-        fail(f"bad client settings: {exc}")
-    failures = 0
-    number = {"sent": 0}
-
-    def report_for(index: int) -> Callable[[Any, Any], None]:
-        def report(err: Any, msg: Any) -> None:
-            nonlocal failures
-            if err is not None:
-                failures += 1
-                err_console.print(
-                    f"message {index}: {err.name()}: {err.str()}", markup=False, highlight=False
-                )
-
-        return report
-
-    records = iter([value.encode()]) if value is not None else _records(sys.stdin.buffer, delim)
-    const_key = key.encode() if key is not None else None
-    for record in records:
-        msg_key = const_key
-        msg_value = record
-        if key_delim is not None and key_delim in record:
-            msg_key, msg_value = record.split(key_delim, 1)
-        index = number["sent"]
-        kwargs: dict[str, Any] = {"key": msg_key, "value": msg_value, "on_delivery": report_for(index)}
-        if headers:
-            kwargs["headers"] = headers
-        if partition is not None:
-            kwargs["partition"] = partition
-        while True:
-            try:
-                producer.produce(topic, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.05)  # the local queue is full: let deliveries drain it
-            except KafkaException as exc:
-                failures += 1
-                error = exc.args[0]
-                err_console.print(f"message {index}: {error.name()}: {error.str()}", markup=False)
-                break
-        number["sent"] += 1
-        producer.poll(0)
-    remaining = producer.flush(30)
-    count = number["sent"]
-    if failures or remaining:
-        fail(f"{failures + remaining} of {count} messages not delivered")
-    err_console.print(f"produced {count} message(s) to {topic}")
 
 
 # ----- consume: the -o offset grammar -----
@@ -236,7 +118,7 @@ def compile_format(fmt: str) -> Formatter:
                 literal += "%"
             elif token in _TOKENS:
                 if literal:
-                    parts.append(_unescape(literal))
+                    parts.append(unescape(literal))
                     literal = ""
                 parts.append(_TOKENS[token])
             else:
@@ -246,7 +128,7 @@ def compile_format(fmt: str) -> Formatter:
         literal += c
         i += 1
     if literal:
-        parts.append(_unescape(literal))
+        parts.append(unescape(literal))
 
     def render(msg: Any) -> bytes:
         return b"".join(p if isinstance(p, bytes) else p(msg) for p in parts)

@@ -1,4 +1,5 @@
-"""`sluice serve`: the embedded broker and the gateway in one process, stopped together."""
+"""`sluice serve`: the embedded broker, the gateway, the Schema Registry and the console in one process, stopped
+together. The launcher sits with the CLI, above every room it starts (server/ is only the socket shell)."""
 
 from __future__ import annotations
 
