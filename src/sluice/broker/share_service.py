@@ -40,6 +40,7 @@ from sluice.coordinator.share.sessions import ShareSession, ShareSessions
 from sluice.coordinator.share.states import ShareStates
 from sluice.errors import ErrorCode, KafkaError
 from sluice.protocol.records import LOG_OVERHEAD, iter_batches
+from sluice.state_topic.api import KeyValue
 from sluice.state_topic.local import StateTopicService
 from sluice.storage.log import DiskFull
 
@@ -231,6 +232,10 @@ class ShareService(StateTopicService[ShareStates]):
             return True
         records = [self.states.record(key) for key in sorted(self._dirty, key=_order)]
         self._dirty.clear()
+        return self._append(records, now_ms)
+
+    def _append(self, records: list[KeyValue], now_ms: int) -> bool:
+        """Append state records; on a failure the service unloads (False), its state then comes from the log."""
         try:
             self.persist(records, now_ms)
         except (KafkaError, DiskFull, OSError) as exc:
@@ -255,14 +260,7 @@ class ShareService(StateTopicService[ShareStates]):
             self.states.forget(key)
             self._dirty.discard(key)
             records += ShareStates.tombstones(key)
-        if not records:
-            return True
-        try:
-            self.persist(records, now_ms)
-        except (KafkaError, DiskFull, OSError) as exc:
-            self.unload(str(exc))
-            return False
-        return True
+        return not records or self._append(records, now_ms)
 
     def drop_group(self, group_id: str, now_ms: int) -> bool:
         return self.forget([key for key, _ in self.states.of_group(group_id)], now_ms)

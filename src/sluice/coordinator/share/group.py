@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from math import ceil
 
-from sluice.coordinator.messages import DescribedTopicPartitions, TopicIdPartition, TopicInfo
+from sluice.coordinator.messages import (
+    ConsumerGroupHeartbeatResult,
+    DescribedTopicPartitions,
+    TopicIdPartition,
+    TopicInfo,
+)
 from sluice.errors import ErrorCode
 
 SHARE_GROUP_TYPE = "share"
@@ -66,15 +71,8 @@ class ShareGroupDescribe:
     group_ids: list[str]
 
 
-@dataclass(slots=True)
-class ShareGroupHeartbeatResult:
-    error_code: ErrorCode
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    # None: unchanged, the member keeps what it has.
-    assignment: list[TP] | None = None
+# ShareGroupHeartbeat answers as ConsumerGroupHeartbeat does (KIP-932 took KIP-848's response fields).
+ShareGroupHeartbeatResult = ConsumerGroupHeartbeatResult
 
 
 @dataclass(slots=True)
