@@ -26,6 +26,12 @@ _names = itertools.count()
 # directories whose tests start JVMs and browsers go first, so no worker starts one near the end; tests that
 # use the `spark` fixture share three workers (three SparkSessions, not one per worker: each costs about 20 s
 # of CPU on a 2-core machine), split by module so a module's tests reuse one session.
+# Spark's JVMs (the SparkSessions, the drivers tests start, a standalone cluster's daemons and executors) run
+# seconds of tiny jobs: the C1 compiler alone and the serial collector cost them a fifth less CPU than the
+# server defaults, on a suite that is CPU-bound. Read by Spark's launcher (spark-submit's JVM).
+SPARK_TEST_JVM_FLAGS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_FLAGS)
+
 _HEAVY_FIRST = ("pipeline", "java", "console", "compaction", "transactions", "groups", "security", "gateway")
 _SPARK_WORKERS = 3
 

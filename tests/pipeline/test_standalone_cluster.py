@@ -69,9 +69,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
         "SPARK_HOME": str(spark_home),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_DAEMON_MEMORY": "256m",
+        # The suite's flags for Spark's JVMs (tests/conftest.py), for the daemons and executors too.
+        "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", ""),
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_SUBMIT_ARGS": (
             f"--py-files {package} --conf spark.executor.memory=512m --conf spark.cores.max=1 "
+            f"--conf 'spark.executor.extraJavaOptions={os.environ.get('SPARK_SUBMIT_OPTS', '')}' "
             "--conf spark.driver.host=127.0.0.1 --conf spark.ui.enabled=false pyspark-shell"
         ),
     }
