@@ -60,8 +60,12 @@ tools:
 java-clients: | $(BIN)/python
 	$(BIN)/python tools/fetch_kafka_clients.py
 
+# pip compiles the packages it installs, but not an editable install: where PYTHONDONTWRITEBYTECODE is set (as
+# on the CI machines) every broker, CLI and Spark worker the suite starts would compile sluice from source again
+# (about half a second of CPU each). compileall writes the bytecode once, and again only for changed files.
 test: lock-check $(VENV)/.installed-test tools java-clients
 	$(BIN)/ruff check src tests bench tools
+	$(BIN)/python -m compileall -q src tests >/dev/null
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 # The suite against the newest releases of the client libraries (not in CI): a separate venv, the lock
