@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -419,18 +422,52 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+_PORT_CLAIMS = Path(tempfile.gettempdir()) / f"sluice-port-claims-{os.getuid()}"
+_PORT_CLAIM_PERIOD_S = 1800
+
+
+def _claim(port: int) -> bool:
+    """Claim ``port`` for this caller: False if another caller claimed it in this half hour or the last.
+
+    A claim is an empty file named after the port in the current half hour's directory, created exclusively,
+    so parallel test processes on one machine agree without talking. A claim lives 30 to 60 minutes: longer
+    than any test that stops and restarts a child on its port. Older half hours' directories are removed.
+    """
+    period = int(time.time()) // _PORT_CLAIM_PERIOD_S
+    if (_PORT_CLAIMS / str(period - 1) / str(port)).exists():
+        return False
+    current = _PORT_CLAIMS / str(period)
+    if not current.is_dir():
+        with contextlib.suppress(OSError):
+            current.mkdir(parents=True, exist_ok=True)
+            for old in _PORT_CLAIMS.iterdir():
+                if old.name.isdigit() and int(old.name) < period - 1:
+                    shutil.rmtree(old, ignore_errors=True)
+    try:
+        os.close(os.open(current / str(port), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    except OSError:
+        pass  # no writable temp dir: the port is as good as an unclaimed one, as before claims existed
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free a moment ago, for a child process to listen on.
 
     Drawn at random from below the kernel's ephemeral range: a port the kernel handed out (bind to 0) is the
     kind every outgoing connection also takes, and under parallel tests one of them can grab it before the
-    child binds it. Below that range only another caller of this function competes, one port in thousands.
+    child binds it. Below that range the competitors are other callers of this function, in this process or
+    another: each port handed out is claimed for a while with a file (see `_claim`), so no two callers get
+    the same port, not even while the broker it was given to is down between a kill and its restart.
     """
     rng = random.SystemRandom()
     low = _ephemeral_low()
     if low > 10_000:
         for _ in range(50):
             port = rng.randrange(10_000, low)
+            if not _claim(port):
+                continue
             with socket.socket() as probe:
                 try:
                     probe.bind((host, port))

@@ -60,13 +60,16 @@ def test_idle_connection_is_closed_and_a_busy_one_is_not(strict_broker: BrokerPr
     busy.sendall(api_versions(99))
     assert busy.recv(4), "the busy connection was closed"
     assert strict_broker.logged("connections_max_idle_ms")
-    # A real client reconnects after an idle close and carries on.
+    # A real client reconnects after an idle close and carries on. librdkafka, finding every connection closed,
+    # forgets the brokers it learned and starts again from the bootstrap list; a metadata request it still
+    # counts as under way holds its refresh for a few seconds (up to 8 s seen on a quiet machine), while each
+    # new bootstrap connection idles 600 ms and is closed again. The bound leaves room for that under load.
     producer = Producer({"bootstrap.servers": strict_broker.bootstrap})
     for round_ in range(2):
         if round_:
             time.sleep(1.0)
         producer.produce("after-idle", b"x")
-        assert producer.flush(10) == 0
+        assert producer.flush(30) == 0
 
 
 def test_half_a_request_then_silence_is_cut_off(strict_broker: BrokerProcess) -> None:
