@@ -319,6 +319,8 @@ class BrokerConfig:
 
     def admin_credentials(self) -> Any:
         """The parsed `admin_auth` (a ClientAuth), or None; ValueError names what is wrong."""
+        if self.admin_auth is None:
+            return None  # without importing the HTTP stack, which a broker without admin_auth may never load
         from sluice.security.http_auth import client_auth_from
 
         return client_auth_from(self.admin_auth, "admin_auth")

@@ -12,17 +12,19 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sluice.broker.broker import Broker
 from sluice.broker.cleaner_view import compacted_logs, txn_facts
 from sluice.broker.config import BrokerConfig
 from sluice.eventloop import freeze_startup_objects, install_stop_signals
-from sluice.server.admin import AdminApp
 from sluice.server.clock import now_ms
 from sluice.server.kafka import KafkaServer
 from sluice.storage.api import Storage
 from sluice.storage.compaction.manager import CleanerSettings, LogCleanerManager
+
+if TYPE_CHECKING:
+    from sluice.server.admin import AdminApp
 
 log = logging.getLogger("sluice")
 T = TypeVar("T")
@@ -197,6 +199,10 @@ async def start_broker(config: BrokerConfig) -> RunningBroker:
                 "and rewind groups",
                 config.admin_listen,
             )
+        # Imported here: the admin app's HTTP stack (aiohttp, prometheus-client) is a quarter of a second of
+        # every broker's start, and a broker started with --admin-listen off never uses it.
+        from sluice.server.admin import AdminApp
+
         running.admin = AdminApp(server)
         try:
             await running.admin.start(admin_host.strip("[]"), int(admin_port))
