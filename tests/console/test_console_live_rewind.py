@@ -132,11 +132,16 @@ def test_share_groups_listed_and_shown_with_their_records(
     bootstrap = admin_broker.bootstrap
     topic = create_topic(bootstrap, partitions=2, name="jobs")
     member = share_member(bootstrap, "workers", [topic], client_id="console-worker")
-    # Both share-partitions started before there are records: a fetch that starts them answers with the first
-    # that has records (as Kafka's), and the member holds some of them, so all 20 must come in one poll.
+    # Both share-partitions started before there are records, so each starts at offset 0. In explicit mode the
+    # consumer refuses to poll again while records of its last poll are unacknowledged, so the held records
+    # (partition 0's) must all be in the last poll: partition 1's are produced and taken first, then partition
+    # 0's ten, one batch, which one poll acquires whole. (Produced together, a poll could end with partition 0
+    # alone when its records were written first.)
     member.started(topic, partitions=2)
-    produce(bootstrap, topic, [{"value": b"job%d" % i, "partition": p} for p in (0, 1) for i in range(10)])
-    member.take(20, hold_some)
+    produce(bootstrap, topic, [{"value": b"job%d" % i, "partition": 1} for i in range(10)])
+    member.take(10, hold_some)
+    produce(bootstrap, topic, [{"value": b"job%d" % i, "partition": 0} for i in range(10)])
+    member.take(10, hold_some)
 
     with_admin = ConsoleThread(
         ConsoleConfig({"bootstrap.servers": bootstrap}, port=free_port(), admin_url=admin_broker.admin_url)
