@@ -9,7 +9,17 @@ import requests
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from rest_helpers import RestGateway, create_topic, direct_messages, read_formatted, unique
+from rest_helpers import (
+    BINARY,
+    V2,
+    RestGateway,
+    create_topic,
+    direct_messages,
+    new_consumer,
+    read_formatted,
+    records_until,
+    unique,
+)
 
 from sluice.testing import BrokerProcess
 
@@ -174,3 +184,88 @@ def test_jsonschema_produce_and_consume(rest: RestGateway, registry: str) -> Non
     assert (bad.status_code, bad.json()["error_code"]) == (422, 42203)
     assert "records[1]" in bad.json()["message"]
     assert _read_values(rest, topic, "jsonschema", 1) == [(None, {"id": 7})]
+
+
+def _reader_at(rest: RestGateway, topic: str, fmt: str, offset: int) -> str:
+    """A consumer instance of format `fmt` on partition 0 of `topic`, at `offset`: its base URI."""
+    base = new_consumer(rest.url, unique(f"{fmt}-reader"), format=fmt)
+    partition = {"topic": topic, "partition": 0}
+    for path, body in (
+        ("assignments", {"partitions": [partition]}),
+        ("positions", {"offsets": [{**partition, "offset": offset}]}),
+    ):
+        reply = requests.post(f"{base}/{path}", json=body, headers={"Content-Type": V2}, timeout=30)
+        assert reply.status_code == 204, reply.text
+    return base
+
+
+@pytest.mark.parametrize("fmt", ["avro", "jsonschema", "protobuf", "json"])
+def test_a_record_not_in_the_instances_format_is_a_408_naming_it(rest: RestGateway, fmt: str) -> None:
+    """Bytes that are no record of the format (here plain text, without Confluent's framing) fail the read as
+    Confluent's proxy fails it (a SerializationException: 408, 40801), never a 500, and name the record so the
+    caller can seek past it."""
+    topic = unique(f"rest-undecodable-{fmt}")
+    create_topic(rest.url, topic)
+    sent = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"records": [{"value": "dGVzdA=="}]},
+        headers={"Content-Type": BINARY},
+        timeout=30,
+    )
+    assert sent.status_code == 200, sent.text
+    base = _reader_at(rest, topic, fmt, 0)
+    try:
+        reply = requests.get(
+            f"{base}/records",
+            params={"timeout": 5000},
+            headers={"Accept": f"application/vnd.kafka.{fmt}.v2+json"},
+            timeout=30,
+        )
+        assert reply.status_code == 408, reply.text
+        assert reply.json()["error_code"] == 40801
+        message = reply.json()["message"]
+        assert f"offset 0 of partition 0 of {topic}" in message and f"format {fmt}" in message, message
+    finally:
+        requests.delete(base, timeout=30)
+
+
+def test_records_before_an_undecodable_one_are_delivered_and_a_seek_passes_it(rest: RestGateway) -> None:
+    """As the Java consumer does: the records before a bad one come, the next read fails on it (and again until
+    the caller seeks past it), and none is skipped or handed out twice."""
+    topic = unique("rest-undecodable-prefix")
+    create_topic(rest.url, topic)
+
+    def produce_avro(value: dict) -> None:
+        reply = _produce(rest, topic, {"value_schema": VALUE_SCHEMA, "records": [{"value": value}]})
+        assert reply.status_code == 200, reply.text
+
+    produce_avro({"id": 1, "note": None})
+    plain = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"records": [{"value": "dGVzdA=="}]},
+        headers={"Content-Type": BINARY},
+        timeout=30,
+    )
+    assert plain.status_code == 200, plain.text
+    produce_avro({"id": 3, "note": None})
+    base = _reader_at(rest, topic, "avro", 0)
+    try:
+        (first,) = records_until(base, 1, fmt=AVRO)
+        assert (first["offset"], first["value"]) == (0, {"id": 1, "note": None})
+        for _ in range(2):
+            reply = requests.get(
+                f"{base}/records", params={"timeout": 1000}, headers={"Accept": AVRO}, timeout=30
+            )
+            assert (reply.status_code, reply.json()["error_code"]) == (408, 40801), reply.text
+            assert f"offset 1 of partition 0 of {topic}" in reply.json()["message"]
+        seek = requests.post(
+            f"{base}/positions",
+            json={"offsets": [{"topic": topic, "partition": 0, "offset": 2}]},
+            headers={"Content-Type": V2},
+            timeout=30,
+        )
+        assert seek.status_code == 204, seek.text
+        (third,) = records_until(base, 1, fmt=AVRO)
+        assert (third["offset"], third["value"]) == (2, {"id": 3, "note": None})
+    finally:
+        requests.delete(base, timeout=30)

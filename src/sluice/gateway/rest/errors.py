@@ -28,6 +28,9 @@ TOPIC_NOT_FOUND = 40401
 PARTITION_NOT_FOUND = 40402
 CONSUMER_INSTANCE_NOT_FOUND = 40403
 NOT_ACCEPTABLE = 40601
+# A consumed record that cannot be deserialized in the instance's format: Confluent's proxy maps Kafka's
+# SerializationException to 408 with this code (KafkaRestExceptionMapper), whatever its cause.
+RECORD_DESERIALIZATION_FAILED = 40801
 CONSUMER_ALREADY_SUBSCRIBED = 40901
 CONSUMER_ALREADY_EXISTS = 40902
 KEY_SCHEMA_MISSING = 42201
@@ -52,6 +55,10 @@ class RestError(Exception):
     @property
     def v3_error_code(self) -> int:
         return self.v3_code or self.status
+
+
+class UndecodableRecord(ValueError):
+    """A consumed key or value that is not a record of the consumer instance's format."""
 
 
 def unprocessable(message: str, code: int = 422) -> RestError:

@@ -12,7 +12,7 @@ import binascii
 import json
 from typing import Any
 
-from .errors import RECORD_CONVERSION_FAILED, SCHEMA_FORMATS, RestError, unprocessable
+from .errors import RECORD_CONVERSION_FAILED, SCHEMA_FORMATS, RestError, UndecodableRecord, unprocessable
 
 PLAIN_FORMATS = ("binary", "json")
 
@@ -56,13 +56,15 @@ def encode_field(fmt: str, value: Any, index: int, what: str) -> bytes | None:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def decode_field(fmt: str, data: bytes | None) -> Any:
+def decode_field(fmt: str, field: str, data: bytes | None) -> Any:
+    """A consumed key or value: binary as base64 text, json parsed. Bytes that are not JSON are not a record of
+    the json format (Confluent's proxy fails the read, as its JSON deserializer does, rather than hand over
+    text a caller could not tell from a JSON string)."""
     if data is None:
         return None
     if fmt == "binary":
         return base64.b64encode(data).decode("ascii")
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        # Not JSON on the topic: hand it over as text rather than failing the whole fetch.
-        return data.decode("utf-8", "replace")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UndecodableRecord(f"{field} deserialization error for format {fmt}: {exc}") from None

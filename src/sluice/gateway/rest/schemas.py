@@ -30,7 +30,14 @@ from sluice.registry.formats import InvalidSchemaError
 from sluice.registry.formats.parsed import MAX_REFERENCES
 
 from . import avro_json
-from .errors import KEY_SCHEMA_MISSING, RECORD_CONVERSION_FAILED, VALUE_SCHEMA_MISSING, RestError, kafka_error
+from .errors import (
+    KEY_SCHEMA_MISSING,
+    RECORD_CONVERSION_FAILED,
+    VALUE_SCHEMA_MISSING,
+    RestError,
+    UndecodableRecord,
+    kafka_error,
+)
 from .protobuf_format import ProtobufCodec, registered_imports
 
 SCHEMA_TYPES = {"avro": "AVRO", "jsonschema": "JSON", "protobuf": "PROTOBUF"}
@@ -289,26 +296,32 @@ class SchemaFormats:
         return json.loads(out.getvalue())
 
     def decode(self, fmt: str, topic: str, field: str, data: bytes | None) -> Any:
+        """A consumed key or value in the instance's format. Bytes that are not a record of that format (no
+        Confluent framing, an id the registry does not know, a payload its schema cannot read) raise
+        UndecodableRecord; a registry that cannot answer is a failure of the service (500, 50002)."""
         if data is None:
             return None
-        if fmt == "protobuf":
-            try:
-                return self._protobuf.decode(data)
-            except Exception as exc:
-                raise RestError(
-                    500, 50002, f"a record of {topic} cannot be decoded as protobuf: {exc}"
-                ) from None
-        if fmt == "avro":
-            try:
-                return self._decode_avro(data)
-            except Exception as exc:
-                raise RestError(500, 50002, f"a record of {topic} cannot be decoded as avro: {exc}") from None
-        decoder = self._decoders.get(fmt)
-        if decoder is None:
-            decoder = JSONDeserializer(None, schema_registry_client=self.client)
-            self._decoders[fmt] = decoder
-        context = SerializationContext(topic, MessageField.KEY if field == "key" else MessageField.VALUE)
         try:
+            if fmt == "protobuf":
+                return self._protobuf.decode(data)
+            if fmt == "avro":
+                return self._decode_avro(data)
+            decoder = self._decoders.get(fmt)
+            if decoder is None:
+                decoder = JSONDeserializer(None, schema_registry_client=self.client)
+                self._decoders[fmt] = decoder
+            context = SerializationContext(topic, MessageField.KEY if field == "key" else MessageField.VALUE)
             return decoder(data, context)
         except Exception as exc:
-            raise RestError(500, 50002, f"a record of {topic} cannot be decoded as {fmt}: {exc}") from None
+            if _registry_failed(exc):
+                raise registry_error(exc, f"the schema of a record of {topic}") from None
+            reason = exc.error_message if isinstance(exc, SchemaRegistryError) else str(exc)
+            raise UndecodableRecord(f"{field} deserialization error for format {fmt}: {reason}") from None
+
+
+def _registry_failed(exc: Exception) -> bool:
+    """The registry did not answer (a transport error of the client's HTTP library, httpx or httpx2, whichever
+    confluent-kafka found) or answered 5xx: not a fault of the record."""
+    if isinstance(exc, SchemaRegistryError):
+        return not 400 <= exc.http_status_code < 500
+    return isinstance(exc, OSError) or any(cls.__name__ == "TransportError" for cls in type(exc).__mro__)

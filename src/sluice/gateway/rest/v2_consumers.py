@@ -7,6 +7,7 @@ import binascii
 import json
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -16,8 +17,10 @@ from .context import context_of
 from .errors import (
     ANY_EMBEDDED,
     NOT_ACCEPTABLE,
+    RECORD_DESERIALIZATION_FAILED,
     V2_JSON,
     RestError,
+    UndecodableRecord,
     check_accept,
     check_v2_content_type,
     int_field,
@@ -205,7 +208,7 @@ async def records(request: web.Request) -> web.StreamResponse:
     messages, generation = await instances.records(instance, timeout, max_bytes)
     response = web.Response(content_type=content_type)
     try:
-        response.body, positions = await _records_json(request, fmt, messages)
+        response.body, positions, delivered = await _records_json(request, fmt, messages)
         await response.prepare(request)
         await response.write_eof()
     except BaseException as exc:
@@ -215,35 +218,57 @@ async def records(request: web.Request) -> web.StreamResponse:
             log.info("records for %s/%s not delivered: %s", instance.group, instance.name, exc)
             return response
         raise
-    await instances.confirm(instance, messages, positions)
+    # Records from the first undecodable one on are the next read's: it fails on that record, as the Java
+    # consumer hands over the records before a bad one and raises on it at the next poll.
+    await instances.give_back(instance, messages[delivered:], generation)
+    await instances.confirm(instance, messages[:delivered], positions)
     return response
 
 
 async def _records_json(
     request: web.Request, fmt: str, messages: list[Any]
-) -> tuple[bytes, dict[tuple[str, int], int] | None]:
-    """The answer, and the last offset of each partition in it where the encoder saw them on its way."""
+) -> tuple[bytes, dict[tuple[str, int], int] | None, int]:
+    """The answer; the last offset of each partition in it where the encoder saw them on its way; how many of
+    `messages` it holds (those before the first that cannot be decoded in the instance's format)."""
     if fmt == "binary":
-        return binary_records_json(messages)
+        return (*binary_records_json(messages), len(messages))
     if fmt in PLAIN_FORMATS:
-        decoded = [(decode_field(fmt, m.key()), decode_field(fmt, m.value())) for m in messages]
+        decoded = _decode_records(messages, lambda _message, field, data: decode_field(fmt, field, data))
     else:
         schemas = context_of(request).schemas
         assert schemas is not None
         decoded = await asyncio.to_thread(
-            lambda: [
-                (
-                    schemas.decode(fmt, m.topic(), "key", m.key()),
-                    schemas.decode(fmt, m.topic(), "value", m.value()),
-                )
-                for m in messages
-            ]
+            _decode_records,
+            messages,
+            lambda message, field, data: schemas.decode(fmt, message.topic(), field, data),
         )
     body = [
         {"topic": m.topic(), "key": key, "value": value, "partition": m.partition(), "offset": m.offset()}
-        for m, (key, value) in zip(messages, decoded, strict=True)
+        for m, (key, value) in zip(messages, decoded, strict=False)
     ]
-    return json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode(), None
+    return json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode(), None, len(decoded)
+
+
+def _decode_records(
+    messages: list[Any], decode: Callable[[Any, str, bytes | None], Any]
+) -> list[tuple[Any, Any]]:
+    """Each record's decoded key and value, up to the first that cannot be decoded. That one, when it is the
+    first, fails the read: 408 with error_code 40801, as Confluent's proxy answers a SerializationException,
+    naming the partition and offset so that the caller can seek past it."""
+    decoded: list[tuple[Any, Any]] = []
+    for m in messages:
+        try:
+            decoded.append((decode(m, "key", m.key()), decode(m, "value", m.value())))
+        except UndecodableRecord as exc:
+            if decoded:
+                break
+            raise RestError(
+                408,
+                RECORD_DESERIALIZATION_FAILED,
+                f"the record at offset {m.offset()} of partition {m.partition()} of {m.topic()} cannot be read: "
+                f"{exc}",
+            ) from None
+    return decoded
 
 
 def binary_records_json(messages: list[Any]) -> tuple[bytes, dict[tuple[str, int], int]]:
