@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -127,15 +128,18 @@ def _references(raw: Any) -> tuple[Reference, ...]:
 async def _schema_request(request: web.Request, *, with_ids: bool = False) -> RegisterRequest:
     body = await _body(request)
     schema = body.get("schema")
-    if not isinstance(schema, str) or not schema.strip():
-        raise errors.invalid_schema("the body needs a non-empty string 'schema'")
+    if schema is None or (isinstance(schema, str) and not schema.strip()):
+        raise errors.empty_schema()
+    if not isinstance(schema, str):
+        raise errors.invalid_schema("'schema' must be a string")
     schema_type = body.get("schemaType") or records.DEFAULT_SCHEMA_TYPE
     if not isinstance(schema_type, str):
         raise errors.bad_request("schemaType must be a string")
     schema_type = schema_type.upper()
     if schema_type not in supported_types():
-        raise errors.invalid_schema(
-            f"unknown schemaType {schema_type!r}: expected one of {supported_types()}"
+        # Confluent's words (AbstractSchemaRegistry.loadSchema), with the types this registry knows.
+        raise errors.RegistryError(
+            422, 42201, f"Invalid schema type {schema_type}: expected one of {', '.join(supported_types())}"
         )
     schema_id = _int_field(body, "id") if with_ids else None
     version = _int_field(body, "version") if with_ids else None
@@ -156,10 +160,12 @@ async def _schema_request(request: web.Request, *, with_ids: bool = False) -> Re
 
 
 def _schema_id(request: web.Request) -> int:
-    try:
-        return int(request.match_info["id"])
-    except ValueError:
-        raise errors.schema_not_found(request.match_info["id"][:50]) from None
+    # As Java's Integer.valueOf, which Jersey converts the path parameter with: digits, an optional sign, an
+    # int32 (Python's int() would also take "1_0" and " 1").
+    text = request.match_info["id"]
+    if not re.fullmatch(r"[+-]?[0-9]{1,10}", text) or not -(2**31) <= int(text) < 2**31:
+        raise errors.no_such_resource()
+    return int(text)
 
 
 def _stored_or_404(request: web.Request) -> tuple[int, Any]:

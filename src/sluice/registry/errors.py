@@ -79,6 +79,17 @@ def invalid_schema(message: str) -> RegistryError:
     return RegistryError(422, 42201, f"Invalid schema: {message}")
 
 
+def empty_schema() -> RegistryError:
+    # Confluent's text for a register, look-up or check whose body has no schema, or a blank one.
+    return RegistryError(422, 42201, "Empty schema")
+
+
+def no_such_resource() -> RegistryError:
+    """A path Jersey cannot match, or whose parameter it cannot convert (an id that is not an integer):
+    Confluent answers its generic 404, `error_code` 404."""
+    return RegistryError(404, 404, "HTTP 404 Not Found")
+
+
 def invalid_version(version: str) -> RegistryError:
     return RegistryError(
         422,
