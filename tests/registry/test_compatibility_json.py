@@ -45,7 +45,8 @@ RULES = [
     ("type-widened", STR, {"type": ["string", "null"]}, [], ["TYPE_NARROWED"]),
     ("integer-to-number", INT, NUM, [], ["TYPE_NARROWED"]),
     ("type-changed", STR, INT, ["TYPE_CHANGED"], ["TYPE_CHANGED"]),
-    ("type-added", {}, STR, ["TYPE_NARROWED"], []),
+    # {} is Confluent's EmptySchema, a kind apart from StringSchema: TYPE_CHANGED, not TYPE_NARROWED.
+    ("type-added", {}, STR, ["TYPE_CHANGED"], []),
     (
         "closed-property-added",
         obj({"a": STR}, additional=False),
@@ -232,6 +233,17 @@ RULES = [
         ["DEPENDENCY_ARRAY_ADDED"],
         [],
     ),
+    # false, the empty schema (true, {}, annotations only) and the rest are kinds apart, as in Confluent.
+    ("false-to-object", False, obj({"a": INT}, required=["a"], additional=False), [], ["TYPE_CHANGED"]),
+    ("true-to-false", True, False, ["TYPE_CHANGED"], []),
+    ("not-true-to-false", {"not": True}, False, ["TYPE_CHANGED"], []),
+    ("not-empty-to-not-true", {"not": {}}, {"not": True}, [], []),
+    ("boolean-to-true", {"type": "boolean"}, True, [], ["TYPE_CHANGED"]),
+    ("true-to-empty", True, {}, [], []),
+    ("true-to-not", True, {"not": {}}, ["TYPE_CHANGED"], []),
+    ("empty-to-object", {}, {"properties": {}}, ["TYPE_CHANGED"], []),
+    ("annotated-to-string", {"description": "any"}, STR, ["TYPE_CHANGED"], []),
+    ("property-true-to-false", obj({"a": True}), obj({"a": False}), ["TYPE_CHANGED"], []),
     (
         "ref-followed",
         {"definitions": {"x": STR}, "$ref": "#/definitions/x"},

@@ -24,6 +24,20 @@ _LOWER_BOUNDS = ("minLength", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties")
 _MAX_REF_HOPS = 50
 _REF_REPLACES = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
+# The keywords that give a schema a kind of its own (string, number, object, array, enum, not, a combination,
+# a condition...). A schema with none of them (true, {}, or annotations only) is the "empty" schema, which
+# Confluent keeps apart from every other kind, as it keeps `false` apart.
+_ASSERTIONS = frozenset(
+    {
+        *("type", "enum", "const", "not", "allOf", "anyOf", "oneOf", "if", "then", "else"),
+        *("$ref", "$dynamicRef", "$recursiveRef", "format", "pattern", "minLength", "maxLength"),
+        *("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+        *("properties", "patternProperties", "additionalProperties", "unevaluatedProperties", "required"),
+        *("propertyNames", "dependencies", "dependentRequired", "dependentSchemas"),
+        *("minProperties", "maxProperties", "items", "prefixItems", "additionalItems", "unevaluatedItems"),
+        *("contains", "minContains", "maxContains", "minItems", "maxItems", "uniqueItems"),
+    }
+)
 
 
 def problems(reader: JsonModel, writer: JsonModel, roles: Roles) -> list[Problem]:
@@ -38,6 +52,11 @@ def _snake(keyword: str) -> str:
 
 def _is_open(schema: Any) -> bool:
     return schema is None or schema is True or schema == {}
+
+
+def _is_empty(schema: Any) -> bool:
+    """true, {} or a schema of annotations only: what Confluent's loader makes a TrueSchema or EmptySchema."""
+    return schema is True or (isinstance(schema, dict) and not _ASSERTIONS.intersection(schema))
 
 
 class _Diff:
@@ -64,12 +83,8 @@ class _Diff:
             self.found = saved
 
     def deref(self, schema: Any, resolver: Resolver, model: JsonModel) -> tuple[Any, Resolver]:
-        """Follow $ref (keeping sibling keywords) and turn boolean schemas into objects."""
+        """Follow $ref, keeping sibling keywords where the draft applies them."""
         for _ in range(_MAX_REF_HOPS):
-            if schema is True:
-                return {}, resolver
-            if schema is False:
-                return {"not": {}}, resolver
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 return schema, resolver
             target, resolver = model.lookup(resolver, schema["$ref"])
@@ -103,7 +118,7 @@ class _Diff:
             # Compare the targets as pairs of their own, so a recursive $ref meets the pair in progress.
             self.compare(w_target, w_res, r_target, r_res, path)
             return
-        if not isinstance(w, dict) or not isinstance(r, dict):
+        if not self._kinds(w, r, path) or not isinstance(w, dict) or not isinstance(r, dict):
             return
         if not self._combined(w, w_res, r, r_res, path):
             return
@@ -123,6 +138,25 @@ class _Diff:
         return (
             f"The {self.roles.reader} schema {what} at '{path}', which the {self.roles.writer} schema did not"
         )
+
+    def _kinds(self, w: Any, r: Any, path: str) -> bool:
+        """false, the empty schema and the rest are kinds apart; returns whether the keywords need comparing.
+
+        Confluent compares a false and an empty schema (true, {}) with any other kind of schema by kind
+        alone: one is never a narrowing of the other, so a change between them is TYPE_CHANGED, except that
+        the writer's false accepted no document and the reader's empty schema accepts every one.
+        """
+        if w is False or _is_empty(r):
+            return False
+        if r is False or (_is_empty(w) and not any(k in r for k in _COMBINATORS)):
+            self.report(
+                "TYPE_CHANGED",
+                path,
+                f"The {self.roles.reader} schema at '{path}' is {compact_json(r)[:200]}, where the "
+                f"{self.roles.writer} schema was {compact_json(w)[:200]}",
+            )
+            return False
+        return True
 
     def _combined(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
