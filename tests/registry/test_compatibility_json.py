@@ -97,6 +97,22 @@ RULES = [
         [],
         [],
     ),
+    (
+        "closed-false-property-removed",
+        obj({"a": STR, "b": False}, additional=False),
+        obj({"a": STR}, additional=False),
+        [],
+        [],
+    ),
+    ("open-annotated-property-added", obj({"a": STR}), obj({"a": STR, "b": {"description": "any"}}), [], []),
+    # Confluent has no difference type for propertyNames, so it is not compared.
+    (
+        "property-names-added",
+        {"type": "object"},
+        {"type": "object", "propertyNames": {"pattern": "^a"}},
+        [],
+        [],
+    ),
     ("required-added", obj({"a": STR}), obj({"a": STR}, required=["a"]), ["REQUIRED_ATTRIBUTE_ADDED"], []),
     (
         "required-added-with-default",

@@ -339,7 +339,8 @@ class _Diff:
                             self._says(f"requires the new property '{name}' without a default", path),
                         )
                 elif _is_open(writer_side):
-                    if not _is_open(r_props[name]):
+                    # Only an empty schema may join an open model (PROPERTY_WITH_EMPTY_SCHEMA_ADDED...).
+                    if not _is_empty(r_props[name]):
                         self.report(
                             "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
                             where,
@@ -364,15 +365,14 @@ class _Diff:
         )
         self._pattern_properties(w, w_res, r, r_res, path)
         self._dependencies(w, w_res, r, r_res, path)
-        if "propertyNames" in r:
-            self._rest(
-                w.get("propertyNames"), w_res, r["propertyNames"], r_res, f"{path}/propertyNames", "NAMES"
-            )
+        # propertyNames is not compared: Confluent has no difference type for it.
 
     def _property_removed(
         self, w_prop: Any, w_res: Resolver, reader_side: Any, r_res: Resolver, where: str
     ) -> None:
         if reader_side is False:
+            if w_prop is False:  # PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL: it never held data
+                return
             self.report(
                 "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
                 where,
@@ -388,7 +388,7 @@ class _Diff:
             )
 
     def _rest(self, w_rest: Any, w_res: Resolver, r_rest: Any, r_res: Resolver, path: str, what: str) -> None:
-        """additionalProperties / additionalItems / propertyNames: open (absent, true), closed (false) or a schema."""
+        """additionalProperties / additionalItems: open (absent, true), closed (false) or a schema."""
         if w_rest is False or _is_open(r_rest):
             return
         if r_rest is False:
