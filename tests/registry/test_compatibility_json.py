@@ -218,6 +218,22 @@ RULES = [
         [],
         ["ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"],
     ),
+    # The schema for every item and the tuple positions are separate keywords, as in Confluent.
+    (
+        "array-to-tuple",
+        {"type": "array", "items": INT},
+        {"type": "array", "items": [INT]},
+        ["ITEM_ADDED_TO_OPEN_CONTENT_MODEL"],
+        ["SCHEMA_ADDED"],
+    ),
+    ("items-added", {"type": "array"}, {"type": "array", "items": {}}, ["SCHEMA_ADDED"], []),
+    (
+        "closed-false-item-removed",
+        {"type": "array", "items": [STR, False], "additionalItems": False},
+        {"type": "array", "items": [STR], "additionalItems": False},
+        [],
+        [],
+    ),
     (
         "prefix-items-2020",
         {"$schema": "https://json-schema.org/draft/2020-12/schema", "prefixItems": [STR], "items": False},

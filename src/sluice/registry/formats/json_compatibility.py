@@ -461,18 +461,22 @@ class _Diff:
     def _array(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
     ) -> None:
-        w_tuple, w_rest = _array_shape(w)
-        r_tuple, r_rest = _array_shape(r)
-        if w_tuple is None and r_tuple is None:
-            self._rest(w_rest, w_res, r_rest, r_res, f"{path}/items", "ITEMS")
-            return
-        w_items, r_items = w_tuple or [], r_tuple or []
+        # The schema every item must match and the tuple positions are separate keywords, as in Confluent:
+        # an array of integers and a tuple of one integer are not compared with each other.
+        w_every, w_items, w_rest = _array_shape(w)
+        r_every, r_items, r_rest = _array_shape(r)
+        if r_every is not None:
+            if w_every is None:
+                # SCHEMA_ADDED: the writer's items were unconstrained (dropping the schema, SCHEMA_REMOVED, passes).
+                self.report("SCHEMA_ADDED", f"{path}/items", self._says("adds a schema for every item", path))
+            else:
+                self.compare(w_every, w_res, r_every, r_res, f"{path}/items")
         for index in range(max(len(w_items), len(r_items))):
             where = f"{path}/items/{index}"
             if index < len(w_items) and index < len(r_items):
                 self.compare(w_items[index], w_res, r_items[index], r_res, where)
             elif index < len(w_items):
-                if r_rest is False:
+                if r_rest is False and w_items[index] is not False:  # ..._WITH_FALSE_REMOVED_... passes
                     self.report(
                         "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL",
                         where,
@@ -485,7 +489,7 @@ class _Diff:
                         self._says("drops a tuple position", path),
                     )
             elif w_rest is not False:
-                if _is_open(w_rest) and not _is_open(r_items[index]):
+                if _is_open(w_rest) and not _is_empty(r_items[index]):
                     self.report(
                         "ITEM_ADDED_TO_OPEN_CONTENT_MODEL",
                         where,
@@ -560,14 +564,17 @@ def _other_properties(schema: dict[str, Any], name: str) -> Any:
     return schema.get("additionalProperties")
 
 
-def _array_shape(schema: dict[str, Any]) -> tuple[list[Any] | None, Any]:
-    """(tuple positions or None, the schema for the remaining items) across the 2019-09/2020-12 change."""
+def _array_shape(schema: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+    """(the schema for every item or None, the tuple positions, the schema for items after them or None).
+
+    Across the 2019-09/2020-12 change: prefixItems with items, or items as a list with additionalItems.
+    """
     if isinstance(schema.get("prefixItems"), list):
-        return schema["prefixItems"], schema.get("items")
+        return None, schema["prefixItems"], schema.get("items")
     items = schema.get("items")
     if isinstance(items, list):
-        return items, schema.get("additionalItems")
-    return None, items
+        return None, items, schema.get("additionalItems")
+    return items, [], schema.get("additionalItems")
 
 
 def _has_default(schema: Any) -> bool:
