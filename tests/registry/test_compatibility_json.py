@@ -45,7 +45,8 @@ RULES = [
     ("type-widened", STR, {"type": ["string", "null"]}, [], ["TYPE_NARROWED"]),
     ("integer-to-number", INT, NUM, [], ["TYPE_NARROWED"]),
     ("type-changed", STR, INT, ["TYPE_CHANGED"], ["TYPE_CHANGED"]),
-    ("type-added", {}, STR, ["TYPE_NARROWED"], []),
+    # {} is Confluent's EmptySchema, a kind apart from StringSchema: TYPE_CHANGED, not TYPE_NARROWED.
+    ("type-added", {}, STR, ["TYPE_CHANGED"], []),
     (
         "closed-property-added",
         obj({"a": STR}, additional=False),
@@ -93,6 +94,22 @@ RULES = [
         "pattern-properties-cover",
         obj({}, patternProperties={"^x": STR}, additional=False),
         obj({"xa": STR}, patternProperties={"^x": STR}, additional=False),
+        [],
+        [],
+    ),
+    (
+        "closed-false-property-removed",
+        obj({"a": STR, "b": False}, additional=False),
+        obj({"a": STR}, additional=False),
+        [],
+        [],
+    ),
+    ("open-annotated-property-added", obj({"a": STR}), obj({"a": STR, "b": {"description": "any"}}), [], []),
+    # Confluent has no difference type for propertyNames, so it is not compared.
+    (
+        "property-names-added",
+        {"type": "object"},
+        {"type": "object", "propertyNames": {"pattern": "^a"}},
         [],
         [],
     ),
@@ -201,6 +218,22 @@ RULES = [
         [],
         ["ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"],
     ),
+    # The schema for every item and the tuple positions are separate keywords, as in Confluent.
+    (
+        "array-to-tuple",
+        {"type": "array", "items": INT},
+        {"type": "array", "items": [INT]},
+        ["ITEM_ADDED_TO_OPEN_CONTENT_MODEL"],
+        ["SCHEMA_ADDED"],
+    ),
+    ("items-added", {"type": "array"}, {"type": "array", "items": {}}, ["SCHEMA_ADDED"], []),
+    (
+        "closed-false-item-removed",
+        {"type": "array", "items": [STR, False], "additionalItems": False},
+        {"type": "array", "items": [STR], "additionalItems": False},
+        [],
+        [],
+    ),
     (
         "prefix-items-2020",
         {"$schema": "https://json-schema.org/draft/2020-12/schema", "prefixItems": [STR], "items": False},
@@ -232,6 +265,17 @@ RULES = [
         ["DEPENDENCY_ARRAY_ADDED"],
         [],
     ),
+    # false, the empty schema (true, {}, annotations only) and the rest are kinds apart, as in Confluent.
+    ("false-to-object", False, obj({"a": INT}, required=["a"], additional=False), [], ["TYPE_CHANGED"]),
+    ("true-to-false", True, False, ["TYPE_CHANGED"], []),
+    ("not-true-to-false", {"not": True}, False, ["TYPE_CHANGED"], []),
+    ("not-empty-to-not-true", {"not": {}}, {"not": True}, [], []),
+    ("boolean-to-true", {"type": "boolean"}, True, [], ["TYPE_CHANGED"]),
+    ("true-to-empty", True, {}, [], []),
+    ("true-to-not", True, {"not": {}}, ["TYPE_CHANGED"], []),
+    ("empty-to-object", {}, {"properties": {}}, ["TYPE_CHANGED"], []),
+    ("annotated-to-string", {"description": "any"}, STR, ["TYPE_CHANGED"], []),
+    ("property-true-to-false", obj({"a": True}), obj({"a": False}), ["TYPE_CHANGED"], []),
     (
         "ref-followed",
         {"definitions": {"x": STR}, "$ref": "#/definitions/x"},

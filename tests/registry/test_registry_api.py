@@ -180,6 +180,28 @@ def test_incompatible_schema_gets_409_with_reasons(registry: RegistryProcess, su
     assert registry.call("POST", f"/subjects/{subject}/versions", {"schema": USER_BAD})[0] == 200
 
 
+def test_json_schema_compatibility_decided_as_confluent_decides(
+    registry: RegistryProcess, subject: str
+) -> None:
+    def register(name: str, schema: object) -> tuple[int, dict]:
+        return registry.call(
+            "POST", f"/subjects/{name}/versions", {"schemaType": "JSON", "schema": json.dumps(schema)}
+        )
+
+    for name in (subject, f"{subject}-false", f"{subject}-true"):
+        assert registry.call("PUT", f"/config/{name}", {"compatibility": "BACKWARD"})[0] == 200
+    # An array of integers read as a tuple: a position added to an open array.
+    assert register(subject, {"type": "array", "items": {"type": "integer"}})[0] == 200
+    status, body = register(subject, {"type": "array", "items": [{"type": "integer"}]})
+    assert status == 409 and "ITEM_ADDED_TO_OPEN_CONTENT_MODEL" in body["message"]
+    # false held no data, so anything may follow it; true held any data, so false may not follow it.
+    assert register(f"{subject}-false", False)[0] == 200
+    assert register(f"{subject}-false", {"type": "object", "required": ["a"]})[0] == 200
+    assert register(f"{subject}-true", True)[0] == 200
+    status, body = register(f"{subject}-true", False)
+    assert status == 409 and "TYPE_CHANGED" in body["message"]
+
+
 def test_config_global_and_per_subject(registry: RegistryProcess, subject: str) -> None:
     assert registry.call("GET", "/config")[1]["compatibilityLevel"] in ("BACKWARD", "FULL")
     assert registry.call("GET", f"/config/{subject}")[1]["error_code"] == 40408

@@ -16,6 +16,19 @@ from typing import Any
 
 import jsonschema
 
+from .json_keywords import (
+    accepts,
+    array_shape,
+    dict_at,
+    enum_values,
+    has_default,
+    is_empty,
+    is_open,
+    json_type,
+    numeric_bound,
+    other_properties,
+    type_set,
+)
 from .jsonschema import JsonModel, Resolver
 from .parsed import Problem, Roles, compact_json
 
@@ -34,10 +47,6 @@ def problems(reader: JsonModel, writer: JsonModel, roles: Roles) -> list[Problem
 
 def _snake(keyword: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", keyword).upper()
-
-
-def _is_open(schema: Any) -> bool:
-    return schema is None or schema is True or schema == {}
 
 
 class _Diff:
@@ -64,12 +73,8 @@ class _Diff:
             self.found = saved
 
     def deref(self, schema: Any, resolver: Resolver, model: JsonModel) -> tuple[Any, Resolver]:
-        """Follow $ref (keeping sibling keywords) and turn boolean schemas into objects."""
+        """Follow $ref, keeping sibling keywords where the draft applies them."""
         for _ in range(_MAX_REF_HOPS):
-            if schema is True:
-                return {}, resolver
-            if schema is False:
-                return {"not": {}}, resolver
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 return schema, resolver
             target, resolver = model.lookup(resolver, schema["$ref"])
@@ -103,7 +108,7 @@ class _Diff:
             # Compare the targets as pairs of their own, so a recursive $ref meets the pair in progress.
             self.compare(w_target, w_res, r_target, r_res, path)
             return
-        if not isinstance(w, dict) or not isinstance(r, dict):
+        if not self._kinds(w, r, path) or not isinstance(w, dict) or not isinstance(r, dict):
             return
         if not self._combined(w, w_res, r, r_res, path):
             return
@@ -123,6 +128,25 @@ class _Diff:
         return (
             f"The {self.roles.reader} schema {what} at '{path}', which the {self.roles.writer} schema did not"
         )
+
+    def _kinds(self, w: Any, r: Any, path: str) -> bool:
+        """false, the empty schema and the rest are kinds apart; returns whether the keywords need comparing.
+
+        Confluent compares a false and an empty schema (true, {}) with any other kind of schema by kind
+        alone: one is never a narrowing of the other, so a change between them is TYPE_CHANGED, except that
+        the writer's false accepted no document and the reader's empty schema accepts every one.
+        """
+        if w is False or is_empty(r):
+            return False
+        if r is False or (is_empty(w) and not any(k in r for k in _COMBINATORS)):
+            self.report(
+                "TYPE_CHANGED",
+                path,
+                f"The {self.roles.reader} schema at '{path}' is {compact_json(r)[:200]}, where the "
+                f"{self.roles.writer} schema was {compact_json(w)[:200]}",
+            )
+            return False
+        return True
 
     def _combined(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
@@ -186,19 +210,19 @@ class _Diff:
             self.report("NOT_TYPE_EXTENDED", f"{path}/not", self._says("excludes more with 'not'", path))
 
     def _types(self, w: dict[str, Any], r: dict[str, Any], path: str) -> bool:
-        r_types = _type_set(r)
+        r_types = type_set(r)
         if r_types is None:
             return True
-        w_types = _type_set(w)
-        if w_types is None and _enum_values(w) is not None:
-            w_types = {_json_type(value) for value in _enum_values(w) or ()}
+        w_types = type_set(w)
+        if w_types is None and enum_values(w) is not None:
+            w_types = {json_type(value) for value in enum_values(w) or ()}
         if w_types is None:
             self.report("TYPE_NARROWED", path, self._says(f"restricts the type to {sorted(r_types)}", path))
             return False
-        missing = {t for t in w_types if not _accepts(r_types, t)}
+        missing = {t for t in w_types if not accepts(r_types, t)}
         if not missing:
             return True
-        narrowed = all(_accepts(w_types, t) for t in r_types)
+        narrowed = all(accepts(w_types, t) for t in r_types)
         self.report(
             "TYPE_NARROWED" if narrowed else "TYPE_CHANGED",
             path,
@@ -208,10 +232,10 @@ class _Diff:
         return False
 
     def _enum(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
-        r_values = _enum_values(r)
+        r_values = enum_values(r)
         if r_values is None:
             return
-        w_values = _enum_values(w)
+        w_values = enum_values(w)
         if w_values is None:
             self.report("ENUM_ARRAY_NARROWED", path, self._says("limits the values with enum/const", path))
             return
@@ -243,7 +267,7 @@ class _Diff:
 
     def _numbers(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
         for lower in (True, False):
-            r_bound, w_bound = _numeric_bound(r, lower), _numeric_bound(w, lower)
+            r_bound, w_bound = numeric_bound(r, lower), numeric_bound(w, lower)
             if r_bound is None:
                 continue
             keyword = r_bound[2]
@@ -293,19 +317,20 @@ class _Diff:
             if name in w_props and name in r_props:
                 self.compare(w_props[name], w_res, r_props[name], r_res, where)
             elif name in w_props:
-                self._property_removed(w_props[name], w_res, _other_properties(r, name), r_res, where)
+                self._property_removed(w_props[name], w_res, other_properties(r, name), r_res, where)
             else:
-                writer_side = _other_properties(w, name)
+                writer_side = other_properties(w, name)
                 if writer_side is False:
-                    if name in r_required and not _has_default(r_props[name]):
+                    if name in r_required and not has_default(r_props[name]):
                         reported_required.add(name)
                         self.report(
                             "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
                             where,
                             self._says(f"requires the new property '{name}' without a default", path),
                         )
-                elif _is_open(writer_side):
-                    if not _is_open(r_props[name]):
+                elif is_open(writer_side):
+                    # Only an empty schema may join an open model (PROPERTY_WITH_EMPTY_SCHEMA_ADDED...).
+                    if not is_empty(r_props[name]):
                         self.report(
                             "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
                             where,
@@ -319,7 +344,7 @@ class _Diff:
                         self._says(f"adds the property '{name}' narrower than additionalProperties", path),
                     )
         for name in sorted(r_required - w_required - reported_required):
-            if not _has_default(r_props.get(name, {})):
+            if not has_default(r_props.get(name, {})):
                 self.report(
                     "REQUIRED_ATTRIBUTE_ADDED",
                     f"{path}/required",
@@ -330,22 +355,21 @@ class _Diff:
         )
         self._pattern_properties(w, w_res, r, r_res, path)
         self._dependencies(w, w_res, r, r_res, path)
-        if "propertyNames" in r:
-            self._rest(
-                w.get("propertyNames"), w_res, r["propertyNames"], r_res, f"{path}/propertyNames", "NAMES"
-            )
+        # propertyNames is not compared: Confluent has no difference type for it.
 
     def _property_removed(
         self, w_prop: Any, w_res: Resolver, reader_side: Any, r_res: Resolver, where: str
     ) -> None:
         if reader_side is False:
+            if w_prop is False:  # PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL: it never held data
+                return
             self.report(
                 "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
                 where,
                 f"The {self.roles.reader} schema removes the property at '{where}' but its closed content model "
                 f"rejects documents of the {self.roles.writer} schema that have it",
             )
-        elif not _is_open(reader_side) and not self.probe(w_prop, w_res, reader_side, r_res, where):
+        elif not is_open(reader_side) and not self.probe(w_prop, w_res, reader_side, r_res, where):
             self.report(
                 "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                 where,
@@ -354,8 +378,8 @@ class _Diff:
             )
 
     def _rest(self, w_rest: Any, w_res: Resolver, r_rest: Any, r_res: Resolver, path: str, what: str) -> None:
-        """additionalProperties / additionalItems / propertyNames: open (absent, true), closed (false) or a schema."""
-        if w_rest is False or _is_open(r_rest):
+        """additionalProperties / additionalItems: open (absent, true), closed (false) or a schema."""
+        if w_rest is False or is_open(r_rest):
             return
         if r_rest is False:
             self.report(
@@ -363,7 +387,7 @@ class _Diff:
                 path,
                 self._says(f"closes the content model (additional {what.lower()})", path),
             )
-        elif _is_open(w_rest):
+        elif is_open(w_rest):
             self.report(
                 f"ADDITIONAL_{what}_NARROWED", path, self._says(f"restricts additional {what.lower()}", path)
             )
@@ -379,7 +403,7 @@ class _Diff:
             where = f"{path}/patternProperties/{pattern}"
             if pattern in w_patterns:
                 self.compare(w_patterns[pattern], w_res, r_schema, r_res, where)
-            elif w.get("additionalProperties") is not False and not _is_open(r_schema):
+            elif w.get("additionalProperties") is not False and not is_open(r_schema):
                 self.report(
                     "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
                     where,
@@ -398,8 +422,16 @@ class _Diff:
     def _dependencies(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
     ) -> None:
-        w_deps = {**_dict(w, "dependencies"), **_dict(w, "dependentRequired"), **_dict(w, "dependentSchemas")}
-        r_deps = {**_dict(r, "dependencies"), **_dict(r, "dependentRequired"), **_dict(r, "dependentSchemas")}
+        w_deps = {
+            **dict_at(w, "dependencies"),
+            **dict_at(w, "dependentRequired"),
+            **dict_at(w, "dependentSchemas"),
+        }
+        r_deps = {
+            **dict_at(r, "dependencies"),
+            **dict_at(r, "dependentRequired"),
+            **dict_at(r, "dependentSchemas"),
+        }
         for name, r_dep in r_deps.items():
             where = f"{path}/dependencies/{name}"
             w_dep = w_deps.get(name)
@@ -427,119 +459,44 @@ class _Diff:
     def _array(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
     ) -> None:
-        w_tuple, w_rest = _array_shape(w)
-        r_tuple, r_rest = _array_shape(r)
-        if w_tuple is None and r_tuple is None:
-            self._rest(w_rest, w_res, r_rest, r_res, f"{path}/items", "ITEMS")
-            return
-        w_items, r_items = w_tuple or [], r_tuple or []
+        # The schema every item must match and the tuple positions are separate keywords, as in Confluent:
+        # an array of integers and a tuple of one integer are not compared with each other.
+        w_every, w_items, w_rest = array_shape(w)
+        r_every, r_items, r_rest = array_shape(r)
+        if r_every is not None:
+            if w_every is None:
+                # SCHEMA_ADDED: the writer's items were unconstrained (dropping the schema, SCHEMA_REMOVED, passes).
+                self.report("SCHEMA_ADDED", f"{path}/items", self._says("adds a schema for every item", path))
+            else:
+                self.compare(w_every, w_res, r_every, r_res, f"{path}/items")
         for index in range(max(len(w_items), len(r_items))):
             where = f"{path}/items/{index}"
             if index < len(w_items) and index < len(r_items):
                 self.compare(w_items[index], w_res, r_items[index], r_res, where)
             elif index < len(w_items):
-                if r_rest is False:
+                if r_rest is False and w_items[index] is not False:  # ..._WITH_FALSE_REMOVED_... passes
                     self.report(
                         "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL",
                         where,
                         self._says("drops a tuple position of a closed array", path),
                     )
-                elif not _is_open(r_rest) and not self.probe(w_items[index], w_res, r_rest, r_res, where):
+                elif not is_open(r_rest) and not self.probe(w_items[index], w_res, r_rest, r_res, where):
                     self.report(
                         "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                         where,
                         self._says("drops a tuple position", path),
                     )
             elif w_rest is not False:
-                if _is_open(w_rest) and not _is_open(r_items[index]):
+                if is_open(w_rest) and not is_empty(r_items[index]):
                     self.report(
                         "ITEM_ADDED_TO_OPEN_CONTENT_MODEL",
                         where,
                         self._says("adds a tuple position to an open array", path),
                     )
-                elif not _is_open(w_rest) and not self.probe(w_rest, w_res, r_items[index], r_res, where):
+                elif not is_open(w_rest) and not self.probe(w_rest, w_res, r_items[index], r_res, where):
                     self.report(
                         "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                         where,
                         self._says("adds a tuple position", path),
                     )
         self._rest(w_rest, w_res, r_rest, r_res, f"{path}/additionalItems", "ITEMS")
-
-
-def _type_set(schema: dict[str, Any]) -> set[str] | None:
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    return None
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _accepts(types: set[str], kind: str) -> bool:
-    return kind in types or (kind == "integer" and "number" in types)
-
-
-def _enum_values(schema: dict[str, Any]) -> list[Any] | None:
-    if "const" in schema:
-        return [schema["const"]]
-    values = schema.get("enum")
-    return values if isinstance(values, list) else None
-
-
-def _numeric_bound(schema: dict[str, Any], lower: bool) -> tuple[float, bool, str] | None:
-    """The effective (value, exclusive, keyword) lower or upper bound, in draft 4 or later form."""
-    plain, exclusive = ("minimum", "exclusiveMinimum") if lower else ("maximum", "exclusiveMaximum")
-    candidates: list[tuple[float, bool, str]] = []
-    if isinstance(schema.get(plain), (int, float)):
-        candidates.append((schema[plain], schema.get(exclusive) is True, plain))
-    if isinstance(schema.get(exclusive), (int, float)) and not isinstance(schema.get(exclusive), bool):
-        candidates.append((schema[exclusive], True, exclusive))
-    if not candidates:
-        return None
-    return max(candidates, key=lambda c: (c[0] if lower else -c[0], c[1]))
-
-
-def _other_properties(schema: dict[str, Any], name: str) -> Any:
-    """What a schema says about a property it does not list: a matching patternProperties, else additionalProperties."""
-    patterns = schema.get("patternProperties")
-    if isinstance(patterns, dict):
-        for pattern, sub in patterns.items():
-            try:
-                if re.search(pattern, name):
-                    return sub
-            except re.error:
-                continue
-    return schema.get("additionalProperties")
-
-
-def _array_shape(schema: dict[str, Any]) -> tuple[list[Any] | None, Any]:
-    """(tuple positions or None, the schema for the remaining items) across the 2019-09/2020-12 change."""
-    if isinstance(schema.get("prefixItems"), list):
-        return schema["prefixItems"], schema.get("items")
-    items = schema.get("items")
-    if isinstance(items, list):
-        return items, schema.get("additionalItems")
-    return None, items
-
-
-def _has_default(schema: Any) -> bool:
-    return isinstance(schema, dict) and "default" in schema
-
-
-def _dict(schema: dict[str, Any], keyword: str) -> dict[str, Any]:
-    value = schema.get(keyword)
-    return value if isinstance(value, dict) else {}

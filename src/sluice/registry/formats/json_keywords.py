@@ -1,0 +1,116 @@
+"""What a JSON Schema node says, keyword by keyword, for the compatibility check.
+
+Its kind (false, empty or asserting something), its types and enum values, its numeric bounds, what it
+says about properties it does not list and how its array items are laid out, across drafts 4 to 2020-12.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# The keywords that give a schema a kind of its own (string, number, object, array, enum, not, a combination,
+# a condition...). A schema with none of them (true, {}, or annotations only) is the "empty" schema, which
+# Confluent keeps apart from every other kind, as it keeps `false` apart.
+ASSERTIONS = frozenset(
+    {
+        *("type", "enum", "const", "not", "allOf", "anyOf", "oneOf", "if", "then", "else"),
+        *("$ref", "$dynamicRef", "$recursiveRef", "format", "pattern", "minLength", "maxLength"),
+        *("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+        *("properties", "patternProperties", "additionalProperties", "unevaluatedProperties", "required"),
+        *("propertyNames", "dependencies", "dependentRequired", "dependentSchemas"),
+        *("minProperties", "maxProperties", "items", "prefixItems", "additionalItems", "unevaluatedItems"),
+        *("contains", "minContains", "maxContains", "minItems", "maxItems", "uniqueItems"),
+    }
+)
+
+
+def is_open(schema: Any) -> bool:
+    return schema is None or schema is True or schema == {}
+
+
+def is_empty(schema: Any) -> bool:
+    """true, {} or a schema of annotations only: what Confluent's loader makes a TrueSchema or EmptySchema."""
+    return schema is True or (isinstance(schema, dict) and not ASSERTIONS.intersection(schema))
+
+
+def type_set(schema: dict[str, Any]) -> set[str] | None:
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return {t for t in declared if isinstance(t, str)}
+    return None
+
+
+def json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def accepts(types: set[str], kind: str) -> bool:
+    return kind in types or (kind == "integer" and "number" in types)
+
+
+def enum_values(schema: dict[str, Any]) -> list[Any] | None:
+    if "const" in schema:
+        return [schema["const"]]
+    values = schema.get("enum")
+    return values if isinstance(values, list) else None
+
+
+def numeric_bound(schema: dict[str, Any], lower: bool) -> tuple[float, bool, str] | None:
+    """The effective (value, exclusive, keyword) lower or upper bound, in draft 4 or later form."""
+    plain, exclusive = ("minimum", "exclusiveMinimum") if lower else ("maximum", "exclusiveMaximum")
+    candidates: list[tuple[float, bool, str]] = []
+    if isinstance(schema.get(plain), (int, float)):
+        candidates.append((schema[plain], schema.get(exclusive) is True, plain))
+    if isinstance(schema.get(exclusive), (int, float)) and not isinstance(schema.get(exclusive), bool):
+        candidates.append((schema[exclusive], True, exclusive))
+    if not candidates:
+        return None
+    return max(candidates, key=lambda c: (c[0] if lower else -c[0], c[1]))
+
+
+def other_properties(schema: dict[str, Any], name: str) -> Any:
+    """What a schema says about a property it does not list: a matching patternProperties, else additionalProperties."""
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, dict):
+        for pattern, sub in patterns.items():
+            try:
+                if re.search(pattern, name):
+                    return sub
+            except re.error:
+                continue
+    return schema.get("additionalProperties")
+
+
+def array_shape(schema: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+    """(the schema for every item or None, the tuple positions, the schema for items after them or None).
+
+    Across the 2019-09/2020-12 change: prefixItems with items, or items as a list with additionalItems.
+    """
+    if isinstance(schema.get("prefixItems"), list):
+        return None, schema["prefixItems"], schema.get("items")
+    items = schema.get("items")
+    if isinstance(items, list):
+        return None, items, schema.get("additionalItems")
+    return items, [], schema.get("additionalItems")
+
+
+def has_default(schema: Any) -> bool:
+    return isinstance(schema, dict) and "default" in schema
+
+
+def dict_at(schema: dict[str, Any], keyword: str) -> dict[str, Any]:
+    value = schema.get(keyword)
+    return value if isinstance(value, dict) else {}
