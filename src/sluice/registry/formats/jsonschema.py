@@ -106,12 +106,9 @@ def draft_of(schema: Any, what: str, default: type[Validator] = DEFAULT_DRAFT) -
     if declared is None:
         return default
     key = declared.partition("://")[2].rstrip("#") if isinstance(declared, str) else None
-    if key not in _DRAFTS:
-        raise InvalidSchemaError(
-            f"Invalid JSON schema: {what} declares $schema {declared!r}; supported are drafts 4, 6, 7, "
-            "2019-09 and 2020-12"
-        )
-    return _DRAFTS[key]
+    # A $schema naming no draft it knows is no error to Confluent's registry: JsonSchema.rawSchema keeps its
+    # default, draft 7 (a typo such as json.schema.org, or a dialect of one's own, still registers).
+    return _DRAFTS.get(key or "", DEFAULT_DRAFT)
 
 
 def check_meta(schema: Any, draft: type[Validator], what: str) -> None:
