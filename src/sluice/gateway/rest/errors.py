@@ -35,7 +35,6 @@ CONSUMER_ALREADY_SUBSCRIBED = 40901
 CONSUMER_ALREADY_EXISTS = 40902
 KEY_SCHEMA_MISSING = 42201
 VALUE_SCHEMA_MISSING = 42202
-RECORD_CONVERSION_FAILED = 42203
 INVALID_CONSUMER_CONFIG = 42204
 INVALID_PAYLOAD = 42206
 KAFKA_ERROR = 50002
@@ -67,6 +66,12 @@ def unprocessable(message: str, code: int = 422) -> RestError:
 
 def bad_request(message: str) -> RestError:
     return RestError(400, 400, message)
+
+
+def bad_record(message: str) -> RestError:
+    """A record Confluent's serializers refuse (binary data that is not base64, a value its schema does not
+    take): its BadRequestException, 400 with `error_code` 400, "Bad Request: <detail>" (V2ExceptionMapper)."""
+    return RestError(400, 400, f"Bad Request: {message}")
 
 
 def not_found(code: int, message: str) -> RestError:
@@ -118,7 +123,7 @@ def error_response(error: RestError, v3: bool) -> web.Response:
 
 
 async def read_json(request: web.Request, *, required: bool = True) -> Any:
-    """The request's JSON body; a missing or malformed one is 422 (v2) / 400-ish (v3) for the caller."""
+    """The request's JSON body; a missing one is 422, a malformed one 400."""
     raw = await request.read()
     if not raw and not required:
         return None
@@ -126,18 +131,20 @@ async def read_json(request: web.Request, *, required: bool = True) -> Any:
 
 
 def parse_body(raw: bytes) -> Any:
-    """A JSON request body as Python's json module reads it; a missing or malformed one is 422."""
+    """A JSON request body as Python's json module reads it. A missing one is 422; a malformed one is 400, as
+    Confluent's JsonParseExceptionMapper answers it (v2 and v3 alike)."""
     if not raw:
         raise unprocessable("request body is missing")
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise unprocessable(f"malformed JSON body: {exc}") from None
+        raise bad_request(f"malformed JSON body: {exc}") from None
 
 
 def require_object(document: Any, what: str = "request body") -> dict[str, Any]:
+    # JSON of another shape than the entity is Jackson's JsonMappingException: Confluent answers 400.
     if not isinstance(document, dict):
-        raise unprocessable(f"{what} must be a JSON object")
+        raise bad_request(f"{what} must be a JSON object")
     return document
 
 

@@ -12,7 +12,7 @@ import binascii
 import json
 from typing import Any
 
-from .errors import RECORD_CONVERSION_FAILED, SCHEMA_FORMATS, RestError, UndecodableRecord, unprocessable
+from .errors import SCHEMA_FORMATS, RestError, UndecodableRecord, bad_record
 
 PLAIN_FORMATS = ("binary", "json")
 
@@ -43,16 +43,12 @@ def encode_field(fmt: str, value: Any, index: int, what: str) -> bytes | None:
         return None
     if fmt == "binary":
         if not isinstance(value, str):
-            raise unprocessable(
-                f"records[{index}].{what}: binary data must be a base64 string", RECORD_CONVERSION_FAILED
-            )
+            raise bad_record(f"records[{index}].{what}: binary data must be a base64 string")
         try:
             # strict_mode: only the base64 alphabet and right padding, as b64decode(validate=True) but cheaper.
             return binascii.a2b_base64(value, strict_mode=True)
         except (binascii.Error, ValueError):
-            raise unprocessable(
-                f"records[{index}].{what}: not valid base64", RECORD_CONVERSION_FAILED
-            ) from None
+            raise bad_record(f"records[{index}].{what}: not valid base64") from None
     return json.dumps(value, separators=(",", ":")).encode()
 
 

@@ -32,10 +32,10 @@ from sluice.registry.formats.parsed import MAX_REFERENCES
 from . import avro_json
 from .errors import (
     KEY_SCHEMA_MISSING,
-    RECORD_CONVERSION_FAILED,
     VALUE_SCHEMA_MISSING,
     RestError,
     UndecodableRecord,
+    bad_record,
     kafka_error,
 )
 from .protobuf_format import ProtobufCodec, registered_imports
@@ -262,10 +262,8 @@ class SchemaFormats:
                 except SchemaRegistryError as exc:  # the serializer's own look-up of the schema's version
                     raise _lookup_failed(exc, f"{field}_schema_id {ids[field]}", f"{topic}-{field}") from None
                 except Exception as exc:  # fastavro / jsonschema / protobuf say why the record does not fit
-                    raise RestError(
-                        422,
-                        RECORD_CONVERSION_FAILED,
-                        f"records[{index}].{field} does not match its schema: {_reason(exc)}",
+                    raise bad_record(
+                        f"records[{index}].{field} does not match its schema: {_reason(exc)}"
                     ) from None
             encoded.append((pair[0], pair[1]))
         return encoded, ids["key"], ids["value"]

@@ -21,6 +21,7 @@ from .errors import (
     SCHEMA_FORMATS,
     V2_JSON,
     RestError,
+    bad_request,
     check_accept,
     error_code_of,
     from_gateway_error,
@@ -58,14 +59,16 @@ def parse_records(
     body = require_object(document)
     check_fields(body, BODY_FIELDS)
     records = body.get("records")
-    if not isinstance(records, list) or not records:
+    if records is not None and not isinstance(records, list):
+        raise bad_request("records must be a list")  # Jackson's mapping error (400); an empty list is a 422
+    if not records:
         raise unprocessable("records must be a non-empty list")
     if len(records) > MAX_RECORDS_PER_REQUEST:
         raise RestError(413, 413, f"at most {MAX_RECORDS_PER_REQUEST} records per request")
     parsed = []
     for index, record in enumerate(records):
         if not isinstance(record, dict):
-            raise unprocessable(f"records[{index}] must be an object")
+            raise bad_request(f"records[{index}] must be an object")
         check_fields(record, RECORD_FIELDS)
         partition = record.get("partition", fixed_partition) if fixed_partition is None else fixed_partition
         if not _valid_partition(partition):
