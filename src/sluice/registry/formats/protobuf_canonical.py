@@ -105,26 +105,17 @@ class _Printer:
             out.append(f'syntax = "{proto.syntax}";\n')
         if proto.package is not None:
             out.append(f"package {proto.package};\n")
-        if proto.imports or proto.public_imports:
-            imports, public = proto.imports, proto.public_imports
-            if self.normalize:
-                imports, public = sorted(set(imports)), sorted(set(public))
-            out.append("\n")
-            out.extend(f'import "{name}";\n' for name in imports)
-            out.extend(f'import public "{name}";\n' for name in public)
-        options = self.options(proto.options)
-        if options:
-            out.append("\n")
-            out.extend(self.option_statement(option) for option in options)
-        if proto.types:
-            out.append("\n")
-            out.extend(self.types(proto.types))
-        if proto.extends:
-            out.append("\n")
-            out.extend(self.extend(extend) for extend in self.extends(proto.extends))
-        if proto.services:
-            out.append("\n")
-            out.extend(self.service(service) for service in proto.services)
+        imports, public = proto.imports, proto.public_imports
+        if self.normalize:
+            imports, public = sorted(set(imports)), sorted(set(public))
+        imports = [f'import "{name}";\n' for name in imports] + [
+            f'import public "{name}";\n' for name in public
+        ]
+        out += block(imports, nested=False)
+        out += block(self.option_statements(proto.options), nested=False)
+        out += block(self.types(proto.types), nested=False)
+        out += block([self.extend(extend) for extend in self.extends(proto.extends)], nested=False)
+        out += block([self.service(service) for service in proto.services], nested=False)
         return "".join(out)
 
     def types(self, types: list[Message | Enum]) -> list[str]:
@@ -139,15 +130,9 @@ class _Printer:
 
     def service(self, service: Service) -> str:
         out = [f"service {service.name} {{"]
-        options = self.options(service.options)
-        if options:
-            out.append("\n")
-            out.extend(indent(self.option_statement(option)) for option in options)
-        if service.rpcs:
-            out.append("\n")
-            out.extend(indent(self.rpc(rpc)) for rpc in service.rpcs)
-        out.append("}\n")
-        return "".join(out)
+        out += block(self.option_statements(service.options))
+        out += block([self.rpc(rpc) for rpc in service.rpcs])
+        return "".join([*out, "}\n"])
 
     def rpc(self, rpc: Rpc) -> str:
         request = self.type_name(rpc.request) if self.normalize else rpc.request
@@ -156,69 +141,39 @@ class _Printer:
             f"rpc {rpc.name} ({'stream ' if rpc.request_streaming else ''}{request}) returns "
             f"({'stream ' if rpc.response_streaming else ''}{response})"
         )
-        options = self.options(rpc.options)
+        options = self.option_statements(rpc.options)
         if options:
-            text += " {\n" + "".join(indent(self.option_statement(option)) for option in options) + "}"
+            text += " {\n" + "".join(indent(option) for option in options) + "}"
         return text + ";\n"
 
     # -- messages
     def message(self, message: Message) -> str:
-        out = [f"message {message.name} {{"]
-        if message.reserveds:
-            out.append("\n")
-            out.extend(indent(self.ranges("reserved", r)) for r in self.split(message.reserveds, True))
-        options = self.options(message.options)
-        if options:
-            out.append("\n")
-            out.extend(indent(self.option_statement(option)) for option in options)
-        if message.fields:
-            out.append("\n")
-            out.extend(indent(self.field(field)) for field in self.by_tag(message.fields))
         oneofs = message.oneofs
-        if oneofs:
-            if self.normalize:
-                oneofs = [replace(o, fields=self.by_tag(o.fields)) for o in oneofs if o.fields]
-                oneofs.sort(key=lambda oneof: oneof.fields[0].tag)
-            out.append("\n")
-            out.extend(indent(self.oneof(oneof)) for oneof in oneofs)
-        if message.groups:
-            out.append("\n")
-            out.extend(indent(self.group(group)) for group in self.by_tag(message.groups))
-        if message.extensions:
-            out.append("\n")
-            out.extend(indent(self.ranges("extensions", r)) for r in self.split(message.extensions, False))
-        if message.extends:
-            out.append("\n")
-            out.extend(indent(self.extend(extend)) for extend in self.extends(message.extends))
-        if message.types:
-            out.append("\n")
-            out.extend(indent(text) for text in self.types(message.types))
-        out.append("}\n")
-        return "".join(out)
+        if self.normalize:
+            oneofs = [replace(o, fields=self.by_tag(o.fields)) for o in oneofs if o.fields]
+            oneofs.sort(key=lambda oneof: oneof.fields[0].tag)
+        out = [f"message {message.name} {{"]
+        out += block([self.ranges("reserved", r) for r in self.split(message.reserveds, True)])
+        out += block(self.option_statements(message.options))
+        out += block([self.field(field) for field in self.by_tag(message.fields)])
+        out += block([self.oneof(oneof) for oneof in oneofs])
+        out += block([self.group(group) for group in self.by_tag(message.groups)])
+        out += block([self.ranges("extensions", r) for r in self.split(message.extensions, False)])
+        out += block([self.extend(extend) for extend in self.extends(message.extends)])
+        out += block(self.types(message.types))
+        return "".join([*out, "}\n"])
 
     def oneof(self, oneof: OneOf) -> str:
         out = [f"oneof {oneof.name} {{"]
-        options = self.options(oneof.options)
-        if options:
-            out.append("\n")
-            out.extend(indent(self.option_statement(option)) for option in options)
-        if oneof.fields:
-            out.append("\n")
-            out.extend(indent(self.field(field)) for field in oneof.fields)  # sorted by the caller
-        if oneof.groups:
-            out.append("\n")
-            out.extend(indent(self.group(group)) for group in self.by_tag(oneof.groups))
-        out.append("}\n")
-        return "".join(out)
+        out += block(self.option_statements(oneof.options))
+        out += block([self.field(field) for field in oneof.fields])  # sorted by the caller
+        out += block([self.group(group) for group in self.by_tag(oneof.groups)])
+        return "".join([*out, "}\n"])
 
     def group(self, group: Group) -> str:
         label = f"{group.label} " if group.label else ""
-        out = [f"{label}group {group.name} = {group.tag} {{"]
-        if group.fields:
-            out.append("\n")
-            out.extend(indent(self.field(field)) for field in self.by_tag(group.fields))
-        out.append("}\n")
-        return "".join(out)
+        fields = block([self.field(field) for field in self.by_tag(group.fields)])
+        return "".join([f"{label}group {group.name} = {group.tag} {{", *fields, "}\n"])
 
     def extends(self, extends: list[Extend]) -> list[Extend]:
         if not self.normalize:
@@ -229,12 +184,8 @@ class _Printer:
         return [Extend(name, fields) for name, fields in grouped.items()]
 
     def extend(self, extend: Extend) -> str:
-        out = [f"extend {extend.name} {{"]
-        if extend.fields:
-            out.append("\n")
-            out.extend(indent(self.field(field)) for field in self.by_tag(extend.fields))
-        out.append("}\n")
-        return "".join(out)
+        fields = block([self.field(field) for field in self.by_tag(extend.fields)])
+        return "".join([f"extend {extend.name} {{", *fields, "}\n"])
 
     def field(self, field: Field) -> str:
         label, type_name = field.label, field.type
@@ -264,12 +215,10 @@ class _Printer:
     # -- enums
     def enum(self, enum: Enum) -> str:
         out = [f"enum {enum.name} {{"]
-        if enum.reserveds:
-            out.append("\n")
-            out.extend(indent(self.ranges("reserved", r)) for r in self.split(enum.reserveds, True))
-        elif enum.options or enum.constants:
-            out.append("\n")
-        out.extend(indent(self.option_statement(option)) for option in self.options(enum.options))
+        out += block([self.ranges("reserved", r) for r in self.split(enum.reserveds, True)])
+        if not enum.reserveds and (enum.options or enum.constants):
+            out.append("\n")  # an enum's options and constants follow the reserved ones without a gap
+        out.extend(indent(option) for option in self.option_statements(enum.options))
         constants = enum.constants
         if self.normalize:
             constants = sorted(constants, key=lambda constant: (constant.tag, constant.name))
@@ -344,8 +293,8 @@ class _Printer:
                 result.extend(group)
         return result
 
-    def option_statement(self, option: Option) -> str:
-        return f"option {self.option(option)};\n"
+    def option_statements(self, options: list[Option]) -> list[str]:
+        return [f"option {self.option(option)};\n" for option in self.options(options)]
 
     def option(self, option: Option) -> str:
         name = f"({option.name})" if option.parenthesized else option.name
@@ -413,6 +362,14 @@ class _Printer:
 def render(proto: ProtoFile, names: Names | None = None) -> str:
     """Confluent's canonical text of the file; its normalized text when `names` is given."""
     return _Printer(proto.package, names).file(proto)
+
+
+def block(items: list[str], *, nested: bool = True) -> list[str]:
+    """A block of a file or of an element: nothing when empty, else a newline and then the items (indented
+    one level inside an element)."""
+    if not items:
+        return []
+    return ["\n", *(indent(item) if nested else item for item in items)]
 
 
 def indent(text: str) -> str:
