@@ -310,3 +310,35 @@ def test_the_printed_text_compiles_to_the_same_descriptor(text: str) -> None:
     assert again.fingerprint == parsed.fingerprint
     assert _descriptor(again) == _descriptor(parsed) == _descriptor(parse_schema("PROTOBUF", text))
     assert again.text == parsed.text
+
+
+RULES = """syntax = "proto3";
+package p;
+import "google/protobuf/descriptor.proto";
+message Rule { int32 min = 1; int32 max = 2; repeated string tags = 3; }
+extend google.protobuf.MessageOptions { Rule rule = 50001; }
+message A {
+  option (rule).max = 5;
+  option (rule) = { tags: "b" min: 1 };
+  option (rule).tags = "a";
+  option (undeclared.thing) = 7;
+}
+"""
+
+
+def test_custom_options_are_kept_as_written_and_merged_when_normalizing() -> None:
+    # Confluent never resolves custom options when it builds descriptors, so one defined nowhere is fine.
+    plain = parse_schema("PROTOBUF", RULES).text
+    assert (
+        'message A {\n  option (rule).max = 5;\n  option (rule) = {\n    tags: "b",\n    min: 1\n  };\n'
+        '  option (rule).tags = "a";\n  option (undeclared.thing) = 7;\n}\n'
+    ) in plain
+    # ProtobufSchemaUtils.FormatContext.filterOptions: names resolved, sorted, the assignments of a
+    # non-repeated option merged into one aggregate (a repeated field gathers its values), keys sorted.
+    normalized = parse_schema("PROTOBUF", RULES, normalize=True).text
+    assert normalized.endswith(
+        "message A {\n  option (p.rule) = {\n    max: 5,\n    min: 1,\n    tags: [\n"
+        '      "b",\n      "a"\n    ]\n  };\n  option (undeclared.thing) = 7;\n}\n\n'
+        "extend .google.protobuf.MessageOptions {\n  .p.Rule rule = 50001;\n}\n"
+    )
+    assert parse_schema("PROTOBUF", normalized, normalize=True).text == normalized
