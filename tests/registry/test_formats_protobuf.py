@@ -342,3 +342,12 @@ def test_custom_options_are_kept_as_written_and_merged_when_normalizing() -> Non
         "extend .google.protobuf.MessageOptions {\n  .p.Rule rule = 50001;\n}\n"
     )
     assert parse_schema("PROTOBUF", normalized, normalize=True).text == normalized
+
+
+def test_an_editions_file_keeps_its_reserved_names_unquoted() -> None:
+    # Wire predates editions; sluice prints them in the same layout, in a form protoc reads back.
+    text = 'edition = "2023";\nmessage M { int32 a = 1; reserved foo, bar; reserved 5; }\n'
+    for normalize in (False, True):
+        printed = parse_schema("PROTOBUF", text, normalize=normalize).text
+        assert "reserved foo" in printed or "reserved bar" in printed
+        assert parse_schema("PROTOBUF", printed, normalize=normalize).text == printed

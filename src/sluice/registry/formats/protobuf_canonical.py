@@ -34,6 +34,7 @@ from .protobuf_syntax import (
     Extend,
     Field,
     Group,
+    Identifier,
     Message,
     OneOf,
     Option,
@@ -250,7 +251,9 @@ class _Printer:
     def ranges(self, keyword: str, ranges: Ranges) -> str:
         parts = []
         for value in ranges.values:
-            if isinstance(value, str):
+            if isinstance(value, Identifier):
+                parts.append(value)
+            elif isinstance(value, str):
                 parts.append(f'"{value}"')
             elif isinstance(value, int):
                 parts.append(str(value))

@@ -51,6 +51,10 @@ class Option:
     parenthesized: bool = False
 
 
+class Identifier(str):
+    """A reserved name written without quotes (editions files must), printed back the same way."""
+
+
 @dataclass(frozen=True)
 class Primitive:
     """A BOOLEAN, ENUM or NUMBER value inside an aggregate (strings stay str, as in Wire)."""
@@ -495,7 +499,7 @@ def _ranges(reader: _Reader) -> Ranges:
         if token.kind == "string":
             values.append(reader.string())
         elif token.kind == "word" and reader.peek(1) != "to":  # editions: reserved names unquoted
-            values.append(reader.take().text)
+            values.append(Identifier(reader.take().text))
         else:
             start = reader.integer()
             if reader.accept("to"):
