@@ -85,8 +85,44 @@ def test_normalized_text_compiles_to_the_same_descriptor(order) -> None:
     normalized = parse_schema("PROTOBUF", ORDER, REFS, normalize=True)
     assert "// An order" not in normalized.text and ".shop.v1.Order.Line lines = 2;" in normalized.text
     again = parse_schema("PROTOBUF", normalized.text, REFS, normalize=True)
-    assert again.fingerprint == order.fingerprint == normalized.fingerprint
+    # Confluent compares normalized texts when normalizing and canonical texts otherwise, so the two
+    # modes' fingerprints differ; the descriptors must not.
+    assert again.fingerprint == normalized.fingerprint
+    assert _descriptor(again) == _descriptor(order) == _descriptor(normalized)
     assert again.text == normalized.text
+
+
+def _descriptor(parsed) -> bytes:
+    """The compiled file, the order of imports, fields and oneofs aside (normalizing sorts them)."""
+    proto = type(parsed.model.file)()
+    proto.CopyFrom(parsed.model.file)
+    assert not proto.public_dependency and not proto.weak_dependency
+    deps = sorted(proto.dependency)
+    del proto.dependency[:]
+    proto.dependency.extend(deps)
+    messages = list(proto.message_type)
+    while messages:
+        message = messages.pop()
+        names = [oneof.name for oneof in message.oneof_decl]
+        order = sorted(range(len(names)), key=names.__getitem__)
+        fields = sorted(message.field, key=lambda field: field.number)
+        for field in fields:
+            if field.HasField("oneof_index"):
+                field.oneof_index = order.index(field.oneof_index)
+        oneofs = [message.oneof_decl[index] for index in order]
+        # Map entries and group types stand where their field does, which normalizing moves.
+        groups = {field.type_name.rpartition(".")[2] for field in fields if field.type == field.TYPE_GROUP}
+        synthetic = [n for n in message.nested_type if n.options.map_entry or n.name in groups]
+        nested = [n for n in message.nested_type if n not in synthetic]
+        nested += sorted(synthetic, key=lambda n: n.name)
+        for name, items in (("field", fields), ("oneof_decl", oneofs), ("nested_type", nested)):
+            copies = [type(item)() for item in items]
+            for copy, item in zip(copies, items, strict=True):
+                copy.CopyFrom(item)
+            message.ClearField(name)
+            getattr(message, name).extend(copies)
+        messages.extend(message.nested_type)
+    return proto.SerializeToString(deterministic=True)
 
 
 def test_layout_and_comments_do_not_change_the_fingerprint(order) -> None:
@@ -130,13 +166,18 @@ def test_a_reference_replaces_a_well_known_import_of_the_same_name() -> None:
     assert "text" in protobuf_message_class(parsed)().t.DESCRIPTOR.fields_by_name
 
 
-def test_custom_options_keep_the_original_text_when_normalizing() -> None:
+def test_custom_options_are_kept_when_normalizing() -> None:
     text = (
         'syntax = "proto3"; import "google/protobuf/descriptor.proto";\n'
         "extend google.protobuf.FieldOptions { int32 tag = 50000; }\n"
         "message A { int32 a = 1 [(tag) = 3]; }\n"
     )
-    assert parse_schema("PROTOBUF", text, normalize=True).text == text
+    # ProtobufSchemaUtils.toNormalizedString: types before extends, the extendee resolved to a full name.
+    assert parse_schema("PROTOBUF", text, normalize=True).text == (
+        'syntax = "proto3";\n\nimport "google/protobuf/descriptor.proto";\n\n'
+        "message A {\n  int32 a = 1 [(tag) = 3];\n}\n\n"
+        "extend .google.protobuf.FieldOptions {\n  int32 tag = 50000;\n}\n"
+    )
     other = text.replace("(tag) = 3", "(tag) = 4")
     assert parse_schema("PROTOBUF", other).fingerprint != parse_schema("PROTOBUF", text).fingerprint
 
@@ -191,7 +232,10 @@ def test_a_base64_serialized_descriptor_is_accepted_as_confluent_kafka_registers
 
     refs = {"common/money.proto": b64(parse_schema("PROTOBUF", MONEY))}
     from_descriptor = parse_schema("PROTOBUF", b64(order), refs)
-    assert from_descriptor.fingerprint == order.fingerprint
+    # Confluent prints a descriptor's type names fully qualified, so only the normalized forms are equal.
+    assert _descriptor(from_descriptor) == _descriptor(order)
+    normalized = parse_schema("PROTOBUF", ORDER, REFS, normalize=True)
+    assert parse_schema("PROTOBUF", b64(order), refs, normalize=True).fingerprint == normalized.fingerprint
     assert from_descriptor.text.startswith('syntax = "proto3";') and "message Order {" in from_descriptor.text
     assert protobuf_message_class(from_descriptor)(id="x").id == "x"
     with pytest.raises(InvalidSchemaError):
@@ -263,5 +307,47 @@ def proto_files(draw: st.DrawFn) -> str:
 def test_the_printed_text_compiles_to_the_same_descriptor(text: str) -> None:
     parsed = parse_schema("PROTOBUF", text, normalize=True)
     again = parse_schema("PROTOBUF", parsed.text, normalize=True)
-    assert again.fingerprint == parsed.fingerprint == parse_schema("PROTOBUF", text).fingerprint
+    assert again.fingerprint == parsed.fingerprint
+    assert _descriptor(again) == _descriptor(parsed) == _descriptor(parse_schema("PROTOBUF", text))
     assert again.text == parsed.text
+
+
+RULES = """syntax = "proto3";
+package p;
+import "google/protobuf/descriptor.proto";
+message Rule { int32 min = 1; int32 max = 2; repeated string tags = 3; }
+extend google.protobuf.MessageOptions { Rule rule = 50001; }
+message A {
+  option (rule).max = 5;
+  option (rule) = { tags: "b" min: 1 };
+  option (rule).tags = "a";
+  option (undeclared.thing) = 7;
+}
+"""
+
+
+def test_custom_options_are_kept_as_written_and_merged_when_normalizing() -> None:
+    # Confluent never resolves custom options when it builds descriptors, so one defined nowhere is fine.
+    plain = parse_schema("PROTOBUF", RULES).text
+    assert (
+        'message A {\n  option (rule).max = 5;\n  option (rule) = {\n    tags: "b",\n    min: 1\n  };\n'
+        '  option (rule).tags = "a";\n  option (undeclared.thing) = 7;\n}\n'
+    ) in plain
+    # ProtobufSchemaUtils.FormatContext.filterOptions: names resolved, sorted, the assignments of a
+    # non-repeated option merged into one aggregate (a repeated field gathers its values), keys sorted.
+    normalized = parse_schema("PROTOBUF", RULES, normalize=True).text
+    assert normalized.endswith(
+        "message A {\n  option (p.rule) = {\n    max: 5,\n    min: 1,\n    tags: [\n"
+        '      "b",\n      "a"\n    ]\n  };\n  option (undeclared.thing) = 7;\n}\n\n'
+        "extend .google.protobuf.MessageOptions {\n  .p.Rule rule = 50001;\n}\n"
+    )
+    assert parse_schema("PROTOBUF", normalized, normalize=True).text == normalized
+
+
+def test_an_editions_file_keeps_its_reserved_names_unquoted() -> None:
+    # Wire predates editions; sluice prints them in the same layout, in a form protoc reads back.
+    text = 'edition = "2023";\nmessage M { int32 a = 1; reserved foo, bar; reserved 5; }\n'
+    for normalize in (False, True):
+        printed = parse_schema("PROTOBUF", text, normalize=normalize).text
+        assert "reserved foo" in printed or "reserved bar" in printed
+        assert parse_schema("PROTOBUF", printed, normalize=normalize).text == printed

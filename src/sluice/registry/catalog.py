@@ -22,9 +22,11 @@ MAX_REFERENCE_DEPTH = 32
 class Catalog:
     def __init__(self, state: RegistryState) -> None:
         self.state = state
-        self._parsed: dict[tuple[int, bool], Any] = {}
-        self._ids_by_fingerprint: dict[bool, dict[str, int]] = {False: {}, True: {}}
-        self._indexed: dict[bool, set[int]] = {False: set(), True: set()}
+        self._parsed: dict[int, Any] = {}
+        # Stored schemas are compared as stored: Confluent matches a request (normalized or not, as it asks)
+        # against the stored texts, never re-normalizing them.
+        self._ids_by_fingerprint: dict[str, int] = {}
+        self._indexed: set[int] = set()
         self._requests: OrderedDict[tuple[str, str, tuple[Reference, ...], bool], Any] = OrderedDict()
 
     def reference_texts(self, references: Sequence[Reference], depth: int = 0) -> dict[str, str]:
@@ -67,11 +69,10 @@ class Catalog:
                 self._requests.popitem(last=False)
         return parsed
 
-    def parsed(self, schema_id: int, *, normalize: bool = False) -> Any | None:
+    def parsed(self, schema_id: int) -> Any | None:
         """The stored schema behind an id, parsed; None if it no longer parses (a newer writer's type, say)."""
-        cache_key = (schema_id, normalize)
-        if cache_key in self._parsed:
-            return self._parsed[cache_key]
+        if schema_id in self._parsed:
+            return self._parsed[schema_id]
         stored = self.state.schemas.get(schema_id)
         if stored is None:
             return None
@@ -80,24 +81,23 @@ class Catalog:
                 stored.schema_type,
                 stored.text,
                 self.reference_texts(stored.references),
-                normalize=normalize,
                 reference_list=stored.references,
             )
         except (InvalidSchemaError, errors.RegistryError):
             parsed = None
-        self._parsed[cache_key] = parsed
+        self._parsed[schema_id] = parsed
         return parsed
 
     def parsed_versions(self, versions: Sequence[SchemaValue]) -> list[Any]:
         return [p for p in (self.parsed(v.id) for v in versions) if p is not None]
 
-    def id_with_fingerprint(self, fingerprint: str, *, normalize: bool) -> int | None:
+    def id_with_fingerprint(self, fingerprint: str) -> int | None:
         """The id of a stored schema that is the same schema, if any (the lowest such id)."""
-        index = self._ids_by_fingerprint[normalize]
-        indexed = self._indexed[normalize]
+        index = self._ids_by_fingerprint
+        indexed = self._indexed
         for schema_id in sorted(set(self.state.schemas) - indexed):
             indexed.add(schema_id)
-            parsed = self.parsed(schema_id, normalize=normalize)
+            parsed = self.parsed(schema_id)
             if parsed is not None:
                 index.setdefault(parsed.fingerprint, schema_id)
         found = index.get(fingerprint)
@@ -105,19 +105,17 @@ class Catalog:
             # Permanently deleted since it was indexed: forget it, and look again among the rest.
             del index[fingerprint]
             for schema_id in sorted(self.state.schemas):
-                parsed = self.parsed(schema_id, normalize=normalize)
+                parsed = self.parsed(schema_id)
                 if parsed is not None and parsed.fingerprint == fingerprint:
                     index[fingerprint] = schema_id
                     return schema_id
             return None
         return found
 
-    def find_in_subject(
-        self, subject: str, fingerprint: str, *, normalize: bool, deleted: bool = False
-    ) -> SchemaValue | None:
+    def find_in_subject(self, subject: str, fingerprint: str, *, deleted: bool = False) -> SchemaValue | None:
         """The latest version of `subject` holding this same schema."""
         for value in reversed(self.state.versions(subject, deleted=deleted)):
-            parsed = self.parsed(value.id, normalize=normalize)
+            parsed = self.parsed(value.id)
             if parsed is not None and parsed.fingerprint == fingerprint:
                 return value
         return None

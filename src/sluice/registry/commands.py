@@ -103,8 +103,7 @@ def register(state: RegistryState, catalog: Catalog, subject: str, request: Regi
     if request.schema_id is not None and not importing:
         raise errors.not_permitted(f"Subject '{subject}' is not in import mode: a schema id cannot be given")
     parsed = catalog.parse_request(request.schema_type, request.schema, request.references, request.normalize)
-    normalize = request.normalize
-    existing = catalog.find_in_subject(subject, parsed.fingerprint, normalize=normalize)
+    existing = catalog.find_in_subject(subject, parsed.fingerprint)
     if (
         existing is not None
         and request.schema_id in (None, existing.id)
@@ -114,11 +113,11 @@ def register(state: RegistryState, catalog: Catalog, subject: str, request: Regi
 
     schema_id = request.schema_id
     if schema_id is not None:
-        taken = catalog.parsed(schema_id, normalize=normalize) if schema_id in state.schemas else None
+        taken = catalog.parsed(schema_id) if schema_id in state.schemas else None
         if schema_id in state.schemas and (taken is None or taken.fingerprint != parsed.fingerprint):
             raise errors.id_taken(schema_id)
     else:
-        same = catalog.id_with_fingerprint(parsed.fingerprint, normalize=normalize)
+        same = catalog.id_with_fingerprint(parsed.fingerprint)
         schema_id = state.next_id if same is None else same
     text = parsed.text if schema_id not in state.schemas else state.schemas[schema_id].text
 
@@ -169,7 +168,7 @@ def lookup(
         raise errors.subject_not_found(subject)
     request = with_latest_references(state, request)
     parsed = catalog.parse_request(request.schema_type, request.schema, request.references, request.normalize)
-    found = catalog.find_in_subject(subject, parsed.fingerprint, normalize=request.normalize, deleted=deleted)
+    found = catalog.find_in_subject(subject, parsed.fingerprint, deleted=deleted)
     if found is None:
         raise errors.schema_not_found()
     return found

@@ -72,10 +72,11 @@ def parse_schema(
     except RecursionError:
         raise InvalidSchemaError("the schema is nested too deeply") from None
     declared = tuple(reference_list)
+    identity = parsed.normalized_identity if normalize and parsed.normalized_identity else parsed.identity
     return Schema(
         schema_type=kind,
         text=parsed.normalized if normalize else parsed.text or text,
-        fingerprint=fingerprint_of(kind, parsed.identity, declared),
+        fingerprint=fingerprint_of(kind, identity, declared),
         raw=parsed.raw,
         references=declared,
         model=parsed.model,

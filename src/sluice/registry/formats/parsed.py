@@ -48,7 +48,11 @@ class Parsed(NamedTuple):
     identity: str  # equal exactly when Confluent treats two schemas (of this type) as the same
     raw: Any
     model: Any
-    text: str | None = None  # the text to store otherwise, when not the one given (a serialized descriptor)
+    text: str | None = None  # the text to store otherwise, when not the one given (e.g. canonical form)
+    # equal exactly when Confluent treats two schemas registered with normalize=true as the same; None
+    # when that is `identity` (Protobuf: Confluent compares the normalized texts then, the canonical ones
+    # otherwise)
+    normalized_identity: str | None = None
 
 
 def fingerprint_of(schema_type: str, canonical: str, references: tuple[Reference, ...]) -> str:

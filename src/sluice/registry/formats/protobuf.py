@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import base64
-import hashlib
 import os
 import re
 import tempfile
@@ -34,6 +33,8 @@ from google.protobuf.message import DecodeError
 from grpc_tools import _protoc_compiler
 
 from .parsed import InvalidSchemaError, Parsed, Schema, check_size
+from .protobuf_canonical import Names, render
+from .protobuf_syntax import parse as parse_syntax
 from .protobuf_text import has_custom_options, render_file
 
 MAIN_FILE = "schema.proto"
@@ -71,7 +72,12 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
     references = {
         name: _as_proto_text(ref, f"referenced schema {name!r}") for name, ref in references.items()
     }
-    files = _compile(proto_text, references)
+    try:
+        element, compiled_text = parse_syntax(proto_text)
+    except InvalidSchemaError:
+        _compile(proto_text, references)  # protoc's own account of what is wrong, when it finds something
+        raise
+    files = _compile(compiled_text, {name: _for_protoc(ref) for name, ref in references.items()})
     pool = descriptor_pool.DescriptorPool()
     for proto in files.values():
         try:
@@ -79,14 +85,46 @@ def parse(text: str, references: Mapping[str, str]) -> Parsed:
         except Exception as error:  # the pool's own checks (e.g. a name defined twice across files)
             raise InvalidSchemaError(f"Invalid Protobuf schema: {proto.name}: {error}") from None
     main = files[MAIN_FILE]
-    normalized = proto_text if has_custom_options(main) else render_file(main)
+    canonical = render(element)
+    # Confluent validates every schema by normalizing it, so a name it cannot resolve fails either way.
+    normalized = render(element, _names(pool))
     return Parsed(
         normalized=normalized,
-        identity=_descriptor_digest(main),
+        identity=canonical,
         raw=pool.FindFileByName(MAIN_FILE),
         model=ProtobufModel(file=main, files=files, pool=pool),
-        text=None if proto_text == text else proto_text,
+        text=canonical,
+        normalized_identity=normalized,
     )
+
+
+def _for_protoc(text: str) -> str:
+    """A reference's text with its custom options blanked (Confluent never resolves them); a text the
+    reader cannot follow goes as it is, for protoc to say what is wrong with it."""
+    try:
+        return parse_syntax(text)[1]
+    except InvalidSchemaError:
+        return text
+
+
+def _names(pool: descriptor_pool.DescriptorPool) -> Names:
+    def type_exists(name: str) -> bool:
+        for find in (pool.FindMessageTypeByName, pool.FindEnumTypeByName):
+            try:
+                find(name)
+                return True
+            except KeyError:
+                pass
+        return False
+
+    def extension(name: str) -> tuple[bool, Any] | None:
+        try:
+            found = pool.FindExtensionByName(name)
+        except KeyError:
+            return None
+        return found.is_repeated, found.message_type
+
+    return Names(type_exists, extension)
 
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\r\n\t ]+")
@@ -202,18 +240,6 @@ def _embedded_descriptor(code: bytes) -> bytes:
             if isinstance(value, bytes):
                 return value
     raise InvalidSchemaError("Invalid Protobuf schema: the compiler's output holds no descriptor")
-
-
-def _descriptor_digest(proto: descriptor_pb2.FileDescriptorProto) -> str:
-    """Equal exactly when the compiled descriptors are, import order aside (comments and layout are not in them)."""
-    canonical = descriptor_pb2.FileDescriptorProto()
-    canonical.CopyFrom(proto)
-    order = sorted(range(len(proto.dependency)), key=lambda index: proto.dependency[index])
-    del canonical.dependency[:], canonical.public_dependency[:], canonical.weak_dependency[:]
-    canonical.dependency.extend(proto.dependency[index] for index in order)
-    canonical.public_dependency.extend(sorted(order.index(index) for index in proto.public_dependency))
-    canonical.weak_dependency.extend(sorted(order.index(index) for index in proto.weak_dependency))
-    return hashlib.sha256(canonical.SerializeToString(deterministic=True)).hexdigest()
 
 
 def message_descriptor(schema: Schema, message_index: Sequence[int] = (0,)) -> Descriptor:

@@ -33,6 +33,7 @@ _SCALARS = {
     _FieldProto.TYPE_SINT32: "sint32",
     _FieldProto.TYPE_SINT64: "sint64",
 }
+SCALAR_NAMES = frozenset(_SCALARS.values())
 _MAX_FIELD_NUMBER = 536_870_911
 _INDENT = "  "
 
