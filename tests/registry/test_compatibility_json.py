@@ -31,6 +31,7 @@ def errors(level: str, new: Any, *olds: Any, refs: dict[str, str] | None = None)
 
 
 STR, INT, NUM = {"type": "string"}, {"type": "integer"}, {"type": "number"}
+D2020 = "https://json-schema.org/draft/2020-12/schema"
 
 # (id, old, new, BACKWARD error types (new reads old data), FORWARD error types (old reads new data))
 RULES = [
@@ -68,12 +69,72 @@ RULES = [
         [],
         ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"],
     ),
+    # Confluent's current names; they pass only under its LENIENT policy, not the default STRICT one.
     (
         "open-property-added",
         obj({"a": STR}),
         obj({"a": STR, "b": INT}),
-        ["PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
+        ["OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
         [],
+    ),
+    (
+        "open-required-property-added",
+        obj({"a": STR}),
+        obj({"a": STR, "b": INT}, required=["b"]),
+        ["REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
+        [],
+    ),
+    (
+        "open-required-property-with-default-added",
+        obj({"a": STR}),
+        obj({"a": STR, "b": {**INT, "default": 0}}, required=["b"]),
+        ["REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL"],
+        [],
+    ),
+    # additionalProperties {} is a schema of additional properties, so the model is partially open.
+    (
+        "additional-properties-empty-schema-added",
+        obj({"a": STR}),
+        obj({"a": STR}, additional={}),
+        ["ADDITIONAL_PROPERTIES_NARROWED"],
+        [],
+    ),
+    (
+        "additional-properties-true-to-empty",
+        obj({"a": STR}, additional=True),
+        obj({"a": STR}, additional={}),
+        ["ADDITIONAL_PROPERTIES_NARROWED"],
+        [],
+    ),
+    (
+        "empty-additional-property-added",
+        obj({"a": STR}, additional={}),
+        obj({"a": STR, "b": INT}, additional={}),
+        ["PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"],
+        [],
+    ),
+    (
+        "empty-additional-required-added",
+        obj({"a": STR}, additional={}),
+        obj({"a": STR, "b": {}}, required=["b"], additional={}),
+        ["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"],
+        [],
+    ),
+    # Any patternProperties make the model not open; a name no pattern matches is then closed to.
+    (
+        "pattern-properties-unmatched-removed",
+        obj({"a": STR, "b": INT}, patternProperties={"^x": STR}),
+        obj({"a": STR}, patternProperties={"^x": STR}),
+        ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"],
+        [],
+    ),
+    # A required name with no property schema is not compared (Confluent's compareRequired).
+    (
+        "required-without-property",
+        obj({"a": STR}, required=["a"]),
+        obj({"a": STR}, required=["z"]),
+        [],
+        ["REQUIRED_ATTRIBUTE_ADDED"],
     ),
     ("open-empty-property-added", obj({"a": STR}), obj({"a": STR, "b": {}}), [], []),
     (
@@ -227,6 +288,22 @@ RULES = [
         ["SCHEMA_ADDED"],
     ),
     ("items-added", {"type": "array"}, {"type": "array", "items": {}}, ["SCHEMA_ADDED"], []),
+    ("items-true-added-draft7", {"type": "array"}, {"type": "array", "items": True}, ["SCHEMA_ADDED"], []),
+    # From 2019-09 Confluent reads a boolean items as what it says of additional items: true is nothing.
+    (
+        "items-true-added-2020",
+        {"$schema": D2020, "type": "array"},
+        {"$schema": D2020, "type": "array", "items": True},
+        [],
+        [],
+    ),
+    (
+        "items-false-added-2020",
+        {"$schema": D2020, "type": "array", "items": True},
+        {"$schema": D2020, "type": "array", "items": False},
+        ["ADDITIONAL_ITEMS_REMOVED"],
+        [],
+    ),
     (
         "closed-false-item-removed",
         {"type": "array", "items": [STR, False], "additionalItems": False},
@@ -312,7 +389,7 @@ def test_references_are_followed_in_the_comparison() -> None:
 def test_recursive_schemas_terminate() -> None:
     tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
     other = {**tree, "properties": {**tree["properties"], "v": STR}}
-    assert errors("FULL", other, tree) == ["PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"]
+    assert errors("FULL", other, tree) == ["OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"]
 
 
 def test_transitive_levels_check_every_version() -> None:

@@ -26,7 +26,8 @@ from .json_keywords import (
     is_open,
     json_type,
     numeric_bound,
-    other_properties,
+    open_model,
+    partial_schema,
     type_set,
 )
 from .jsonschema import JsonModel, Resolver
@@ -159,6 +160,9 @@ class _Diff:
         w_subs: list[Any] = w.get(w_kind, []) if w_kind else []
         r_subs: list[Any] = r.get(r_kind, []) if r_kind else []
         if w_kind == r_kind == "allOf":
+            if len(r_subs) > len(w_subs):  # Confluent's CombinedSchemaDiff: more conditions, incompatible
+                self.report("PRODUCT_TYPE_EXTENDED", path, self._says("adds an allOf condition", path))
+                return True
             for index, r_sub in enumerate(r_subs):
                 if not any(self.probe(w_sub, w_res, r_sub, r_res, path) for w_sub in w_subs):
                     self.report(
@@ -311,56 +315,82 @@ class _Diff:
         r_props: dict[str, Any] = r.get("properties", {}) if isinstance(r.get("properties"), dict) else {}
         w_required = set(w.get("required", [])) if isinstance(w.get("required"), list) else set()
         r_required = set(r.get("required", [])) if isinstance(r.get("required"), list) else set()
-        reported_required: set[str] = set()
         for name in [*w_props, *(n for n in r_props if n not in w_props)]:
             where = f"{path}/properties/{name}"
             if name in w_props and name in r_props:
                 self.compare(w_props[name], w_res, r_props[name], r_res, where)
-            elif name in w_props:
-                self._property_removed(w_props[name], w_res, other_properties(r, name), r_res, where)
-            else:
-                writer_side = other_properties(w, name)
-                if writer_side is False:
-                    if name in r_required and not has_default(r_props[name]):
-                        reported_required.add(name)
-                        self.report(
-                            "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
-                            where,
-                            self._says(f"requires the new property '{name}' without a default", path),
-                        )
-                elif is_open(writer_side):
-                    # Only an empty schema may join an open model (PROPERTY_WITH_EMPTY_SCHEMA_ADDED...).
-                    if not is_empty(r_props[name]):
-                        self.report(
-                            "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
-                            where,
-                            f"The {self.roles.reader} schema adds the property '{name}' at '{path}' while the "
-                            f"{self.roles.writer} schema's open content model allowed it with any value",
-                        )
-                elif not self.probe(writer_side, w_res, r_props[name], r_res, where):
+                # Only a property both list can gain `required` (REQUIRED_ATTRIBUTE_ADDED); a required name
+                # with no property schema is not compared at all, as in Confluent's compareRequired.
+                if name in r_required and name not in w_required and not has_default(r_props[name]):
                     self.report(
-                        "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
-                        where,
-                        self._says(f"adds the property '{name}' narrower than additionalProperties", path),
+                        "REQUIRED_ATTRIBUTE_ADDED",
+                        f"{path}/required",
+                        self._says(f"requires the property '{name}'", path),
                     )
-        for name in sorted(r_required - w_required - reported_required):
-            if not has_default(r_props.get(name, {})):
-                self.report(
-                    "REQUIRED_ATTRIBUTE_ADDED",
-                    f"{path}/required",
-                    self._says(f"requires the property '{name}'", path),
-                )
+            elif name in w_props:
+                self._property_removed(w_props[name], w_res, r, r_res, name, where)
+            else:
+                self._property_added(w, w_res, r_props[name], r_res, name in r_required, name, where)
         self._rest(
             w.get("additionalProperties"), w_res, r.get("additionalProperties"), r_res, path, "PROPERTIES"
         )
-        self._pattern_properties(w, w_res, r, r_res, path)
         self._dependencies(w, w_res, r, r_res, path)
-        # propertyNames is not compared: Confluent has no difference type for it.
+        # propertyNames and patternProperties are not compared keyword by keyword: Confluent's
+        # ObjectSchemaDiff has no difference type for them; patternProperties only decide whether a
+        # model is open and which schema covers an added or removed property.
+
+    def _property_added(
+        self,
+        w: dict[str, Any],
+        w_res: Resolver,
+        r_prop: Any,
+        r_res: Resolver,
+        required: bool,
+        name: str,
+        where: str,
+    ) -> None:
+        if open_model(w):
+            # PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL passes; OPTIONAL_/REQUIRED_(WITH_DEFAULT_)
+            # PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL pass only under Confluent's LENIENT policy, not its default
+            # STRICT one, which sluice follows: the writer may already have sent the name with any value.
+            if is_empty(r_prop):
+                return
+            if not required:
+                kind = "OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
+            elif has_default(r_prop):
+                kind = "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL"
+            else:
+                kind = "REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
+            self.report(
+                kind,
+                where,
+                f"The {self.roles.reader} schema adds the property at '{where}' while the "
+                f"{self.roles.writer} schema's open content model allowed it with any value",
+            )
+            return
+        covering = partial_schema(w, name)
+        if covering is not None and not self.probe(covering, w_res, r_prop, r_res, where):
+            self.report(
+                "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+                where,
+                self._says("adds a property narrower than the schema that covered it", where),
+            )
+        # Closed or partially open alike: OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL and
+        # REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL pass.
+        if required and not has_default(r_prop):
+            self.report(
+                "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
+                where,
+                self._says("requires a new property without a default", where),
+            )
 
     def _property_removed(
-        self, w_prop: Any, w_res: Resolver, reader_side: Any, r_res: Resolver, where: str
+        self, w_prop: Any, w_res: Resolver, r: dict[str, Any], r_res: Resolver, name: str, where: str
     ) -> None:
-        if reader_side is False:
+        if open_model(r):  # PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL
+            return
+        covering = partial_schema(r, name)
+        if covering is None:
             if w_prop is False:  # PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL: it never held data
                 return
             self.report(
@@ -369,7 +399,7 @@ class _Diff:
                 f"The {self.roles.reader} schema removes the property at '{where}' but its closed content model "
                 f"rejects documents of the {self.roles.writer} schema that have it",
             )
-        elif not is_open(reader_side) and not self.probe(w_prop, w_res, reader_side, r_res, where):
+        elif not self.probe(w_prop, w_res, covering, r_res, where):
             self.report(
                 "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                 where,
@@ -393,31 +423,6 @@ class _Diff:
             )
         else:
             self.compare(w_rest, w_res, r_rest, r_res, path)
-
-    def _pattern_properties(
-        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
-    ) -> None:
-        w_patterns = w.get("patternProperties") if isinstance(w.get("patternProperties"), dict) else {}
-        r_patterns = r.get("patternProperties") if isinstance(r.get("patternProperties"), dict) else {}
-        for pattern, r_schema in r_patterns.items():
-            where = f"{path}/patternProperties/{pattern}"
-            if pattern in w_patterns:
-                self.compare(w_patterns[pattern], w_res, r_schema, r_res, where)
-            elif w.get("additionalProperties") is not False and not is_open(r_schema):
-                self.report(
-                    "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
-                    where,
-                    self._says(f"adds patternProperties {pattern!r}", path),
-                )
-        for pattern, w_schema in w_patterns.items():
-            if pattern not in r_patterns:
-                self._property_removed(
-                    w_schema,
-                    w_res,
-                    r.get("additionalProperties"),
-                    r_res,
-                    f"{path}/patternProperties/{pattern}",
-                )
 
     def _dependencies(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
@@ -461,8 +466,8 @@ class _Diff:
     ) -> None:
         # The schema every item must match and the tuple positions are separate keywords, as in Confluent:
         # an array of integers and a tuple of one integer are not compared with each other.
-        w_every, w_items, w_rest = array_shape(w)
-        r_every, r_items, r_rest = array_shape(r)
+        w_every, w_items, w_rest = array_shape(w, self.writer.draft not in _REF_REPLACES)
+        r_every, r_items, r_rest = array_shape(r, self.reader.draft not in _REF_REPLACES)
         if r_every is not None:
             if w_every is None:
                 # SCHEMA_ADDED: the writer's items were unconstrained (dropping the schema, SCHEMA_REMOVED, passes).
