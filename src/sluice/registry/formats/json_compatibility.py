@@ -3,9 +3,11 @@
 The check walks both schemas side by side and names each difference by Confluent's difference types (facts
 its clients and users see in messages). Only the differences that narrow what the reader accepts are
 returned; widening ones (a type added, a bound relaxed, a property removed from an open model) pass.
-The content model decides what adding or removing a property means: an open model (additionalProperties
-absent or true) may already hold the added name with any value; a closed one (false) cannot; a partially
-open one (a schema, or patternProperties) must be compared with the property's schema.
+Nodes are first split into kinds as Confluent's loaders split them (json_kinds): nodes of different kinds
+are compared by kind alone, a combined node against a plain one by its parts. The content model decides
+what adding or removing a property means: an open model (additionalProperties absent or true, no
+patternProperties) may already hold the added name with any value; a closed one (false) cannot; a
+partially open one (a schema, even {}, or patternProperties) must be compared with the property's schema.
 """
 
 from __future__ import annotations
@@ -17,33 +19,53 @@ from typing import Any
 import jsonschema
 
 from .json_keywords import (
-    accepts,
     array_shape,
     dict_at,
     enum_values,
     has_default,
     is_empty,
     is_open,
-    json_type,
     numeric_bound,
     open_model,
     partial_schema,
-    type_set,
 )
+from .json_kinds import Shape, shape
 from .jsonschema import JsonModel, Resolver
 from .parsed import Problem, Roles, compact_json
 
-_COMBINATORS = ("oneOf", "anyOf", "allOf")
 _LOWER_BOUNDS = ("minLength", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties")
 _MAX_REF_HOPS = 50
 _REF_REPLACES = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
+_DRAFT_NUMBERS = {jsonschema.Draft4Validator: 4, jsonschema.Draft6Validator: 6, jsonschema.Draft7Validator: 7}
 
 
 def problems(reader: JsonModel, writer: JsonModel, roles: Roles) -> list[Problem]:
     diff = _Diff(reader, writer, roles)
     diff.compare(writer.root, writer.resolver(), reader.root, reader.resolver(), "#")
     return diff.found
+
+
+def _distinct(subs: tuple[Any, ...]) -> list[Any]:
+    """A combination's parts with repeats dropped, as CombinedSchemaDiff collects them into sets."""
+    return list({compact_json(sub, sort_keys=True): sub for sub in reversed(subs)}.values())[::-1]
+
+
+def _matching_size(fits: list[list[int]], right: int) -> int:
+    """The size of a maximum matching: fits[i] lists the right-hand parts left-hand part i may pair with."""
+    paired: list[int | None] = [None] * right
+
+    def place(left: int, seen: set[int]) -> bool:
+        for j in fits[left]:
+            if j not in seen:
+                seen.add(j)
+                holder = paired[j]
+                if holder is None or place(holder, seen):
+                    paired[j] = left
+                    return True
+        return False
+
+    return sum(place(left, set()) for left in range(len(fits)))
 
 
 def _snake(keyword: str) -> str:
@@ -59,6 +81,7 @@ class _Diff:
         # (writer node, reader node) -> its problems, or None while being compared: each pair is compared
         # once (oneOf x oneOf probing stays polynomial) and a recursive $ref meeting itself again passes.
         self.results: dict[tuple[int, int], list[Problem] | None] = {}
+        self.shapes: dict[int, tuple[Any, Shape]] = {}
 
     # ---------------------------------------------------------------------------------------------- helpers
     def report(self, error_type: str, path: str, description: str) -> None:
@@ -66,12 +89,23 @@ class _Diff:
 
     def probe(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> bool:
         """Compare without reporting: does the reader accept everything the writer does?"""
+        return not self.attempt(w, w_res, r, r_res, path)
+
+    def attempt(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> list[Problem]:
+        """Compare without reporting; the problems found, for a caller that may report them after all."""
         saved, self.found = self.found, []
         try:
             self.compare(w, w_res, r, r_res, path)
-            return not self.found
+            return self.found
         finally:
             self.found = saved
+
+    def covered(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> bool:
+        """Is a property or item covered by a partially open model? Confluent keeps the differences of
+        that comparison beside its *_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL, so they are reported."""
+        problems = self.attempt(w, w_res, r, r_res, path)
+        self.found.extend(problems)
+        return not problems
 
     def deref(self, schema: Any, resolver: Resolver, model: JsonModel) -> tuple[Any, Resolver]:
         """Follow $ref, keeping sibling keywords where the draft applies them."""
@@ -109,100 +143,108 @@ class _Diff:
             # Compare the targets as pairs of their own, so a recursive $ref meets the pair in progress.
             self.compare(w_target, w_res, r_target, r_res, path)
             return
-        if not self._kinds(w, r, path) or not isinstance(w, dict) or not isinstance(r, dict):
+        w_shape, r_shape = self.shape(w, self.writer), self.shape(r, self.reader)
+        if not self._kinds(w, w_shape, w_res, r, r_shape, r_res, path):
             return
-        if not self._combined(w, w_res, r, r_res, path):
-            return
-        self._not(w, w_res, r, r_res, path)
-        if not self._types(w, r, path):
-            return
-        self._enum(w, r, path)
-        self._bounds(w, r, path)
-        self._numbers(w, r, path)
-        self._pattern(w, r, path)
-        if r.get("uniqueItems") is True and w.get("uniqueItems") is not True:
-            self.report("UNIQUE_ITEMS_ADDED", path, self._says("requires unique array items", path))
-        self._object(w, w_res, r, r_res, path)
-        self._array(w, w_res, r, r_res, path)
+        kind = w_shape.kind
+        if kind == "not":
+            self._not(w, w_res, r, r_res, path)
+        elif kind in ("enum", "const"):
+            self._enum(w, r, path)
+        elif kind in ("string", "number", "object", "array"):
+            # A node of one kind holds no keyword of another, so each comparison below finds only its own.
+            if kind == "number" and r.get("type") == "integer" and w.get("type") != "integer":
+                self.report("TYPE_NARROWED", path, self._says("restricts the numbers to integers", path))
+            self._bounds(w, r, path)
+            self._numbers(w, r, path)
+            self._pattern(w, r, path)
+            if r.get("uniqueItems") is True and w.get("uniqueItems") is not True:
+                self.report("UNIQUE_ITEMS_ADDED", path, self._says("requires unique array items", path))
+            self._object(w, w_res, r, r_res, path)
+            self._array(w, w_res, r, r_res, path)
+        # boolean, null, the empty schema, false and if/then/else have nothing Confluent compares.
+
+    def shape(self, node: Any, model: JsonModel) -> Shape:
+        """The node's kind, split once per node; keeping the node keeps its id (the memo's key) unique."""
+        entry = self.shapes.get(id(node))
+        if entry is None:
+            entry = self.shapes[id(node)] = (node, shape(node, _DRAFT_NUMBERS.get(model.draft, 2019)))
+        return entry[1]
 
     def _says(self, what: str, path: str) -> str:
         return (
             f"The {self.roles.reader} schema {what} at '{path}', which the {self.roles.writer} schema did not"
         )
 
-    def _kinds(self, w: Any, r: Any, path: str) -> bool:
-        """false, the empty schema and the rest are kinds apart; returns whether the keywords need comparing.
+    def _kinds(
+        self, w: Any, w_shape: Shape, w_res: Resolver, r: Any, r_shape: Shape, r_res: Resolver, path: str
+    ) -> bool:
+        """Confluent's SchemaDiff.compareTypes; returns whether both are of one plain kind to compare further.
 
-        Confluent compares a false and an empty schema (true, {}) with any other kind of schema by kind
-        alone: one is never a narrowing of the other, so a change between them is TYPE_CHANGED, except that
-        the writer's false accepted no document and the reader's empty schema accepts every one.
+        Schemas of different kinds are compared by kind alone: TYPE_CHANGED, except that a writer's false
+        accepted no document and a reader's empty schema accepts every one. Before that, a combined schema
+        against a plain one passes when one of its parts does: the reader's anyOf/oneOf offers an
+        alternative that accepts the writer's schema (SUM_TYPE_EXTENDED), the writer's allOf has a part
+        the reader accepts (PRODUCT_TYPE_NARROWED), or either is a combination of one.
         """
-        if w is False or is_empty(r):
+        if w_shape.kind == "false" or r_shape.kind == "empty":
             return False
-        if r is False or (is_empty(w) and not any(k in r for k in _COMBINATORS)):
+        # Which parts may stand for the whole: a reader's alternatives, a writer's conditions, a lone part.
+        pairs: list[tuple[Any, Any]] = []
+        if r_shape.combined and not w_shape.combined:
+            if len(r_shape.subs) == 1 or r_shape.kind != "allOf":
+                pairs = [(w, sub) for sub in r_shape.subs]
+        elif (
+            w_shape.combined and not r_shape.combined and (len(w_shape.subs) == 1 or w_shape.kind == "allOf")
+        ):
+            pairs = [(sub, r) for sub in w_shape.subs]
+        if any(self.probe(w_part, w_res, r_part, r_res, path) for w_part, r_part in pairs):
+            return False
+        if w_shape.combined and r_shape.combined:
+            self._combined(w_shape, w_res, r_shape, r_res, path)
+            return False
+        if w_shape.kind != r_shape.kind:
             self.report(
                 "TYPE_CHANGED",
                 path,
-                f"The {self.roles.reader} schema at '{path}' is {compact_json(r)[:200]}, where the "
-                f"{self.roles.writer} schema was {compact_json(w)[:200]}",
+                f"The {self.roles.reader} schema at '{path}' is {compact_json(r)[:200]}, a kind apart from the "
+                f"{self.roles.writer} schema's {compact_json(w)[:200]}",
             )
             return False
         return True
 
-    def _combined(
-        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
-    ) -> bool:
-        """oneOf/anyOf/allOf; returns whether the plain keywords still need comparing."""
-        w_kind = next((k for k in _COMBINATORS if isinstance(w.get(k), list)), None)
-        r_kind = next((k for k in _COMBINATORS if isinstance(r.get(k), list)), None)
-        if w_kind is None and r_kind is None:
-            return True
-        w_subs: list[Any] = w.get(w_kind, []) if w_kind else []
-        r_subs: list[Any] = r.get(r_kind, []) if r_kind else []
-        if w_kind == r_kind == "allOf":
-            if len(r_subs) > len(w_subs):  # Confluent's CombinedSchemaDiff: more conditions, incompatible
-                self.report("PRODUCT_TYPE_EXTENDED", path, self._says("adds an allOf condition", path))
-                return True
-            for index, r_sub in enumerate(r_subs):
-                if not any(self.probe(w_sub, w_res, r_sub, r_res, path) for w_sub in w_subs):
-                    self.report(
-                        "PRODUCT_TYPE_EXTENDED",
-                        f"{path}/allOf/{index}",
-                        self._says("adds an allOf condition", path),
-                    )
-            return True
-        if w_kind in ("oneOf", "anyOf") and r_kind in ("oneOf", "anyOf"):
-            if (w_kind, r_kind) == ("anyOf", "oneOf"):
-                self.report("COMBINED_TYPE_CHANGED", path, self._says("turns anyOf into oneOf", path))
-            for index, w_sub in enumerate(w_subs):
-                if not any(self.probe(w_sub, w_res, r_sub, r_res, path) for r_sub in r_subs):
-                    self.report(
-                        "SUM_TYPE_NARROWED",
-                        f"{path}/{w_kind}/{index}",
-                        f"The {self.roles.reader} schema's {r_kind} at '{path}' has no alternative accepting "
-                        f"alternative {index} of the {self.roles.writer} schema",
-                    )
-            return True
-        if r_kind in ("oneOf", "anyOf") and w_kind is None:
-            if not any(self.probe(w, w_res, r_sub, r_res, path) for r_sub in r_subs):
-                self.report("COMBINED_TYPE_CHANGED", path, self._says(f"makes the schema a {r_kind}", path))
-            return False
-        if w_kind in ("oneOf", "anyOf") and r_kind is None:
-            for index, w_sub in enumerate(w_subs):
-                self.compare(w_sub, w_res, r, r_res, f"{path}/{w_kind}/{index}")
-            return False
-        if r_kind == "allOf" and w_kind is None:
-            for index, r_sub in enumerate(r_subs):
-                self.compare(w, w_res, r_sub, r_res, f"{path}/allOf/{index}")
-            return True
-        if w_kind == "allOf" and r_kind is None:
-            if not any(self.probe(w_sub, w_res, r, r_res, path) for w_sub in w_subs):
-                self.report(
-                    "COMBINED_TYPE_CHANGED", path, self._says("drops the allOf for a narrower schema", path)
-                )
-            return False
-        self.report("COMBINED_TYPE_CHANGED", path, self._says(f"replaces {w_kind} with {r_kind}", path))
-        return False
+    def _combined(self, w: Shape, w_res: Resolver, r: Shape, r_res: Resolver, path: str) -> None:
+        """Two combined schemas, as Confluent's CombinedSchemaDiff compares them."""
+        if w.kind != r.kind and not (
+            r.kind == "anyOf"  # COMBINED_TYPE_EXTENDED: any criterion widens to anyOf
+            or (len(w.subs) == 1 and (len(r.subs) == 1 or r.kind == "oneOf"))
+            or (len(r.subs) == 1 and w.kind == "allOf")
+        ):
+            self.report("COMBINED_TYPE_CHANGED", path, self._says(f"replaces {w.kind} with {r.kind}", path))
+            return
+        w_subs, r_subs = _distinct(w.subs), _distinct(r.subs)
+        if len(w_subs) < len(r_subs) and r.kind == "allOf":
+            self.report("PRODUCT_TYPE_EXTENDED", path, self._says("adds an allOf condition", path))
+        elif len(w_subs) > len(r_subs) and w.kind != "allOf":
+            self.report(
+                "SUM_TYPE_NARROWED",
+                path,
+                f"The {self.roles.reader} schema's {r.kind} at '{path}' has fewer alternatives than the "
+                f"{self.roles.writer} schema's {w.kind}",
+            )
+        # Each part of the smaller side must be paired with its own part of the other side that it is
+        # compatible with (a maximum matching); otherwise COMBINED_TYPE_SUBSCHEMAS_CHANGED.
+        fits = [
+            [j for j, r_sub in enumerate(r_subs) if self.probe(w_sub, w_res, r_sub, r_res, path)]
+            for w_sub in w_subs
+        ]
+        if _matching_size(fits, len(r_subs)) < min(len(w_subs), len(r_subs)):
+            self.report(
+                "COMBINED_TYPE_SUBSCHEMAS_CHANGED",
+                path,
+                f"The {self.roles.reader} schema's {r.kind} at '{path}' has no one-to-one pairing of its parts "
+                f"with those of the {self.roles.writer} schema's {w.kind}",
+            )
 
     def _not(self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str) -> None:
         if "not" not in r:
@@ -213,35 +255,9 @@ class _Diff:
             # What the reader excludes must already have been excluded by the writer.
             self.report("NOT_TYPE_EXTENDED", f"{path}/not", self._says("excludes more with 'not'", path))
 
-    def _types(self, w: dict[str, Any], r: dict[str, Any], path: str) -> bool:
-        r_types = type_set(r)
-        if r_types is None:
-            return True
-        w_types = type_set(w)
-        if w_types is None and enum_values(w) is not None:
-            w_types = {json_type(value) for value in enum_values(w) or ()}
-        if w_types is None:
-            self.report("TYPE_NARROWED", path, self._says(f"restricts the type to {sorted(r_types)}", path))
-            return False
-        missing = {t for t in w_types if not accepts(r_types, t)}
-        if not missing:
-            return True
-        narrowed = all(accepts(w_types, t) for t in r_types)
-        self.report(
-            "TYPE_NARROWED" if narrowed else "TYPE_CHANGED",
-            path,
-            f"The {self.roles.reader} schema's type at '{path}' is {sorted(r_types)}, which rejects the "
-            f"{sorted(missing)} the {self.roles.writer} schema allowed",
-        )
-        return False
-
     def _enum(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
-        r_values = enum_values(r)
-        if r_values is None:
-            return
-        w_values = enum_values(w)
-        if w_values is None:
-            self.report("ENUM_ARRAY_NARROWED", path, self._says("limits the values with enum/const", path))
+        r_values, w_values = enum_values(r), enum_values(w)
+        if r_values is None or w_values is None:
             return
         r_keys = {compact_json(v, sort_keys=True) for v in r_values}
         missing = [v for v in w_values if compact_json(v, sort_keys=True) not in r_keys]
@@ -369,7 +385,7 @@ class _Diff:
             )
             return
         covering = partial_schema(w, name)
-        if covering is not None and not self.probe(covering, w_res, r_prop, r_res, where):
+        if covering is not None and not self.covered(covering, w_res, r_prop, r_res, where):
             self.report(
                 "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                 where,
@@ -399,7 +415,7 @@ class _Diff:
                 f"The {self.roles.reader} schema removes the property at '{where}' but its closed content model "
                 f"rejects documents of the {self.roles.writer} schema that have it",
             )
-        elif not self.probe(w_prop, w_res, covering, r_res, where):
+        elif not self.covered(w_prop, w_res, covering, r_res, where):
             self.report(
                 "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                 where,
@@ -485,7 +501,7 @@ class _Diff:
                         where,
                         self._says("drops a tuple position of a closed array", path),
                     )
-                elif not is_open(r_rest) and not self.probe(w_items[index], w_res, r_rest, r_res, where):
+                elif not is_open(r_rest) and not self.covered(w_items[index], w_res, r_rest, r_res, where):
                     self.report(
                         "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                         where,
@@ -498,7 +514,7 @@ class _Diff:
                         where,
                         self._says("adds a tuple position to an open array", path),
                     )
-                elif not is_open(w_rest) and not self.probe(w_rest, w_res, r_items[index], r_res, where):
+                elif not is_open(w_rest) and not self.covered(w_rest, w_res, r_items[index], r_res, where):
                     self.report(
                         "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                         where,

@@ -1,7 +1,7 @@
 """What a JSON Schema node says, keyword by keyword, for the compatibility check.
 
-Its kind (false, empty or asserting something), its types and enum values, its numeric bounds, what it
-says about properties it does not list and how its array items are laid out, across drafts 4 to 2020-12.
+Whether it is empty, its enum values, its numeric bounds, what it says about properties it does not
+list and how its array items are laid out, across drafts 4 to 2020-12.
 """
 
 from __future__ import annotations
@@ -38,33 +38,6 @@ def is_open(rest: Any) -> bool:
 def is_empty(schema: Any) -> bool:
     """true, {} or a schema of annotations only: what Confluent's loader makes a TrueSchema or EmptySchema."""
     return schema is True or (isinstance(schema, dict) and not ASSERTIONS.intersection(schema))
-
-
-def type_set(schema: dict[str, Any]) -> set[str] | None:
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    return None
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def accepts(types: set[str], kind: str) -> bool:
-    return kind in types or (kind == "integer" and "number" in types)
 
 
 def enum_values(schema: dict[str, Any]) -> list[Any] | None:
