@@ -246,7 +246,26 @@ RULES = [
         ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"],
         ["COMBINED_TYPE_CHANGED"],
     ),
+    # Between combinations the criterion may widen (to anyOf, between ones of one part, one part to
+    # oneOf, allOf to one part); then parts pair one to one (CombinedSchemaDiff).
     ("single-all-of-to-any-of", {"allOf": [STR]}, {"anyOf": [STR]}, [], []),
+    ("single-one-of-to-all-of", {"oneOf": [STR]}, {"allOf": [STR]}, [], []),
+    ("all-of-to-fewer-any-of", {"allOf": [NUM, STR]}, {"anyOf": [STR]}, [], ["COMBINED_TYPE_CHANGED"]),
+    ("any-of-to-more-one-of", {"anyOf": [STR]}, {"oneOf": [NUM, STR]}, [], ["SUM_TYPE_NARROWED"]),
+    (
+        "all-of-parts-changed",
+        {"allOf": [STR, {"enum": ["a"]}]},
+        {"allOf": [STR, {"enum": ["b"]}]},
+        ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"],
+        ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"],
+    ),
+    (
+        "all-of-parts-reordered",
+        {"allOf": [STR, {"enum": ["a"]}]},
+        {"allOf": [{"enum": ["a", "b"]}, STR]},
+        [],
+        ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"],
+    ),
     (
         "all-of-to-one-of-more",
         {"allOf": [NUM]},
