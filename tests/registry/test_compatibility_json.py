@@ -31,6 +31,7 @@ def errors(level: str, new: Any, *olds: Any, refs: dict[str, str] | None = None)
 
 
 STR, INT, NUM = {"type": "string"}, {"type": "integer"}, {"type": "number"}
+D2020 = "https://json-schema.org/draft/2020-12/schema"
 
 # (id, old, new, BACKWARD error types (new reads old data), FORWARD error types (old reads new data))
 RULES = [
@@ -42,7 +43,9 @@ RULES = [
         [],
         [],
     ),
-    ("type-widened", STR, {"type": ["string", "null"]}, [], ["TYPE_NARROWED"]),
+    # A list of types is an anyOf of one schema per type: string -> anyOf passes (SUM_TYPE_EXTENDED); the
+    # anyOf -> string way has no part to stand for the whole and is a change of kind.
+    ("type-widened", STR, {"type": ["string", "null"]}, [], ["TYPE_CHANGED"]),
     ("integer-to-number", INT, NUM, [], ["TYPE_NARROWED"]),
     ("type-changed", STR, INT, ["TYPE_CHANGED"], ["TYPE_CHANGED"]),
     # {} is Confluent's EmptySchema, a kind apart from StringSchema: TYPE_CHANGED, not TYPE_NARROWED.
@@ -68,19 +71,80 @@ RULES = [
         [],
         ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"],
     ),
+    # Confluent's current names; they pass only under its LENIENT policy, not the default STRICT one.
     (
         "open-property-added",
         obj({"a": STR}),
         obj({"a": STR, "b": INT}),
-        ["PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
+        ["OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
         [],
     ),
+    (
+        "open-required-property-added",
+        obj({"a": STR}),
+        obj({"a": STR, "b": INT}, required=["b"]),
+        ["REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
+        [],
+    ),
+    (
+        "open-required-property-with-default-added",
+        obj({"a": STR}),
+        obj({"a": STR, "b": {**INT, "default": 0}}, required=["b"]),
+        ["REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL"],
+        [],
+    ),
+    # additionalProperties {} is a schema of additional properties, so the model is partially open.
+    (
+        "additional-properties-empty-schema-added",
+        obj({"a": STR}),
+        obj({"a": STR}, additional={}),
+        ["ADDITIONAL_PROPERTIES_NARROWED"],
+        [],
+    ),
+    (
+        "additional-properties-true-to-empty",
+        obj({"a": STR}, additional=True),
+        obj({"a": STR}, additional={}),
+        ["ADDITIONAL_PROPERTIES_NARROWED"],
+        [],
+    ),
+    (
+        "empty-additional-property-added",
+        obj({"a": STR}, additional={}),
+        obj({"a": STR, "b": INT}, additional={}),
+        ["TYPE_CHANGED", "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"],
+        [],
+    ),
+    (
+        "empty-additional-required-added",
+        obj({"a": STR}, additional={}),
+        obj({"a": STR, "b": {}}, required=["b"], additional={}),
+        ["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"],
+        [],
+    ),
+    # Any patternProperties make the model not open; a name no pattern matches is then closed to.
+    (
+        "pattern-properties-unmatched-removed",
+        obj({"a": STR, "b": INT}, patternProperties={"^x": STR}),
+        obj({"a": STR}, patternProperties={"^x": STR}),
+        ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"],
+        [],
+    ),
+    # A required name with no property schema is not compared (Confluent's compareRequired).
+    (
+        "required-without-property",
+        obj({"a": STR}, required=["a"]),
+        obj({"a": STR}, required=["z"]),
+        [],
+        ["REQUIRED_ATTRIBUTE_ADDED"],
+    ),
     ("open-empty-property-added", obj({"a": STR}), obj({"a": STR, "b": {}}), [], []),
+    # What made a property not covered is reported beside it, as Confluent keeps both differences.
     (
         "partially-open-covered",
         obj({"a": STR}, additional=STR),
         obj({"a": STR, "b": {"type": "string", "maxLength": 5}}, additional=STR),
-        ["PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"],
+        ["MAX_LENGTH_ADDED", "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"],
         [],
     ),
     (
@@ -88,7 +152,7 @@ RULES = [
         obj({"a": STR}, additional=STR),
         obj({"a": STR, "b": {"type": ["string", "null"]}}, additional=STR),
         [],
-        ["PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"],
+        ["TYPE_CHANGED", "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"],
     ),
     (
         "pattern-properties-cover",
@@ -150,9 +214,65 @@ RULES = [
         ["ENUM_ARRAY_CHANGED"],
         ["ENUM_ARRAY_CHANGED"],
     ),
-    ("enum-added", STR, {**STR, "enum": ["a"]}, ["ENUM_ARRAY_NARROWED"], []),
-    ("enum-given-its-type", {"enum": ["a", "b"]}, {**STR, "enum": ["a", "b"]}, [], []),
-    ("const-to-enum", {"const": 1}, {"enum": [1, 2]}, [], ["ENUM_ARRAY_NARROWED"]),
+    # A type beside an enum makes an allOf of a string and an enum: against a lone string or enum, the
+    # allOf's parts stand for the whole one way (PRODUCT_TYPE_NARROWED), and it is a change of kind the
+    # other (an allOf of several parts never stands in as a whole).
+    ("enum-added", STR, {**STR, "enum": ["a"]}, ["TYPE_CHANGED"], []),
+    ("enum-given-its-type", {"enum": ["a", "b"]}, {**STR, "enum": ["a", "b"]}, ["TYPE_CHANGED"], []),
+    ("enum-removed", {**STR, "enum": ["a"]}, STR, [], ["TYPE_CHANGED"]),
+    # enum, const and each type are kinds apart, compared by kind alone, whatever values they allow.
+    ("const-to-enum", {"const": 1}, {"enum": [1, 2]}, ["TYPE_CHANGED"], ["TYPE_CHANGED"]),
+    ("enum-to-type", {"enum": ["a"]}, STR, ["TYPE_CHANGED"], ["TYPE_CHANGED"]),
+    ("const-to-type", {"const": "a"}, STR, ["TYPE_CHANGED"], ["TYPE_CHANGED"]),
+    ("const-changed", {"const": "a"}, {"const": "b"}, ["ENUM_ARRAY_CHANGED"], ["ENUM_ARRAY_CHANGED"]),
+    ("boolean-to-null", {"type": "boolean"}, {"type": "null"}, ["TYPE_CHANGED"], ["TYPE_CHANGED"]),
+    # An object keyword without a type is still an object: requiring the type is no difference.
+    ("object-type-declared", {"properties": {"a": STR}}, obj({"a": STR}), [], []),
+    # Keywords of another kind beside a type make an allOf of both kinds.
+    ("length-beside-integer", INT, {**INT, "maxLength": 3}, ["TYPE_CHANGED"], []),
+    (
+        "types-widened",
+        {"type": ["string", "null"]},
+        {"type": ["string", "null", "integer"]},
+        [],
+        ["SUM_TYPE_NARROWED"],
+    ),
+    # An allOf of a string and an enum against an anyOf of string and null: allOf -> anyOf widens the
+    # criterion (COMBINED_TYPE_EXTENDED) but the enum has no part of its own to pair with.
+    (
+        "enum-and-type-to-types",
+        {**STR, "enum": ["a"]},
+        {"type": ["string", "null"]},
+        ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"],
+        ["COMBINED_TYPE_CHANGED"],
+    ),
+    # Between combinations the criterion may widen (to anyOf, between ones of one part, one part to
+    # oneOf, allOf to one part); then parts pair one to one (CombinedSchemaDiff).
+    ("single-all-of-to-any-of", {"allOf": [STR]}, {"anyOf": [STR]}, [], []),
+    ("single-one-of-to-all-of", {"oneOf": [STR]}, {"allOf": [STR]}, [], []),
+    ("all-of-to-fewer-any-of", {"allOf": [NUM, STR]}, {"anyOf": [STR]}, [], ["COMBINED_TYPE_CHANGED"]),
+    ("any-of-to-more-one-of", {"anyOf": [STR]}, {"oneOf": [NUM, STR]}, [], ["SUM_TYPE_NARROWED"]),
+    (
+        "all-of-parts-changed",
+        {"allOf": [STR, {"enum": ["a"]}]},
+        {"allOf": [STR, {"enum": ["b"]}]},
+        ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"],
+        ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"],
+    ),
+    (
+        "all-of-parts-reordered",
+        {"allOf": [STR, {"enum": ["a"]}]},
+        {"allOf": [{"enum": ["a", "b"]}, STR]},
+        [],
+        ["COMBINED_TYPE_SUBSCHEMAS_CHANGED"],
+    ),
+    (
+        "all-of-to-one-of-more",
+        {"allOf": [NUM]},
+        {"oneOf": [NUM, STR]},
+        [],
+        ["COMBINED_TYPE_CHANGED"],
+    ),
     ("enum-true-is-not-1", {"enum": [True]}, {"enum": [1]}, ["ENUM_ARRAY_CHANGED"], ["ENUM_ARRAY_CHANGED"]),
     ("max-length-added", STR, {**STR, "maxLength": 5}, ["MAX_LENGTH_ADDED"], []),
     ("max-length-decreased", {**STR, "maxLength": 9}, {**STR, "maxLength": 5}, ["MAX_LENGTH_DECREASED"], []),
@@ -227,6 +347,22 @@ RULES = [
         ["SCHEMA_ADDED"],
     ),
     ("items-added", {"type": "array"}, {"type": "array", "items": {}}, ["SCHEMA_ADDED"], []),
+    ("items-true-added-draft7", {"type": "array"}, {"type": "array", "items": True}, ["SCHEMA_ADDED"], []),
+    # From 2019-09 Confluent reads a boolean items as what it says of additional items: true is nothing.
+    (
+        "items-true-added-2020",
+        {"$schema": D2020, "type": "array"},
+        {"$schema": D2020, "type": "array", "items": True},
+        [],
+        [],
+    ),
+    (
+        "items-false-added-2020",
+        {"$schema": D2020, "type": "array", "items": True},
+        {"$schema": D2020, "type": "array", "items": False},
+        ["ADDITIONAL_ITEMS_REMOVED"],
+        [],
+    ),
     (
         "closed-false-item-removed",
         {"type": "array", "items": [STR, False], "additionalItems": False},
@@ -257,7 +393,8 @@ RULES = [
         [],
     ),
     ("any-of-to-one-of", {"anyOf": [STR, INT]}, {"oneOf": [STR, INT]}, ["COMBINED_TYPE_CHANGED"], []),
-    ("not-added", STR, {**STR, "not": {"enum": ["x"]}}, ["NOT_TYPE_EXTENDED"], []),
+    ("not-added", STR, {**STR, "not": {"enum": ["x"]}}, ["TYPE_CHANGED"], []),
+    ("not-extended", {"not": {"enum": ["x"]}}, {"not": {"enum": ["x", "y"]}}, ["NOT_TYPE_EXTENDED"], []),
     (
         "dependency-added",
         obj({"a": STR, "b": STR}),
@@ -312,7 +449,7 @@ def test_references_are_followed_in_the_comparison() -> None:
 def test_recursive_schemas_terminate() -> None:
     tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
     other = {**tree, "properties": {**tree["properties"], "v": STR}}
-    assert errors("FULL", other, tree) == ["PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"]
+    assert errors("FULL", other, tree) == ["OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"]
 
 
 def test_transitive_levels_check_every_version() -> None:
@@ -448,5 +585,6 @@ def test_nested_alternatives_are_compared_in_bounded_time() -> None:
     schema = {"definitions": definitions, "$ref": "#/definitions/level6"}
     other = json.loads(json.dumps(schema).replace('"string"', '"integer"'))
     started = time.process_time()
-    assert "SUM_TYPE_NARROWED" in errors("BACKWARD", other, schema)
+    # As many alternatives on each side, none paired: COMBINED_TYPE_SUBSCHEMAS_CHANGED (CombinedSchemaDiff).
+    assert "COMBINED_TYPE_SUBSCHEMAS_CHANGED" in errors("BACKWARD", other, schema)
     assert time.process_time() - started < 5

@@ -3,9 +3,11 @@
 The check walks both schemas side by side and names each difference by Confluent's difference types (facts
 its clients and users see in messages). Only the differences that narrow what the reader accepts are
 returned; widening ones (a type added, a bound relaxed, a property removed from an open model) pass.
-The content model decides what adding or removing a property means: an open model (additionalProperties
-absent or true) may already hold the added name with any value; a closed one (false) cannot; a partially
-open one (a schema, or patternProperties) must be compared with the property's schema.
+Nodes are first split into kinds as Confluent's loaders split them (json_kinds): nodes of different kinds
+are compared by kind alone, a combined node against a plain one by its parts. The content model decides
+what adding or removing a property means: an open model (additionalProperties absent or true, no
+patternProperties) may already hold the added name with any value; a closed one (false) cannot; a
+partially open one (a schema, even {}, or patternProperties) must be compared with the property's schema.
 """
 
 from __future__ import annotations
@@ -17,32 +19,53 @@ from typing import Any
 import jsonschema
 
 from .json_keywords import (
-    accepts,
     array_shape,
     dict_at,
     enum_values,
     has_default,
     is_empty,
     is_open,
-    json_type,
     numeric_bound,
-    other_properties,
-    type_set,
+    open_model,
+    partial_schema,
 )
+from .json_kinds import Shape, shape
 from .jsonschema import JsonModel, Resolver
 from .parsed import Problem, Roles, compact_json
 
-_COMBINATORS = ("oneOf", "anyOf", "allOf")
 _LOWER_BOUNDS = ("minLength", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties")
 _MAX_REF_HOPS = 50
 _REF_REPLACES = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
+_DRAFT_NUMBERS = {jsonschema.Draft4Validator: 4, jsonschema.Draft6Validator: 6, jsonschema.Draft7Validator: 7}
 
 
 def problems(reader: JsonModel, writer: JsonModel, roles: Roles) -> list[Problem]:
     diff = _Diff(reader, writer, roles)
     diff.compare(writer.root, writer.resolver(), reader.root, reader.resolver(), "#")
     return diff.found
+
+
+def _distinct(subs: tuple[Any, ...]) -> list[Any]:
+    """A combination's parts with repeats dropped, as CombinedSchemaDiff collects them into sets."""
+    return list({compact_json(sub, sort_keys=True): sub for sub in reversed(subs)}.values())[::-1]
+
+
+def _matching_size(fits: list[list[int]], right: int) -> int:
+    """The size of a maximum matching: fits[i] lists the right-hand parts left-hand part i may pair with."""
+    paired: list[int | None] = [None] * right
+
+    def place(left: int, seen: set[int]) -> bool:
+        for j in fits[left]:
+            if j not in seen:
+                seen.add(j)
+                holder = paired[j]
+                if holder is None or place(holder, seen):
+                    paired[j] = left
+                    return True
+        return False
+
+    return sum(place(left, set()) for left in range(len(fits)))
 
 
 def _snake(keyword: str) -> str:
@@ -58,6 +81,7 @@ class _Diff:
         # (writer node, reader node) -> its problems, or None while being compared: each pair is compared
         # once (oneOf x oneOf probing stays polynomial) and a recursive $ref meeting itself again passes.
         self.results: dict[tuple[int, int], list[Problem] | None] = {}
+        self.shapes: dict[int, tuple[Any, Shape]] = {}
 
     # ---------------------------------------------------------------------------------------------- helpers
     def report(self, error_type: str, path: str, description: str) -> None:
@@ -65,12 +89,23 @@ class _Diff:
 
     def probe(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> bool:
         """Compare without reporting: does the reader accept everything the writer does?"""
+        return not self.attempt(w, w_res, r, r_res, path)
+
+    def attempt(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> list[Problem]:
+        """Compare without reporting; the problems found, for a caller that may report them after all."""
         saved, self.found = self.found, []
         try:
             self.compare(w, w_res, r, r_res, path)
-            return not self.found
+            return self.found
         finally:
             self.found = saved
+
+    def covered(self, w: Any, w_res: Resolver, r: Any, r_res: Resolver, path: str) -> bool:
+        """Is a property or item covered by a partially open model? Confluent keeps the differences of
+        that comparison beside its *_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL, so they are reported."""
+        problems = self.attempt(w, w_res, r, r_res, path)
+        self.found.extend(problems)
+        return not problems
 
     def deref(self, schema: Any, resolver: Resolver, model: JsonModel) -> tuple[Any, Resolver]:
         """Follow $ref, keeping sibling keywords where the draft applies them."""
@@ -108,97 +143,108 @@ class _Diff:
             # Compare the targets as pairs of their own, so a recursive $ref meets the pair in progress.
             self.compare(w_target, w_res, r_target, r_res, path)
             return
-        if not self._kinds(w, r, path) or not isinstance(w, dict) or not isinstance(r, dict):
+        w_shape, r_shape = self.shape(w, self.writer), self.shape(r, self.reader)
+        if not self._kinds(w, w_shape, w_res, r, r_shape, r_res, path):
             return
-        if not self._combined(w, w_res, r, r_res, path):
-            return
-        self._not(w, w_res, r, r_res, path)
-        if not self._types(w, r, path):
-            return
-        self._enum(w, r, path)
-        self._bounds(w, r, path)
-        self._numbers(w, r, path)
-        self._pattern(w, r, path)
-        if r.get("uniqueItems") is True and w.get("uniqueItems") is not True:
-            self.report("UNIQUE_ITEMS_ADDED", path, self._says("requires unique array items", path))
-        self._object(w, w_res, r, r_res, path)
-        self._array(w, w_res, r, r_res, path)
+        kind = w_shape.kind
+        if kind == "not":
+            self._not(w, w_res, r, r_res, path)
+        elif kind in ("enum", "const"):
+            self._enum(w, r, path)
+        elif kind in ("string", "number", "object", "array"):
+            # A node of one kind holds no keyword of another, so each comparison below finds only its own.
+            if kind == "number" and r.get("type") == "integer" and w.get("type") != "integer":
+                self.report("TYPE_NARROWED", path, self._says("restricts the numbers to integers", path))
+            self._bounds(w, r, path)
+            self._numbers(w, r, path)
+            self._pattern(w, r, path)
+            if r.get("uniqueItems") is True and w.get("uniqueItems") is not True:
+                self.report("UNIQUE_ITEMS_ADDED", path, self._says("requires unique array items", path))
+            self._object(w, w_res, r, r_res, path)
+            self._array(w, w_res, r, r_res, path)
+        # boolean, null, the empty schema, false and if/then/else have nothing Confluent compares.
+
+    def shape(self, node: Any, model: JsonModel) -> Shape:
+        """The node's kind, split once per node; keeping the node keeps its id (the memo's key) unique."""
+        entry = self.shapes.get(id(node))
+        if entry is None:
+            entry = self.shapes[id(node)] = (node, shape(node, _DRAFT_NUMBERS.get(model.draft, 2019)))
+        return entry[1]
 
     def _says(self, what: str, path: str) -> str:
         return (
             f"The {self.roles.reader} schema {what} at '{path}', which the {self.roles.writer} schema did not"
         )
 
-    def _kinds(self, w: Any, r: Any, path: str) -> bool:
-        """false, the empty schema and the rest are kinds apart; returns whether the keywords need comparing.
+    def _kinds(
+        self, w: Any, w_shape: Shape, w_res: Resolver, r: Any, r_shape: Shape, r_res: Resolver, path: str
+    ) -> bool:
+        """Confluent's SchemaDiff.compareTypes; returns whether both are of one plain kind to compare further.
 
-        Confluent compares a false and an empty schema (true, {}) with any other kind of schema by kind
-        alone: one is never a narrowing of the other, so a change between them is TYPE_CHANGED, except that
-        the writer's false accepted no document and the reader's empty schema accepts every one.
+        Schemas of different kinds are compared by kind alone: TYPE_CHANGED, except that a writer's false
+        accepted no document and a reader's empty schema accepts every one. Before that, a combined schema
+        against a plain one passes when one of its parts does: the reader's anyOf/oneOf offers an
+        alternative that accepts the writer's schema (SUM_TYPE_EXTENDED), the writer's allOf has a part
+        the reader accepts (PRODUCT_TYPE_NARROWED), or either is a combination of one.
         """
-        if w is False or is_empty(r):
+        if w_shape.kind == "false" or r_shape.kind == "empty":
             return False
-        if r is False or (is_empty(w) and not any(k in r for k in _COMBINATORS)):
+        # Which parts may stand for the whole: a reader's alternatives, a writer's conditions, a lone part.
+        pairs: list[tuple[Any, Any]] = []
+        if r_shape.combined and not w_shape.combined:
+            if len(r_shape.subs) == 1 or r_shape.kind != "allOf":
+                pairs = [(w, sub) for sub in r_shape.subs]
+        elif (
+            w_shape.combined and not r_shape.combined and (len(w_shape.subs) == 1 or w_shape.kind == "allOf")
+        ):
+            pairs = [(sub, r) for sub in w_shape.subs]
+        if any(self.probe(w_part, w_res, r_part, r_res, path) for w_part, r_part in pairs):
+            return False
+        if w_shape.combined and r_shape.combined:
+            self._combined(w_shape, w_res, r_shape, r_res, path)
+            return False
+        if w_shape.kind != r_shape.kind:
             self.report(
                 "TYPE_CHANGED",
                 path,
-                f"The {self.roles.reader} schema at '{path}' is {compact_json(r)[:200]}, where the "
-                f"{self.roles.writer} schema was {compact_json(w)[:200]}",
+                f"The {self.roles.reader} schema at '{path}' is {compact_json(r)[:200]}, a kind apart from the "
+                f"{self.roles.writer} schema's {compact_json(w)[:200]}",
             )
             return False
         return True
 
-    def _combined(
-        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
-    ) -> bool:
-        """oneOf/anyOf/allOf; returns whether the plain keywords still need comparing."""
-        w_kind = next((k for k in _COMBINATORS if isinstance(w.get(k), list)), None)
-        r_kind = next((k for k in _COMBINATORS if isinstance(r.get(k), list)), None)
-        if w_kind is None and r_kind is None:
-            return True
-        w_subs: list[Any] = w.get(w_kind, []) if w_kind else []
-        r_subs: list[Any] = r.get(r_kind, []) if r_kind else []
-        if w_kind == r_kind == "allOf":
-            for index, r_sub in enumerate(r_subs):
-                if not any(self.probe(w_sub, w_res, r_sub, r_res, path) for w_sub in w_subs):
-                    self.report(
-                        "PRODUCT_TYPE_EXTENDED",
-                        f"{path}/allOf/{index}",
-                        self._says("adds an allOf condition", path),
-                    )
-            return True
-        if w_kind in ("oneOf", "anyOf") and r_kind in ("oneOf", "anyOf"):
-            if (w_kind, r_kind) == ("anyOf", "oneOf"):
-                self.report("COMBINED_TYPE_CHANGED", path, self._says("turns anyOf into oneOf", path))
-            for index, w_sub in enumerate(w_subs):
-                if not any(self.probe(w_sub, w_res, r_sub, r_res, path) for r_sub in r_subs):
-                    self.report(
-                        "SUM_TYPE_NARROWED",
-                        f"{path}/{w_kind}/{index}",
-                        f"The {self.roles.reader} schema's {r_kind} at '{path}' has no alternative accepting "
-                        f"alternative {index} of the {self.roles.writer} schema",
-                    )
-            return True
-        if r_kind in ("oneOf", "anyOf") and w_kind is None:
-            if not any(self.probe(w, w_res, r_sub, r_res, path) for r_sub in r_subs):
-                self.report("COMBINED_TYPE_CHANGED", path, self._says(f"makes the schema a {r_kind}", path))
-            return False
-        if w_kind in ("oneOf", "anyOf") and r_kind is None:
-            for index, w_sub in enumerate(w_subs):
-                self.compare(w_sub, w_res, r, r_res, f"{path}/{w_kind}/{index}")
-            return False
-        if r_kind == "allOf" and w_kind is None:
-            for index, r_sub in enumerate(r_subs):
-                self.compare(w, w_res, r_sub, r_res, f"{path}/allOf/{index}")
-            return True
-        if w_kind == "allOf" and r_kind is None:
-            if not any(self.probe(w_sub, w_res, r, r_res, path) for w_sub in w_subs):
-                self.report(
-                    "COMBINED_TYPE_CHANGED", path, self._says("drops the allOf for a narrower schema", path)
-                )
-            return False
-        self.report("COMBINED_TYPE_CHANGED", path, self._says(f"replaces {w_kind} with {r_kind}", path))
-        return False
+    def _combined(self, w: Shape, w_res: Resolver, r: Shape, r_res: Resolver, path: str) -> None:
+        """Two combined schemas, as Confluent's CombinedSchemaDiff compares them."""
+        if w.kind != r.kind and not (
+            r.kind == "anyOf"  # COMBINED_TYPE_EXTENDED: any criterion widens to anyOf
+            or (len(w.subs) == 1 and (len(r.subs) == 1 or r.kind == "oneOf"))
+            or (len(r.subs) == 1 and w.kind == "allOf")
+        ):
+            self.report("COMBINED_TYPE_CHANGED", path, self._says(f"replaces {w.kind} with {r.kind}", path))
+            return
+        w_subs, r_subs = _distinct(w.subs), _distinct(r.subs)
+        if len(w_subs) < len(r_subs) and r.kind == "allOf":
+            self.report("PRODUCT_TYPE_EXTENDED", path, self._says("adds an allOf condition", path))
+        elif len(w_subs) > len(r_subs) and w.kind != "allOf":
+            self.report(
+                "SUM_TYPE_NARROWED",
+                path,
+                f"The {self.roles.reader} schema's {r.kind} at '{path}' has fewer alternatives than the "
+                f"{self.roles.writer} schema's {w.kind}",
+            )
+        # Each part of the smaller side must be paired with its own part of the other side that it is
+        # compatible with (a maximum matching); otherwise COMBINED_TYPE_SUBSCHEMAS_CHANGED.
+        fits = [
+            [j for j, r_sub in enumerate(r_subs) if self.probe(w_sub, w_res, r_sub, r_res, path)]
+            for w_sub in w_subs
+        ]
+        if _matching_size(fits, len(r_subs)) < min(len(w_subs), len(r_subs)):
+            self.report(
+                "COMBINED_TYPE_SUBSCHEMAS_CHANGED",
+                path,
+                f"The {self.roles.reader} schema's {r.kind} at '{path}' has no one-to-one pairing of its parts "
+                f"with those of the {self.roles.writer} schema's {w.kind}",
+            )
 
     def _not(self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str) -> None:
         if "not" not in r:
@@ -209,35 +255,9 @@ class _Diff:
             # What the reader excludes must already have been excluded by the writer.
             self.report("NOT_TYPE_EXTENDED", f"{path}/not", self._says("excludes more with 'not'", path))
 
-    def _types(self, w: dict[str, Any], r: dict[str, Any], path: str) -> bool:
-        r_types = type_set(r)
-        if r_types is None:
-            return True
-        w_types = type_set(w)
-        if w_types is None and enum_values(w) is not None:
-            w_types = {json_type(value) for value in enum_values(w) or ()}
-        if w_types is None:
-            self.report("TYPE_NARROWED", path, self._says(f"restricts the type to {sorted(r_types)}", path))
-            return False
-        missing = {t for t in w_types if not accepts(r_types, t)}
-        if not missing:
-            return True
-        narrowed = all(accepts(w_types, t) for t in r_types)
-        self.report(
-            "TYPE_NARROWED" if narrowed else "TYPE_CHANGED",
-            path,
-            f"The {self.roles.reader} schema's type at '{path}' is {sorted(r_types)}, which rejects the "
-            f"{sorted(missing)} the {self.roles.writer} schema allowed",
-        )
-        return False
-
     def _enum(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
-        r_values = enum_values(r)
-        if r_values is None:
-            return
-        w_values = enum_values(w)
-        if w_values is None:
-            self.report("ENUM_ARRAY_NARROWED", path, self._says("limits the values with enum/const", path))
+        r_values, w_values = enum_values(r), enum_values(w)
+        if r_values is None or w_values is None:
             return
         r_keys = {compact_json(v, sort_keys=True) for v in r_values}
         missing = [v for v in w_values if compact_json(v, sort_keys=True) not in r_keys]
@@ -311,56 +331,82 @@ class _Diff:
         r_props: dict[str, Any] = r.get("properties", {}) if isinstance(r.get("properties"), dict) else {}
         w_required = set(w.get("required", [])) if isinstance(w.get("required"), list) else set()
         r_required = set(r.get("required", [])) if isinstance(r.get("required"), list) else set()
-        reported_required: set[str] = set()
         for name in [*w_props, *(n for n in r_props if n not in w_props)]:
             where = f"{path}/properties/{name}"
             if name in w_props and name in r_props:
                 self.compare(w_props[name], w_res, r_props[name], r_res, where)
-            elif name in w_props:
-                self._property_removed(w_props[name], w_res, other_properties(r, name), r_res, where)
-            else:
-                writer_side = other_properties(w, name)
-                if writer_side is False:
-                    if name in r_required and not has_default(r_props[name]):
-                        reported_required.add(name)
-                        self.report(
-                            "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
-                            where,
-                            self._says(f"requires the new property '{name}' without a default", path),
-                        )
-                elif is_open(writer_side):
-                    # Only an empty schema may join an open model (PROPERTY_WITH_EMPTY_SCHEMA_ADDED...).
-                    if not is_empty(r_props[name]):
-                        self.report(
-                            "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
-                            where,
-                            f"The {self.roles.reader} schema adds the property '{name}' at '{path}' while the "
-                            f"{self.roles.writer} schema's open content model allowed it with any value",
-                        )
-                elif not self.probe(writer_side, w_res, r_props[name], r_res, where):
+                # Only a property both list can gain `required` (REQUIRED_ATTRIBUTE_ADDED); a required name
+                # with no property schema is not compared at all, as in Confluent's compareRequired.
+                if name in r_required and name not in w_required and not has_default(r_props[name]):
                     self.report(
-                        "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
-                        where,
-                        self._says(f"adds the property '{name}' narrower than additionalProperties", path),
+                        "REQUIRED_ATTRIBUTE_ADDED",
+                        f"{path}/required",
+                        self._says(f"requires the property '{name}'", path),
                     )
-        for name in sorted(r_required - w_required - reported_required):
-            if not has_default(r_props.get(name, {})):
-                self.report(
-                    "REQUIRED_ATTRIBUTE_ADDED",
-                    f"{path}/required",
-                    self._says(f"requires the property '{name}'", path),
-                )
+            elif name in w_props:
+                self._property_removed(w_props[name], w_res, r, r_res, name, where)
+            else:
+                self._property_added(w, w_res, r_props[name], r_res, name in r_required, name, where)
         self._rest(
             w.get("additionalProperties"), w_res, r.get("additionalProperties"), r_res, path, "PROPERTIES"
         )
-        self._pattern_properties(w, w_res, r, r_res, path)
         self._dependencies(w, w_res, r, r_res, path)
-        # propertyNames is not compared: Confluent has no difference type for it.
+        # propertyNames and patternProperties are not compared keyword by keyword: Confluent's
+        # ObjectSchemaDiff has no difference type for them; patternProperties only decide whether a
+        # model is open and which schema covers an added or removed property.
+
+    def _property_added(
+        self,
+        w: dict[str, Any],
+        w_res: Resolver,
+        r_prop: Any,
+        r_res: Resolver,
+        required: bool,
+        name: str,
+        where: str,
+    ) -> None:
+        if open_model(w):
+            # PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL passes; OPTIONAL_/REQUIRED_(WITH_DEFAULT_)
+            # PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL pass only under Confluent's LENIENT policy, not its default
+            # STRICT one, which sluice follows: the writer may already have sent the name with any value.
+            if is_empty(r_prop):
+                return
+            if not required:
+                kind = "OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
+            elif has_default(r_prop):
+                kind = "REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_OPEN_CONTENT_MODEL"
+            else:
+                kind = "REQUIRED_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
+            self.report(
+                kind,
+                where,
+                f"The {self.roles.reader} schema adds the property at '{where}' while the "
+                f"{self.roles.writer} schema's open content model allowed it with any value",
+            )
+            return
+        covering = partial_schema(w, name)
+        if covering is not None and not self.covered(covering, w_res, r_prop, r_res, where):
+            self.report(
+                "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+                where,
+                self._says("adds a property narrower than the schema that covered it", where),
+            )
+        # Closed or partially open alike: OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL and
+        # REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL pass.
+        if required and not has_default(r_prop):
+            self.report(
+                "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL",
+                where,
+                self._says("requires a new property without a default", where),
+            )
 
     def _property_removed(
-        self, w_prop: Any, w_res: Resolver, reader_side: Any, r_res: Resolver, where: str
+        self, w_prop: Any, w_res: Resolver, r: dict[str, Any], r_res: Resolver, name: str, where: str
     ) -> None:
-        if reader_side is False:
+        if open_model(r):  # PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL
+            return
+        covering = partial_schema(r, name)
+        if covering is None:
             if w_prop is False:  # PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL: it never held data
                 return
             self.report(
@@ -369,7 +415,7 @@ class _Diff:
                 f"The {self.roles.reader} schema removes the property at '{where}' but its closed content model "
                 f"rejects documents of the {self.roles.writer} schema that have it",
             )
-        elif not is_open(reader_side) and not self.probe(w_prop, w_res, reader_side, r_res, where):
+        elif not self.covered(w_prop, w_res, covering, r_res, where):
             self.report(
                 "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                 where,
@@ -393,31 +439,6 @@ class _Diff:
             )
         else:
             self.compare(w_rest, w_res, r_rest, r_res, path)
-
-    def _pattern_properties(
-        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
-    ) -> None:
-        w_patterns = w.get("patternProperties") if isinstance(w.get("patternProperties"), dict) else {}
-        r_patterns = r.get("patternProperties") if isinstance(r.get("patternProperties"), dict) else {}
-        for pattern, r_schema in r_patterns.items():
-            where = f"{path}/patternProperties/{pattern}"
-            if pattern in w_patterns:
-                self.compare(w_patterns[pattern], w_res, r_schema, r_res, where)
-            elif w.get("additionalProperties") is not False and not is_open(r_schema):
-                self.report(
-                    "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
-                    where,
-                    self._says(f"adds patternProperties {pattern!r}", path),
-                )
-        for pattern, w_schema in w_patterns.items():
-            if pattern not in r_patterns:
-                self._property_removed(
-                    w_schema,
-                    w_res,
-                    r.get("additionalProperties"),
-                    r_res,
-                    f"{path}/patternProperties/{pattern}",
-                )
 
     def _dependencies(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
@@ -461,8 +482,8 @@ class _Diff:
     ) -> None:
         # The schema every item must match and the tuple positions are separate keywords, as in Confluent:
         # an array of integers and a tuple of one integer are not compared with each other.
-        w_every, w_items, w_rest = array_shape(w)
-        r_every, r_items, r_rest = array_shape(r)
+        w_every, w_items, w_rest = array_shape(w, self.writer.draft not in _REF_REPLACES)
+        r_every, r_items, r_rest = array_shape(r, self.reader.draft not in _REF_REPLACES)
         if r_every is not None:
             if w_every is None:
                 # SCHEMA_ADDED: the writer's items were unconstrained (dropping the schema, SCHEMA_REMOVED, passes).
@@ -480,7 +501,7 @@ class _Diff:
                         where,
                         self._says("drops a tuple position of a closed array", path),
                     )
-                elif not is_open(r_rest) and not self.probe(w_items[index], w_res, r_rest, r_res, where):
+                elif not is_open(r_rest) and not self.covered(w_items[index], w_res, r_rest, r_res, where):
                     self.report(
                         "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                         where,
@@ -493,7 +514,7 @@ class _Diff:
                         where,
                         self._says("adds a tuple position to an open array", path),
                     )
-                elif not is_open(w_rest) and not self.probe(w_rest, w_res, r_items[index], r_res, where):
+                elif not is_open(w_rest) and not self.covered(w_rest, w_res, r_items[index], r_res, where):
                     self.report(
                         "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                         where,

@@ -1,7 +1,7 @@
 """What a JSON Schema node says, keyword by keyword, for the compatibility check.
 
-Its kind (false, empty or asserting something), its types and enum values, its numeric bounds, what it
-says about properties it does not list and how its array items are laid out, across drafts 4 to 2020-12.
+Whether it is empty, its enum values, its numeric bounds, what it says about properties it does not
+list and how its array items are laid out, across drafts 4 to 2020-12.
 """
 
 from __future__ import annotations
@@ -25,40 +25,19 @@ ASSERTIONS = frozenset(
 )
 
 
-def is_open(schema: Any) -> bool:
-    return schema is None or schema is True or schema == {}
+def is_open(rest: Any) -> bool:
+    """additionalProperties / additionalItems absent or true.
+
+    A schema there, even the empty one, makes the content model partially open: Confluent's loaders keep
+    `{}` as a schema of additional properties, and its isOpenContentModel asks for none at all, so absent
+    -> {} is ADDITIONAL_PROPERTIES_NARROWED and a property added under {} must be covered by it.
+    """
+    return rest is None or rest is True
 
 
 def is_empty(schema: Any) -> bool:
     """true, {} or a schema of annotations only: what Confluent's loader makes a TrueSchema or EmptySchema."""
     return schema is True or (isinstance(schema, dict) and not ASSERTIONS.intersection(schema))
-
-
-def type_set(schema: dict[str, Any]) -> set[str] | None:
-    declared = schema.get("type")
-    if isinstance(declared, str):
-        return {declared}
-    if isinstance(declared, list):
-        return {t for t in declared if isinstance(t, str)}
-    return None
-
-
-def json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def accepts(types: set[str], kind: str) -> bool:
-    return kind in types or (kind == "integer" and "number" in types)
 
 
 def enum_values(schema: dict[str, Any]) -> list[Any] | None:
@@ -81,29 +60,43 @@ def numeric_bound(schema: dict[str, Any], lower: bool) -> tuple[float, bool, str
     return max(candidates, key=lambda c: (c[0] if lower else -c[0], c[1]))
 
 
-def other_properties(schema: dict[str, Any], name: str) -> Any:
-    """What a schema says about a property it does not list: a matching patternProperties, else additionalProperties."""
-    patterns = schema.get("patternProperties")
-    if isinstance(patterns, dict):
-        for pattern, sub in patterns.items():
-            try:
-                if re.search(pattern, name):
-                    return sub
-            except re.error:
-                continue
-    return schema.get("additionalProperties")
+def open_model(schema: dict[str, Any]) -> bool:
+    """An object that says nothing of the properties it does not list (Confluent's isOpenContentModel).
+
+    Any patternProperties make it not open, even when no pattern matches the name in question.
+    """
+    return is_open(schema.get("additionalProperties")) and not dict_at(schema, "patternProperties")
 
 
-def array_shape(schema: dict[str, Any]) -> tuple[Any, list[Any], Any]:
+def partial_schema(schema: dict[str, Any], name: str) -> Any:
+    """The schema a partially open object gives an unlisted property: the first matching patternProperties,
+    else additionalProperties when it is a schema; None when the object is closed to that name."""
+    for pattern, sub in dict_at(schema, "patternProperties").items():
+        try:
+            if re.search(pattern, name):
+                return sub
+        except re.error:
+            continue
+    rest = schema.get("additionalProperties")
+    return None if rest is False or is_open(rest) else rest
+
+
+def array_shape(schema: dict[str, Any], boolean_items: bool) -> tuple[Any, list[Any], Any]:
     """(the schema for every item or None, the tuple positions, the schema for items after them or None).
 
     Across the 2019-09/2020-12 change: prefixItems with items, or items as a list with additionalItems.
+    boolean_items is how Confluent reads 2019-09 and 2020-12 (its json-sKema translation): a boolean
+    `items` speaks of the additional items, so `items: true` is no schema at all (adding it is no
+    SCHEMA_ADDED) and `items: false` closes the array (ADDITIONAL_ITEMS_REMOVED). Up to draft 7 its
+    loader keeps `items: true` as a schema for every item.
     """
     if isinstance(schema.get("prefixItems"), list):
         return None, schema["prefixItems"], schema.get("items")
     items = schema.get("items")
     if isinstance(items, list):
         return None, items, schema.get("additionalItems")
+    if boolean_items and isinstance(items, bool):
+        return None, [], None if items else False
     return items, [], schema.get("additionalItems")
 
 
