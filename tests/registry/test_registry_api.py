@@ -222,11 +222,17 @@ def test_soft_and_permanent_deletes(registry: RegistryProcess, subject: str) -> 
     registry.call("POST", f"/subjects/{subject}/versions", {"schema": v2})
     assert registry.call("DELETE", f"/subjects/{subject}/versions/1?permanent=true")[1]["error_code"] == 40407
     assert registry.call("DELETE", f"/subjects/{subject}/versions/1") == (200, 1)
-    assert registry.call("DELETE", f"/subjects/{subject}/versions/1")[1]["error_code"] == 40406
+    assert registry.call("DELETE", f"/subjects/{subject}/versions/1")[1] == {
+        "error_code": 40406,
+        "message": f"Subject '{subject}' Version 1 was soft deleted.Set permanent=true to delete permanently",
+    }  # Confluent's text, word for word
     assert registry.call("GET", f"/subjects/{subject}/versions/1")[1]["error_code"] == 40402
     assert registry.call("GET", f"/subjects/{subject}/versions/1?deleted=true")[1]["id"] == one
     assert registry.call("GET", f"/subjects/{subject}/versions?deleted=true")[1] == [1, 2]
-    assert registry.call("DELETE", f"/subjects/{subject}?permanent=true")[1]["error_code"] == 40405
+    assert registry.call("DELETE", f"/subjects/{subject}?permanent=true")[1] == {
+        "error_code": 40405,
+        "message": f"Subject '{subject}' was not deleted first before being permanently deleted",
+    }
     assert registry.call("DELETE", f"/subjects/{subject}") == (200, [2])
     assert registry.call("DELETE", f"/subjects/{subject}")[1]["error_code"] == 40404
     assert subject not in registry.call("GET", "/subjects")[1]

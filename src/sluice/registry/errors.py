@@ -31,17 +31,17 @@ def schema_not_found(schema_id: object | None = None) -> RegistryError:
     )
 
 
+# The 4040x texts are Confluent's own (rest/exceptions/Errors.java), run-together sentences included: clients
+# and their tests match them.
 def subject_soft_deleted(subject: str) -> RegistryError:
     return RegistryError(
-        404,
-        40404,
-        f"Subject '{subject}' is soft-deleted; delete it with permanent=true to remove it for good",
+        404, 40404, f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently"
     )
 
 
 def subject_not_soft_deleted(subject: str) -> RegistryError:
     return RegistryError(
-        404, 40405, f"Subject '{subject}' must be soft-deleted before it can be deleted permanently"
+        404, 40405, f"Subject '{subject}' was not deleted first before being permanently deleted"
     )
 
 
@@ -49,7 +49,7 @@ def version_soft_deleted(subject: str, version: int) -> RegistryError:
     return RegistryError(
         404,
         40406,
-        f"Subject '{subject}' version {version} is soft-deleted; delete it with permanent=true to remove it",
+        f"Subject '{subject}' Version {version} was soft deleted.Set permanent=true to delete permanently",
     )
 
 
@@ -57,16 +57,18 @@ def version_not_soft_deleted(subject: str, version: int) -> RegistryError:
     return RegistryError(
         404,
         40407,
-        f"Subject '{subject}' version {version} must be soft-deleted before it can be deleted permanently",
+        f"Subject '{subject}' Version {version} was not deleted first before being permanently deleted",
     )
 
 
 def no_subject_config(subject: str) -> RegistryError:
-    return RegistryError(404, 40408, f"Subject '{subject}' has no compatibility level of its own")
+    return RegistryError(
+        404, 40408, f"Subject '{subject}' does not have subject-level compatibility configured"
+    )
 
 
 def no_subject_mode(subject: str) -> RegistryError:
-    return RegistryError(404, 40409, f"Subject '{subject}' has no mode of its own")
+    return RegistryError(404, 40409, f"Subject '{subject}' does not have subject-level mode configured")
 
 
 def incompatible(messages: list[str]) -> RegistryError:
