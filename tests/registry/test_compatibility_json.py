@@ -421,6 +421,79 @@ RULES = [
 ]
 
 
+def up(props: dict[str, Any], uneval: Any = None, **keywords: Any) -> dict[str, Any]:
+    """A 2020-12 object with these properties and, unless None, this unevaluatedProperties."""
+    extra = {} if uneval is None else {"unevaluatedProperties": uneval}
+    return {"$schema": D2020, "properties": props, **extra, **keywords}
+
+
+def ui(prefix: list[Any], uneval: Any = None) -> dict[str, Any]:
+    """A 2020-12 tuple with these positions and, unless None, this unevaluatedItems."""
+    return {
+        "$schema": D2020,
+        "prefixItems": prefix,
+        **({} if uneval is None else {"unevaluatedItems": uneval}),
+    }
+
+
+A, AB, AB_INT = {"a": STR}, {"a": STR, "b": STR}, {"a": STR, "b": INT}
+GONE_CLOSED = ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"]
+ADDED_UNCOVERED = ["TYPE_CHANGED", "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"]
+GONE_UNCOVERED = ["TYPE_CHANGED", "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"]
+# From 2019-09 unevaluatedProperties/Items stands in for an absent (or true) additionalProperties/Items when
+# deciding what an added or dropped property or position means: false closes the model, a schema with
+# assertions must cover the name or position, true or {} leave it open. It is also compared on its own.
+RULES += [
+    ("uneval-false-property-added", up(A, False), up(AB, False), [], GONE_CLOSED),
+    (
+        "uneval-false-required-added",
+        up(A, False),
+        up(AB, False, required=["b"]),
+        ["REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"],
+        GONE_CLOSED,
+    ),
+    ("uneval-schema-covers-property", up(A, STR), up(AB, STR), [], []),
+    ("uneval-schema-misses-property", up(A, STR), up(AB_INT, STR), ADDED_UNCOVERED, GONE_UNCOVERED),
+    ("uneval-true-open", up(A, True), up(AB, True), ["OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"], []),
+    # additionalProperties, once a schema, decides alone which schema covers a name.
+    (
+        "uneval-behind-additional",
+        up(A, False, additionalProperties=STR),
+        up(AB_INT, False, additionalProperties=STR),
+        ADDED_UNCOVERED,
+        GONE_UNCOVERED,
+    ),
+    # Up to draft 7 Confluent's loader does not read the keyword: the model stays open.
+    (
+        "uneval-ignored-draft-7",
+        {**obj(A), "unevaluatedProperties": False},
+        {**obj(AB), "unevaluatedProperties": False},
+        ["OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"],
+        [],
+    ),
+    # Added where there was none: as true UNEVALUATED_PROPERTIES_NARROWED, as false ..._REMOVED.
+    ("uneval-true-added", up(A), up(A, True), ["UNEVALUATED_PROPERTIES_NARROWED"], []),
+    ("uneval-false-added", up(A), up(A, False), ["UNEVALUATED_PROPERTIES_REMOVED"], []),
+    ("uneval-schema-changed", up(A, STR), up(A, INT), ["TYPE_CHANGED"], ["TYPE_CHANGED"]),
+    ("uneval-items-cover-position", ui([STR], STR), ui([STR, STR], STR), [], []),
+    (
+        "uneval-items-miss-position",
+        ui([STR, INT], STR),
+        ui([STR], STR),
+        ["TYPE_CHANGED", "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"],
+        ["TYPE_CHANGED", "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"],
+    ),
+    (
+        "uneval-items-false",
+        ui([STR], False),
+        ui([STR, INT], False),
+        [],
+        ["ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL"],
+    ),
+    ("uneval-items-false-added", ui([STR]), ui([STR], False), ["UNEVALUATED_ITEMS_REMOVED"], []),
+]
+
+
 @pytest.mark.parametrize(
     ("old", "new", "backward", "forward"), [r[1:] for r in RULES], ids=[r[0] for r in RULES]
 )
