@@ -494,6 +494,25 @@ RULES += [
 ]
 
 
+def nums(**keywords: Any) -> dict[str, Any]:
+    """A 2020-12 array that must contain numbers."""
+    return {"$schema": D2020, "type": "array", "contains": NUM, **keywords}
+
+
+ARRAY_2020 = {"$schema": D2020, "type": "array"}
+# minContains/maxContains count from 2019-09 and only beside contains, minContains then defaulting to 1;
+# the contains schema itself is not compared (Confluent's ArraySchemaDiff has no difference type for it).
+RULES += [
+    ("min-contains-raised", nums(minContains=1), nums(minContains=2), ["MIN_CONTAINS_INCREASED"], []),
+    ("max-contains-lowered", nums(maxContains=3), nums(maxContains=2), ["MAX_CONTAINS_DECREASED"], []),
+    ("max-contains-added", nums(), nums(maxContains=2), ["MAX_CONTAINS_ADDED"], []),
+    ("contains-added", ARRAY_2020, nums(), ["MIN_CONTAINS_ADDED"], []),
+    ("min-contains-default", nums(), nums(minContains=1), [], []),
+    ("contains-schema-not-compared", nums(), nums(contains=STR), [], []),
+    ("min-contains-alone", ARRAY_2020, {**ARRAY_2020, "minContains": 2}, [], []),
+]
+
+
 @pytest.mark.parametrize(
     ("old", "new", "backward", "forward"), [r[1:] for r in RULES], ids=[r[0] for r in RULES]
 )

@@ -20,6 +20,7 @@ import jsonschema
 
 from .json_keywords import (
     array_shape,
+    contains_bounds,
     dict_at,
     enum_values,
     has_default,
@@ -35,8 +36,8 @@ from .json_kinds import Shape, shape
 from .jsonschema import JsonModel, Resolver
 from .parsed import Problem, Roles, compact_json
 
-_LOWER_BOUNDS = ("minLength", "minItems", "minProperties")
-_UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties")
+_LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minContains")
+_UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maxContains")
 _MAX_REF_HOPS = 50
 _REF_REPLACES = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
 _DRAFT_NUMBERS = {jsonschema.Draft4Validator: 4, jsonschema.Draft6Validator: 6, jsonschema.Draft7Validator: 7}
@@ -277,6 +278,8 @@ class _Diff:
             )
 
     def _bounds(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
+        w = {**w, **contains_bounds(w, self.later(self.writer))}
+        r = {**r, **contains_bounds(r, self.later(self.reader))}
         for keyword, is_lower in [(k, True) for k in _LOWER_BOUNDS] + [(k, False) for k in _UPPER_BOUNDS]:
             r_value, w_value = r.get(keyword), w.get(keyword)
             if r_value is None:

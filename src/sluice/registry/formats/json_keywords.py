@@ -103,6 +103,25 @@ def leftover(rest: Any, uneval: Any) -> Any:
     return None if is_empty(uneval) else uneval
 
 
+def contains_bounds(schema: dict[str, Any], later: bool) -> dict[str, int | None]:
+    """minContains / maxContains as Confluent compares them (ArraySchemaDiff's MIN_/MAX_CONTAINS_* types).
+
+    Its json-sKema translation records them only beside `contains` (2019-09 on), minContains then
+    defaulting to 1, and the diff compares their whole-number parts. Elsewhere both are None: not compared.
+    """
+    if not later or "contains" not in schema:
+        return {"minContains": None, "maxContains": None}
+    low, high = schema.get("minContains"), schema.get("maxContains")
+    return {
+        "minContains": int(low) if _is_number(low) else 1,
+        "maxContains": int(high) if _is_number(high) else None,
+    }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def array_shape(schema: dict[str, Any], boolean_items: bool) -> tuple[Any, list[Any], Any]:
     """(the schema for every item or None, the tuple positions, the schema for items after them or None).
 
