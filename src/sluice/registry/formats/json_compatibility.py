@@ -20,21 +20,24 @@ import jsonschema
 
 from .json_keywords import (
     array_shape,
+    contains_bounds,
     dict_at,
     enum_values,
     has_default,
     is_empty,
     is_open,
+    leftover,
     numeric_bound,
     open_model,
     partial_schema,
+    unevaluated,
 )
 from .json_kinds import Shape, shape
 from .jsonschema import JsonModel, Resolver
 from .parsed import Problem, Roles, compact_json
 
-_LOWER_BOUNDS = ("minLength", "minItems", "minProperties")
-_UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties")
+_LOWER_BOUNDS = ("minLength", "minItems", "minProperties", "minContains")
+_UPPER_BOUNDS = ("maxLength", "maxItems", "maxProperties", "maxContains")
 _MAX_REF_HOPS = 50
 _REF_REPLACES = (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
 _DRAFT_NUMBERS = {jsonschema.Draft4Validator: 4, jsonschema.Draft6Validator: 6, jsonschema.Draft7Validator: 7}
@@ -106,6 +109,10 @@ class _Diff:
         problems = self.attempt(w, w_res, r, r_res, path)
         self.found.extend(problems)
         return not problems
+
+    def later(self, model: JsonModel) -> bool:
+        """Is the draft 2019-09 or later, which Confluent reads through its json-sKema translation?"""
+        return model.draft not in _REF_REPLACES
 
     def deref(self, schema: Any, resolver: Resolver, model: JsonModel) -> tuple[Any, Resolver]:
         """Follow $ref, keeping sibling keywords where the draft applies them."""
@@ -271,6 +278,8 @@ class _Diff:
             )
 
     def _bounds(self, w: dict[str, Any], r: dict[str, Any], path: str) -> None:
+        w = {**w, **contains_bounds(w, self.later(self.writer))}
+        r = {**r, **contains_bounds(r, self.later(self.reader))}
         for keyword, is_lower in [(k, True) for k in _LOWER_BOUNDS] + [(k, False) for k in _UPPER_BOUNDS]:
             r_value, w_value = r.get(keyword), w.get(keyword)
             if r_value is None:
@@ -350,6 +359,7 @@ class _Diff:
         self._rest(
             w.get("additionalProperties"), w_res, r.get("additionalProperties"), r_res, path, "PROPERTIES"
         )
+        self._unevaluated(w, w_res, r, r_res, path, "unevaluatedProperties")
         self._dependencies(w, w_res, r, r_res, path)
         # propertyNames and patternProperties are not compared keyword by keyword: Confluent's
         # ObjectSchemaDiff has no difference type for them; patternProperties only decide whether a
@@ -365,7 +375,7 @@ class _Diff:
         name: str,
         where: str,
     ) -> None:
-        if open_model(w):
+        if open_model(w, self.later(self.writer)):
             # PROPERTY_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL passes; OPTIONAL_/REQUIRED_(WITH_DEFAULT_)
             # PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL pass only under Confluent's LENIENT policy, not its default
             # STRICT one, which sluice follows: the writer may already have sent the name with any value.
@@ -384,7 +394,7 @@ class _Diff:
                 f"{self.roles.writer} schema's open content model allowed it with any value",
             )
             return
-        covering = partial_schema(w, name)
+        covering = partial_schema(w, name, self.later(self.writer))
         if covering is not None and not self.covered(covering, w_res, r_prop, r_res, where):
             self.report(
                 "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
@@ -403,9 +413,9 @@ class _Diff:
     def _property_removed(
         self, w_prop: Any, w_res: Resolver, r: dict[str, Any], r_res: Resolver, name: str, where: str
     ) -> None:
-        if open_model(r):  # PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL
+        if open_model(r, self.later(self.reader)):  # PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL
             return
-        covering = partial_schema(r, name)
+        covering = partial_schema(r, name, self.later(self.reader))
         if covering is None:
             if w_prop is False:  # PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL: it never held data
                 return
@@ -439,6 +449,27 @@ class _Diff:
             )
         else:
             self.compare(w_rest, w_res, r_rest, r_res, path)
+
+    def _unevaluated(
+        self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str, keyword: str
+    ) -> None:
+        """unevaluatedProperties / unevaluatedItems (2019-09 on), as Confluent's diff compares them.
+
+        The keyword is compared on its own, beside additionalProperties/Items: dropping it or opening it
+        (UNEVALUATED_*_ADDED / _EXTENDED) passes; making it false is UNEVALUATED_*_REMOVED; adding it where
+        there was none, even as true, or giving a schema where true/{} stood is UNEVALUATED_*_NARROWED.
+        """
+        w_uneval = unevaluated(w, keyword, self.later(self.writer))
+        r_uneval = unevaluated(r, keyword, self.later(self.reader))
+        if r_uneval is None or w_uneval is False:
+            return
+        where, what = f"{path}/{keyword}", "UNEVALUATED_" + _snake(keyword).rsplit("_", 1)[1]
+        if r_uneval is False:
+            self.report(f"{what}_REMOVED", where, self._says(f"closes {keyword}", path))
+        elif w_uneval is None or (is_empty(w_uneval) and not is_empty(r_uneval)):
+            self.report(f"{what}_NARROWED", where, self._says(f"restricts {keyword}", path))
+        elif not is_empty(r_uneval):
+            self.compare(w_uneval, w_res, r_uneval, r_res, where)
 
     def _dependencies(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
@@ -482,8 +513,12 @@ class _Diff:
     ) -> None:
         # The schema every item must match and the tuple positions are separate keywords, as in Confluent:
         # an array of integers and a tuple of one integer are not compared with each other.
-        w_every, w_items, w_rest = array_shape(w, self.writer.draft not in _REF_REPLACES)
-        r_every, r_items, r_rest = array_shape(r, self.reader.draft not in _REF_REPLACES)
+        w_every, w_items, w_rest = array_shape(w, self.later(self.writer))
+        r_every, r_items, r_rest = array_shape(r, self.later(self.reader))
+        # What the model says of items past the tuple: additionalItems, or unevaluatedItems where that is
+        # absent or true (Confluent's isOpenContentModel / schemaFromPartiallyOpenContentModel for arrays).
+        w_left = leftover(w_rest, unevaluated(w, "unevaluatedItems", self.later(self.writer)))
+        r_left = leftover(r_rest, unevaluated(r, "unevaluatedItems", self.later(self.reader)))
         if r_every is not None:
             if w_every is None:
                 # SCHEMA_ADDED: the writer's items were unconstrained (dropping the schema, SCHEMA_REMOVED, passes).
@@ -495,29 +530,30 @@ class _Diff:
             if index < len(w_items) and index < len(r_items):
                 self.compare(w_items[index], w_res, r_items[index], r_res, where)
             elif index < len(w_items):
-                if r_rest is False and w_items[index] is not False:  # ..._WITH_FALSE_REMOVED_... passes
+                if r_left is False and w_items[index] is not False:  # ..._WITH_FALSE_REMOVED_... passes
                     self.report(
                         "ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL",
                         where,
                         self._says("drops a tuple position of a closed array", path),
                     )
-                elif not is_open(r_rest) and not self.covered(w_items[index], w_res, r_rest, r_res, where):
+                elif not is_open(r_left) and not self.covered(w_items[index], w_res, r_left, r_res, where):
                     self.report(
                         "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                         where,
                         self._says("drops a tuple position", path),
                     )
-            elif w_rest is not False:
-                if is_open(w_rest) and not is_empty(r_items[index]):
+            elif w_left is not False:
+                if is_open(w_left) and not is_empty(r_items[index]):
                     self.report(
                         "ITEM_ADDED_TO_OPEN_CONTENT_MODEL",
                         where,
                         self._says("adds a tuple position to an open array", path),
                     )
-                elif not is_open(w_rest) and not self.covered(w_rest, w_res, r_items[index], r_res, where):
+                elif not is_open(w_left) and not self.covered(w_left, w_res, r_items[index], r_res, where):
                     self.report(
                         "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                         where,
                         self._says("adds a tuple position", path),
                     )
         self._rest(w_rest, w_res, r_rest, r_res, f"{path}/additionalItems", "ITEMS")
+        self._unevaluated(w, w_res, r, r_res, path, "unevaluatedItems")

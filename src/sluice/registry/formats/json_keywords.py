@@ -60,25 +60,66 @@ def numeric_bound(schema: dict[str, Any], lower: bool) -> tuple[float, bool, str
     return max(candidates, key=lambda c: (c[0] if lower else -c[0], c[1]))
 
 
-def open_model(schema: dict[str, Any]) -> bool:
+def open_model(schema: dict[str, Any], later: bool) -> bool:
     """An object that says nothing of the properties it does not list (Confluent's isOpenContentModel).
 
-    Any patternProperties make it not open, even when no pattern matches the name in question.
+    Any patternProperties make it not open, even when no pattern matches the name in question; from
+    2019-09 so does an unevaluatedProperties that is false or a schema with assertions (see leftover).
     """
-    return is_open(schema.get("additionalProperties")) and not dict_at(schema, "patternProperties")
+    rest = leftover(schema.get("additionalProperties"), unevaluated(schema, "unevaluatedProperties", later))
+    return is_open(rest) and not dict_at(schema, "patternProperties")
 
 
-def partial_schema(schema: dict[str, Any], name: str) -> Any:
+def partial_schema(schema: dict[str, Any], name: str, later: bool) -> Any:
     """The schema a partially open object gives an unlisted property: the first matching patternProperties,
-    else additionalProperties when it is a schema; None when the object is closed to that name."""
+    else additionalProperties when it is a schema, else (from 2019-09, additionalProperties absent or true)
+    unevaluatedProperties when it is a schema; None when the object is closed to that name or open."""
     for pattern, sub in dict_at(schema, "patternProperties").items():
         try:
             if re.search(pattern, name):
                 return sub
         except re.error:
             continue
-    rest = schema.get("additionalProperties")
+    rest = leftover(schema.get("additionalProperties"), unevaluated(schema, "unevaluatedProperties", later))
     return None if rest is False or is_open(rest) else rest
+
+
+def unevaluated(schema: dict[str, Any], keyword: str, later: bool) -> Any:
+    """unevaluatedProperties / unevaluatedItems as Confluent reads them, None where it does not.
+
+    Only its json-sKema translation (2019-09 and 2020-12) hands them to ObjectSchemaDiff/ArraySchemaDiff
+    as schemas; up to draft 7 everit's loader keeps an unknown keyword as plain JSON, which they ignore.
+    """
+    return schema.get(keyword) if later else None
+
+
+def leftover(rest: Any, uneval: Any) -> Any:
+    """What a content model says of the properties or items it does not list: additionalProperties /
+    additionalItems when it is false or a schema; when it is absent or true, the unevaluated keyword decides
+    (false closes the model, true or an empty schema leaves it open, another schema makes it partially
+    open). None or True for open, False for closed, else the covering schema."""
+    if not is_open(rest) or uneval is None:
+        return rest
+    return None if is_empty(uneval) else uneval
+
+
+def contains_bounds(schema: dict[str, Any], later: bool) -> dict[str, int | None]:
+    """minContains / maxContains as Confluent compares them (ArraySchemaDiff's MIN_/MAX_CONTAINS_* types).
+
+    Its json-sKema translation records them only beside `contains` (2019-09 on), minContains then
+    defaulting to 1, and the diff compares their whole-number parts. Elsewhere both are None: not compared.
+    """
+    if not later or "contains" not in schema:
+        return {"minContains": None, "maxContains": None}
+    low, high = schema.get("minContains"), schema.get("maxContains")
+    return {
+        "minContains": int(low) if _is_number(low) else 1,
+        "maxContains": int(high) if _is_number(high) else None,
+    }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def array_shape(schema: dict[str, Any], boolean_items: bool) -> tuple[Any, list[Any], Any]:
