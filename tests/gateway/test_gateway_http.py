@@ -129,6 +129,8 @@ async def test_offsets_get_and_set(kafka, http: aiohttp.ClientSession) -> None:
         b'[{"partition": 0, "offset": -5}]',
         b'[{"partition": 0, "offset": 1, "metadata": 7}]',
         b'[{"partition": 9, "offset": 1}]',
+        # A partition named twice: librdkafka refuses such a commit ("Duplicate partitions"), once a 500.
+        b'[{"partition": 0, "offset": 1}, {"partition": 0, "offset": 2}]',
     ],
 )
 async def test_garbage_offsets_bodies_are_400_and_move_nothing(
