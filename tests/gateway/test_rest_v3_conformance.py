@@ -113,6 +113,23 @@ def test_a_keyless_record_to_a_compacted_topic_is_400_and_the_next_one_is_writte
     assert (written.status_code, written.json()["offset"]) == (200, 0), written.text
 
 
+def test_a_record_to_an_internal_topic_is_400_not_a_server_error(v3: str, rest_proxy: RestGateway) -> None:
+    """The broker refuses appends to its internal topics (INVALID_TOPIC_EXCEPTION), which Confluent's proxy answers
+    400 (KafkaExceptionMapper's InvalidTopicException); found as a 500 by Schemathesis."""
+    internal = "__consumer_offsets"
+    reply = requests.post(
+        f"{v3}/topics/{internal}/records", json={"value": {"type": "JSON", "data": 1}}, timeout=30
+    )
+    _refused(reply)
+    v2 = requests.post(
+        f"{rest_proxy.url}/topics/{internal}",
+        json={"records": [{"value": 1}]},
+        headers={"Content-Type": "application/vnd.kafka.json.v2+json"},
+        timeout=30,
+    )
+    assert v2.status_code == 200 and v2.json()["offsets"][0]["error_code"] == 400, v2.text
+
+
 # -- errors in Confluent's shape ------------------------------------------------------------------------------
 
 

@@ -48,8 +48,12 @@ class Written:
 _NOT_FOUND = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 _TOO_LARGE = frozenset({ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE})
 # Records the broker refuses for what they hold (a keyless record to a compacted topic: INVALID_RECORD, or
-# CORRUPT_MESSAGE from brokers before 2.4): the caller's to fix, not the cluster's failure.
-_REFUSED_RECORD = frozenset({ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE})
+# CORRUPT_MESSAGE from brokers before 2.4) or for where they go (an internal topic such as
+# __consumer_offsets: INVALID_TOPIC_EXCEPTION, which Confluent's proxy answers 400): the caller's to fix, not
+# the cluster's failure.
+_REFUSED_RECORD = frozenset(
+    {ErrorCode.INVALID_RECORD, ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_TOPIC_EXCEPTION}
+)
 
 
 class BatchWriter:

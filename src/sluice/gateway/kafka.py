@@ -93,8 +93,10 @@ def _kafka_failure(error: KafkaError, what: str) -> GatewayError:
         return GatewayError(Failure.TOO_LARGE, f"{what}: {error.str()}")
     if code == KafkaError._QUEUE_FULL:
         return GatewayError(Failure.TOO_MANY_REQUESTS, f"{what}: producer queue is full")
-    if code in (KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG):  # INVALID_MSG: CORRUPT_MESSAGE before 2.4
-        # The broker refused the record for what it holds (no key for a compacted topic): the caller's to fix.
+    if code in (KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG, KafkaError.TOPIC_EXCEPTION):
+        # The broker refused the record for what it holds (no key for a compacted topic; INVALID_MSG is
+        # CORRUPT_MESSAGE before 2.4) or where it goes (an internal topic: TOPIC_EXCEPTION, Kafka's
+        # INVALID_TOPIC_EXCEPTION, which Confluent's proxy answers 400): the caller's to fix.
         return GatewayError(Failure.INVALID_ARGUMENT, f"{what}: {error.str()}")
     return GatewayError(Failure.INTERNAL, f"{what}: {error.str()}")
 
