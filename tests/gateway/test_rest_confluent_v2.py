@@ -9,7 +9,16 @@ import json
 import pytest
 import requests
 from confluent_kafka import Consumer, TopicPartition
-from rest_helpers import V2, RestGateway, create_topic, new_consumer, read_formatted, unique
+from rest_helpers import (
+    JSON,
+    V2,
+    RestGateway,
+    create_topic,
+    new_consumer,
+    read_formatted,
+    records_until,
+    unique,
+)
 
 from sluice.testing import BrokerProcess
 
@@ -370,3 +379,46 @@ def test_a_value_schema_the_registry_refuses_as_incompatible_is_42207(rest: Rest
     )
     assert (refused.status_code, refused.json()["error_code"]) == (422, 42207), refused.text
     assert "value_schema" in refused.json()["message"]
+
+
+def test_an_assignment_takes_the_seeks_made_before_the_first_read_and_a_seek_moves_only_its_partition(
+    rest: RestGateway,
+) -> None:
+    """An assignment reaches librdkafka at the first read, with the positions seeks gave it (as Java's consumer
+    assigns at its first poll); a later seek of one partition leaves the others where they are, not back at
+    their committed offset (here none, so auto.offset.reset=earliest would hand them out again)."""
+    topic = unique("lazy-assign")
+    create_topic(rest.url, topic, partitions=2)
+    for partition in (0, 1):
+        reply = requests.post(
+            f"{rest.url}/topics/{topic}/partitions/{partition}",
+            json={"records": [{"value": f"p{partition}-{n}"} for n in range(3)]},
+            headers={"Content-Type": JSON},
+            timeout=30,
+        )
+        assert reply.status_code == 200, reply.text
+    base = new_consumer(
+        rest.url,
+        unique("lazy"),
+        format="json",
+        **{"auto.offset.reset": "earliest", "auto.commit.enable": "false"},
+    )
+    both = [{"topic": topic, "partition": 0}, {"topic": topic, "partition": 1}]
+
+    def post(path: str, body: dict) -> None:
+        reply = requests.post(f"{base}/{path}", json=body, headers={"Content-Type": V2}, timeout=30)
+        assert reply.status_code == 204, reply.text
+
+    try:
+        post("assignments", {"partitions": both})
+        assert requests.get(f"{base}/assignments", timeout=30).json() == {"partitions": both}
+        post("positions", {"offsets": [{"topic": topic, "partition": 0, "offset": 2}]})
+        first = {(r["partition"], r["offset"]) for r in records_until(base, 4)}
+        assert first == {(0, 2), (1, 0), (1, 1), (1, 2)}
+        post("positions/beginning", {"partitions": [{"topic": topic, "partition": 0}]})
+        again = {(r["partition"], r["offset"]) for r in records_until(base, 3)}
+        assert again == {(0, 0), (0, 1), (0, 2)}
+        more = requests.get(f"{base}/records", params={"timeout": 1000}, headers={"Accept": JSON}, timeout=30)
+        assert more.status_code == 200 and more.json() == [], more.text  # partition 1 is not read again
+    finally:
+        requests.delete(base, timeout=30)

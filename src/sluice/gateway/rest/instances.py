@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
+    OFFSET_INVALID,
     Consumer,
     KafkaError,
     KafkaException,
@@ -123,6 +124,9 @@ def settings_from(body: dict[str, Any], formats: tuple[str, ...]) -> InstanceSet
     return settings
 
 
+METADATA_WARM_SECONDS = 5.0
+
+
 @dataclass
 class ConsumerInstance:
     group: str
@@ -136,6 +140,11 @@ class ConsumerInstance:
     topics: list[str] = field(default_factory=list)
     pattern: str = ""
     assigned: list[tuple[str, int]] = field(default_factory=list)
+    # An assignment not yet handed to librdkafka, with the offsets seeks gave it. librdkafka starts fetching at
+    # once (from the committed or reset offset, where a partition at its end long-polls for fetch.wait.max.ms),
+    # so a seek right after an assign waited out that fetch. Java's consumer assigns lazily, at the first poll;
+    # so does this, at the first read.
+    pending_offsets: dict[tuple[str, int], int] | None = None
     closed: bool = False
     # Counts seeks, assignments and revocations: what was handed out under an older one cannot be given back.
     generation: int = 0
@@ -147,9 +156,24 @@ class ConsumerInstance:
         else:
             self.buffer = [m for m in self.buffer if (m.topic(), m.partition()) not in partitions]
 
+    def held(self) -> list[tuple[str, int]]:
+        """The partitions this instance holds: its assignment, handed to librdkafka or not yet."""
+        if self.pending_offsets is not None:
+            return list(self.assigned)
+        return [(tp.topic, tp.partition) for tp in self.consumer.assignment()]
+
+    def start_fetching(self) -> None:
+        """Hand a pending assignment to librdkafka, at the offsets seeks chose (else committed, else reset)."""
+        wanted, self.pending_offsets = self.pending_offsets, None
+        if wanted is not None:
+            self.consumer.assign(
+                [TopicPartition(t, p, wanted.get((t, p), OFFSET_INVALID)) for t, p in self.assigned]
+            )
+
     def take(self, timeout: float, max_bytes: int) -> tuple[list[Message], int]:
         """Up to `max_bytes` of records (at least one when any arrived within `timeout`), and the generation they
         belong to. They count as consumed only once `confirm`ed (their answer was written), else `give_back`."""
+        self.start_fetching()
         if not self.buffer:
             # What librdkafka already holds, at once; else wait for the first record and take what came with it
             # (one consume(n, timeout) call would wait for all n or the whole timeout).
@@ -397,23 +421,26 @@ class ConsumerInstances:
 
         def assign() -> None:
             instance.drop_buffered()
-            instance.consumer.assign([TopicPartition(t, p) for t, p in partitions])
+            if instance.pending_offsets is None:
+                instance.consumer.unassign()  # what it fetched for the old assignment stops now
+            # librdkafka assigned a partition whose leader it does not know yet retries its offset look-up on a
+            # 500 ms timer, even when the metadata comes back a millisecond later: know the leaders first.
+            for topic in sorted({t for t, _ in partitions}):
+                with contextlib.suppress(KafkaException):  # best effort: the first read finds out anyway
+                    instance.consumer.list_topics(topic, timeout=METADATA_WARM_SECONDS)
             instance.assigned = list(partitions)
+            instance.pending_offsets = {}
 
         await self.run(instance, assign, "assign")
 
     async def assignment(self, instance: ConsumerInstance) -> list[tuple[str, int]]:
-        return await self.run(
-            instance,
-            lambda: [(tp.topic, tp.partition) for tp in instance.consumer.assignment()],
-            "assignment",
-        )
+        return await self.run(instance, instance.held, "assignment")
 
     async def seek(self, instance: ConsumerInstance, positions: list[tuple[str, int, int]]) -> None:
         """Move to offsets (or OFFSET_BEGINNING / OFFSET_END) of partitions the instance holds."""
 
         def seek() -> None:
-            held = {(tp.topic, tp.partition) for tp in instance.consumer.assignment()}
+            held = set(instance.held())
             missing = [(t, p) for t, p, _ in positions if (t, p) not in held]
             if missing:
                 # Java's consumer.seek() on a partition it does not hold: IllegalStateException, which
@@ -425,11 +452,22 @@ class ConsumerInstances:
                     f"Illegal state: No current assignment for partition {topic}-{partition}",
                 )
             instance.drop_buffered({(t, p) for t, p, _ in positions})
-            if instance.assigned:
-                # Re-assigning with offsets works before the first fetch too, where seek() would not.
+            if instance.pending_offsets is not None:
+                instance.pending_offsets.update({(t, p): o for t, p, o in positions})
+            elif instance.assigned:
+                # Re-assigning with offsets works while librdkafka still looks up where to start, where seek()
+                # would not. The other partitions go on from where they are (their position: past what is
+                # buffered, which stays), not from their committed offset.
                 wanted = {(t, p): o for t, p, o in positions}
+                at = {
+                    (tp.topic, tp.partition): tp.offset
+                    for tp in instance.consumer.position([TopicPartition(t, p) for t, p in instance.assigned])
+                }
                 instance.consumer.assign(
-                    [TopicPartition(t, p, wanted.get((t, p), -1001)) for t, p in instance.assigned]
+                    [
+                        TopicPartition(t, p, wanted.get((t, p), at.get((t, p), OFFSET_INVALID)))
+                        for t, p in instance.assigned
+                    ]
                 )
             else:
                 for topic, partition, offset in positions:
