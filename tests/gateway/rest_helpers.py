@@ -133,9 +133,8 @@ def records_until(
     return found
 
 
-def read_formatted(url: str, topic: str, fmt: str, count: int, offset: int = 0) -> list[dict[str, Any]]:
-    """The first `count` records of partition 0 of `topic` from `offset` on, through a consumer instance of the
-    embedded format `fmt` (deleted afterwards)."""
+def reader_at(url: str, topic: str, fmt: str, offset: int = 0) -> str:
+    """A consumer instance of the embedded format `fmt` on partition 0 of `topic`, at `offset`: its base URI."""
     base = new_consumer(url, unique(f"{fmt}-reader"), format=fmt)
     partition = {"topic": topic, "partition": 0}
     for path, body in (
@@ -144,6 +143,13 @@ def read_formatted(url: str, topic: str, fmt: str, count: int, offset: int = 0) 
     ):
         reply = requests.post(f"{base}/{path}", json=body, headers={"Content-Type": V2}, timeout=30)
         assert reply.status_code == 204, reply.text
+    return base
+
+
+def read_formatted(url: str, topic: str, fmt: str, count: int, offset: int = 0) -> list[dict[str, Any]]:
+    """The first `count` records of partition 0 of `topic` from `offset` on, through a consumer instance of the
+    embedded format `fmt` (deleted afterwards)."""
+    base = reader_at(url, topic, fmt, offset)
     try:
         return records_until(base, count, fmt=f"application/vnd.kafka.{fmt}.v2+json")
     finally:

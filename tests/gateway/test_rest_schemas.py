@@ -15,8 +15,8 @@ from rest_helpers import (
     RestGateway,
     create_topic,
     direct_messages,
-    new_consumer,
     read_formatted,
+    reader_at,
     records_until,
     unique,
 )
@@ -187,17 +187,15 @@ def test_jsonschema_produce_and_consume(rest: RestGateway, registry: str) -> Non
     assert _read_values(rest, topic, "jsonschema", 1) == [(None, {"id": 7})]
 
 
-def _reader_at(rest: RestGateway, topic: str, fmt: str, offset: int) -> str:
-    """A consumer instance of format `fmt` on partition 0 of `topic`, at `offset`: its base URI."""
-    base = new_consumer(rest.url, unique(f"{fmt}-reader"), format=fmt)
-    partition = {"topic": topic, "partition": 0}
-    for path, body in (
-        ("assignments", {"partitions": [partition]}),
-        ("positions", {"offsets": [{**partition, "offset": offset}]}),
-    ):
-        reply = requests.post(f"{base}/{path}", json=body, headers={"Content-Type": V2}, timeout=30)
-        assert reply.status_code == 204, reply.text
-    return base
+def _produce_plain_text(rest: RestGateway, topic: str) -> None:
+    """One record of plain bytes ("test"), in no schema format's framing."""
+    sent = requests.post(
+        f"{rest.url}/topics/{topic}",
+        json={"records": [{"value": "dGVzdA=="}]},
+        headers={"Content-Type": BINARY},
+        timeout=30,
+    )
+    assert sent.status_code == 200, sent.text
 
 
 @pytest.mark.parametrize("fmt", ["avro", "jsonschema", "protobuf", "json"])
@@ -207,14 +205,8 @@ def test_a_record_not_in_the_instances_format_is_a_408_naming_it(rest: RestGatew
     caller can seek past it."""
     topic = unique(f"rest-undecodable-{fmt}")
     create_topic(rest.url, topic)
-    sent = requests.post(
-        f"{rest.url}/topics/{topic}",
-        json={"records": [{"value": "dGVzdA=="}]},
-        headers={"Content-Type": BINARY},
-        timeout=30,
-    )
-    assert sent.status_code == 200, sent.text
-    base = _reader_at(rest, topic, fmt, 0)
+    _produce_plain_text(rest, topic)
+    base = reader_at(rest.url, topic, fmt)
     try:
         reply = requests.get(
             f"{base}/records",
@@ -241,15 +233,9 @@ def test_records_before_an_undecodable_one_are_delivered_and_a_seek_passes_it(re
         assert reply.status_code == 200, reply.text
 
     produce_avro({"id": 1, "note": None})
-    plain = requests.post(
-        f"{rest.url}/topics/{topic}",
-        json={"records": [{"value": "dGVzdA=="}]},
-        headers={"Content-Type": BINARY},
-        timeout=30,
-    )
-    assert plain.status_code == 200, plain.text
+    _produce_plain_text(rest, topic)
     produce_avro({"id": 3, "note": None})
-    base = _reader_at(rest, topic, "avro", 0)
+    base = reader_at(rest.url, topic, "avro")
     try:
         (first,) = records_until(base, 1, fmt=AVRO)
         assert (first["offset"], first["value"]) == (0, {"id": 1, "note": None})

@@ -93,6 +93,17 @@ def test_lags_leave_out_partitions_that_no_longer_exist(
     )
 
 
+def _v2_record_refused_400(rest_proxy: RestGateway, topic: str) -> None:
+    """A v2 produce of one record the broker refuses: answered 200, the record's own error_code 400."""
+    v2 = requests.post(
+        f"{rest_proxy.url}/topics/{topic}",
+        json={"records": [{"value": 1}]},
+        headers={"Content-Type": "application/vnd.kafka.json.v2+json"},
+        timeout=30,
+    )
+    assert v2.status_code == 200 and v2.json()["offsets"][0]["error_code"] == 400, v2.text
+
+
 def test_a_keyless_record_to_a_compacted_topic_is_400_and_the_next_one_is_written(
     v3: str, rest_proxy: RestGateway
 ) -> None:
@@ -101,13 +112,7 @@ def test_a_keyless_record_to_a_compacted_topic_is_400_and_the_next_one_is_writte
     keyless = {"value": {"type": "JSON", "data": {"n": 1}}}
     reply = requests.post(f"{v3}/topics/{topic}/records", json=keyless, timeout=30)
     _refused(reply)
-    v2 = requests.post(
-        f"{rest_proxy.url}/topics/{topic}",
-        json={"records": [{"value": 1}]},
-        headers={"Content-Type": "application/vnd.kafka.json.v2+json"},
-        timeout=30,
-    )
-    assert v2.status_code == 200 and v2.json()["offsets"][0]["error_code"] == 400, v2.text
+    _v2_record_refused_400(rest_proxy, topic)
     keyed = {"key": {"type": "STRING", "data": "k"}, **keyless}
     written = requests.post(f"{v3}/topics/{topic}/records", json=keyed, timeout=10)
     assert (written.status_code, written.json()["offset"]) == (200, 0), written.text
@@ -121,13 +126,7 @@ def test_a_record_to_an_internal_topic_is_400_not_a_server_error(v3: str, rest_p
         f"{v3}/topics/{internal}/records", json={"value": {"type": "JSON", "data": 1}}, timeout=30
     )
     _refused(reply)
-    v2 = requests.post(
-        f"{rest_proxy.url}/topics/{internal}",
-        json={"records": [{"value": 1}]},
-        headers={"Content-Type": "application/vnd.kafka.json.v2+json"},
-        timeout=30,
-    )
-    assert v2.status_code == 200 and v2.json()["offsets"][0]["error_code"] == 400, v2.text
+    _v2_record_refused_400(rest_proxy, internal)
 
 
 # -- errors in Confluent's shape ------------------------------------------------------------------------------
