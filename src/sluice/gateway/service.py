@@ -278,10 +278,11 @@ class GatewayService:
         validate_group(group)
         if not offsets:
             raise invalid("no offsets given")
-        named = [partition for partition, _, _ in offsets]
-        if len(set(named)) != len(named):
-            twice = next(p for p in named if named.count(p) > 1)
-            raise invalid(f"partition {twice} is named more than once")
+        named: set[int] = set()
+        for partition, _, _ in offsets:
+            if partition in named:
+                raise invalid(f"partition {partition} is named more than once")
+            named.add(partition)
         await self._refuse_share_group(target, group, "it has no committed offsets to set")
         # Our own member of the group would overwrite the new offsets with its
         # next commit (and Kafka refuses commits to an active group): leave first.
