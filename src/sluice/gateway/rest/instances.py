@@ -426,8 +426,10 @@ class ConsumerInstances:
             # librdkafka assigned a partition whose leader it does not know yet retries its offset look-up on a
             # 500 ms timer, even when the metadata comes back a millisecond later: know the leaders first.
             for topic in sorted({t for t, _ in partitions}):
-                with contextlib.suppress(KafkaException):  # best effort: the first read finds out anyway
+                try:
                     instance.consumer.list_topics(topic, timeout=METADATA_WARM_SECONDS)
+                except KafkaException:
+                    break  # best effort: the first read finds out anyway; no wait per topic on a cluster gone
             instance.assigned = list(partitions)
             instance.pending_offsets = {}
 

@@ -244,7 +244,7 @@ async def _records_json(
         )
     body = [
         {"topic": m.topic(), "key": key, "value": value, "partition": m.partition(), "offset": m.offset()}
-        for m, (key, value) in zip(messages, decoded, strict=False)
+        for m, (key, value) in zip(messages[: len(decoded)], decoded, strict=True)
     ]
     return json.dumps(body, separators=(",", ":"), default=_bytes_as_text).encode(), None, len(decoded)
 
