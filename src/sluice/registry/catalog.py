@@ -94,9 +94,8 @@ class Catalog:
     def id_with_fingerprint(self, fingerprint: str) -> int | None:
         """The id of a stored schema that is the same schema, if any (the lowest such id)."""
         index = self._ids_by_fingerprint
-        indexed = self._indexed
-        for schema_id in sorted(set(self.state.schemas) - indexed):
-            indexed.add(schema_id)
+        for schema_id in sorted(set(self.state.schemas) - self._indexed):
+            self._indexed.add(schema_id)
             parsed = self.parsed(schema_id)
             if parsed is not None:
                 index.setdefault(parsed.fingerprint, schema_id)

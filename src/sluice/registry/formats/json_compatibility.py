@@ -71,6 +71,15 @@ def _matching_size(fits: list[list[int]], right: int) -> int:
     return sum(place(left, set()) for left in range(len(fits)))
 
 
+def _dependencies_of(schema: dict[str, Any]) -> dict[str, Any]:
+    """Draft 7's dependencies and their 2019-09 halves (dependentRequired, dependentSchemas) as one map."""
+    return {
+        **dict_at(schema, "dependencies"),
+        **dict_at(schema, "dependentRequired"),
+        **dict_at(schema, "dependentSchemas"),
+    }
+
+
 def _snake(keyword: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", keyword).upper()
 
@@ -336,8 +345,7 @@ class _Diff:
     def _object(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
     ) -> None:
-        w_props: dict[str, Any] = w.get("properties", {}) if isinstance(w.get("properties"), dict) else {}
-        r_props: dict[str, Any] = r.get("properties", {}) if isinstance(r.get("properties"), dict) else {}
+        w_props, r_props = dict_at(w, "properties"), dict_at(r, "properties")
         w_required = set(w.get("required", [])) if isinstance(w.get("required"), list) else set()
         r_required = set(r.get("required", [])) if isinstance(r.get("required"), list) else set()
         for name in [*w_props, *(n for n in r_props if n not in w_props)]:
@@ -474,16 +482,7 @@ class _Diff:
     def _dependencies(
         self, w: dict[str, Any], w_res: Resolver, r: dict[str, Any], r_res: Resolver, path: str
     ) -> None:
-        w_deps = {
-            **dict_at(w, "dependencies"),
-            **dict_at(w, "dependentRequired"),
-            **dict_at(w, "dependentSchemas"),
-        }
-        r_deps = {
-            **dict_at(r, "dependencies"),
-            **dict_at(r, "dependentRequired"),
-            **dict_at(r, "dependentSchemas"),
-        }
+        w_deps, r_deps = _dependencies_of(w), _dependencies_of(r)
         for name, r_dep in r_deps.items():
             where = f"{path}/dependencies/{name}"
             w_dep = w_deps.get(name)

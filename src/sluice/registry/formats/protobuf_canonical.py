@@ -43,6 +43,7 @@ from .protobuf_syntax import (
     Ranges,
     Rpc,
     Service,
+    as_item,
 )
 from .protobuf_text import SCALAR_NAMES as SCALARS
 
@@ -317,9 +318,7 @@ class _Printer:
     def option_list(self, items: list[Any]) -> str:
         if len(items) == 1:
             return f"[{self.option_value(items[0])}]"
-        last = len(items) - 1
-        lines = [indent(self.option_value(item) + ("," if i < last else "")) for i, item in enumerate(items)]
-        return "[\n" + "".join(lines) + "]"
+        return "[\n" + comma_lines([self.option_value(item) for item in items]) + "]"
 
     def option_map(self, values: dict[str, Any]) -> str:
         if self.normalize:
@@ -333,11 +332,7 @@ class _Printer:
                     key = f"[{resolved}]" if resolved is not None else key
                 entries.setdefault(key, value)
             values = dict(sorted(entries.items()))
-        last = len(values) - 1
-        return "".join(
-            indent(f"{key}: {self.option_value(value)}{',' if i < last else ''}")
-            for i, (key, value) in enumerate(values.items())
-        )
+        return comma_lines([f"{key}: {self.option_value(value)}" for key, value in values.items()])
 
     def option_value(self, value: Any) -> str:
         if isinstance(value, str):
@@ -347,11 +342,7 @@ class _Printer:
         if isinstance(value, list):
             if self.normalize and len(value) == 1:
                 return self.option_value(value[0])
-            last = len(value) - 1
-            items = "".join(
-                indent(self.option_value(v) + ("," if i < last else "")) for i, v in enumerate(value)
-            )
-            return "[\n" + items + "]"
+            return "[\n" + comma_lines([self.option_value(v) for v in value]) + "]"
         if isinstance(value, Primitive):
             return self.number(value.value) if value.kind == "NUMBER" else value.value
         if isinstance(value, Option):
@@ -373,6 +364,12 @@ def block(items: list[str], *, nested: bool = True) -> list[str]:
     if not items:
         return []
     return ["\n", *(indent(item) if nested else item for item in items)]
+
+
+def comma_lines(items: list[str]) -> str:
+    """Items one to a line, indented, a comma after each but the last (lists, aggregates, option brackets)."""
+    last = len(items) - 1
+    return "".join(indent(item + ("," if i < last else "")) for i, item in enumerate(items))
 
 
 def indent(text: str) -> str:
@@ -427,11 +424,7 @@ def _as_map(option: Option) -> Option:
 
 def _option_map(option: Option) -> dict[str, Any]:
     inner: Option = option.value
-    value: Any = inner.value
-    if inner.kind in ("BOOLEAN", "ENUM", "NUMBER"):
-        value = Primitive(inner.kind, value)
-    elif inner.kind == "OPTION":
-        value = _option_map(inner)
+    value = _option_map(inner) if inner.kind == "OPTION" else as_item(inner.kind, inner.value)
     return {inner.name: value}
 
 

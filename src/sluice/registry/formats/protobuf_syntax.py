@@ -66,6 +66,11 @@ class Primitive:
     value: str
 
 
+def as_item(kind: str, value: Any) -> Any:
+    """An option value as it sits in an aggregate or a list: a BOOLEAN, ENUM or NUMBER keeps its kind."""
+    return Primitive(kind, value) if kind in ("BOOLEAN", "ENUM", "NUMBER") else value
+
+
 @dataclass
 class Field:
     label: str | None
@@ -251,7 +256,7 @@ class _Reader:
 
     def string(self) -> str:
         parts = [unquote(self.take().text)]
-        while self.tokens[self.index].kind == "string" if self.index < len(self.tokens) else False:
+        while self.index < len(self.tokens) and self.tokens[self.index].kind == "string":
             parts.append(unquote(self.take().text))
         return "".join(parts)
 
@@ -313,7 +318,7 @@ class _Reader:
                 key = self.take().text
             self.accept(":")
             kind, value = self.value()
-            item = Primitive(kind, value) if kind in ("BOOLEAN", "ENUM", "NUMBER") else value
+            item = as_item(kind, value)
             # Wire gathers a key given more than once into a list of its values.
             if key not in result:
                 result[key] = item
@@ -329,7 +334,7 @@ class _Reader:
         items: list[Any] = []
         while not self.accept("]"):
             kind, value = self.value()
-            items.append(Primitive(kind, value) if kind in ("BOOLEAN", "ENUM", "NUMBER") else value)
+            items.append(as_item(kind, value))
             self.accept(",")
         return items
 
@@ -547,6 +552,17 @@ def _enum(reader: _Reader) -> Enum:
     return enum
 
 
+def _rpc_type(reader: _Reader) -> tuple[bool, str]:
+    """An rpc's `(stream Type)` or `(Type)`: whether it streams, and the type (which may be named stream)."""
+    reader.take("(")
+    streaming = reader.peek() == "stream" and reader.peek(1) != ")"
+    if streaming:
+        reader.take("stream")
+    name = reader.name()
+    reader.take(")")
+    return streaming, name
+
+
 def _service(reader: _Reader) -> Service:
     reader.take("service")
     service = Service(reader.name())
@@ -557,15 +573,9 @@ def _service(reader: _Reader) -> Service:
         elif not reader.accept(";"):
             reader.take("rpc")
             rpc = Rpc(reader.name(), "", "")
-            reader.take("(")
-            rpc.request_streaming = reader.peek() == "stream" and reader.peek(1) != ")"
-            reader.accept("stream") if rpc.request_streaming else None
-            rpc.request = reader.name()
-            reader.take(")"), reader.take("returns"), reader.take("(")
-            rpc.response_streaming = reader.peek() == "stream" and reader.peek(1) != ")"
-            reader.accept("stream") if rpc.response_streaming else None
-            rpc.response = reader.name()
-            reader.take(")")
+            rpc.request_streaming, rpc.request = _rpc_type(reader)
+            reader.take("returns")
+            rpc.response_streaming, rpc.response = _rpc_type(reader)
             if reader.accept("{"):
                 while not reader.accept("}"):
                     if reader.peek() == "option":

@@ -1,10 +1,10 @@
-"""A compiled .proto file printed back as normalized text: the form stored when a schema is registered with
-normalize=true.
+"""A compiled .proto file printed back as .proto text: how a schema registered as a base64 serialized
+FileDescriptorProto (what confluent-kafka's ProtobufSerializer registers) becomes text to read and store.
 
 The text is a pure function of the descriptor, so comments, layout, import order and option order do not
 show, and type names are written fully qualified (".pkg.Msg"), so the text compiles to the same descriptor
 wherever it is read. Options whose meaning the descriptor classes do not know (custom options) cannot be
-printed back; a file that has them keeps its original text (see has_custom_options).
+printed back, so a descriptor that has them is refused (see has_custom_options).
 """
 
 from __future__ import annotations
