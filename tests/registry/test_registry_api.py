@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -16,7 +15,7 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from sluice.testing import BrokerProcess, RegistryProcess
+from sluice.testing import RegistryProcess
 
 
 def record(name: str, *fields: tuple[str, object], extra: dict | None = None) -> str:
@@ -33,14 +32,6 @@ def record(name: str, *fields: tuple[str, object], extra: dict | None = None) ->
 USER_V1 = record("User", ("name", "string"))
 USER_V2 = record("User", ("name", "string"), ("age", "int", 0))
 USER_BAD = record("User", ("name", "string"), ("email", "string"))  # a new field without a default
-
-
-@pytest.fixture(scope="module")
-def registry(broker: BrokerProcess) -> Iterator[RegistryProcess]:
-    proc = RegistryProcess(broker.bootstrap, f"_schemas-api-{uuid.uuid4().hex[:8]}").start()
-    proc.wait_primary()
-    yield proc
-    proc.stop()
 
 
 @pytest.fixture

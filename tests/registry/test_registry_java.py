@@ -42,14 +42,6 @@ DATE_PROTO = 'syntax = "proto3";\npackage google.type;\nmessage Date { int32 yea
 
 
 @pytest.fixture(scope="module")
-def registry(broker: BrokerProcess) -> Iterator[RegistryProcess]:
-    proc = RegistryProcess(broker.bootstrap, f"_schemas-java-{uuid.uuid4().hex[:8]}").start()
-    proc.wait_primary()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture(scope="module")
 def java(
     broker: BrokerProcess, registry: RegistryProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RegistryJava]:

@@ -8,12 +8,9 @@ ProtobufSchema.canonicalString() (ProtobufSchemaUtils.toString over Wire's parse
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
 
-from sluice.testing import BrokerProcess, RegistryProcess
+from sluice.testing import RegistryProcess
 
 # Defines the custom options the shop schema uses; Confluent does not need it imported for them to stay.
 OPTIONS = """syntax = "proto3";
@@ -249,14 +246,6 @@ extend .legacy.Event {
   optional int32 priority = 100;
 }
 """
-
-
-@pytest.fixture(scope="module")
-def registry(broker: BrokerProcess) -> Iterator[RegistryProcess]:
-    proc = RegistryProcess(broker.bootstrap, f"_schemas-prototext-{uuid.uuid4().hex[:8]}").start()
-    proc.wait_primary()
-    yield proc
-    proc.stop()
 
 
 @pytest.fixture
